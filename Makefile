@@ -1,0 +1,118 @@
+# Trellara - one entry point: build, test, install, bench, quickstart.
+#
+#   make                 build every program into bin/
+#   make check           unit tests, unit tests under ASan+UBSan, bats tests
+#   make unit            unit tests only (plain and sanitized)
+#   make bats            bats tests only (BATS_FILTER=regex, BATS_FILES=...)
+#   make install PREFIX=/usr/local DESTDIR=
+#   make bench           benchmarks (prints ratios against same-run baselines)
+#   make deps            install missing Debian packages (root)
+
+CC ?= gcc
+PREFIX ?= /usr/local
+DESTDIR ?=
+PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(WARN) -Iinclude -I$(PG_INCLUDE) -MMD -MP \
+	-include include/trellara/banned.h
+CFLAGS ?= -O2
+ALL_CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
+SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDLIBS := -lpq -lyaml -lz -lpthread
+
+COMMON_SRC := $(sort $(wildcard common/*.c))
+COMMON_OBJ := $(COMMON_SRC:%.c=build/obj/%.o)
+COMMON_SAN_OBJ := $(COMMON_SRC:%.c=build/san/%.o)
+
+PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
+PROGRAM_BINS := $(PROGRAMS:%=bin/%)
+# Every cmd/ module except main.c is linkable into unit tests and the simulator.
+CMD_LIB_SRC := $(sort $(filter-out %/main.c,$(wildcard cmd/*/*.c)))
+CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
+CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
+
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=build/tests/%)
+UNIT_SAN_BINS := $(UNIT_SRC:tests/unit/%.c=build/san-tests/%)
+
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(BENCH_SRC:bench/%.c=build/bench/%)
+
+SCRIPTS := $(wildcard scripts/trellara scripts/trellara-*)
+MAN1 := $(wildcard man/man1/*.1)
+MAN5 := $(wildcard man/man5/*.5)
+MAN7 := $(wildcard man/man7/*.7)
+
+.PHONY: all check unit unit-plain unit-san bats install bench deps clean quickstart
+
+all: $(PROGRAM_BINS)
+
+build/libtrellara.a: $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+build/libtrellara-san.a: $(COMMON_SAN_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+build/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+build/san/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+# A program: its own folder's objects plus libtrellara.
+.SECONDEXPANSION:
+bin/%: $$(patsubst %.c,build/obj/%.o,$$(wildcard cmd/%/*.c)) build/libtrellara.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) build/libtrellara-san.a
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+
+build/bench/%: build/obj/bench/%.o build/libtrellara.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+unit: unit-plain unit-san
+
+unit-plain: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+unit-san: $(UNIT_SAN_BINS)
+	@set -e; for t in $(UNIT_SAN_BINS); do echo "== $$t (asan+ubsan)"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+bats: all
+	@scripts/run-bats.sh
+
+check: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) bats
+
+deps:
+	@scripts/install-deps.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 0755 $(PROGRAM_BINS) $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(MAN1),install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
+	$(if $(MAN7),install -d $(DESTDIR)$(PREFIX)/share/man/man7 && install -m 0644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)
+
+bench: all $(BENCH_BINS)
+	@scripts/bench.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

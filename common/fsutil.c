@@ -1,0 +1,179 @@
+#include "trellara/fsutil.h"
+
+#include "trellara/defaults.h"
+#include "trellara/log.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+int fs_mkdir_p(const char *path)
+{
+	char *copy = xstrdup(path);
+	int rc = -1;
+	for (char *p = copy + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char saved = *p;
+			*p = '\0';
+			if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
+				log_error("cannot create directory \"%s\": %m", copy);
+				goto out;
+			}
+			*p = saved;
+			if (saved == '\0')
+				break;
+		}
+	}
+	struct stat st;
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_error("\"%s\" is not a directory", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(copy);
+	return rc;
+}
+
+int fs_fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		log_error("cannot open directory \"%s\": %m", path);
+		return -1;
+	}
+	int rc = 0;
+	if (fsync(fd) < 0) {
+		log_error("cannot fsync directory \"%s\": %m", path);
+		rc = -1;
+	}
+	close(fd);
+	return rc;
+}
+
+int fs_pwrite_all(int fd, const void *buf, size_t len, off_t pos, const char *path)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, pos);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("cannot write %zu bytes at byte %lld of \"%s\": %m", len, (long long)pos,
+				  path);
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+		pos += n;
+	}
+	return 0;
+}
+
+/* TRELLARA_TEST_FSYNC_FAIL=n: the nth fdatasync of this process fails
+ * with EIO (a test hook; the counter is its only state). */
+static unsigned long fsync_calls;
+
+int fs_fdatasync(int fd, const char *path)
+{
+	const char *fail = getenv(ENV_TEST_FSYNC_FAIL);
+	fsync_calls++;
+	if (fail && strtoul(fail, NULL, 10) == fsync_calls) {
+		errno = EIO;
+		log_error("cannot fdatasync \"%s\": %m", path);
+		return -1;
+	}
+	if (fdatasync(fd) < 0) {
+		log_error("cannot fdatasync \"%s\": %m", path);
+		return -1;
+	}
+	return 0;
+}
+
+int fs_write_durable(const char *path, const void *data, size_t len)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	char *dir_copy = xstrdup(path);
+	int fd = -1, rc = -1;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		log_error("cannot create \"%s\": %m", tmp);
+		goto out;
+	}
+	if (fs_pwrite_all(fd, data, len, 0, tmp) < 0)
+		goto out;
+	if (fsync(fd) < 0) {
+		log_error("cannot fsync \"%s\": %m", tmp);
+		goto out;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		log_error("cannot close \"%s\": %m", tmp);
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		log_error("cannot rename \"%s\" to \"%s\": %m", tmp, path);
+		goto out;
+	}
+	if (fs_fsync_dir(dirname(dir_copy)) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		unlink(tmp);
+	free(tmp);
+	free(dir_copy);
+	return rc;
+}
+
+int fs_read_file(const char *path, char **data, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1; /* caller decides whether absence is an error */
+	size_t cap = 4096, used = 0;
+	char *buf = xmalloc(cap);
+	for (;;) {
+		if (used + 1 >= cap)
+			buf = xrealloc(buf, cap *= 2);
+		ssize_t n = read(fd, buf + used, cap - used - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("cannot read \"%s\": %m", path);
+			free(buf);
+			close(fd);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		used += (size_t)n;
+	}
+	close(fd);
+	buf[used] = '\0';
+	*data = buf;
+	if (len)
+		*len = used;
+	return 0;
+}
+
+int fs_free_bytes(const char *path, uint64_t *free_bytes)
+{
+	struct statvfs st;
+	if (statvfs(path, &st) < 0) {
+		log_error("cannot stat file system of \"%s\": %m", path);
+		return -1;
+	}
+	*free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
+	return 0;
+}

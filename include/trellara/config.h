@@ -1,0 +1,84 @@
+/*
+ * config.h - the flow file (DESIGN §3, man 5 trellara.yml).
+ *
+ * config_load() reads a YAML flow file of the Trellara configuration
+ * schema version 2 into a struct flow_config that owns all its strings.
+ * Unknown keys, wrong types, missing required keys, bad values and
+ * non-YAML input are errors: it logs one message naming the file, the
+ * line (and column) and the key path ("source.slot"), and returns -1;
+ * main() then exits 78.  Secret references ({source:
+ * environment_variable, name: X} or {source: file, path: P}) are resolved
+ * at load time; a missing variable or unreadable file is an error naming
+ * the reference, never the secret.
+ */
+#ifndef TRELLARA_CONFIG_H
+#define TRELLARA_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum dataset_mode { DATASET_STRICT_TRANSACTION_ORDER = 0 };
+enum stream_durability { STREAM_DURABILITY_FSYNC = 0 };
+
+struct table_config {
+	char *schema;             /* owned */
+	char *name;               /* owned */
+	char *verify_primary_key; /* owned; NULL = the table's own key; comma-separated for composite */
+	char **excluded_columns;  /* owned array of owned strings */
+	size_t n_excluded_columns;
+};
+
+struct flow_config {
+	char *path;        /* owned: the file it was loaded from */
+	int config_version;
+	char *environment; /* owned; may be NULL */
+
+	/* source */
+	char *source_id;           /* owned, required */
+	char *source_database_url; /* owned, required (resolved secret) */
+	char *publication;         /* owned, required */
+	char *slot;                /* owned, required */
+	uint64_t wal_retention_warn_bytes;
+	uint64_t stream_spill_threshold_changes;
+	char *stream_spill_dir;    /* owned; default "./target/trellara-spill" */
+	int pgoutput_protocol_version; /* default 2 */
+	bool pgoutput_streaming;       /* default true */
+
+	/* dataset */
+	char *dataset_id; /* owned, required */
+	enum dataset_mode mode;
+	bool strict_chunking;            /* dataset.strict_chunking present */
+	uint64_t max_changes_per_chunk;  /* default 1000 */
+	struct table_config *tables;     /* owned, at least one */
+	size_t n_tables;
+
+	/* stream */
+	char *stream_path; /* owned, required (stream.kind must be "local") */
+	enum stream_durability durability;
+	uint64_t segment_bytes;
+	uint64_t max_batch_transactions;
+	uint64_t max_batch_messages;
+	uint64_t min_free_bytes;
+	char **protected_groups; /* owned; default: { apply.consumer_group } */
+	size_t n_protected_groups;
+
+	/* target */
+	char *target_database_url; /* owned, required (resolved secret) */
+	char *checkpoint_schema;   /* owned; default "trellara" */
+
+	/* snapshot, apply, observability */
+	uint64_t snapshot_workers;
+	char *consumer_group; /* owned; default "applyd" */
+	uint64_t apply_batch_transactions;
+	char *metrics_dir;    /* owned; may be NULL */
+};
+
+/* Load and validate path.  On success fills *config (caller frees it with
+ * config_free) and returns 0; on failure logs the reason and returns -1. */
+int config_load(const char *path, struct flow_config *config);
+void config_free(struct flow_config *config);
+/* "source_id:dataset_id", newly allocated. */
+char *config_flow_id(const struct flow_config *config);
+
+#endif

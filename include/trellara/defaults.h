@@ -1,0 +1,48 @@
+/*
+ * defaults.h - every default, environment variable name and exit code
+ * Trellara uses, in one place.  The supervisor script and the man pages
+ * quote these same numbers (DESIGN §10); change them together.
+ */
+#ifndef TRELLARA_DEFAULTS_H
+#define TRELLARA_DEFAULTS_H
+
+#define TRELLARA_VERSION "0.1.0"
+
+/* Exit codes (sysexits, DESIGN §10).  Only main() picks one. */
+enum trellara_exit {
+	EXIT_OK = 0,           /* success; CONVERGED; no blockers */
+	EXIT_NEGATIVE = 1,     /* divergence, blockers, quarantine present */
+	EXIT_USAGE = 64,       /* command-line usage error */
+	EXIT_DATAERR = 65,     /* corrupt frame, malformed envelope, bad checksum */
+	EXIT_UNAVAILABLE = 69, /* a server unavailable after bounded retries */
+	EXIT_CANTCREAT = 73,   /* fail-closed on storage pressure or failure */
+	EXIT_TEMPFAIL = 75,    /* temporary failure; safe to restart */
+	EXIT_CONFIG = 78       /* configuration error */
+};
+
+/* Environment variables. */
+#define ENV_FAULT "TRELLARA_FAULT"         /* point[:nth]: die like kill -9 there */
+#define ENV_LOG_LEVEL "TRELLARA_LOG_LEVEL" /* error|warn|info|debug */
+#define ENV_LOG_FORMAT "TRELLARA_LOG_FORMAT" /* text|json */
+#define ENV_TEST_FSYNC_FAIL "TRELLARA_TEST_FSYNC_FAIL" /* tests: make the nth fdatasync fail with EIO */
+
+/* Stream defaults (DESIGN §3, §4). */
+#define DEFAULT_SEGMENT_BYTES (64ULL * 1024 * 1024)
+#define DEFAULT_MAX_BATCH_TRANSACTIONS 100
+#define DEFAULT_MAX_BATCH_MESSAGES 100
+#define DEFAULT_MIN_FREE_BYTES (1024ULL * 1024 * 1024)
+#define MIN_SEGMENT_BYTES (64ULL * 1024)
+/* A frame's payload never exceeds this: readers need bounded memory. */
+#define MAX_FRAME_PAYLOAD (16U * 1024 * 1024)
+
+/* Flow-file defaults. */
+#define DEFAULT_CHECKPOINT_SCHEMA "trellara"
+#define DEFAULT_CONSUMER_GROUP "applyd"
+#define DEFAULT_APPLY_BATCH_TRANSACTIONS 100
+#define DEFAULT_SNAPSHOT_WORKERS 2
+#define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
+#define DEFAULT_WAL_RETENTION_WARN_BYTES (1024ULL * 1024 * 1024)
+#define DEFAULT_MAX_CHANGES_PER_CHUNK 1000
+#define DEFAULT_PROTOCOL_VERSION 2
+
+#endif

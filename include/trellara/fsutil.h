@@ -1,0 +1,31 @@
+/*
+ * fsutil.h - small file-system helpers with PostgreSQL's durability rules.
+ *
+ * Every function logs its own failure once (with the path and %m) and
+ * returns -1; callers pass the failure up.  An fsync failure is never
+ * retried: the caller must treat it as fatal for the file.
+ */
+#ifndef TRELLARA_FSUTIL_H
+#define TRELLARA_FSUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* mkdir -p with mode 0700 for every directory it creates. */
+int fs_mkdir_p(const char *path);
+/* fsync a directory (after creating, renaming or removing entries). */
+int fs_fsync_dir(const char *path);
+/* Write path atomically and durably: path.tmp (0600), write, fsync,
+ * rename over path, fsync the parent directory. */
+int fs_write_durable(const char *path, const void *data, size_t len);
+/* Read a whole (small) file into a new NUL-terminated buffer. */
+int fs_read_file(const char *path, char **data, size_t *len);
+/* Write all bytes at pos (retries short writes and EINTR). */
+int fs_pwrite_all(int fd, const void *buf, size_t len, off_t pos, const char *path);
+/* Free bytes available to us on the file system holding path. */
+int fs_free_bytes(const char *path, uint64_t *free_bytes);
+/* fdatasync, with the TRELLARA_TEST_FSYNC_FAIL test hook honoured. */
+int fs_fdatasync(int fd, const char *path);
+
+#endif
