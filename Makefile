@@ -14,8 +14,9 @@ DESTDIR ?=
 PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(WARN) -Iinclude -I$(PG_INCLUDE) -MMD -MP \
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(WARN) -Iinclude -I$(PG_INCLUDE) \
 	-include include/trellara/banned.h
+DEPFLAGS := -MMD -MP
 CFLAGS ?= -O2
 ALL_CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -58,17 +59,19 @@ build/libtrellara-san.a: $(COMMON_SAN_OBJ)
 
 build/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 build/san/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 # A program: its own folder's objects plus libtrellara.
-.SECONDEXPANSION:
-bin/%: $$(patsubst %.c,build/obj/%.o,$$(wildcard cmd/%/*.c)) build/libtrellara.a
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+define PROGRAM_RULE
+bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) build/libtrellara.a
+	@mkdir -p bin
+	$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULE,$(p))))
 
 build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
 	@mkdir -p $(@D)

@@ -1,0 +1,42 @@
+/*
+ * stream_cli.h - the subcommands of trellara-stream.  main.c parses the
+ * command line into struct stream_cli_options and calls one of these;
+ * each returns the process exit code (include/trellara/defaults.h).
+ */
+#ifndef TRELLARA_STREAM_CLI_H
+#define TRELLARA_STREAM_CLI_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct stream_cli_options {
+	const char *dir;               /* resolved stream directory */
+	const char *source_id, *flow;  /* from the flow file, or NULL */
+	const char *const *protected_groups;
+	size_t n_protected;
+	bool protect_all_groups;       /* --dir without --protect: every group */
+	uint64_t segment_bytes;
+	uint64_t min_free_bytes;
+	uint64_t max_batch_messages;
+	bool json;
+	bool raw;
+	bool follow;
+	bool apply;
+	bool have_from, have_count, have_offset;
+	uint64_t from, count, offset;
+	const char *lsn;
+	volatile sig_atomic_t *stop;   /* set by main's signal handler */
+};
+
+int stream_cli_inspect(const struct stream_cli_options *o);
+int stream_cli_read(const struct stream_cli_options *o);
+int stream_cli_locate(const struct stream_cli_options *o);
+int stream_cli_retention(const struct stream_cli_options *o);
+int stream_cli_append(const struct stream_cli_options *o);
+
+/* Exit code for a stream_status. */
+int stream_cli_exit_code(int status);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * stream_meta.c - the stream's identity file, "key=value" lines.
+ */
+#include "trellara/stream.h"
+
+#include "trellara/fsutil.h"
+#include "trellara/log.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int stream_meta_read(const char *dir, struct stream_meta *meta)
+{
+	memset(meta, 0, sizeof *meta);
+	char *path = xasprintf("%s/meta", dir);
+	char *data = NULL;
+	int rc = -1;
+	if (fs_read_file(path, &data, NULL) < 0) {
+		log_error("cannot read stream identity \"%s\": %m", path);
+		goto out;
+	}
+	char *save = NULL;
+	for (char *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		const char *value = eq + 1;
+		if (strcmp(line, "format_version") == 0)
+			meta->format_version = atoi(value);
+		else if (strcmp(line, "source_id") == 0 && *value)
+			meta->source_id = xstrdup(value);
+		else if (strcmp(line, "flow") == 0 && *value)
+			meta->flow = xstrdup(value);
+		else if (strcmp(line, "system_identifier") == 0 && *value)
+			meta->system_identifier = xstrdup(value);
+		else if (strcmp(line, "database") == 0 && *value)
+			meta->database = xstrdup(value);
+	}
+	if (meta->format_version != STREAM_FORMAT_VERSION) {
+		log_error("stream identity \"%s\": unsupported format_version %d (this Trellara reads %d)",
+			  path, meta->format_version, STREAM_FORMAT_VERSION);
+		stream_meta_free(meta);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(data);
+	free(path);
+	return rc;
+}
+
+int stream_meta_write(const char *dir, const struct stream_meta *meta)
+{
+	char *path = xasprintf("%s/meta", dir);
+	char *text = xasprintf("format_version=%d\nsource_id=%s\nflow=%s\nsystem_identifier=%s\ndatabase=%s\n",
+			       STREAM_FORMAT_VERSION, meta->source_id ? meta->source_id : "",
+			       meta->flow ? meta->flow : "",
+			       meta->system_identifier ? meta->system_identifier : "",
+			       meta->database ? meta->database : "");
+	int rc = fs_write_durable(path, text, strlen(text));
+	free(text);
+	free(path);
+	return rc;
+}
+
+void stream_meta_free(struct stream_meta *meta)
+{
+	free(meta->source_id);
+	free(meta->flow);
+	free(meta->system_identifier);
+	free(meta->database);
+	memset(meta, 0, sizeof *meta);
+}

@@ -1,0 +1,335 @@
+# shellcheck shell=bash
+#
+# pg.bash - throwaway PostgreSQL clusters for the bats tests.
+#
+# Sourced by common.bash (the bats-facing API); knows nothing of bats
+# itself, so it can also be run by hand:
+#
+#   bash tests/bats/helpers/pg.bash reap     stop and remove clusters left by
+#                                            crashed or killed test runs
+#   bash tests/bats/helpers/pg.bash status   list harness directories and
+#                                            whether their servers still run
+#
+# Layout.  Every test file gets one directory, mode 0755 (the clusters'
+# OS user must traverse it):
+#
+#   $TRELLARA_TEST_TMPDIR/trellara-bats.XXXXXX/
+#     owner          "<pid> <start time>" of the bats process that owns it
+#     watchdog.pid   background watcher: stops the clusters if the owner dies
+#     sock/          unix_socket_directories of both clusters (no TCP at all)
+#     source/ target/  the data directories (server.log inside)
+#     tests/<n>/     per-test TEST_DIR, mode 0700
+#
+# The clusters are copies (cp -a) of one pristine initdb'd template, made
+# once per PostgreSQL version and user under
+# $TRELLARA_TEST_TMPDIR/trellara-pgtemplate-<major>-<hash>/ and guarded by
+# flock, so parallel runs never race to create it.  A cluster is "stale"
+# when the process named in its directory's owner file is gone (or is a
+# different process with the same pid: the start time is compared);
+# trellara_pg_reap_stale stops such clusters (pg_ctl -m immediate, then
+# SIGKILL) and removes the directory.
+#
+# Running as root: initdb refuses root, so the clusters belong to
+# $TRELLARA_PG_OS_USER (default postgres) and pg_ctl runs through runuser.
+# The bootstrap superuser is named after the user running the tests
+# (root, or you), so psql and the Trellara programs connect without a user
+# name in their URLs.
+#
+# Speed over crash safety: fsync=off.  These clusters are deleted after
+# each test file; fsync only matters if the operating system itself
+# crashes, and a server crash or `pg_ctl -m immediate` (which tests may
+# use) is still recovered correctly from the OS page cache.
+
+: "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
+: "${TRELLARA_PG_OS_USER:=postgres}"
+export PG_BINDIR
+
+# Bump when the template's settings change: the cache key includes it.
+TRELLARA_PG_TEMPLATE_VERSION=3
+
+_trellara_pg_die() {
+	printf 'pg harness: %s\n' "$*" >&2
+	return 1
+}
+
+# The psql to use: the one matching the servers if PG_BINDIR has it (the
+# Debian /usr/bin/psql wrapper costs a Perl start per call), else PATH's.
+trellara_pg_psql_bin() {
+	if [[ -x "$PG_BINDIR/psql" ]]; then
+		printf '%s\n' "$PG_BINDIR/psql"
+	else
+		command -v psql || _trellara_pg_die "psql not found in $PG_BINDIR or PATH"
+	fi
+}
+
+trellara_pg_check_bindir() {
+	local tool
+	for tool in initdb pg_ctl postgres; do
+		[[ -x "$PG_BINDIR/$tool" ]] || {
+			_trellara_pg_die "$PG_BINDIR/$tool not found; set PG_BINDIR to a PostgreSQL bin directory" \
+				"(hint: run scripts/install-deps.sh as root)"
+			return 1
+		}
+	done
+}
+
+# "15.18 (Debian 15.18-0+deb12u1)" etc.: what `postgres --version` says
+# after "postgres (PostgreSQL) ".
+trellara_pg_version() {
+	local v
+	v=$("$PG_BINDIR/postgres" --version) || return 1
+	printf '%s\n' "${v#postgres (PostgreSQL) }"
+}
+
+trellara_pg_major() {
+	local v
+	v=$(trellara_pg_version) || return 1
+	printf '%s\n' "${v%%[!0-9]*}"
+}
+
+_trellara_pg_is_root() { [[ $(id -u) -eq 0 ]]; }
+
+# Run a command as the clusters' OS user, from /, with every file
+# descriptor above 2 closed: a postmaster that inherited bats' fd 3 (or any
+# pipe) would keep bats waiting for EOF long after the test ended.
+trellara_pg_as_owner() (
+	_trellara_pg_close_fds
+	cd / || exit 1
+	if _trellara_pg_is_root; then
+		exec runuser -u "$TRELLARA_PG_OS_USER" -- "$@"
+	else
+		exec "$@"
+	fi
+)
+
+_trellara_pg_close_fds() {
+	local fd
+	for fd in /proc/$BASHPID/fd/*; do
+		fd=${fd##*/}
+		[[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+	done
+	return 0
+}
+
+# The directory under which the harness puts everything.  It must be
+# traversable by the clusters' OS user, and short: a unix socket path
+# (dir + "/trellara-bats.XXXXXX/sock/.s.PGSQL.NNNNN") must fit in 107 bytes.
+trellara_pg_tmp_root() {
+	local root=${TRELLARA_TEST_TMPDIR:-${TMPDIR:-/tmp}}
+	root=${root%/}
+	[[ -n $root ]] || root=/tmp
+	if [[ $root != /* || ! -d $root || ${#root} -gt 60 ]]; then
+		root=/tmp
+	elif _trellara_pg_is_root && ! runuser -u "$TRELLARA_PG_OS_USER" -- test -x "$root" 2>/dev/null; then
+		root=/tmp
+	fi
+	printf '%s\n' "$root"
+}
+
+# "<pid> <start time in clock ticks>" of a live process, or nothing.
+_trellara_pg_proc_identity() {
+	local pid=$1 stat
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	stat=$(<"/proc/$pid/stat") 2>/dev/null || return 1
+	stat=${stat##*) }
+	local -a f
+	read -ra f <<<"$stat"
+	[[ ${f[0]} != Z ]] || return 1 # a zombie is gone
+	printf '%s %s\n' "$pid" "${f[19]}"
+}
+
+# ---------------------------------------------------------------- template
+
+# Print the template data directory, creating it first if needed.
+trellara_pg_template() {
+	local root major version key cache lockfd superuser
+	root=$(trellara_pg_tmp_root) || return 1
+	version=$(trellara_pg_version) || return 1
+	major=${version%%[!0-9]*}
+	superuser=$(id -un)
+	key=$(printf '%s\n' "$(id -u)" "$superuser" "$TRELLARA_PG_OS_USER" "$PG_BINDIR" \
+		"$version" "$TRELLARA_PG_TEMPLATE_VERSION" | sha256sum)
+	cache="$root/trellara-pgtemplate-$major-${key:0:12}"
+
+	if [[ -f $cache/complete && -f $cache/data/PG_VERSION && -O $cache ]]; then
+		printf '%s\n' "$cache/data"
+		return 0
+	fi
+
+	exec {lockfd}>>"$cache.lock" || return 1
+	if ! flock -w 300 "$lockfd"; then
+		exec {lockfd}>&-
+		_trellara_pg_die "timed out waiting for the template lock $cache.lock"
+		return 1
+	fi
+	if ! [[ -f $cache/complete && -f $cache/data/PG_VERSION && -O $cache ]]; then
+		_trellara_pg_make_template "$cache" "$superuser" >&2 || {
+			exec {lockfd}>&-
+			return 1
+		}
+	fi
+	exec {lockfd}>&-
+	printf '%s\n' "$cache/data"
+}
+
+_trellara_pg_make_template() {
+	local cache=$1 superuser=$2 data
+	rm -rf "$cache" || return 1
+	mkdir -m 0755 "$cache" || return 1
+	data="$cache/data"
+	mkdir -m 0700 "$data" || return 1
+	if _trellara_pg_is_root; then
+		chown "$TRELLARA_PG_OS_USER:" "$data" || return 1
+	fi
+	if ! trellara_pg_as_owner "$PG_BINDIR/initdb" -D "$data" -U "$superuser" \
+		--auth=trust --encoding=UTF8 --locale=C --no-sync --no-instructions \
+		>"$cache/initdb.log" 2>&1; then
+		cat "$cache/initdb.log" >&2
+		_trellara_pg_die "initdb failed (log: $cache/initdb.log)"
+		return 1
+	fi
+	# Unix sockets only; trust, including replication connections.
+	printf '%s\n' \
+		'# trellara test harness: unix sockets only, trust' \
+		'local all all trust' \
+		'local replication all trust' >"$data/pg_hba.conf" || return 1
+	cat >>"$data/postgresql.conf" <<'EOF' || return 1
+
+# ---- trellara test harness (tests/bats/helpers/pg.bash) ----
+listen_addresses = ''                 # unix sockets only: no TCP, no port clashes
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
+logical_decoding_work_mem = '64kB'    # small: exercises streamed transactions
+shared_buffers = '128MB'
+max_connections = 100
+fsync = off                           # throwaway clusters; see pg.bash
+timezone = 'UTC'
+log_timezone = 'UTC'
+lc_messages = 'C'
+log_line_prefix = '%m [%p] %q%a@%d '
+EOF
+	touch "$cache/complete"
+}
+
+# ---------------------------------------------------------------- clusters
+
+# trellara_pg_create DIR PORT SOCKDIR NAME: copy the template to DIR and
+# configure it to listen on SOCKDIR/.s.PGSQL.PORT only.
+trellara_pg_create() {
+	local dir=$1 port=$2 sockdir=$3 name=$4 template
+	template=$(trellara_pg_template) || return 1
+	cp -a "$template" "$dir" || return 1
+	cat >>"$dir/postgresql.conf" <<EOF || return 1
+port = $port
+unix_socket_directories = '$sockdir'
+cluster_name = 'trellara-test-$name'
+EOF
+}
+
+trellara_pg_start() {
+	local dir=$1
+	if ! trellara_pg_as_owner "$PG_BINDIR/pg_ctl" -w -t 60 -D "$dir" -l "$dir/server.log" \
+		start >/dev/null 2>"$dir/pg_ctl.err"; then
+		cat "$dir/pg_ctl.err" >&2
+		tail -n 20 "$dir/server.log" >&2 2>/dev/null
+		_trellara_pg_die "could not start the cluster in $dir"
+		return 1
+	fi
+}
+
+# Stop a cluster right away (its data is disposable), then make sure its
+# postmaster is really gone.  Never fails when there is nothing to stop.
+trellara_pg_stop() {
+	local dir=$1 pid
+	[[ -f $dir/postmaster.pid ]] || return 0
+	pid=$(head -n 1 "$dir/postmaster.pid" 2>/dev/null)
+	trellara_pg_as_owner "$PG_BINDIR/pg_ctl" -D "$dir" -m immediate -w -t 30 stop \
+		>/dev/null 2>&1
+	if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
+		[[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == "$(cd "$dir" && pwd -P)" ]]; then
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	return 0
+}
+
+# Stop both clusters of a harness directory (in parallel) and remove it.
+trellara_pg_destroy_dir() {
+	local fdir=$1 keep=${2:-} d
+	[[ -d $fdir ]] || return 0
+	for d in "$fdir"/source "$fdir"/target; do
+		trellara_pg_stop "$d" &
+	done
+	wait
+	if [[ -z $keep ]]; then
+		rm -rf "$fdir"
+	fi
+}
+
+# Stop and remove harness directories whose owner process is gone.
+trellara_pg_reap_stale() {
+	local root=${1:-$(trellara_pg_tmp_root)} fdir owner identity
+	for fdir in "$root"/trellara-bats.*; do
+		[[ -d $fdir && -O $fdir ]] || continue
+		if [[ -f $fdir/owner ]]; then
+			owner=$(<"$fdir/owner")
+			identity=$(_trellara_pg_proc_identity "${owner%% *}") || identity=
+			[[ $identity == "$owner" ]] && continue # still running
+		else
+			# Being created right now, or a crash before "owner" was
+			# written: only reap it when it is old.
+			[[ -n $(find "$fdir" -maxdepth 0 -mmin +10 2>/dev/null) ]] || continue
+		fi
+		printf 'pg harness: reaping stale test clusters in %s\n' "$fdir" >&2
+		trellara_pg_destroy_dir "$fdir"
+	done
+}
+
+trellara_pg_status() {
+	local root=${1:-$(trellara_pg_tmp_root)} fdir d pid state
+	for fdir in "$root"/trellara-bats.*; do
+		[[ -d $fdir ]] || continue
+		printf '%s owner=%s\n' "$fdir" "$(cat "$fdir/owner" 2>/dev/null)"
+		for d in "$fdir"/source "$fdir"/target; do
+			[[ -d $d ]] || continue
+			state=stopped
+			pid=$(head -n 1 "$d/postmaster.pid" 2>/dev/null)
+			[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && state="running (pid $pid)"
+			printf '  %s %s\n' "${d##*/}" "$state"
+		done
+	done
+}
+
+# Background watcher: once the owner process is gone (killed, even with
+# SIGKILL), stop the clusters and remove the directory.  It exits by
+# itself when the directory disappears (normal teardown removes it).
+# Ignores INT/TERM/HUP: a signal to the whole process group must not take
+# it down with bats; teardown stops it with SIGKILL.
+trellara_pg_start_watchdog() {
+	local fdir=$1 owner_pid=$2
+	(
+		set +eE
+		trap - ERR EXIT
+		trap '' INT TERM HUP
+		_trellara_pg_close_fds
+		while kill -0 "$owner_pid" 2>/dev/null && [[ -d $fdir ]]; do
+			sleep 1
+		done
+		[[ -d $fdir ]] && trellara_pg_destroy_dir "$fdir"
+		exit 0
+	) </dev/null >/dev/null 2>&1 &
+	printf '%s\n' "$!" >"$fdir/watchdog.pid"
+}
+
+# ------------------------------------------------------------- by hand
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	case ${1:-} in
+	reap) trellara_pg_reap_stale "${2:-}" ;;
+	status) trellara_pg_status "${2:-}" ;;
+	*)
+		printf 'usage: bash %s reap|status [DIR]\n' "$0" >&2
+		exit 64
+		;;
+	esac
+fi
