@@ -97,6 +97,11 @@ int fs_fdatasync(int fd, const char *path)
 	return 0;
 }
 
+unsigned long fs_fdatasync_calls(void)
+{
+	return fsync_calls;
+}
+
 int fs_write_durable(const char *path, const void *data, size_t len)
 {
 	char *tmp = xasprintf("%s.tmp", path);

@@ -248,9 +248,28 @@ static const uint8_t *segment_file_bytes(struct segment_file *sf, uint64_t pos, 
 	return sf->buf;
 }
 
+static enum frame_check segment_file_frame_once(struct segment_file *sf, uint64_t pos,
+						uint64_t expected_offset, struct frame_header *h,
+						const uint8_t **payload, const char **reason);
+
+/* The buffer may hold bytes read before a writer wrote there: a frame
+ * that does not check out from the buffer is read again from the file. */
 enum frame_check segment_file_frame(struct segment_file *sf, uint64_t pos, uint64_t expected_offset,
 				    struct frame_header *h, const uint8_t **payload,
 				    const char **reason)
+{
+	bool cached = pos >= sf->buf_pos && pos < sf->buf_pos + sf->buf_len;
+	enum frame_check fc = segment_file_frame_once(sf, pos, expected_offset, h, payload, reason);
+	if (fc != FRAME_VALID && cached) {
+		sf->buf_len = 0;
+		fc = segment_file_frame_once(sf, pos, expected_offset, h, payload, reason);
+	}
+	return fc;
+}
+
+static enum frame_check segment_file_frame_once(struct segment_file *sf, uint64_t pos,
+						uint64_t expected_offset, struct frame_header *h,
+						const uint8_t **payload, const char **reason)
 {
 	bool short_read, err;
 	const uint8_t *hb = segment_file_bytes(sf, pos, FRAME_HEADER_SIZE, &short_read, &err);

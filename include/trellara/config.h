@@ -18,6 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Default of source.stream_spill_dir (kept here until defaults.h has it). */
+#define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
+
 enum dataset_mode { DATASET_STRICT_TRANSACTION_ORDER = 0 };
 enum stream_durability { STREAM_DURABILITY_FSYNC = 0 };
 

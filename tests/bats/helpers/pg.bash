@@ -214,12 +214,14 @@ EOF
 
 # ---------------------------------------------------------------- clusters
 
-# trellara_pg_create DIR PORT SOCKDIR NAME: copy the template to DIR and
-# configure it to listen on SOCKDIR/.s.PGSQL.PORT only.
+# trellara_pg_create DIR PORT SOCKDIR NAME: copy the template to DIR, give
+# the copy its own system identifier, and configure it to listen on
+# SOCKDIR/.s.PGSQL.PORT only.
 trellara_pg_create() {
 	local dir=$1 port=$2 sockdir=$3 name=$4 template
 	template=$(trellara_pg_template) || return 1
 	cp -a "$template" "$dir" || return 1
+	trellara_pg_set_system_identifier "$dir" "$(_trellara_pg_new_sysid)" || return 1
 	cat >>"$dir/postgresql.conf" <<EOF || return 1
 port = $port
 unix_socket_directories = '$sockdir'
@@ -237,6 +239,83 @@ trellara_pg_start() {
 		return 1
 	fi
 }
+
+# ------------------------------------------------------ system identifier
+#
+# Copies of one template would all share the template's system identifier,
+# and Trellara checks the source's identity (IDENTIFY_SYSTEM): a test that
+# points capture at the wrong cluster must see a *different* identifier.
+# So every copy gets a fresh one, the way initdb makes it (seconds << 32 |
+# microseconds << 12 | 12 random bits), written where PostgreSQL keeps it:
+#   global/pg_control   bytes 0..7, covered by the CRC-32C stored right
+#                       after the ControlFileData fields (found, not assumed:
+#                       the 4-aligned offset L where crc32c(bytes[0,L)) equals
+#                       the 4 bytes at L)
+#   pg_wal/<segment>    xlp_sysid of the long page header at byte 24 of each
+#                       segment (checked to hold the old identifier first)
+# All values little-endian (x86_64, aarch64).  Only on a cleanly shut-down
+# copy, before its first start.
+
+_trellara_pg_new_sysid() {
+	local now=$EPOCHREALTIME
+	printf '%s\n' "$(((${now%.*} << 32) | (10#${now#*.} << 12) | ((RANDOM ^ BASHPID) & 0xFFF)))"
+}
+
+_trellara_pg_crc32c() { # CRC BYTE... -> updated (unfinalized) CRC
+	local crc=$1 b k
+	shift
+	for b; do
+		((crc ^= b))
+		for k in 0 1 2 3 4 5 6 7; do
+			((crc = (crc >> 1) ^ (-(crc & 1) & 0x82F63B78)))
+		done
+	done
+	printf '%s\n' "$crc"
+}
+
+# _trellara_pg_write_le FILE OFFSET NBYTES VALUE
+_trellara_pg_write_le() {
+	local file=$1 offset=$2 n=$3 value=$4 i esc=""
+	for ((i = 0; i < n; i++)); do
+		esc+=$(printf '\\%03o' $(((value >> (8 * i)) & 255)))
+	done
+	# shellcheck disable=SC2059
+	printf "$esc" | dd of="$file" bs=1 seek="$offset" conv=notrunc status=none
+}
+
+trellara_pg_set_system_identifier() {
+	local dir=$1 new=$2 ctl="$1/global/pg_control" seg
+	local -a b
+	# shellcheck disable=SC2207
+	b=($(od -An -tu1 -v -N 512 "$ctl")) || return 1
+	((${#b[@]} == 512)) || { _trellara_pg_die "$ctl: too short"; return 1; }
+	local old=0 i crc=$((0xFFFFFFFF)) len=0 k
+	for ((i = 7; i >= 0; i--)); do ((old = (old << 8) | b[i])); done
+	for ((i = 0; i < 504; i++)); do
+		((crc ^= b[i]))
+		for k in 0 1 2 3 4 5 6 7; do ((crc = (crc >> 1) ^ (-(crc & 1) & 0x82F63B78))); done
+		if (((i + 1) % 4 == 0 && i >= 15)) &&
+			(((crc ^ 0xFFFFFFFF) == (b[i + 1] | b[i + 2] << 8 | b[i + 3] << 16 | b[i + 4] << 24))); then
+			len=$((i + 1))
+			break
+		fi
+	done
+	((len > 0)) || { _trellara_pg_die "$ctl: cannot find its CRC"; return 1; }
+	for ((i = 0; i < 8; i++)); do b[i]=$(((new >> (8 * i)) & 255)); done
+	crc=$(_trellara_pg_crc32c $((0xFFFFFFFF)) "${b[@]:0:len}")
+	_trellara_pg_write_le "$ctl" 0 8 "$new" || return 1
+	_trellara_pg_write_le "$ctl" "$len" 4 $((crc ^ 0xFFFFFFFF)) || return 1
+	for seg in "$dir"/pg_wal/[0-9A-F][0-9A-F][0-9A-F][0-9A-F][0-9A-F][0-9A-F][0-9A-F][0-9A-F]*; do
+		[[ -f $seg ]] || continue
+		[[ $(od -An -tu8 -j 24 -N 8 "$seg" | tr -d ' ') == "$old" ]] || {
+			_trellara_pg_die "$seg: no system identifier $old at byte 24"
+			return 1
+		}
+		_trellara_pg_write_le "$seg" 24 8 "$new" || return 1
+	done
+}
+
+# ---------------------------------------------------------------- stop
 
 # Stop a cluster right away (its data is disposable), then make sure its
 # postmaster is really gone.  Never fails when there is nothing to stop.
@@ -306,13 +385,13 @@ trellara_pg_status() {
 # Ignores INT/TERM/HUP: a signal to the whole process group must not take
 # it down with bats; teardown stops it with SIGKILL.
 trellara_pg_start_watchdog() {
-	local fdir=$1 owner_pid=$2
+	local fdir=$1 owner=$2 # owner: "<pid> <start time>", as in the owner file
 	(
 		set +eE
 		trap - ERR EXIT
 		trap '' INT TERM HUP
 		_trellara_pg_close_fds
-		while kill -0 "$owner_pid" 2>/dev/null && [[ -d $fdir ]]; do
+		while [[ -d $fdir && $(_trellara_pg_proc_identity "${owner%% *}") == "$owner" ]]; do
 			sleep 1
 		done
 		[[ -d $fdir ]] && trellara_pg_destroy_dir "$fdir"

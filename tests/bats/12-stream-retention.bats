@@ -1,0 +1,60 @@
+#!/usr/bin/env bats
+# Retention deletes whole segments only below every protected group, and
+# never the active segment.
+
+load helpers/nodb
+
+@test "a protected group behind keeps its segments; after it advances they go" {
+	frames 200 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 4 ]
+	# no position yet: the group needs everything
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --apply --format json
+	[ "$(jq '.segments | length' <<<"$output")" = 0 ]
+	[[ "$(jq -r .limited_by <<<"$output")" == *applyd*"no position yet"* ]]
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 4 ]
+
+	second=$(basename "$(ls "$STREAM_DIR"/segments/*.log | sed -n 2p)" .log)
+	last=$(basename "$(ls "$STREAM_DIR"/segments/*.log | tail -1)" .log)
+	# applyd at 70 (inside the second segment), another group further on
+	[ $((10#$second)) -lt 70 ]
+	echo 70 > "$STREAM_DIR/groups/applyd"
+	echo 199 > "$STREAM_DIR/groups/audit"
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --protect audit
+	[[ "$output" == *"would delete 00000000000000000000.log"* ]]
+	[[ "$output" != *"$second.log"* ]]
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 4 ]
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --protect audit --apply
+	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
+	[ ! -e "$STREAM_DIR/segments/00000000000000000000.idx" ]
+	[ -e "$STREAM_DIR/segments/$second.log" ]
+	run -0 trellara-stream read --dir "$STREAM_DIR" --from 70 --count 1 --format json
+	[ "$(jq .offset <<<"$output")" = 70 ]
+	run -64 trellara-stream read --dir "$STREAM_DIR" --from 10
+	[[ "$output" == *"removed by retention"* ]]
+
+	# everybody past the end: all but the active segment go
+	echo 200 > "$STREAM_DIR/groups/applyd"
+	echo 200 > "$STREAM_DIR/groups/audit"
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --apply
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 1 ]
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.first_offset' <<<"$output")" = $((10#$last)) ]
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 199 ]
+	[ "$(jq '[.groups[] | select(.name == "applyd")][0].pending' <<<"$output")" = 0 ]
+}
+
+@test "with --dir and no --protect, every existing group is protected" {
+	frames 200 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	echo 200 > "$STREAM_DIR/groups/applyd"
+	echo 5 > "$STREAM_DIR/groups/slow"
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --apply --format json
+	[ "$(jq '.segments | length' <<<"$output")" = 0 ]
+	[[ "$(jq -r .limited_by <<<"$output")" == *slow* ]]
+}
+
+@test "inspect-local shows each group's position and pending depth" {
+	frames 10 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 > /dev/null
+	echo 4 > "$STREAM_DIR/groups/applyd"
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR"
+	[[ "$output" == *"group applyd: position 4, pending 6"* ]]
+}
