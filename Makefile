@@ -119,3 +119,7 @@ clean:
 	rm -rf build bin
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# The README's first command: install what is missing, build, run the demo.
+quickstart:
+	@scripts/quickstart.sh

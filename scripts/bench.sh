@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, each against a baseline measured in the
+# same run.  BENCH_SECONDS sets the length of one measurement round.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${BENCH_DIR:-./target/bench}"
+mkdir -p "$dir"
+echo "== stream ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(df -h "$dir" | awk 'NR==2{print $1" "$2}'))"
+build/bench/stream_bench "$dir" "${BENCH_SECONDS:-1}"
