@@ -663,7 +663,7 @@ static int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, c
 		    scalar_is(key, "name") || scalar_is(key, "path"))
 			continue;
 		char *shown = describe(key, true);
-		report_at(ld, key, "unknown key %s in the secret reference \"%s\"", shown, keypath);
+		report_at(ld, key, "unknown key \"%s.%s in a secret reference", keypath, shown + 1);
 		free(shown);
 		log_hint("write {source: environment_variable, name: VAR} or {source: file, path: FILE}");
 		goto out;

@@ -34,7 +34,7 @@ void log_setup(const char *program, int verbosity)
 	env = getenv(ENV_LOG_FORMAT);
 	if (env && strcmp(env, "json") == 0)
 		log_state.format = LOG_FORMAT_JSON;
-	log_state.color = isatty(STDERR_FILENO) && !getenv("NO_COLOR");
+	log_state.color = isatty(STDERR_FILENO) && !getenv(ENV_NO_COLOR);
 }
 
 void log_set_format(enum log_format format)

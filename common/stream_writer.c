@@ -472,6 +472,28 @@ static int write_frames(struct stream_writer *w, size_t first, size_t count, siz
 	return STREAM_OK;
 }
 
+/* After a failed write or fdatasync the bytes past the last durable
+ * frame are of unknown durability (the kernel may have dropped the dirty
+ * pages' error): cut them, so that no later writer's recovery adopts
+ * frames that were never acknowledged and may not be on disk.  Best
+ * effort: if this fails too, the writer stays poisoned and the next
+ * recovery decides. */
+static void discard_unacknowledged(struct stream_writer *w)
+{
+	if (w->log_fd < 0)
+		return;
+	struct stat st;
+	if (fstat(w->log_fd, &st) < 0)
+		return;
+	if (ftruncate(w->log_fd, (off_t)w->write_pos) < 0 ||
+	    posix_fallocate(w->log_fd, 0, st.st_size > (off_t)w->write_pos ? st.st_size : (off_t)w->write_pos) != 0)
+		log_error("cannot cut unacknowledged bytes after byte %llu of \"%s\": %m",
+			  (unsigned long long)w->write_pos, w->log_path);
+	else
+		log_warn("stream segment \"%s\": unacknowledged bytes after byte %llu discarded", w->log_path,
+			 (unsigned long long)w->write_pos);
+}
+
 int stream_writer_sync(struct stream_writer *w)
 {
 	if (w->poisoned) {
@@ -506,6 +528,7 @@ int stream_writer_sync(struct stream_writer *w)
 	}
 	if (rc != STREAM_OK) {
 		w->poisoned = true;
+		discard_unacknowledged(w);
 		return rc;
 	}
 	w->batch_len = 0;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static volatile sig_atomic_t stop_requested;
 
@@ -55,6 +56,15 @@ static const char usage_text[] =
 	"\n"
 	"exit codes: 0 ok, 64 usage, 65 corrupt stream or bad input, 73 storage failure or\n"
 	"low disk, 75 locked by another writer (retry), 78 configuration error\n";
+
+static bool stream_exists(const char *dir)
+{
+	char *segments = xasprintf("%s/segments", dir);
+	struct stat st;
+	bool ok = stat(segments, &st) == 0 && S_ISDIR(st.st_mode);
+	free(segments);
+	return ok;
+}
 
 static bool parse_u64(const char *text, uint64_t *out)
 {
@@ -208,7 +218,10 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (strcmp(command, "inspect-local") == 0)
+	if (strcmp(command, "append") != 0 && !stream_exists(o.dir)) {
+		fprintf(stderr, "trellara-stream: no stream at \"%s\" (no segments directory)\n", o.dir);
+		code = EXIT_USAGE;
+	} else if (strcmp(command, "inspect-local") == 0)
 		code = stream_cli_inspect(&o);
 	else if (strcmp(command, "read") == 0)
 		code = stream_cli_read(&o);

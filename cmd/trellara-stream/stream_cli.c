@@ -49,23 +49,28 @@ static void format_time_us(int64_t us, char *buf, size_t len)
 	snprintf(buf + n, len - n, ".%06dZ", (int)(us % 1000000));
 }
 
-/* Which groups count as protected for this invocation. */
-static void protected_list(const struct stream_cli_options *o, char ***owned, const char *const **list, size_t *n)
+/* Which groups count as protected for this invocation.  With --dir and
+ * no --protect, every existing group is; if they cannot be listed,
+ * nothing may be deleted (returns -1). */
+static int protected_list(const struct stream_cli_options *o, char ***owned, const char *const **list, size_t *n)
 {
 	*owned = NULL;
 	*list = o->protected_groups;
 	*n = o->n_protected;
 	if (!o->protect_all_groups)
-		return;
+		return 0;
 	struct stream_report report;
-	if (stream_inspect(o->dir, NULL, 0, &report) < 0)
-		return;
+	if (stream_inspect(o->dir, NULL, 0, &report) < 0) {
+		log_error("cannot list the consumer groups of stream \"%s\": refusing to judge what they need", o->dir);
+		return -1;
+	}
 	*owned = xcalloc(report.n_groups + 1, sizeof **owned);
 	for (size_t i = 0; i < report.n_groups; i++)
 		(*owned)[i] = xstrdup(report.groups[i].name);
 	*list = (const char *const *)*owned;
 	*n = report.n_groups;
 	stream_report_free(&report);
+	return 0;
 }
 
 static void free_list(char **owned)
@@ -80,7 +85,8 @@ int stream_cli_inspect(const struct stream_cli_options *o)
 	char **owned;
 	const char *const *prot;
 	size_t n_prot;
-	protected_list(o, &owned, &prot, &n_prot);
+	if (protected_list(o, &owned, &prot, &n_prot) < 0)
+		return EXIT_DATAERR;
 	struct stream_report r;
 	if (stream_inspect(o->dir, prot, n_prot, &r) < 0) {
 		free_list(owned);
@@ -183,14 +189,16 @@ static void print_frame(const struct stream_cli_options *o, const struct stream_
 	char when[48];
 	format_time_us(h->append_time_us, when, sizeof when);
 	const char *type = frame_type_name(h->type);
-	const char *seg = strrchr(f->segment, '/') ? strrchr(f->segment, '/') + 1 : f->segment;
 	bool text = !o->raw && utf8_valid(f->payload, h->payload_length);
 	if (o->json) {
 		printf("{\"offset\":%" PRIu64 ",\"type\":\"%s\",\"flags\":%u,\"append_time\":\"%s\",\"payload_length\":%u",
 		       h->offset, type, h->flags, when, h->payload_length);
 		if (o->raw)
-			printf(",\"version\":%u,\"crc\":\"0x%08x\",\"segment\":\"%s\",\"position\":%" PRIu64, h->version,
-			       h->crc, seg, f->position);
+		{
+			printf(",\"version\":%u,\"crc\":\"0x%08x\",\"segment\":", h->version, h->crc);
+			json_write_string(stdout, f->segment, strlen(f->segment));
+			printf(",\"position\":%" PRIu64, f->position);
+		}
 		if (text) {
 			printf(",\"payload\":");
 			json_write_string(stdout, (const char *)f->payload, h->payload_length);
@@ -205,7 +213,7 @@ static void print_frame(const struct stream_cli_options *o, const struct stream_
 	printf("offset=%" PRIu64 " type=%s flags=%u time=%s length=%u", h->offset, type, h->flags, when,
 	       h->payload_length);
 	if (o->raw)
-		printf(" version=%u crc=0x%08x segment=%s position=%" PRIu64, h->version, h->crc, seg, f->position);
+		printf(" version=%u crc=0x%08x segment=%s position=%" PRIu64, h->version, h->crc, f->segment, f->position);
 	if (text) {
 		printf(" payload=");
 		json_write_string(stdout, (const char *)f->payload, h->payload_length);
@@ -291,12 +299,19 @@ int stream_cli_retention(const struct stream_cli_options *o)
 	char **owned;
 	const char *const *prot;
 	size_t n_prot;
-	protected_list(o, &owned, &prot, &n_prot);
+	if (protected_list(o, &owned, &prot, &n_prot) < 0)
+		return EXIT_DATAERR;
 	struct retention_plan plan;
 	int code = EXIT_OK;
 	if (stream_retention_plan(o->dir, prot, n_prot, &plan) < 0) {
 		free_list(owned);
 		return EXIT_CANTCREAT;
+	}
+	if (o->apply && stream_retention_apply(o->dir, &plan) < 0) {
+		code = EXIT_CANTCREAT;
+		retention_plan_free(&plan);
+		free_list(owned);
+		return code;
 	}
 	if (o->json) {
 		printf("{\"apply\":%s,\"keep_from\":", o->apply ? "true" : "false");
@@ -312,13 +327,11 @@ int stream_cli_retention(const struct stream_cli_options *o)
 		printf("]}\n");
 	} else {
 		for (size_t i = 0; i < plan.n_segments; i++)
-			printf("%s %s.log\n", o->apply ? "delete" : "would delete", plan.segments[i]);
+			printf("%s %s.log\n", o->apply ? "deleted" : "would delete", plan.segments[i]);
 		printf("%zu segments, %" PRIu64 " bytes %s; oldest kept position limited by %s\n", plan.n_segments,
 		       plan.bytes, o->apply ? "deleted" : "deletable", plan.limited_by);
 	}
 	fflush(stdout);
-	if (o->apply && stream_retention_apply(o->dir, &plan) < 0)
-		code = EXIT_CANTCREAT;
 	retention_plan_free(&plan);
 	free_list(owned);
 	return code;
@@ -459,9 +472,10 @@ int stream_cli_append(const struct stream_cli_options *o)
 			problem = "\"payload\" must be a string";
 		else if (b64 && (!b64->is_string || !base64_decode(b64->value, &bytes, &nbytes)))
 			problem = "\"payload_base64\" is not valid base64";
-		long flag_value = flags ? strtol(flags->value, NULL, 10) : 0;
-		if (!problem && flags && (flag_value < 0 || flag_value > 65535))
-			problem = "\"flags\" must be 0..65535";
+		char *flags_end = NULL;
+		long flag_value = flags ? strtol(flags->value, &flags_end, 10) : 0;
+		if (!problem && flags && (flags->is_string || *flags_end || flag_value < 0 || flag_value > 65535))
+			problem = "\"flags\" must be a number 0..65535";
 		for (size_t i = 0; !problem && i < obj.n; i++)
 			if (strcmp(obj.members[i].key, "type") && strcmp(obj.members[i].key, "payload") &&
 			    strcmp(obj.members[i].key, "payload_base64") && strcmp(obj.members[i].key, "flags"))

@@ -24,6 +24,7 @@ enum trellara_exit {
 #define ENV_FAULT "TRELLARA_FAULT"         /* point[:nth]: die like kill -9 there */
 #define ENV_LOG_LEVEL "TRELLARA_LOG_LEVEL" /* error|warn|info|debug */
 #define ENV_LOG_FORMAT "TRELLARA_LOG_FORMAT" /* text|json */
+#define ENV_NO_COLOR "NO_COLOR" /* any value: no colour in logs on a terminal */
 #define ENV_TEST_FSYNC_FAIL "TRELLARA_TEST_FSYNC_FAIL" /* tests: make the nth fdatasync fail with EIO */
 
 /* Stream defaults (DESIGN §3, §4). */

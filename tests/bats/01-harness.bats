@@ -155,7 +155,20 @@ EOF
 	[[ $output == *"timed out after 1s waiting for: a file that never appears"* ]]
 }
 
-# A bats file that uses the harness, run by the tests below.
+# A bats file that uses the harness, run by the tests below in a clean
+# environment (the outer run's BATS_* variables would confuse it).
+_nested_bats() {
+	local dir path=""
+	local IFS=:
+	for dir in $PATH; do # not bats' internal libexec/bats-core/bats
+		[[ $dir == */bats-core ]] || path+=${path:+:}$dir
+	done
+	unset IFS
+	exec env -i PATH="$path" HOME="$HOME" PG_BINDIR="$PG_BINDIR" \
+		TRELLARA_TEST_TMPDIR="${TRELLARA_TEST_TMPDIR:-}" NESTED_HANG="${NESTED_HANG:-}" \
+		"$@" bats --tap "$TEST_DIR/nested.bats"
+}
+
 _write_nested_file() {
 	cat >"$TEST_DIR/nested.bats" <<EOF
 load "$REPO/tests/bats/helpers/common"
@@ -177,7 +190,7 @@ _postmasters_gone() {
 
 @test "harness: another file-level run works and leaves no server behind" {
 	_write_nested_file
-	run -0 bats --tap "$TEST_DIR/nested.bats"
+	run -0 _nested_bats
 	[[ $output == *"ok 1 nested"* ]]
 	{ read -r fdir; read -r owner; read -r spm; read -r tpm; } <"$TEST_DIR/nested.info"
 	[ "$fdir" != "$TRELLARA_FILE_DIR" ]
@@ -190,7 +203,7 @@ _postmasters_gone() {
 	local fdir owner spm tpm
 
 	# 1. bats dies by SIGKILL: the watchdog stops the clusters.
-	NESTED_HANG=1 bg_start nested1 setsid bats --tap "$TEST_DIR/nested.bats"
+	NESTED_HANG=1 bg_start nested1 _nested_bats setsid
 	wait_for -m "nested run 1" test -e "$TEST_DIR/nested.info"
 	{ read -r fdir; read -r owner; read -r spm; read -r tpm; } <"$TEST_DIR/nested.info"
 	rm "$TEST_DIR/nested.info"
@@ -200,7 +213,7 @@ _postmasters_gone() {
 	kill -KILL -- "-$(bg_pid nested1)"
 
 	# 2. bats and its watchdog both die: the next run's reaper cleans up.
-	NESTED_HANG=1 bg_start nested2 setsid bats --tap "$TEST_DIR/nested.bats"
+	NESTED_HANG=1 bg_start nested2 _nested_bats setsid
 	wait_for -m "nested run 2" test -e "$TEST_DIR/nested.info"
 	{ read -r fdir; read -r owner; read -r spm; read -r tpm; } <"$TEST_DIR/nested.info"
 	kill -KILL "$(cat "$fdir/watchdog.pid")" "$owner"

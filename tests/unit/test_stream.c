@@ -240,13 +240,16 @@ static void test_fsync_failure(void)
 	uint64_t off;
 	CHECK(stream_writer_append(w, FRAME_TXN, 0, "x", 1, &off) == STREAM_EIO);
 	stream_writer_close(w);
-	/* The failed batch was written but never indexed or acknowledged:
-	 * readers (no writer alive) may find its frames, which is what the
-	 * next writer's recovery will decide on; the acknowledged ten are
-	 * all there. */
+	/* The failed batch was cut from the segment: its durability is
+	 * unknown, so no reader or later writer may adopt it; the
+	 * acknowledged ten are all there. */
 	bool ok;
 	uint64_t n = count_frames(dir, &ok);
-	CHECK(n >= 10 && ok);
+	CHECK(n == 10 && ok);
+	struct stream_recovery rec2;
+	w = open_writer(dir, 1 << 20, &rec2);
+	CHECK(rec2.next_offset == 10 && rec2.truncated_bytes == 0);
+	stream_writer_close(w);
 	cleanup(dir);
 }
 

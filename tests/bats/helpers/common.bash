@@ -137,8 +137,7 @@ trellara_teardown_file() {
 	local fdir=${TRELLARA_FILE_DIR:-} wpid
 	[[ -n $fdir ]] || return 0
 	if [[ -f $fdir/watchdog.pid ]]; then
-		wpid=$(<"$fdir/watchdog.pid")
-		kill -KILL "$wpid" 2>/dev/null
+		read -r wpid 2>/dev/null <"$fdir/watchdog.pid" && kill -KILL "$wpid" 2>/dev/null
 	fi
 	if [[ -n ${TRELLARA_KEEP_TMP:-} ]]; then
 		trellara_pg_destroy_dir "$fdir" keep
@@ -526,14 +525,19 @@ wait_for() {
 
 # ----------------------------------------------------------------- background
 
-# bg_start NAME CMD...: start CMD in the background (no stdin, output in
-# $TEST_DIR/NAME.log, no bats file descriptors).  teardown stops it.
+# bg_start NAME CMD...: start CMD (a program or a shell function) in the
+# background: no stdin, output in $TEST_DIR/NAME.log, no bats file
+# descriptors or traps.  teardown stops it.
 bg_start() {
 	local name=${1:?bg_start: NAME required}
 	shift
 	[[ -z ${TRELLARA_BG[$name]:-} ]] || { echo "bg_start: \"$name\" already running" >&2; return 1; }
 	(
-		_trellara_pg_close_fds
+		_trellara_pg_detach
+		if declare -F "$1" >/dev/null; then
+			"$@"
+			exit
+		fi
 		exec "$@"
 	) </dev/null >"$TEST_DIR/$name.log" 2>&1 &
 	TRELLARA_BG[$name]=$!

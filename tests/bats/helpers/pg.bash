@@ -45,7 +45,7 @@
 export PG_BINDIR
 
 # Bump when the template's settings change: the cache key includes it.
-TRELLARA_PG_TEMPLATE_VERSION=3
+TRELLARA_PG_TEMPLATE_VERSION=4
 
 _trellara_pg_die() {
 	printf 'pg harness: %s\n' "$*" >&2
@@ -93,7 +93,7 @@ _trellara_pg_is_root() { [[ $(id -u) -eq 0 ]]; }
 # descriptor above 2 closed: a postmaster that inherited bats' fd 3 (or any
 # pipe) would keep bats waiting for EOF long after the test ended.
 trellara_pg_as_owner() (
-	_trellara_pg_close_fds
+	_trellara_pg_detach
 	cd / || exit 1
 	if _trellara_pg_is_root; then
 		exec runuser -u "$TRELLARA_PG_OS_USER" -- "$@"
@@ -101,6 +101,16 @@ trellara_pg_as_owner() (
 		exec "$@"
 	fi
 )
+
+# For a subshell that outlives the caller or runs a long program: drop the
+# traps and options inherited from bats (its DEBUG trap runs in subshells,
+# and its TERM/ERR/EXIT handling must not run in a child), then close every
+# descriptor above 2.
+_trellara_pg_detach() {
+	trap - DEBUG ERR EXIT RETURN INT TERM HUP QUIT
+	set +eEuTx +o pipefail
+	_trellara_pg_close_fds
+}
 
 _trellara_pg_close_fds() {
 	local fd
@@ -130,7 +140,9 @@ trellara_pg_tmp_root() {
 _trellara_pg_proc_identity() {
 	local pid=$1 stat
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	stat=$(<"/proc/$pid/stat") 2>/dev/null || return 1
+	# Not stat=$(<file): a failed redirection there aborts a `set -e`
+	# caller (bats) even behind `|| return`.
+	read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
 	stat=${stat##*) }
 	local -a f
 	read -ra f <<<"$stat"
@@ -208,6 +220,7 @@ timezone = 'UTC'
 log_timezone = 'UTC'
 lc_messages = 'C'
 log_line_prefix = '%m [%p] %q%a@%d '
+log_checkpoints = off                 # CREATE DATABASE checkpoints would drown the logs
 EOF
 	touch "$cache/complete"
 }
@@ -351,7 +364,7 @@ trellara_pg_reap_stale() {
 	for fdir in "$root"/trellara-bats.*; do
 		[[ -d $fdir && -O $fdir ]] || continue
 		if [[ -f $fdir/owner ]]; then
-			owner=$(<"$fdir/owner")
+			read -r owner 2>/dev/null <"$fdir/owner" || owner=
 			identity=$(_trellara_pg_proc_identity "${owner%% *}") || identity=
 			[[ $identity == "$owner" ]] && continue # still running
 		else
@@ -387,10 +400,8 @@ trellara_pg_status() {
 trellara_pg_start_watchdog() {
 	local fdir=$1 owner=$2 # owner: "<pid> <start time>", as in the owner file
 	(
-		set +eE
-		trap - ERR EXIT
+		_trellara_pg_detach
 		trap '' INT TERM HUP
-		_trellara_pg_close_fds
 		while [[ -d $fdir && $(_trellara_pg_proc_identity "${owner%% *}") == "$owner" ]]; do
 			sleep 1
 		done

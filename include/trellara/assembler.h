@@ -1,0 +1,95 @@
+/*
+ * assembler.h - turns the decoded pgoutput messages of one replication
+ * connection into stream frames: committed transactions, in commit order,
+ * as `txn` envelopes or in the chunked form (chunk..., manifest,
+ * commit_marker), preceded by a `ddl` frame for each trellara.ddl message.
+ * No libpq, no stream: frames go to a callback.
+ *
+ * Memory.  Every open transaction (one at a time outside streaming, any
+ * number of streamed ones) keeps at most spill_threshold_changes encoded
+ * changes (and at most ASSEMBLER_MAX_MEMORY_BYTES) in memory; the rest go
+ * to a spill file <spill_dir>/<xid>.spill (0600, directory 0700) that is
+ * removed at commit or abort.  A committed transaction is emitted from the
+ * spill file through a bounded window, so memory stays bounded whatever
+ * the transaction's size.
+ *
+ * Streamed transactions.  Changes of a stream block carry the xid of the
+ * (sub)transaction that made them; Stream Abort of a subtransaction cuts
+ * the transaction's changes back to that subtransaction's first change
+ * (what PostgreSQL's own apply worker does), Stream Abort of the top
+ * transaction drops it and its spill file.  Nothing of a streamed
+ * transaction is emitted before Stream Commit.
+ *
+ * Schema changes inside a transaction.  A Relation message that changes
+ * a descriptor the open transaction already used gives the relation a new
+ * entry in the envelope's relation table; rows always refer to the
+ * descriptor they were decoded with (so nothing is guessed).
+ *
+ * Failure: functions return 0 or -1 with a message in err naming the
+ * transaction and what was wrong; I/O failures on spill files and emit
+ * failures are passed up unchanged (the emit callback's own code).
+ */
+#ifndef TRELLARA_ASSEMBLER_H
+#define TRELLARA_ASSEMBLER_H
+
+#include "trellara/pgoutput.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ASSEMBLER_MAX_MEMORY_BYTES (8U * 1024 * 1024)
+#define ASSEMBLER_DDL_PREFIX "trellara.ddl"
+
+/* Called for every frame, in order; returns 0 or a negative code that
+ * the assembler passes up as ASSEMBLER_EMIT_FAILED. */
+typedef int (*assembler_emit_fn)(void *ctx, int frame_type, const uint8_t *payload, size_t len);
+
+struct assembler_options {
+	const char *source_id;
+	const char *spill_dir;
+	uint64_t spill_threshold_changes;
+	bool strict_chunking;
+	uint64_t max_changes_per_chunk;
+	size_t max_frame_payload; /* MAX_FRAME_PAYLOAD unless testing */
+	uint64_t skip_through_commit_lsn; /* already in the stream: skip */
+};
+
+enum assembler_event {
+	ASSEMBLER_NOTHING = 0,
+	ASSEMBLER_COMMITTED,  /* frames emitted for a committed transaction */
+	ASSEMBLER_SKIPPED,    /* a committed transaction already in the stream */
+	ASSEMBLER_ABORTED     /* a streamed (sub)transaction dropped */
+};
+
+struct assembler_result {
+	enum assembler_event event;
+	uint32_t xid;
+	uint64_t commit_lsn, end_lsn;
+	uint64_t changes;
+	uint64_t frames;
+	bool chunked;
+};
+
+#define ASSEMBLER_EMIT_FAILED (-2)
+
+struct assembler;
+
+int assembler_open(struct assembler **assembler, const struct assembler_options *options, char *err,
+		   size_t errlen);
+/* Feed one message decoded by pgoutput_session_decode() (the session
+ * holds the relation cache; it is consulted for descriptors). */
+int assembler_feed(struct assembler *a, const struct pgoutput_session *session,
+		   const struct pgoutput_message *msg, assembler_emit_fn emit, void *ctx,
+		   struct assembler_result *result, char *err, size_t errlen);
+/* A new replication connection: drop every open transaction (the server
+ * sends them again) and its spill file. */
+void assembler_reset(struct assembler *a);
+/* Is a transaction open (changes received, not yet committed)? */
+bool assembler_in_transaction(const struct assembler *a);
+/* Changes held in memory by open transactions (for tests and metrics). */
+uint64_t assembler_memory_changes(const struct assembler *a);
+void assembler_set_skip_through(struct assembler *a, uint64_t commit_lsn);
+void assembler_close(struct assembler *a);
+
+#endif

@@ -1,0 +1,182 @@
+#!/usr/bin/env bats
+# Documentation and the dispatcher: the man pages lint cleanly,
+# trellara-stream(1)'s OPTIONS are exactly `trellara-stream --help`'s, the
+# `trellara` dispatcher finds and runs its subcommands from the source tree,
+# from PATH and when installed.  No database needed.
+
+bats_require_minimum_version 1.5.0
+
+load helpers/nodb
+
+# A restricted PATH: the dispatcher must find its programs next to itself,
+# not through the PATH helpers/nodb sets up.
+SYSTEM_PATH=/usr/local/bin:/usr/bin:/bin
+
+need_stream_binary() {
+	[ -x "$REPO/bin/trellara-stream" ] || {
+		echo "bin/trellara-stream is missing: run \"make\" first" >&2
+		return 1
+	}
+}
+
+# Long options of `trellara-stream --help`, one per line, normalised to
+# "[-s ]--name[ ARG]" ("-c --config FILE", "--follow").
+help_options() {
+	"$REPO/bin/trellara-stream" --help | awk '
+		/^options:/ { inside = 1; next }
+		inside && /^$/ { exit }
+		inside && match($0, /^ +(-[A-Za-z], +)?--[a-z][a-z0-9-]*( [A-Z][A-Z_]*)?/) {
+			s = substr($0, RSTART, RLENGTH)
+			sub(/^ +/, "", s)
+			sub(/, +/, " ", s)
+			print s
+		}'
+}
+
+# The tag line after each .TP in the OPTIONS section of a man page, which
+# by convention is written  \fB\-c\fR, \fB\-\-config\fR \fIFILE\fR ,
+# normalised the same way.
+man_options() {
+	awk '
+		/^\.SH/ { inside = ($0 ~ /^\.SH +"?OPTIONS"? *$/); tag = 0; next }
+		inside && /^\.TP/ { tag = 1; next }
+		inside && tag {
+			tag = 0
+			s = $0
+			gsub(/\\f[BIRP]/, "", s)
+			gsub(/\\-/, "-", s)
+			sub(/, +/, " ", s)
+			gsub(/ +/, " ", s)
+			sub(/ $/, "", s)
+			print s
+		}' "$1"
+}
+
+@test "every man page passes groff -ww (and mandoc -T lint when installed) without a warning" {
+	local page first n=0 failed=0
+	local -a pre
+	for page in "$REPO"/man/man*/*.[1-9]; do
+		[ -f "$page" ] || continue
+		n=$((n + 1))
+		# '\" t on the first line asks for tbl, as man(1) honours it
+		pre=()
+		IFS= read -r first <"$page" || true
+		if [[ $first =~ ^\'\\\"\ +[a-z]*t ]]; then pre=(-t); fi
+		run --separate-stderr groff -ww "${pre[@]}" -man -z "$page"
+		if [ "$status" -ne 0 ] || [ -n "$stderr" ] || [ -n "$output" ]; then
+			printf 'groff -ww on %s (status %s):\n%s%s\n' "${page#"$REPO"/}" "$status" "$stderr" "$output" >&2
+			failed=1
+		fi
+		if command -v mandoc >/dev/null; then
+			run --separate-stderr mandoc -T lint -W warning "$page"
+			if [ "$status" -ne 0 ] || [ -n "$output" ] || [ -n "$stderr" ]; then
+				printf 'mandoc -T lint on %s (status %s):\n%s%s\n' "${page#"$REPO"/}" "$status" "$output" "$stderr" >&2
+				failed=1
+			fi
+		fi
+	done
+	[ "$n" -ge 2 ] || { echo "only $n man pages under man/" >&2; false; }
+	[ "$failed" -eq 0 ]
+}
+
+@test "trellara-stream(1) OPTIONS lists exactly the options of trellara-stream --help" {
+	need_stream_binary
+	local page="$REPO/man/man1/trellara-stream.1" from_help from_man
+	from_help=$(help_options | LC_ALL=C sort)
+	from_man=$(man_options "$page" | LC_ALL=C sort)
+	# a parser that finds nothing must not pass
+	[ "$(wc -l <<<"$from_help")" -ge 15 ] || { printf 'parsed from --help:\n%s\n' "$from_help" >&2; false; }
+	if [[ $from_help != "$from_man" ]]; then
+		echo "options differ: < trellara-stream --help   > man/man1/trellara-stream.1 OPTIONS" >&2
+		diff <(printf '%s\n' "$from_help") <(printf '%s\n' "$from_man") >&2
+		false
+	fi
+}
+
+@test "trellara-stream(1) EXIT STATUS names every exit code of trellara-stream --help" {
+	need_stream_binary
+	local page="$REPO/man/man1/trellara-stream.1" code codes
+	codes=$("$REPO/bin/trellara-stream" --help | sed -n '/^exit codes:/,$p' | grep -oE '\b[0-9]{1,3}\b')
+	[ -n "$codes" ]
+	for code in $codes; do
+		sed -n '/^\.SH "*EXIT STATUS/,/^\.SH/p' "$page" | grep -qxF ".B $code" ||
+			{ echo "exit status $code missing from EXIT STATUS" >&2; false; }
+	done
+}
+
+@test "trellara stream --help runs trellara-stream --help, found next to the dispatcher" {
+	need_stream_binary
+	local expected
+	expected=$("$REPO/bin/trellara-stream" --help)
+	run -0 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" stream --help
+	[ "$output" = "$expected" ]
+	run -0 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" help stream
+	[ "$output" = "$expected" ]
+	# arguments pass through untouched, exit status too
+	run -64 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" stream read
+	[[ $output == *"give exactly one of --config FILE and --dir DIR"* ]]
+}
+
+@test "trellara help lists the installed subcommands, stream among them" {
+	need_stream_binary
+	local out
+	for out in "" help --help -h; do
+		run -0 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" $out
+		[[ $output == "usage: trellara COMMAND"* ]]
+		grep -qE '^  stream +[a-z]' <<<"$output"
+	done
+}
+
+@test "a sibling program wins over PATH; a subcommand only on PATH is found and listed" {
+	need_stream_binary
+	local fake=$BATS_TEST_TMPDIR/fake
+	mkdir -p "$fake"
+	printf '#!/bin/sh\necho "fake stream"\n' >"$fake/trellara-stream"
+	printf '#!/bin/sh\necho "hello $*"\n' >"$fake/trellara-hello"
+	chmod +x "$fake/trellara-stream" "$fake/trellara-hello"
+	run -0 env PATH="$fake:$SYSTEM_PATH" "$REPO/scripts/trellara" stream --version
+	[[ $output == "trellara-stream "* ]]
+	run -0 env PATH="$fake:$SYSTEM_PATH" "$REPO/scripts/trellara" hello a "b c"
+	[ "$output" = "hello a b c" ]
+	run -0 env PATH="$fake:$SYSTEM_PATH" "$REPO/scripts/trellara" help
+	grep -qE '^  hello *$' <<<"$output"
+	[ "$(grep -cE '^  stream ' <<<"$output")" -eq 1 ]
+}
+
+@test "an unknown subcommand or option is a usage error (64) with a hint" {
+	run -64 --separate-stderr env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" nonsense
+	[ -z "$output" ]
+	[[ $stderr == *'trellara: "nonsense" is not a trellara command'* ]]
+	[[ $stderr == *'trellara help'* ]]
+	run -64 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" ../bin/trellara-stream
+	[[ $output == *"is not a trellara command"* ]]
+	run -64 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" help nonsense
+	run -64 env PATH="$SYSTEM_PATH" "$REPO/scripts/trellara" --bogus
+}
+
+@test "trellara --version is TRELLARA_VERSION of defaults.h" {
+	local version
+	version=$(sed -n 's/^#define TRELLARA_VERSION "\(.*\)"$/\1/p' "$REPO/include/trellara/defaults.h")
+	[ -n "$version" ]
+	run -0 "$REPO/scripts/trellara" --version
+	[ "$output" = "trellara $version" ]
+	run -0 "$REPO/scripts/trellara" -V
+	[ "$output" = "trellara $version" ]
+}
+
+@test "make install PREFIX=... installs trellara, trellara-stream and the man pages, and they work" {
+	local prefix=$BATS_TEST_TMPDIR/inst
+	cd "$REPO"
+	run -0 make install PREFIX="$prefix"
+	[ -x "$prefix/bin/trellara" ]
+	[ -x "$prefix/bin/trellara-stream" ]
+	[ -f "$prefix/share/man/man1/trellara-stream.1" ]
+	[ -f "$prefix/share/man/man5/trellara-stream.5" ]
+	run -0 env PATH="$SYSTEM_PATH" "$prefix/bin/trellara" stream --help
+	[[ $output == "usage: trellara-stream COMMAND"* ]]
+	run -0 env PATH="$SYSTEM_PATH" "$prefix/bin/trellara" help
+	grep -qE '^  stream +[a-z]' <<<"$output"
+	# and through PATH, as an operator runs it
+	run -0 env PATH="$prefix/bin:$SYSTEM_PATH" trellara stream --version
+	[[ $output == "trellara-stream "* ]]
+}
