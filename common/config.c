@@ -655,6 +655,7 @@ static int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, c
 		{ .name = "path", .kind = K_STRING }, { 0 }
 	};
 	char *source = NULL, *name = NULL, *path = NULL, *data = NULL;
+	size_t len = 0;
 	int rc = -1;
 	for (yaml_node_pair_t *pair = mapping->data.mapping.pairs.start;
 	     pair < mapping->data.mapping.pairs.top; pair++) {
@@ -725,7 +726,6 @@ static int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, c
 		rc = 0;
 		goto out;
 	}
-	size_t len;
 	if (read_small_file(path, SECRET_FILE_MAX_BYTES, &data, &len) < 0) {
 		report_at(ld, mapping, "cannot read secret file \"%s\" named by \"%s\": %m", path, keypath);
 		goto out;
@@ -742,7 +742,7 @@ static int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, c
 	rc = 0;
 out:
 	if (data) {
-		explicit_bzero(data, strlen(data));
+		explicit_bzero(data, len);
 		free(data);
 	}
 	free(source);

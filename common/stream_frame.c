@@ -168,6 +168,11 @@ int segment_list(const char *dir, uint64_t **bases, size_t *n)
 	return 0;
 }
 
+int stream_segment_bases(const char *dir, uint64_t **bases, size_t *n)
+{
+	return segment_list(dir, bases, n) < 0 ? STREAM_EIO : STREAM_OK;
+}
+
 int segment_file_open(struct segment_file *sf, const char *dir, uint64_t base)
 {
 	memset(sf, 0, sizeof *sf);

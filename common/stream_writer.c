@@ -5,6 +5,8 @@
  *   stream.mid_frame_write          half of a batch's first frame written
  *   stream.after_write_before_sync  a batch written, not yet fdatasynced
  *   stream.after_sync_before_index  a batch durable, its index entries not written
+ * (the prefix is "capture." instead when trellara-capture is the writer,
+ * DESIGN §11's capture.mid_frame_write)
  */
 #include "stream_internal.h"
 
@@ -45,6 +47,7 @@ struct stream_writer {
 	size_t batch_frames, batch_frames_cap;
 	unsigned batches_since_index_sync;
 	bool poisoned;       /* a write or fdatasync failed: never retry */
+	char fault_mid_frame[64], fault_after_write[64], fault_after_sync[64];
 };
 
 static int64_t now_us(void)
@@ -342,6 +345,12 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 	if (w->options.segment_bytes < MIN_SEGMENT_BYTES)
 		w->options.segment_bytes = MIN_SEGMENT_BYTES;
 	w->options.source_id = w->options.flow = NULL; /* not owned: only used below */
+	snprintf(w->fault_mid_frame, sizeof w->fault_mid_frame, "%s.mid_frame_write",
+		 options->fault_prefix ? options->fault_prefix : "stream");
+	snprintf(w->fault_after_write, sizeof w->fault_after_write, "%s.after_write_before_sync",
+		 options->fault_prefix ? options->fault_prefix : "stream");
+	snprintf(w->fault_after_sync, sizeof w->fault_after_sync, "%s.after_sync_before_index",
+		 options->fault_prefix ? options->fault_prefix : "stream");
 	w->lock_fd = w->log_fd = w->idx_fd = -1;
 	int rc = STREAM_EIO;
 	char *groups_dir = xasprintf("%s/groups", dir);
@@ -437,20 +446,20 @@ static int roll_segment(struct stream_writer *w, uint64_t min_bytes)
 static int write_frames(struct stream_writer *w, size_t first, size_t count, size_t batch_at, size_t bytes)
 {
 	const uint8_t *src = w->batch + batch_at;
-	if (fault_armed("stream.mid_frame_write")) {
+	if (fault_armed(w->fault_mid_frame)) {
 		size_t half = w->batch_sizes[first] / 2;
 		if (fs_pwrite_all(w->log_fd, src, half, (off_t)w->write_pos, w->log_path) < 0)
 			return STREAM_EIO;
-		fault_point("stream.mid_frame_write");
+		fault_point(w->fault_mid_frame);
 		if (fs_pwrite_all(w->log_fd, src + half, bytes - half, (off_t)(w->write_pos + half), w->log_path) < 0)
 			return errno == ENOSPC ? STREAM_ENOSPC : STREAM_EIO;
 	} else if (fs_pwrite_all(w->log_fd, src, bytes, (off_t)w->write_pos, w->log_path) < 0) {
 		return errno == ENOSPC ? STREAM_ENOSPC : STREAM_EIO;
 	}
-	fault_point("stream.after_write_before_sync");
+	fault_point(w->fault_after_write);
 	if (fs_fdatasync(w->log_fd, w->log_path) < 0)
 		return STREAM_EIO;
-	fault_point("stream.after_sync_before_index");
+	fault_point(w->fault_after_sync);
 	uint8_t stack_entries[64 * INDEX_ENTRY_SIZE];
 	uint8_t *entries = count <= 64 ? stack_entries : xmalloc(count * INDEX_ENTRY_SIZE);
 	uint64_t pos = w->write_pos;

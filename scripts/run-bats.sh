@@ -12,6 +12,7 @@
 # Prints bats' TAP output with timings, then a summary (counts, slowest
 # tests, failures); exits non-zero when any test fails.
 set -uo pipefail
+export LC_COLLATE=C
 
 cd "$(dirname "$0")/.." || exit 1
 
@@ -28,7 +29,9 @@ if [[ -n ${BATS_FILES:-} ]]; then
 		files+=("$f")
 	done
 else
-	mapfile -t files < <(LC_ALL=C ls tests/bats/*.bats 2>/dev/null | LC_ALL=C sort)
+	shopt -s nullglob
+	files=(tests/bats/*.bats) # pathname expansion sorts (LC_ALL=C: bytewise)
+	shopt -u nullglob
 fi
 if ((${#files[@]} == 0)); then
 	echo "run-bats: no tests/bats/*.bats files"

@@ -6,6 +6,8 @@
 #include "stream_cli.h"
 
 #include "trellara/defaults.h"
+#include "trellara/envelope.h"
+#include "trellara/lsn.h"
 #include "trellara/log.h"
 #include "trellara/stream.h"
 #include "trellara/textcodec.h"
@@ -183,46 +185,67 @@ int stream_cli_inspect(const struct stream_cli_options *o)
 	return code;
 }
 
-static void print_frame(const struct stream_cli_options *o, const struct stream_frame *f)
+/* Prints one frame; returns -1 (logged) when its payload does not decode. */
+static int print_frame(const struct stream_cli_options *o, const struct stream_frame *f)
 {
 	const struct frame_header *h = &f->header;
 	char when[48];
 	format_time_us(h->append_time_us, when, sizeof when);
 	const char *type = frame_type_name(h->type);
-	bool text = !o->raw && utf8_valid(f->payload, h->payload_length);
+	char err[256];
 	if (o->json) {
 		printf("{\"offset\":%" PRIu64 ",\"type\":\"%s\",\"flags\":%u,\"append_time\":\"%s\",\"payload_length\":%u",
 		       h->offset, type, h->flags, when, h->payload_length);
-		if (o->raw)
-		{
+		if (o->raw) {
 			printf(",\"version\":%u,\"crc\":\"0x%08x\",\"segment\":", h->version, h->crc);
 			json_write_string(stdout, f->segment, strlen(f->segment));
-			printf(",\"position\":%" PRIu64, f->position);
-		}
-		if (text) {
-			printf(",\"payload\":");
-			json_write_string(stdout, (const char *)f->payload, h->payload_length);
-		} else {
 			char *b = base64_encode(f->payload, h->payload_length);
-			printf(",\"payload_base64\":\"%s\"", b);
+			printf(",\"position\":%" PRIu64 ",\"payload_base64\":\"%s\"}\n", f->position, b);
 			free(b);
+			return 0;
 		}
-		printf("}\n");
-		return;
+		/* Decode into memory first: a bad payload prints nothing half-way. */
+		char *text = NULL;
+		size_t text_len = 0;
+		FILE *mem = open_memstream(&text, &text_len);
+		int rc = env_frame_write_json(mem, h->type, f->payload, h->payload_length, err, sizeof err);
+		fclose(mem);
+		if (rc == 0)
+			printf(",%s}\n", text);
+		free(text);
+		if (rc < 0) {
+			printf("}\n");
+			log_error("stream frame at offset %" PRIu64 " (%s byte %" PRIu64 "): %s payload does not decode: %s",
+				  h->offset, f->segment, f->position, type, err);
+			log_hint("\"trellara-stream read --raw\" prints any frame undecoded");
+			return -1;
+		}
+		return 0;
 	}
 	printf("offset=%" PRIu64 " type=%s flags=%u time=%s length=%u", h->offset, type, h->flags, when,
 	       h->payload_length);
-	if (o->raw)
-		printf(" version=%u crc=0x%08x segment=%s position=%" PRIu64, h->version, h->crc, f->segment, f->position);
-	if (text) {
-		printf(" payload=");
-		json_write_string(stdout, (const char *)f->payload, h->payload_length);
-	} else {
+	if (o->raw) {
 		char *b = base64_encode(f->payload, h->payload_length);
-		printf(" payload_base64=%s", b);
+		printf(" version=%u crc=0x%08x segment=%s position=%" PRIu64 " payload_base64=%s\n", h->version, h->crc,
+		       f->segment, f->position, b);
 		free(b);
+		return 0;
 	}
-	putchar('\n');
+	struct env_frame_summary s;
+	char a[LSN_FORMAT_LEN], b2[LSN_FORMAT_LEN];
+	if (env_frame_summary(h->type, f->payload, h->payload_length, &s, err, sizeof err) < 0) {
+		putchar('\n');
+		log_error("stream frame at offset %" PRIu64 " (%s byte %" PRIu64 "): %s payload does not decode: %s",
+			  h->offset, f->segment, f->position, type, err);
+		log_hint("\"trellara-stream read --raw\" prints any frame undecoded");
+		return -1;
+	}
+	if (h->type == FRAME_WATERMARK)
+		printf(" lsn=%s\n", lsn_format(s.lsn, a));
+	else
+		printf(" xid=%u commit_lsn=%s end_lsn=%s%s\n", s.xid, lsn_format(s.commit_lsn, a), lsn_format(s.end_lsn, b2),
+		       h->type == FRAME_CHUNK ? " (chunk)" : "");
+	return 0;
 }
 
 int stream_cli_read(const struct stream_cli_options *o)
@@ -238,7 +261,10 @@ int stream_cli_read(const struct stream_cli_options *o)
 		struct stream_frame f;
 		rc = stream_reader_next(r, &f);
 		if (rc == STREAM_OK) {
-			print_frame(o, &f);
+			if (print_frame(o, &f) < 0) {
+				rc = STREAM_ECORRUPT;
+				break;
+			}
 			printed++;
 			continue;
 		}

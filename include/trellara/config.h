@@ -14,12 +14,12 @@
 #ifndef TRELLARA_CONFIG_H
 #define TRELLARA_CONFIG_H
 
+#include "trellara/defaults.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Default of source.stream_spill_dir (kept here until defaults.h has it). */
-#define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
 
 enum dataset_mode { DATASET_STRICT_TRANSACTION_ORDER = 0 };
 enum stream_durability { STREAM_DURABILITY_FSYNC = 0 };
@@ -78,7 +78,8 @@ struct flow_config {
 };
 
 /* Load and validate path.  On success fills *config (caller frees it with
- * config_free) and returns 0; on failure logs the reason and returns -1. */
+ * config_free) and returns 0; on failure logs the reason and returns -1
+ * with *config zeroed, so config_free on it is harmless. */
 int config_load(const char *path, struct flow_config *config);
 void config_free(struct flow_config *config);
 /* "source_id:dataset_id", newly allocated. */

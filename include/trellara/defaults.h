@@ -25,6 +25,7 @@ enum trellara_exit {
 #define ENV_LOG_LEVEL "TRELLARA_LOG_LEVEL" /* error|warn|info|debug */
 #define ENV_LOG_FORMAT "TRELLARA_LOG_FORMAT" /* text|json */
 #define ENV_NO_COLOR "NO_COLOR" /* any value: no colour in logs on a terminal */
+#define ENV_STATUS_INTERVAL_MS "TRELLARA_STATUS_INTERVAL_MS" /* capture: standby status period (default 10000) */
 #define ENV_TEST_FSYNC_FAIL "TRELLARA_TEST_FSYNC_FAIL" /* tests: make the nth fdatasync fail with EIO */
 
 /* Stream defaults (DESIGN §3, §4). */
@@ -42,6 +43,7 @@ enum trellara_exit {
 #define DEFAULT_APPLY_BATCH_TRANSACTIONS 100
 #define DEFAULT_SNAPSHOT_WORKERS 2
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
+#define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
 #define DEFAULT_WAL_RETENTION_WARN_BYTES (1024ULL * 1024 * 1024)
 #define DEFAULT_MAX_CHANGES_PER_CHUNK 1000
 #define DEFAULT_PROTOCOL_VERSION 2

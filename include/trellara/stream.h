@@ -139,6 +139,7 @@ struct stream_writer_options {
 	uint64_t min_free_bytes; /* fail closed below this */
 	const char *source_id;   /* written to meta when the stream is created */
 	const char *flow;
+	const char *fault_prefix; /* "stream" (default) or "capture": names the fault points */
 };
 
 /* What recovery on open found and did. */
@@ -165,6 +166,9 @@ uint64_t stream_writer_next_offset(const struct stream_writer *writer);
 /* Syncs the index, releases the lock.  Queued, unsynced frames are
  * dropped (never acknowledged). */
 void stream_writer_close(struct stream_writer *writer);
+
+/* Base offsets of the segments, oldest first (newly allocated). */
+int stream_segment_bases(const char *dir, uint64_t **bases, size_t *n);
 
 /* ---- reader ---- */
 

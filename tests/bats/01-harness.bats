@@ -44,6 +44,15 @@ load helpers/common
 	[[ $output == "$(psql_source 'SELECT system_identifier FROM pg_control_system()')|"* ]]
 }
 
+_slot_active() {
+	[ "$(psql_source "SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = t ]
+}
+
+_sleeping_session() {
+	[ "$(psql_target "SELECT count(*) FROM pg_stat_activity
+		WHERE query LIKE '%pg_sleep(300)%' AND pid <> pg_backend_pid()")" = 1 ]
+}
+
 @test "harness: test A leaves tables, an active slot, sessions and processes behind" {
 	psql_source 'CREATE TABLE leak_check (id int PRIMARY KEY)' 'INSERT INTO leak_check VALUES (1)' \
 		"CREATE PUBLICATION $PUBLICATION_NAME FOR ALL TABLES" \
@@ -61,14 +70,14 @@ load helpers/common
 	recv_pid=$!
 	"$PG_BINDIR/psql" -X -qAt -d "$TARGET_URL" -c 'SELECT pg_sleep(300)' </dev/null >/dev/null 2>&1 3>&- &
 	session_pid=$!
-	wait_for -m "slot $SLOT_NAME active" \
-		'[ "$(psql_source "SELECT active FROM pg_replication_slots WHERE slot_name = '"'$SLOT_NAME'"'")" = t ]'
-	wait_for -m "the pg_sleep session" \
-		'[ "$(psql_target "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '"'%pg_sleep(300)%'"' AND pid <> pg_backend_pid()")" = 1 ]'
+	wait_for -m "slot $SLOT_NAME active" _slot_active
+	wait_for -m "the pg_sleep session" _sleeping_session
 
 	printf '%s\n' "$SOURCE_DB" "$TARGET_DB" "$TEST_DIR" "$(bg_pid sleeper)" "$recv_pid" \
 		"$session_pid" >"$BATS_FILE_TMPDIR/test-a"
 }
+
+_gone() { ! _trellara_pg_proc_identity "$1" >/dev/null; }
 
 @test "harness: test B sees none of test A's data, slots, sessions or processes" {
 	[ -f "$BATS_FILE_TMPDIR/test-a" ] || skip "needs the previous test (run the whole file)"
@@ -89,9 +98,9 @@ load helpers/common
 	[ "$output" = 0 ]
 
 	# The tracked process was stopped, the untracked clients were cut off.
-	run -1 _trellara_pg_proc_identity "$a_sleeper"
-	wait_for -t 10 -m "pg_recvlogical $a_recv to exit" "! _trellara_pg_proc_identity $a_recv"
-	wait_for -t 10 -m "psql $a_session to exit" "! _trellara_pg_proc_identity $a_session"
+	_gone "$a_sleeper"
+	wait_for -t 10 -m "pg_recvlogical $a_recv to exit" _gone "$a_recv"
+	wait_for -t 10 -m "psql $a_session to exit" _gone "$a_session"
 
 	# A passed test's directory is removed; this one is new and empty.
 	[ ! -e "$a_dir" ]
@@ -170,9 +179,10 @@ _nested_bats() {
 }
 
 _write_nested_file() {
+	local at=@ # a literal at-test line here would be taken for a test of this file
 	cat >"$TEST_DIR/nested.bats" <<EOF
 load "$REPO/tests/bats/helpers/common"
-@test "nested" {
+${at}test "nested" {
 	psql_source 'SELECT 1' >/dev/null
 	psql_target 'SELECT 1' >/dev/null
 	printf '%s\n' "\$TRELLARA_FILE_DIR" "\$TRELLARA_OWNER_PID" \\
@@ -184,9 +194,7 @@ load "$REPO/tests/bats/helpers/common"
 EOF
 }
 
-_postmasters_gone() {
-	! _trellara_pg_proc_identity "$1" >/dev/null && ! _trellara_pg_proc_identity "$2" >/dev/null
-}
+_postmasters_gone() { _gone "$1" && _gone "$2"; }
 
 @test "harness: another file-level run works and leaves no server behind" {
 	_write_nested_file

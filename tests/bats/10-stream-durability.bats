@@ -54,12 +54,12 @@ append() {
 	[ "$(jq '.last_valid_offset' <<<"$output")" = 24 ]
 
 	# every acknowledged offset still holds what was appended there
-	run -0 trellara-stream read --dir "$STREAM_DIR" --format json
+	run -0 trellara-stream read --dir "$STREAM_DIR" --raw --format json
 	[ "${#lines[@]}" -eq 25 ]
 	for i in $(seq 0 19); do
-		[ "$(jq -r "select(.offset == $i) | .payload" <<<"$output" | cut -d' ' -f1-2)" = "frame $i" ]
+		[ "$(jq -r "select(.offset == $i) | .payload_base64 | @base64d" <<<"$output" | cut -d' ' -f1-2)" = "frame $i" ]
 	done
-	[ "$(jq -r 'select(.offset == 20) | .payload' <<<"$output" | cut -d' ' -f1-2)" = "frame 100" ]
+	[ "$(jq -r 'select(.offset == 20) | .payload_base64 | @base64d' <<<"$output" | cut -d' ' -f1-2)" = "frame 100" ]
 }
 
 @test "kill -9 after sync, before the index write: frames kept, index rebuilt, nothing lost" {
@@ -112,7 +112,7 @@ append() {
 
 @test "read --follow returns frames appended later (tailing)" {
 	run -0 bash -c "$(declare -f frames); frames 3 | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
-	trellara-stream read --dir "$STREAM_DIR" --follow --format json > "$TEST_DIR/follow.out" 3>&- &
+	trellara-stream read --dir "$STREAM_DIR" --follow --raw --format json > "$TEST_DIR/follow.out" 3>&- &
 	reader=$!
 	for _ in $(seq 100); do [ "$(wc -l < "$TEST_DIR/follow.out")" -ge 3 ] && break; sleep 0.05; done
 	run -0 bash -c "$(declare -f frames); frames 2 3 | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"

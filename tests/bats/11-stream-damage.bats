@@ -48,7 +48,7 @@ setup_stream() {
 	# offset 70 lives in the second segment, not the last one
 	[ "$seg" = "$(ls "$STREAM_DIR"/segments/*.log | sed -n 2p)" ]
 	printf 'XXXXXXXX' | dd of="$seg" bs=1 seek=$((pos + 100)) conv=notrunc status=none
-	run -65 trellara-stream read --dir "$STREAM_DIR"
+	run -65 trellara-stream read --dir "$STREAM_DIR" --raw
 	[[ "$output" == *"$(basename "$seg")"* ]]
 	[[ "$output" == *"at byte $pos"* ]]
 	[[ "$output" == *"bad frame checksum"* ]]
@@ -63,7 +63,7 @@ setup_stream() {
 	seg=$(ls "$STREAM_DIR"/segments/*.log | tail -1)
 	pos=$(trellara-stream locate --dir "$STREAM_DIR" --offset 190 --format json | jq .position)
 	printf 'XXXXXXXX' | dd of="$seg" bs=1 seek=$((pos + 3)) conv=notrunc status=none
-	run -65 trellara-stream read --dir "$STREAM_DIR" --format json
+	run -65 trellara-stream read --dir "$STREAM_DIR" --raw --format json
 	[[ "$output" == *"$(basename "$seg")"*"at byte $pos"* ]]
 	# the writer's recovery scans the last segment and refuses to
 	# truncate valid frames (sealed segments are left to the readers)
@@ -81,7 +81,7 @@ setup_stream() {
 	[ "$(jq '.last_valid_offset' <<<"$output")" = 198 ]
 	[ "$(jq '.torn_bytes' <<<"$output")" -gt 1000 ]
 	[ "$(jq '.corrupt' <<<"$output")" = false ]
-	run -0 trellara-stream read --dir "$STREAM_DIR" --format json
+	run -0 trellara-stream read --dir "$STREAM_DIR" --raw --format json
 	[ "$(grep -c '"offset"' <<<"$output")" -eq 199 ]
 	[[ "$output" == *"torn tail"* ]]
 }
@@ -101,7 +101,7 @@ setup_stream() {
 
 @test "reading from an offset, counting, locating, and asking past the end" {
 	setup_stream
-	run -0 trellara-stream read --dir "$STREAM_DIR" --from 150 --count 3 --format json
+	run -0 trellara-stream read --dir "$STREAM_DIR" --from 150 --count 3 --raw --format json
 	[ "$(jq -s -r 'map(.offset) | join(",")' <<<"$output")" = "150,151,152" ]
 	third=$(basename "$(ls "$STREAM_DIR"/segments/*.log | sed -n 3p)" .log)
 	base=$((10#$third))

@@ -27,7 +27,7 @@ load helpers/nodb
 	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
 	[ ! -e "$STREAM_DIR/segments/00000000000000000000.idx" ]
 	[ -e "$STREAM_DIR/segments/$second.log" ]
-	run -0 trellara-stream read --dir "$STREAM_DIR" --from 70 --count 1 --format json
+	run -0 trellara-stream read --dir "$STREAM_DIR" --from 70 --count 1 --raw --format json
 	[ "$(jq .offset <<<"$output")" = 70 ]
 	run -64 trellara-stream read --dir "$STREAM_DIR" --from 10
 	[[ "$output" == *"removed by retention"* ]]

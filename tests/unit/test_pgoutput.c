@@ -948,6 +948,39 @@ static void test_malformed(void)
 	CHECK(decode(&w, 2, false, err) == -1);
 	CHECK(strstr(err, "invalid relation id 0") != NULL);
 
+	/* Update and Delete tags; Begin without final LSN; empty names */
+	w.len = 0;
+	put8(&w, 'U');
+	put32(&w, 16384);
+	put8(&w, 'X');
+	CHECK(decode(&w, 2, false, err) == -1);
+	CHECK(strstr(err, "unexpected tuple tag 0x58 in Update message at byte 5 (expected 'K', 'O' or 'N')") != NULL);
+	w.b[5] = 'O';
+	put16(&w, 0);
+	put8(&w, 'K');
+	CHECK(decode(&w, 2, false, err) == -1);
+	CHECK(strstr(err, "at byte 8 (expected 'N' after the old tuple)") != NULL);
+	w.b[0] = 'D';
+	w.b[5] = 'N';
+	CHECK(decode(&w, 2, false, err) == -1);
+	CHECK(strstr(err, "in Delete message at byte 5 (expected 'K' or 'O')") != NULL);
+	w = begin_msg(740, 0);
+	CHECK(decode(&w, 2, false, err) == -1);
+	CHECK_STR(err, "pgoutput: final LSN not set in Begin message at byte 1");
+	w.len = 0;
+	put8(&w, 'Y');
+	put32(&w, 16400);
+	putstr(&w, "public");
+	putstr(&w, "");
+	CHECK(decode(&w, 2, false, err) == -1);
+	CHECK_STR(err, "pgoutput: empty type name in Type message at byte 12");
+	w.b[4] = 0;
+	w.b[1] = 0;
+	w.b[2] = 0;
+	w.b[3] = 0;
+	CHECK(decode(&w, 2, false, err) == -1);
+	CHECK_STR(err, "pgoutput: invalid type oid 0 in Type message at byte 1");
+
 	/* Commit: flags, LSN order */
 	w.len = 0;
 	put8(&w, 'C');
@@ -1204,9 +1237,14 @@ static void test_session_rules(void)
 	CHECK(msg.has_xid && msg.xid == 901 && msg.change.relation &&
 	      strcmp(msg.change.relation->relname, "accounts") == 0);
 	pgoutput_message_release(&msg);
+	w = begin_msg(902, 0x5000);
+	CHECK(session_feed(&s, &w, err) == -1);
+	CHECK_STR(err, "pgoutput: unexpected Begin message inside the stream block of transaction 900");
 	w.len = 0;
 	put8(&w, 'E');
 	CHECK(session_feed(&s, &w, err) == 0);
+	CHECK(session_feed(&s, &w, err) == -1);
+	CHECK_STR(err, "pgoutput: unexpected Stream Stop message outside any transaction");
 	CHECK(session_feed(&s, &ins, err) == -1); /* outside the block the prefix is garbage */
 	w.len = 0;
 	put8(&w, 'S');

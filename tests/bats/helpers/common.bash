@@ -113,13 +113,15 @@ trellara_setup_file() {
 	export SOURCE_ADMIN_URL="postgresql:///postgres?host=$SOURCE_HOST&port=$SOURCE_PORT"
 	export TARGET_ADMIN_URL="postgresql:///postgres?host=$TARGET_HOST&port=$TARGET_PORT"
 
-	# The first call may initdb the template; the second finds it cached.
-	trellara_pg_create "$SOURCE_PGDATA" "$SOURCE_PORT" "$SOURCE_HOST" source || return 1
-	trellara_pg_create "$TARGET_PGDATA" "$TARGET_PORT" "$TARGET_HOST" target || return 1
+	# Make the template first (initdb, once per machine), then copy and
+	# start both clusters in parallel: copying ~1000 files is the slow part.
+	trellara_pg_template >/dev/null || return 1
 	local spid tpid status=0
-	trellara_pg_start "$SOURCE_PGDATA" &
+	{ trellara_pg_create "$SOURCE_PGDATA" "$SOURCE_PORT" "$SOURCE_HOST" source &&
+		trellara_pg_start "$SOURCE_PGDATA"; } &
 	spid=$!
-	trellara_pg_start "$TARGET_PGDATA" &
+	{ trellara_pg_create "$TARGET_PGDATA" "$TARGET_PORT" "$TARGET_HOST" target &&
+		trellara_pg_start "$TARGET_PGDATA"; } &
 	tpid=$!
 	wait "$spid" || status=1
 	wait "$tpid" || status=1
@@ -225,17 +227,19 @@ _trellara_log_since() {
 	tail -c +"$((offset + 1))" "$log" | tail -n 40 | sed 's/^/# /'
 }
 
-_trellara_create_db() {
+_trellara_create_db() (
+	_trellara_pg_untrace
 	local admin_url=$1 db=$2 strategy=
 	((${TRELLARA_PG_SERVER_MAJOR:-0} >= 15)) && strategy=' STRATEGY = FILE_COPY'
 	_trellara_psql "$admin_url" \
 		-c "DROP DATABASE IF EXISTS \"$db\"$( ((${TRELLARA_PG_SERVER_MAJOR:-0} >= 13)) && echo ' WITH (FORCE)')" \
 		-c "CREATE DATABASE \"$db\"$strategy"
-}
+)
 
 # Terminate whatever uses the database's replication slots, drop them,
 # then drop the database (WITH (FORCE) ends its other sessions).
-_trellara_drop_db() {
+_trellara_drop_db() (
+	_trellara_pg_untrace
 	local admin_url=$1 db=$2
 	_trellara_psql "$admin_url" -c "
 DO \$trellara\$
@@ -263,17 +267,18 @@ BEGIN
 	END LOOP;
 END
 \$trellara\$" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)"
-}
+)
 
 # ----------------------------------------------------------------- psql
 
-_trellara_psql() {
+_trellara_psql() (
+	_trellara_pg_untrace
 	local url=$1 psql
 	shift
 	psql=$(trellara_pg_psql_bin) || return 1
 	PGOPTIONS='-c client_min_messages=warning' \
 		"$psql" -X -v ON_ERROR_STOP=1 -qAt -d "$url" "$@"
-}
+)
 
 # psql_side URL SQL... : each argument is one -c; no argument reads stdin.
 _trellara_psql_sql() {
@@ -320,7 +325,8 @@ server_log() {
 # (one line per row, whatever the column types), sorted bytewise, so the
 # two sides compare byte for byte.  TABLE is used as written (quote it
 # yourself if it needs quoting).
-sorted_copy() {
+sorted_copy() (
+	_trellara_pg_untrace
 	local side=$1 table=$2 url rows
 	case $side in
 	source) url=$SOURCE_URL ;;
@@ -329,7 +335,7 @@ sorted_copy() {
 	esac
 	rows=$(_trellara_psql "$url" -c "COPY (SELECT * FROM $table) TO STDOUT") || return 1
 	[[ -z $rows ]] || printf '%s\n' "$rows" | LC_ALL=C sort
-}
+)
 
 # assert_tables_equal TABLE...: same rows on both sides, or a diff and failure.
 assert_tables_equal() {
@@ -575,7 +581,9 @@ bg_wait() {
 		fi
 		sleep 0.05
 	done
-	BG_STATUS=0
+	# shellcheck disable=SC2034 # for the caller
+	declare -g BG_STATUS=0
+	# shellcheck disable=SC2034
 	wait "$pid" 2>/dev/null || BG_STATUS=$?
 	unset "TRELLARA_BG[$name]"
 	return 0

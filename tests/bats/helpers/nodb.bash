@@ -28,7 +28,8 @@ frames() {
 	done
 }
 
-# payloads DIR: the payload of every frame, in order, one per line.
+# payloads DIR: the payload of every frame, in order, one per line (read
+# --raw: these test payloads are not transaction envelopes).
 payloads() {
-	trellara-stream read --dir "$1" --format json | jq -r '.payload'
+	trellara-stream read --dir "$1" --raw --format json | jq -r '.payload_base64 | @base64d'
 }

@@ -102,10 +102,17 @@ trellara_pg_as_owner() (
 	fi
 )
 
+# In a subshell: drop bats' tracing.  bats runs a DEBUG trap before every
+# command of every function (set -T); a loop of a few thousand commands
+# (the CRC below) then takes seconds instead of milliseconds.
+_trellara_pg_untrace() {
+	trap - DEBUG ERR RETURN
+	set +ETx
+}
+
 # For a subshell that outlives the caller or runs a long program: drop the
-# traps and options inherited from bats (its DEBUG trap runs in subshells,
-# and its TERM/ERR/EXIT handling must not run in a child), then close every
-# descriptor above 2.
+# traps and options inherited from bats (its TERM/ERR/EXIT handling must
+# not run in a child), then close every descriptor above 2.
 _trellara_pg_detach() {
 	trap - DEBUG ERR EXIT RETURN INT TERM HUP QUIT
 	set +eEuTx +o pipefail
@@ -114,7 +121,7 @@ _trellara_pg_detach() {
 
 _trellara_pg_close_fds() {
 	local fd
-	for fd in /proc/$BASHPID/fd/*; do
+	for fd in "/proc/$BASHPID/fd"/*; do
 		fd=${fd##*/}
 		[[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
 	done
@@ -153,7 +160,8 @@ _trellara_pg_proc_identity() {
 # ---------------------------------------------------------------- template
 
 # Print the template data directory, creating it first if needed.
-trellara_pg_template() {
+trellara_pg_template() (
+	_trellara_pg_untrace
 	local root major version key cache lockfd superuser
 	root=$(trellara_pg_tmp_root) || return 1
 	version=$(trellara_pg_version) || return 1
@@ -164,6 +172,7 @@ trellara_pg_template() {
 	cache="$root/trellara-pgtemplate-$major-${key:0:12}"
 
 	if [[ -f $cache/complete && -f $cache/data/PG_VERSION && -O $cache ]]; then
+		touch "$cache" 2>/dev/null # in use: keep it from the weekly pruning
 		printf '%s\n' "$cache/data"
 		return 0
 	fi
@@ -182,10 +191,13 @@ trellara_pg_template() {
 	fi
 	exec {lockfd}>&-
 	printf '%s\n' "$cache/data"
-}
+)
 
 _trellara_pg_make_template() {
 	local cache=$1 superuser=$2 data
+	# Templates of older harness versions or servers, unused for a week.
+	find "${cache%/*}" -maxdepth 1 -name 'trellara-pgtemplate-*' -user "$(id -u)" -mtime +7 \
+		-exec rm -rf {} + 2>/dev/null
 	rm -rf "$cache" || return 1
 	mkdir -m 0755 "$cache" || return 1
 	data="$cache/data"
@@ -230,7 +242,8 @@ EOF
 # trellara_pg_create DIR PORT SOCKDIR NAME: copy the template to DIR, give
 # the copy its own system identifier, and configure it to listen on
 # SOCKDIR/.s.PGSQL.PORT only.
-trellara_pg_create() {
+trellara_pg_create() (
+	_trellara_pg_untrace
 	local dir=$1 port=$2 sockdir=$3 name=$4 template
 	template=$(trellara_pg_template) || return 1
 	cp -a "$template" "$dir" || return 1
@@ -240,7 +253,7 @@ port = $port
 unix_socket_directories = '$sockdir'
 cluster_name = 'trellara-test-$name'
 EOF
-}
+)
 
 trellara_pg_start() {
 	local dir=$1
@@ -275,11 +288,11 @@ _trellara_pg_new_sysid() {
 }
 
 _trellara_pg_crc32c() { # CRC BYTE... -> updated (unfinalized) CRC
-	local crc=$1 b k
+	local crc=$1 b
 	shift
 	for b; do
 		((crc ^= b))
-		for k in 0 1 2 3 4 5 6 7; do
+		for _ in 0 1 2 3 4 5 6 7; do
 			((crc = (crc >> 1) ^ (-(crc & 1) & 0x82F63B78)))
 		done
 	done
@@ -296,17 +309,18 @@ _trellara_pg_write_le() {
 	printf "$esc" | dd of="$file" bs=1 seek="$offset" conv=notrunc status=none
 }
 
-trellara_pg_set_system_identifier() {
+trellara_pg_set_system_identifier() (
+	_trellara_pg_untrace
 	local dir=$1 new=$2 ctl="$1/global/pg_control" seg
 	local -a b
 	# shellcheck disable=SC2207
 	b=($(od -An -tu1 -v -N 512 "$ctl")) || return 1
 	((${#b[@]} == 512)) || { _trellara_pg_die "$ctl: too short"; return 1; }
-	local old=0 i crc=$((0xFFFFFFFF)) len=0 k
+	local old=0 i crc=$((0xFFFFFFFF)) len=0
 	for ((i = 7; i >= 0; i--)); do ((old = (old << 8) | b[i])); done
 	for ((i = 0; i < 504; i++)); do
 		((crc ^= b[i]))
-		for k in 0 1 2 3 4 5 6 7; do ((crc = (crc >> 1) ^ (-(crc & 1) & 0x82F63B78))); done
+		for _ in 0 1 2 3 4 5 6 7; do ((crc = (crc >> 1) ^ (-(crc & 1) & 0x82F63B78))); done
 		if (((i + 1) % 4 == 0 && i >= 15)) &&
 			(((crc ^ 0xFFFFFFFF) == (b[i + 1] | b[i + 2] << 8 | b[i + 3] << 16 | b[i + 4] << 24))); then
 			len=$((i + 1))
@@ -326,7 +340,7 @@ trellara_pg_set_system_identifier() {
 		}
 		_trellara_pg_write_le "$seg" 24 8 "$new" || return 1
 	done
-}
+)
 
 # ---------------------------------------------------------------- stop
 
@@ -346,7 +360,8 @@ trellara_pg_stop() {
 }
 
 # Stop both clusters of a harness directory (in parallel) and remove it.
-trellara_pg_destroy_dir() {
+trellara_pg_destroy_dir() (
+	_trellara_pg_untrace
 	local fdir=$1 keep=${2:-} d
 	[[ -d $fdir ]] || return 0
 	for d in "$fdir"/source "$fdir"/target; do
@@ -356,10 +371,11 @@ trellara_pg_destroy_dir() {
 	if [[ -z $keep ]]; then
 		rm -rf "$fdir"
 	fi
-}
+)
 
 # Stop and remove harness directories whose owner process is gone.
-trellara_pg_reap_stale() {
+trellara_pg_reap_stale() (
+	_trellara_pg_untrace
 	local root=${1:-$(trellara_pg_tmp_root)} fdir owner identity
 	for fdir in "$root"/trellara-bats.*; do
 		[[ -d $fdir && -O $fdir ]] || continue
@@ -375,7 +391,7 @@ trellara_pg_reap_stale() {
 		printf 'pg harness: reaping stale test clusters in %s\n' "$fdir" >&2
 		trellara_pg_destroy_dir "$fdir"
 	done
-}
+)
 
 trellara_pg_status() {
 	local root=${1:-$(trellara_pg_tmp_root)} fdir d pid state

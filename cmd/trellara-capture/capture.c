@@ -1,0 +1,594 @@
+/*
+ * capture.c - the replication loop (capture.h).  Follows pg_recvlogical:
+ * received and durable positions kept apart, only the durable one
+ * reported, resume from the slot, drain after CopyDone, re-check the
+ * system identifier on every reconnect.
+ */
+#include "capture.h"
+
+#include "trellara/assembler.h"
+#include "trellara/defaults.h"
+#include "trellara/envelope.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/pgoutput.h"
+#include "trellara/stream.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PG_EPOCH_OFFSET_US 946684800000000LL
+
+struct capture {
+	const struct capture_options *o;
+	const struct flow_config *cfg;
+	struct capture_stats *stats;
+	char *flow;                   /* owned */
+	struct stream_writer *writer;
+	struct assembler *assembler;
+	struct pgoutput_session session;
+	struct pgoutput_message msg;
+	PGconn *conn;
+	uint64_t durable_lsn;         /* acknowledged: end of the last durable txn or watermark */
+	uint64_t pending_lsn;         /* end LSN the pending batch makes durable */
+	uint64_t batch_txns;          /* committed transactions in the pending batch */
+	uint64_t reported_lsn;        /* last flush position sent */
+	int64_t last_status_us, last_watermark_us;
+	unsigned int rng;             /* backoff jitter */
+	bool storage_failed;
+};
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+/* ---- the stream side ---- */
+
+static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
+{
+	struct capture *c = ctx;
+	int rc = stream_writer_append(c->writer, type, 0, payload, len, NULL);
+	if (rc != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats->frames++;
+	/* A big transaction must not hold all its frames in the writer's
+	 * batch: make them durable as we go (nothing is acknowledged to
+	 * the source before its commit marker is durable). */
+	if (stream_writer_pending(c->writer) >= 64) {
+		if (stream_writer_sync(c->writer) != STREAM_OK) {
+			c->storage_failed = true;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Make the pending batch durable; only then does durable_lsn move. */
+static int flush_batch(struct capture *c)
+{
+	if (stream_writer_pending(c->writer) == 0 && c->pending_lsn <= c->durable_lsn)
+		return 0;
+	if (stream_writer_sync(c->writer) != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats->batches++;
+	if (c->pending_lsn > c->durable_lsn)
+		c->durable_lsn = c->pending_lsn;
+	c->batch_txns = 0;
+	c->stats->durable_lsn = c->durable_lsn;
+	fault_point("capture.after_append_before_ack");
+	return 0;
+}
+
+static int send_status(struct capture *c, bool reply_requested)
+{
+	uint8_t m[34];
+	m[0] = 'r';
+	put_be64(m + 1, c->durable_lsn);  /* written */
+	put_be64(m + 9, c->durable_lsn);  /* flushed */
+	put_be64(m + 17, c->durable_lsn); /* applied */
+	put_be64(m + 25, (uint64_t)(wall_us() - PG_EPOCH_OFFSET_US));
+	m[33] = reply_requested ? 1 : 0;
+	if (PQputCopyData(c->conn, (const char *)m, sizeof m) <= 0 || PQflush(c->conn) != 0) {
+		log_warn("cannot send standby status update: %s", PQerrorMessage(c->conn));
+		return -1;
+	}
+	c->reported_lsn = c->durable_lsn;
+	c->last_status_us = mono_us();
+	char lsn[LSN_FORMAT_LEN];
+	log_debug("standby status: flushed %s", lsn_format(c->durable_lsn, lsn));
+	return 0;
+}
+
+static int write_watermark(struct capture *c, uint64_t lsn)
+{
+	struct buf b = { 0 };
+	env_encode_watermark(&b, c->cfg->source_id, lsn, wall_us());
+	int rc = stream_writer_append(c->writer, FRAME_WATERMARK, 0, b.data, b.len, NULL);
+	buf_free(&b);
+	if (rc != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats->frames++;
+	c->stats->watermarks++;
+	c->pending_lsn = lsn;
+	c->last_watermark_us = mono_us();
+	return flush_batch(c);
+}
+
+/* Where the stream ends, in source terms: the last committed
+ * transaction's commit and end LSN, and the last watermark.  Scans
+ * segments from the newest back until one holds such a frame. */
+static int stream_positions(const char *dir, uint64_t *last_commit, uint64_t *durable)
+{
+	*last_commit = 0;
+	*durable = 0;
+	uint64_t *bases = NULL;
+	size_t n = 0;
+	int rc = -1;
+	if (stream_segment_bases(dir, &bases, &n) != STREAM_OK)
+		return -1;
+	struct stream_reader *r = NULL;
+	if (n && stream_reader_open(dir, &r) != STREAM_OK)
+		goto out;
+	for (size_t k = n; k-- > 0;) {
+		if (stream_reader_seek(r, bases[k]) != STREAM_OK)
+			goto out;
+		bool found = false;
+		struct stream_frame f;
+		int st;
+		while ((st = stream_reader_next(r, &f)) == STREAM_OK) {
+			int t = f.header.type;
+			if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
+				continue;
+			struct env_frame_summary s;
+			char err[256];
+			if (env_frame_summary(t, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+				log_error("stream frame %" PRIu64 ": %s", f.header.offset, err);
+				goto out;
+			}
+			found = true;
+			if (t == FRAME_WATERMARK) {
+				if (s.lsn > *durable)
+					*durable = s.lsn;
+			} else {
+				if (s.commit_lsn > *last_commit)
+					*last_commit = s.commit_lsn;
+				if (s.end_lsn > *durable)
+					*durable = s.end_lsn;
+			}
+		}
+		if (st != STREAM_END)
+			goto out;
+		if (found)
+			break;
+	}
+	rc = 0;
+out:
+	stream_reader_close(r);
+	free(bases);
+	return rc;
+}
+
+/* ---- the source side ---- */
+
+static int check_identity(struct capture *c, const struct pg_identity *id)
+{
+	struct stream_meta meta;
+	if (stream_meta_read(c->cfg->stream_path, &meta) < 0)
+		return EXIT_DATAERR;
+	int code = EXIT_OK;
+	if (!meta.system_identifier) {
+		meta.system_identifier = xstrdup(id->systemid);
+		free(meta.database);
+		meta.database = xstrdup(id->dbname);
+		if (!meta.source_id)
+			meta.source_id = xstrdup(c->cfg->source_id);
+		if (!meta.flow)
+			meta.flow = xstrdup(c->flow);
+		if (stream_meta_write(c->cfg->stream_path, &meta) < 0)
+			code = EXIT_CANTCREAT;
+		else
+			log_info("stream \"%s\" bound to source system %s, database \"%s\"", c->cfg->stream_path,
+				 id->systemid, id->dbname);
+	} else if (strcmp(meta.system_identifier, id->systemid) != 0 ||
+		   (meta.database && strcmp(meta.database, id->dbname) != 0)) {
+		log_error("source identity mismatch: stream \"%s\" holds system %s database \"%s\", but the source is system %s database \"%s\"",
+			  c->cfg->stream_path, meta.system_identifier, meta.database ? meta.database : "",
+			  id->systemid, id->dbname);
+		log_hint("a stream belongs to one source database; point source.database_url at it, or use a new stream.path");
+		code = EXIT_CONFIG;
+	}
+	stream_meta_free(&meta);
+	return code;
+}
+
+/* Returns EXIT_OK, or an exit code for a failure that retrying cannot fix;
+ * -1 for a failure worth a reconnect. */
+static int ensure_slot(struct capture *c)
+{
+	const char *params[1] = { c->cfg->slot };
+	PGconn *plain = pgconn_connect(c->cfg->source_database_url, PGCONN_NORMAL, "trellara-capture", "source");
+	if (!plain)
+		return -1;
+	int code = -1;
+	PGresult *res = pgconn_query(plain,
+				     "SELECT plugin, slot_type, database, active FROM pg_replication_slots WHERE slot_name = $1",
+				     1, params);
+	if (!res)
+		goto out;
+	if (PQntuples(res) == 1) {
+		const char *plugin = PQgetvalue(res, 0, 0), *type = PQgetvalue(res, 0, 1);
+		if (strcmp(type, "logical") != 0 || strcmp(plugin, "pgoutput") != 0) {
+			log_error("replication slot \"%s\" is a %s slot with plugin \"%s\"; trellara needs a logical pgoutput slot",
+				  c->cfg->slot, type, plugin);
+			code = EXIT_CONFIG;
+		} else {
+			code = EXIT_OK;
+		}
+		goto out;
+	}
+	if (!c->o->start_now) {
+		log_error("replication slot \"%s\" does not exist", c->cfg->slot);
+		log_hint("run \"trellara snapshot --config %s\", or \"trellara capture --start-now\"", c->cfg->path);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	char *slot = pgconn_quote_ident(c->conn, c->cfg->slot);
+	char *sql = xasprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot);
+	code = pgconn_command(c->conn, sql) == 0 ? EXIT_OK : EXIT_CONFIG;
+	if (code == EXIT_OK)
+		log_info("created replication slot \"%s\" (--start-now: streaming starts at its consistent point)",
+			 c->cfg->slot);
+	free(sql);
+	free(slot);
+out:
+	PQclear(res);
+	PQfinish(plain);
+	return code;
+}
+
+static int start_streaming(struct capture *c)
+{
+	char *slot = pgconn_quote_ident(c->conn, c->cfg->slot);
+	char *pub = pgconn_quote_ident(c->conn, c->cfg->publication);
+	char *pub_literal = pgconn_quote_literal(c->conn, pub);
+	char *sql = xasprintf("START_REPLICATION SLOT %s LOGICAL 0/0 (proto_version '%d', publication_names %s, "
+			      "streaming '%s', messages 'true')",
+			      slot, c->cfg->pgoutput_protocol_version, pub_literal,
+			      c->cfg->pgoutput_streaming && c->cfg->pgoutput_protocol_version >= 2 ? "on" : "off");
+	PGresult *res = PQexec(c->conn, sql);
+	int rc = 0;
+	if (PQresultStatus(res) != PGRES_COPY_BOTH) {
+		log_error("START_REPLICATION on slot \"%s\" failed: %s", c->cfg->slot, PQerrorMessage(c->conn));
+		rc = -1;
+	}
+	PQclear(res);
+	free(sql);
+	free(pub_literal);
+	free(pub);
+	free(slot);
+	return rc;
+}
+
+/* One XLogData message: decode, assemble, maybe flush. */
+static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
+{
+	if (len < 25) {
+		log_error("replication stream: XLogData message of %zu bytes is shorter than its 25-byte header", len);
+		return EXIT_DATAERR;
+	}
+	uint64_t data_start = get_be64(data + 1);
+	char err[PGOUTPUT_ERR_LEN];
+	if (pgoutput_session_decode(&c->session, data + 25, len - 25, &c->msg, err, sizeof err) < 0) {
+		char lsn[LSN_FORMAT_LEN];
+		log_error("replication slot \"%s\" at %s: %s", c->cfg->slot, lsn_format(data_start, lsn), err);
+		return EXIT_DATAERR;
+	}
+	struct assembler_result result;
+	char aerr[512];
+	int rc = assembler_feed(c->assembler, &c->session, &c->msg, emit_frame, c, &result, aerr, sizeof aerr);
+	if (rc < 0) {
+		if (c->storage_failed)
+			return EXIT_CANTCREAT;
+		char lsn[LSN_FORMAT_LEN];
+		log_error("replication slot \"%s\" at %s: %s", c->cfg->slot, lsn_format(data_start, lsn), aerr);
+		return EXIT_DATAERR;
+	}
+	if (result.event == ASSEMBLER_COMMITTED) {
+		c->stats->transactions++;
+		c->stats->changes += result.changes;
+		if (result.end_lsn > c->pending_lsn)
+			c->pending_lsn = result.end_lsn;
+		c->batch_txns++;
+		if (c->batch_txns >= c->cfg->max_batch_transactions ||
+		    stream_writer_pending(c->writer) >= c->cfg->max_batch_messages)
+			if (flush_batch(c) < 0)
+				return EXIT_CANTCREAT;
+	} else if (result.event == ASSEMBLER_SKIPPED) {
+		c->stats->skipped_duplicates++;
+		char lsn[LSN_FORMAT_LEN];
+		log_info("skipped transaction %u (commit %s): already in the stream", result.xid,
+			 lsn_format(result.commit_lsn, lsn));
+		/* confirming it again is safe: it is durable in the stream */
+		if (result.end_lsn > c->pending_lsn)
+			c->pending_lsn = result.end_lsn;
+	}
+	return EXIT_OK;
+}
+
+static int handle_keepalive(struct capture *c, const uint8_t *data, size_t len)
+{
+	if (len < 18) {
+		log_error("replication stream: keepalive of %zu bytes is shorter than 18", len);
+		return EXIT_DATAERR;
+	}
+	uint64_t wal_end = get_be64(data + 1);
+	bool reply = data[17] != 0;
+	/* With nothing open and nothing pending, everything up to wal_end
+	 * has been received: record it durably, then confirm it. */
+	if (!assembler_in_transaction(c->assembler) && wal_end > c->durable_lsn) {
+		if (flush_batch(c) < 0)
+			return EXIT_CANTCREAT;
+		if (wal_end > c->durable_lsn &&
+		    (reply || mono_us() - c->last_watermark_us >= (int64_t)c->o->watermark_interval_ms * 1000)) {
+			if (write_watermark(c, wal_end) < 0)
+				return EXIT_CANTCREAT;
+		}
+	}
+	if (reply && send_status(c, false) < 0)
+		return -1;
+	return EXIT_OK;
+}
+
+/* Stream until stopped or the connection fails.  Returns an exit code,
+ * or -1 for "reconnect". */
+static int stream_loop(struct capture *c, bool *made_progress)
+{
+	for (;;) {
+		if (*c->o->stop) {
+			if (flush_batch(c) < 0)
+				return EXIT_CANTCREAT;
+			send_status(c, false);
+			PQputCopyEnd(c->conn, NULL);
+			PQflush(c->conn);
+			return EXIT_OK;
+		}
+		char *buf = NULL;
+		int n = PQgetCopyData(c->conn, &buf, 1);
+		if (n > 0) {
+			*made_progress = true;
+			int rc = EXIT_OK;
+			if (buf[0] == 'w')
+				rc = handle_xlogdata(c, (const uint8_t *)buf, (size_t)n);
+			else if (buf[0] == 'k')
+				rc = handle_keepalive(c, (const uint8_t *)buf, (size_t)n);
+			else
+				log_warn("replication stream: ignoring unknown message type 0x%02x", (unsigned char)buf[0]);
+			PQfreemem(buf);
+			if (rc != EXIT_OK)
+				return rc;
+			continue;
+		}
+		if (n == -2 || n == -1) {
+			if (n == -1) {
+				/* the server ended the copy: drain the final result */
+				PGresult *res;
+				while ((res = PQgetResult(c->conn)) != NULL)
+					PQclear(res);
+			}
+			if (flush_batch(c) < 0)
+				return EXIT_CANTCREAT;
+			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
+			return -1;
+		}
+		/* Nothing more right now: this is where a batch ends. */
+		if (flush_batch(c) < 0)
+			return EXIT_CANTCREAT;
+		int64_t now = mono_us();
+		if (c->durable_lsn > c->reported_lsn || now - c->last_status_us >= (int64_t)c->o->status_interval_ms * 1000)
+			if (send_status(c, false) < 0)
+				return -1;
+		struct pollfd pfd = { .fd = PQsocket(c->conn), .events = POLLIN };
+		int wait_ms = c->o->status_interval_ms;
+		if (wait_ms > 1000)
+			wait_ms = 1000;
+		if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR) {
+			log_error("poll on the replication connection failed: %m");
+			return -1;
+		}
+		if (PQconsumeInput(c->conn) == 0) {
+			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
+			return -1;
+		}
+	}
+}
+
+static void backoff_sleep(struct capture *c, int attempt)
+{
+	/* 0.5 s doubling to 30 s, each with +-25 % jitter */
+	double delay = 0.5;
+	for (int i = 1; i < attempt && delay < 30; i++)
+		delay *= 2;
+	if (delay > 30)
+		delay = 30;
+	double jitter = 0.75 + 0.5 * ((double)rand_r(&c->rng) / RAND_MAX);
+	delay *= jitter;
+	log_info("reconnecting to the source in %.1f s (attempt %d of %d)", delay, attempt, c->o->max_reconnect_attempts);
+	int64_t until = mono_us() + (int64_t)(delay * 1e6);
+	while (!*c->o->stop && mono_us() < until) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+int capture_run(const struct capture_options *o, struct capture_stats *stats)
+{
+	const struct flow_config *cfg = o->config;
+	struct capture c = { .o = o, .cfg = cfg, .stats = stats };
+	memset(stats, 0, sizeof *stats);
+	c.flow = config_flow_id(cfg);
+	c.rng = (unsigned int)(wall_us() ^ getpid());
+	pgoutput_message_init(&c.msg);
+	int code = EXIT_OK;
+	char err[PGOUTPUT_ERR_LEN];
+	if (pgoutput_session_init(&c.session, cfg->pgoutput_protocol_version, err, sizeof err) < 0) {
+		log_error("%s", err);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	if (!o->start_now) {
+		log_error("flow \"%s\" has no handoff-ready snapshot run, and snapshots are not implemented yet", c.flow);
+		log_hint("start with \"trellara capture --config %s --start-now\" to stream from the slot's current position",
+			 cfg->path);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+
+	struct stream_writer_options wo = {
+		.segment_bytes = cfg->segment_bytes,
+		.min_free_bytes = cfg->min_free_bytes,
+		.source_id = cfg->source_id,
+		.flow = c.flow,
+		.fault_prefix = "capture",
+	};
+	struct stream_recovery rec;
+	int rc = stream_writer_open(cfg->stream_path, &wo, &c.writer, &rec);
+	if (rc != STREAM_OK) {
+		code = rc == STREAM_ECORRUPT ? EXIT_DATAERR : rc == STREAM_ELOCKED ? EXIT_TEMPFAIL
+			: rc == STREAM_EINVAL ? EXIT_CONFIG : EXIT_CANTCREAT;
+		goto out;
+	}
+	uint64_t last_commit;
+	if (stream_positions(cfg->stream_path, &last_commit, &c.durable_lsn) < 0) {
+		code = EXIT_DATAERR;
+		goto out;
+	}
+	c.pending_lsn = c.durable_lsn;
+	stats->durable_lsn = c.durable_lsn;
+	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
+	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", cfg->stream_path,
+		 rec.next_offset, lsn_format(last_commit, l1), lsn_format(c.durable_lsn, l2));
+
+	struct assembler_options ao = {
+		.source_id = cfg->source_id,
+		.spill_dir = cfg->stream_spill_dir,
+		.spill_threshold_changes = cfg->stream_spill_threshold_changes,
+		.strict_chunking = cfg->strict_chunking,
+		.max_changes_per_chunk = cfg->max_changes_per_chunk,
+		.skip_through_commit_lsn = last_commit,
+	};
+	char aerr[512];
+	if (assembler_open(&c.assembler, &ao, aerr, sizeof aerr) < 0) {
+		log_error("%s", aerr);
+		code = EXIT_CANTCREAT;
+		goto out;
+	}
+
+	int attempt = 0;
+	while (!*o->stop) {
+		if (attempt > 0) {
+			if (attempt > o->max_reconnect_attempts) {
+				log_error("source unavailable after %d reconnect attempts", o->max_reconnect_attempts);
+				code = EXIT_UNAVAILABLE;
+				goto out;
+			}
+			backoff_sleep(&c, attempt);
+			if (*o->stop)
+				break;
+			stats->reconnects++;
+		}
+		attempt++;
+		c.conn = pgconn_connect(cfg->source_database_url, PGCONN_REPLICATION, "trellara-capture", "source");
+		if (!c.conn)
+			continue;
+		struct pg_identity id;
+		if (pgconn_identify_system(c.conn, &id) < 0) {
+			PQfinish(c.conn);
+			c.conn = NULL;
+			continue;
+		}
+		if ((code = check_identity(&c, &id)) != EXIT_OK)
+			goto out;
+		int slot = ensure_slot(&c);
+		if (slot > 0) {
+			code = slot;
+			goto out;
+		}
+		if (slot < 0 || start_streaming(&c) < 0) {
+			PQfinish(c.conn);
+			c.conn = NULL;
+			continue;
+		}
+		log_info("streaming slot \"%s\" of system %s into \"%s\"", cfg->slot, id.systemid, cfg->stream_path);
+		/* Anything open belongs to the old connection: the server sends
+		 * it again from the slot's confirmed position. */
+		pgoutput_session_reset(&c.session);
+		assembler_reset(c.assembler);
+		c.last_status_us = 0;
+		bool progress = false;
+		int result = stream_loop(&c, &progress);
+		PQfinish(c.conn);
+		c.conn = NULL;
+		if (result >= 0) {
+			code = result;
+			goto out;
+		}
+		if (progress)
+			attempt = 1; /* it worked for a while: start the backoff over */
+	}
+out:
+	if (c.conn)
+		PQfinish(c.conn);
+	if (code == EXIT_OK && c.writer && flush_batch(&c) < 0)
+		code = EXIT_CANTCREAT;
+	log_info("capture stopped: %" PRIu64 " transactions (%" PRIu64 " changes, %" PRIu64 " frames) appended, %" PRIu64
+		 " skipped as duplicates, %" PRIu64 " watermarks, durable through %s",
+		 stats->transactions, stats->changes, stats->frames, stats->skipped_duplicates, stats->watermarks,
+		 lsn_format(c.durable_lsn, l1));
+	assembler_close(c.assembler);
+	stream_writer_close(c.writer);
+	pgoutput_message_release(&c.msg);
+	pgoutput_session_free(&c.session);
+	free(c.flow);
+	return code;
+}
