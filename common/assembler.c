@@ -628,6 +628,13 @@ static int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, u
 		txn_remove(a, t);
 		return 0;
 	}
+	/* PostgreSQL 15 skips empty transactions, but not empty streamed
+	 * ones (all their changes were for other tables): nothing to write. */
+	if (t->changes == 0 && t->n_ddl == 0) {
+		result->event = ASSEMBLER_EMPTY;
+		txn_remove(a, t);
+		return 0;
+	}
 	struct emit_ctx e = {
 		.a = a, .t = t, .emit = emit, .ctx = ctx, .result = result, .err = err, .errlen = errlen,
 		.h = { .source_id = a->source_id, .xid = t->xid, .commit_lsn = commit_lsn, .end_lsn = end_lsn,

@@ -40,6 +40,7 @@ struct capture {
 	PGconn *conn;
 	uint64_t durable_lsn;         /* acknowledged: end of the last durable txn or watermark */
 	uint64_t pending_lsn;         /* end LSN the pending batch makes durable */
+	uint64_t recorded_lsn;        /* highest LSN a frame appended so far records */
 	uint64_t batch_txns;          /* committed transactions in the pending batch */
 	uint64_t reported_lsn;        /* last flush position sent */
 	int64_t last_status_us, last_watermark_us;
@@ -100,11 +101,32 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 	return 0;
 }
 
-/* Make the pending batch durable; only then does durable_lsn move. */
+static int append_watermark(struct capture *c, uint64_t lsn)
+{
+	struct buf b = { 0 };
+	env_encode_watermark(&b, c->cfg->source_id, lsn, wall_us());
+	int rc = stream_writer_append(c->writer, FRAME_WATERMARK, 0, b.data, b.len, NULL);
+	buf_free(&b);
+	if (rc != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats->frames++;
+	c->stats->watermarks++;
+	c->recorded_lsn = lsn;
+	c->last_watermark_us = mono_us();
+	return 0;
+}
+
+/* Make the pending batch durable; only then does durable_lsn move.  The
+ * stream must record every position it acknowledges: a position passed
+ * without a frame (an empty transaction) gets a watermark frame. */
 static int flush_batch(struct capture *c)
 {
 	if (stream_writer_pending(c->writer) == 0 && c->pending_lsn <= c->durable_lsn)
 		return 0;
+	if (c->pending_lsn > c->recorded_lsn && append_watermark(c, c->pending_lsn) < 0)
+		return -1;
 	if (stream_writer_sync(c->writer) != STREAM_OK) {
 		c->storage_failed = true;
 		return -1;
@@ -140,18 +162,9 @@ static int send_status(struct capture *c, bool reply_requested)
 
 static int write_watermark(struct capture *c, uint64_t lsn)
 {
-	struct buf b = { 0 };
-	env_encode_watermark(&b, c->cfg->source_id, lsn, wall_us());
-	int rc = stream_writer_append(c->writer, FRAME_WATERMARK, 0, b.data, b.len, NULL);
-	buf_free(&b);
-	if (rc != STREAM_OK) {
-		c->storage_failed = true;
+	if (append_watermark(c, lsn) < 0)
 		return -1;
-	}
-	c->stats->frames++;
-	c->stats->watermarks++;
 	c->pending_lsn = lsn;
-	c->last_watermark_us = mono_us();
 	return flush_batch(c);
 }
 
@@ -339,11 +352,16 @@ static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
 		c->stats->changes += result.changes;
 		if (result.end_lsn > c->pending_lsn)
 			c->pending_lsn = result.end_lsn;
+		if (result.end_lsn > c->recorded_lsn)
+			c->recorded_lsn = result.end_lsn;
 		c->batch_txns++;
 		if (c->batch_txns >= c->cfg->max_batch_transactions ||
 		    stream_writer_pending(c->writer) >= c->cfg->max_batch_messages)
 			if (flush_batch(c) < 0)
 				return EXIT_CANTCREAT;
+	} else if (result.event == ASSEMBLER_EMPTY) {
+		if (result.end_lsn > c->pending_lsn)
+			c->pending_lsn = result.end_lsn;
 	} else if (result.event == ASSEMBLER_SKIPPED) {
 		c->stats->skipped_duplicates++;
 		char lsn[LSN_FORMAT_LEN];
@@ -503,7 +521,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		code = EXIT_DATAERR;
 		goto out;
 	}
-	c.pending_lsn = c.durable_lsn;
+	c.pending_lsn = c.recorded_lsn = c.durable_lsn;
 	stats->durable_lsn = c.durable_lsn;
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
 	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", cfg->stream_path,

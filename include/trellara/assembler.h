@@ -59,6 +59,7 @@ enum assembler_event {
 	ASSEMBLER_NOTHING = 0,
 	ASSEMBLER_COMMITTED,  /* frames emitted for a committed transaction */
 	ASSEMBLER_SKIPPED,    /* a committed transaction already in the stream */
+	ASSEMBLER_EMPTY,      /* a committed transaction with no change for us: no frame */
 	ASSEMBLER_ABORTED     /* a streamed (sub)transaction dropped */
 };
 

@@ -224,6 +224,7 @@ _postmasters_gone() { _gone "$1" && _gone "$2"; }
 	NESTED_HANG=1 bg_start nested2 _nested_bats setsid
 	wait_for -m "nested run 2" test -e "$TEST_DIR/nested.info"
 	{ read -r fdir; read -r owner; read -r spm; read -r tpm; } <"$TEST_DIR/nested.info"
+	wait_for test -s "$fdir/watchdog.pid"
 	kill -KILL "$(cat "$fdir/watchdog.pid")" "$owner"
 	kill -KILL -- "-$(bg_pid nested2)"
 	_trellara_pg_proc_identity "$spm" # still running: nobody stopped it

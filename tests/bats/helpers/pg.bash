@@ -43,6 +43,7 @@
 : "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
 : "${TRELLARA_PG_OS_USER:=postgres}"
 export PG_BINDIR
+TRELLARA_PG_BASH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pg.bash
 
 # Bump when the template's settings change: the cache key includes it.
 TRELLARA_PG_TEMPLATE_VERSION=4
@@ -409,22 +410,29 @@ trellara_pg_status() {
 }
 
 # Background watcher: once the owner process is gone (killed, even with
-# SIGKILL), stop the clusters and remove the directory.  It exits by
-# itself when the directory disappears (normal teardown removes it).
-# Ignores INT/TERM/HUP: a signal to the whole process group must not take
-# it down with bats; teardown stops it with SIGKILL.
+# SIGKILL), stop the clusters and remove the directory.  It runs in a
+# session of its own (setsid), so a signal to bats' whole process group
+# (Ctrl-C, a CI job being killed) does not take it down with bats; it
+# ignores INT/TERM/HUP anyway, and exits by itself when the directory
+# disappears (normal teardown removes it; teardown also SIGKILLs it, by
+# the pid it writes to watchdog.pid).
 trellara_pg_start_watchdog() {
 	local fdir=$1 owner=$2 # owner: "<pid> <start time>", as in the owner file
 	(
 		_trellara_pg_detach
-		trap '' INT TERM HUP
-		while [[ -d $fdir && $(_trellara_pg_proc_identity "${owner%% *}") == "$owner" ]]; do
-			sleep 1
-		done
-		[[ -d $fdir ]] && trellara_pg_destroy_dir "$fdir"
-		exit 0
-	) </dev/null >/dev/null 2>&1 &
-	printf '%s\n' "$!" >"$fdir/watchdog.pid"
+		exec setsid -f bash "$TRELLARA_PG_BASH" watch "$fdir" "$owner"
+	) </dev/null >/dev/null 2>&1
+}
+
+_trellara_pg_watch() {
+	local fdir=$1 owner=$2
+	trap '' INT TERM HUP
+	printf '%s\n' "$$" >"$fdir/watchdog.pid"
+	while [[ -d $fdir && $(_trellara_pg_proc_identity "${owner%% *}") == "$owner" ]]; do
+		sleep 1
+	done
+	[[ -d $fdir ]] && trellara_pg_destroy_dir "$fdir"
+	exit 0
 }
 
 # ------------------------------------------------------------- by hand
@@ -432,6 +440,7 @@ trellara_pg_start_watchdog() {
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 	case ${1:-} in
 	reap) trellara_pg_reap_stale "${2:-}" ;;
+	watch) _trellara_pg_watch "$2" "$3" ;;
 	status) trellara_pg_status "${2:-}" ;;
 	*)
 		printf 'usage: bash %s reap|status [DIR]\n' "$0" >&2

@@ -1,0 +1,175 @@
+#!/usr/bin/env bats
+# trellara-capture against a real PostgreSQL: commit order, values,
+# large transactions, kill -9 between append and ack, the
+# acknowledgement rule, watermarks.
+
+load helpers/common
+
+setup() {
+	trellara_setup
+	psql_source "CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance numeric, note text)" \
+		"CREATE TABLE orders (id bigint PRIMARY KEY, account_id int, amount numeric)" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts, orders"
+	write_flow_file "$FLOW_FILE" --tables "public.accounts,public.orders" \
+		--set stream.min_free_bytes=1048576 --set stream.segment_bytes=4194304
+	export TRELLARA_STATUS_INTERVAL_MS=200
+}
+
+# frames in the stream, decoded, one JSON object per line
+frames_json() {
+	trellara-stream read --config "$FLOW_FILE" --format json
+}
+
+txn_count() {
+	frames_json | jq -s '[.[] | select(.type == "txn" or .type == "commit_marker")] | length'
+}
+
+slot_flush_lsn() {
+	psql_source "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'"
+}
+
+# the end LSN of the last durable frame in the stream (txn, marker or watermark)
+stream_durable_lsn() {
+	frames_json | jq -r 'select(.type == "txn" or .type == "commit_marker" or .type == "watermark") | (.end_lsn // .lsn)' |
+		while read -r l; do psql_source "SELECT '$l'::pg_lsn"; done | tail -1
+}
+
+@test "capture refuses to start without --start-now (no snapshot run)" {
+	run -78 trellara-capture --config "$FLOW_FILE"
+	[[ "$output" == *"--start-now"* ]]
+}
+
+@test "inserts, updates, deletes and truncates on two tables arrive in commit order with their values" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO accounts VALUES (1, 'ann', 10.50, 'naïve ☃'), (2, 'bob', NULL, NULL)"
+	psql_source "BEGIN" "INSERT INTO orders VALUES (100, 1, 3.25)" "UPDATE accounts SET balance = 7 WHERE id = 1" "COMMIT"
+	psql_source "UPDATE accounts SET id = 3 WHERE id = 2"
+	psql_source "DELETE FROM orders WHERE id = 100"
+	psql_source "TRUNCATE accounts, orders"
+	wait_for -m "5 transactions in the stream" '[ "$(txn_count)" -eq 5 ]'
+	run -0 frames_json
+	txns=$(jq -c 'select(.type == "txn")' <<<"$output")
+	# commit order: commit LSNs strictly increase
+	run -0 bash -c "jq -r .commit_lsn <<<'$txns' | while read l; do psql -X -qAt '$SOURCE_URL' -c \"SELECT ('\$l'::pg_lsn - '0/0')::numeric\"; done"
+	sort -n -c <<<"$output"
+	[ "$(jq -s 'map(.changes | length) | join(",")' -r <<<"$txns")" = "2,2,1,1,1" ]
+	first=$(sed -n 1p <<<"$txns")
+	[ "$(jq -r '.changes[0].op' <<<"$first")" = insert ]
+	[ "$(jq -r '.changes[0].relation' <<<"$first")" = public.accounts ]
+	[ "$(jq -r '.changes[0].new.note' <<<"$first")" = 'naïve ☃' ]
+	[ "$(jq -r '.changes[0].new.balance' <<<"$first")" = 10.50 ]
+	[ "$(jq -c '.changes[1].new.balance' <<<"$first")" = null ]
+	second=$(sed -n 2p <<<"$txns")
+	[ "$(jq -r '.changes[0].relation + " " + .changes[0].op' <<<"$second")" = "public.orders insert" ]
+	[ "$(jq -r '.changes[1].op + " " + .changes[1].new.balance' <<<"$second")" = "update 7" ]
+	third=$(sed -n 3p <<<"$txns")
+	# a key-changing update carries the old key
+	[ "$(jq -r '.changes[0].old_key.id + ">" + .changes[0].new.id' <<<"$third")" = "2>3" ]
+	fourth=$(sed -n 4p <<<"$txns")
+	[ "$(jq -r '.changes[0].op + " " + .changes[0].key.id' <<<"$fourth")" = "delete 100" ]
+	fifth=$(sed -n 5p <<<"$txns")
+	[ "$(jq -r '.changes[0].op' <<<"$fifth")" = truncate ]
+	[ "$(jq -r '.changes[0].relations | sort | join(",")' <<<"$fifth")" = "public.accounts,public.orders" ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+	grep -q "capture stopped: 5 transactions" "$TEST_DIR/capture.log"
+}
+
+@test "a 200 000-row transaction arrives whole, once, with bounded capture memory" {
+	write_flow_file "$FLOW_FILE" --tables "public.accounts,public.orders" \
+		--set stream.min_free_bytes=1048576 --set source.stream_spill_threshold_changes=1000
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO orders SELECT g, g % 100, g * 1.5 FROM generate_series(1, 200000) g"
+	psql_source "INSERT INTO accounts VALUES (1, 'after', 0, NULL)"
+	wait_for -t 120 -m "both transactions in the stream" '[ "$(txn_count)" -eq 2 ]'
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -c 'select(.type == \"txn\" or .type == \"chunk\") | [.xid, (.changes | length), (.changes[0].relation)]'"
+	# every row exactly once, in one transaction, before the next one
+	total=$(jq -s 'map(select(.[2] == "public.orders")) | map(.[1]) | add' <<<"$output")
+	[ "$total" -eq 200000 ]
+	[ "$(jq -s 'map(select(.[2] == "public.orders")) | map(.[0]) | unique | length' <<<"$output")" -eq 1 ]
+	[ "$(tail -1 <<<"$output" | jq -r '.[2]')" = public.accounts ]
+	# ids 1..200000, none twice
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -r 'select(.type == \"txn\" or .type == \"chunk\") | .changes[] | select(.relation == \"public.orders\") | .new.id' | sort -n | uniq | wc -l"
+	[ "$output" -eq 200000 ]
+	# the spill files are gone
+	[ -z "$(ls "$TEST_DIR/spill")" ]
+	# memory stayed bounded: peak resident set under 64 MiB
+	hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$(bg_pid capture)/status")
+	echo "# capture peak RSS: $hwm_kb kB" >&3
+	[ "$hwm_kb" -lt 65536 ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
+
+@test "capture.after_append_before_ack then restart: nothing missing, the duplicate skipped and counted" {
+	TRELLARA_FAULT=capture.after_append_before_ack:3 bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	for i in 1 2 3 4 5; do psql_source "INSERT INTO accounts VALUES ($i, 'o$i', $i, NULL)"; done
+	bg_wait capture 30
+	[ "$BG_STATUS" -eq 137 ]
+	grep -q 'fault point "capture.after_append_before_ack" reached' "$TEST_DIR/capture.log"
+	before=$(txn_count)
+	[ "$before" -ge 1 ]
+	# the slot never confirmed more than the stream holds
+	slot=$(slot_flush_lsn)
+	durable=$(stream_durable_lsn)
+	[ "$(psql_source "SELECT '$slot'::pg_lsn <= '$durable'::pg_lsn")" = t ]
+
+	bg_start capture2 trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for -m "all 5 inserts in the stream" '[ "$(frames_json | jq -s "[.[] | select(.type == \"txn\") | .changes[] | .new.id] | length")" -eq 5 ]'
+	psql_source "INSERT INTO accounts VALUES (6, 'o6', 6, NULL)"
+	wait_for '[ "$(frames_json | jq -s "[.[] | select(.type == \"txn\") | .changes[] | .new.id] | length")" -eq 6 ]'
+	bg_stop capture2 TERM
+	[ "$BG_STATUS" -eq 0 ]
+	# every row exactly once, in order
+	[ "$(frames_json | jq -r 'select(.type == "txn") | .changes[].new.id' | tr '\n' ' ')" = "1 2 3 4 5 6 " ]
+	grep -qE "[1-9][0-9]* skipped as duplicates" "$TEST_DIR/capture2.log"
+	grep -q "already in the stream" "$TEST_DIR/capture2.log"
+}
+
+@test "the slot's confirmed_flush_lsn never passes the stream's durable LSN" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	for round in 1 2 3 4 5 6; do
+		psql_source "INSERT INTO orders SELECT g, $round, g FROM generate_series($round * 1000, $round * 1000 + 499) g"
+		slot=$(slot_flush_lsn)
+		durable=$(stream_durable_lsn)
+		[ -n "$slot" ]
+		[ "$(psql_source "SELECT '$slot'::pg_lsn <= '${durable:-0/0}'::pg_lsn")" = t ]
+	done
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+	slot=$(slot_flush_lsn)
+	durable=$(stream_durable_lsn)
+	[ "$(psql_source "SELECT '$slot'::pg_lsn <= '$durable'::pg_lsn")" = t ]
+	# and it did advance: the final status update confirmed the last commit
+	[ "$(psql_source "SELECT '$slot'::pg_lsn > '0/0'")" = t ]
+}
+
+@test "an idle publication's slot advances through watermark frames" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	start=$(slot_flush_lsn)
+	# WAL from a table outside the publication: nothing to stream
+	psql_source "CREATE TABLE unpublished (x int)" "INSERT INTO unpublished SELECT generate_series(1, 10000)"
+	target=$(psql_source "SELECT pg_current_wal_lsn()")
+	wait_for -t 60 -m "slot past $target" "[ \"\$(psql_source \"SELECT confirmed_flush_lsn >= '$target' FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'\")\" = t ]"
+	run -0 frames_json
+	[ "$(jq -s '[.[] | select(.type == "watermark")] | length' <<<"$output")" -ge 1 ]
+	[ "$(jq -s '[.[] | select(.type == "txn")] | length' <<<"$output")" -eq 0 ]
+	bg_stop capture TERM
+}
+
+@test "a stream bound to another source system refuses to start (78, naming both)" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "grep -q 'bound to source system' '$TEST_DIR/capture.log'"
+	bg_stop capture TERM
+	sed -i 's/^system_identifier=.*/system_identifier=1234567890123456789/' "$STREAM_DIR/meta"
+	run -78 trellara-capture --config "$FLOW_FILE" --start-now
+	[[ "$output" == *"source identity mismatch"*"1234567890123456789"* ]]
+	real=$(psql_source "SELECT system_identifier FROM pg_control_system()")
+	[[ "$output" == *"$real"* ]]
+}
+
