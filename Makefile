@@ -9,6 +9,8 @@
 #   make deps            install missing Debian packages (root)
 
 CC ?= gcc
+# V=1 prints every command
+Q := $(if $(V),,@)
 PREFIX ?= /usr/local
 DESTDIR ?=
 PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
@@ -51,39 +53,42 @@ all: $(PROGRAM_BINS)
 
 build/libtrellara.a: $(COMMON_OBJ)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 build/libtrellara-san.a: $(COMMON_SAN_OBJ)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 build/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 build/san/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
+	$(if $(Q),@echo "  CC-SAN  $<")
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 # A program: its own folder's objects plus libtrellara.
 define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) build/libtrellara.a
 	@mkdir -p bin
-	$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(if $$(Q),@echo "  LINK    $$@")
+	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULE,$(p))))
 
 build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) build/libtrellara-san.a
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 
 build/bench/%: build/obj/bench/%.o build/libtrellara.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 unit: unit-plain unit-san
 

@@ -53,7 +53,7 @@ export TRELLARA_TEST_TMPDIR=$root
 # Stop clusters that crashed or killed runs left behind.
 bash tests/bats/helpers/pg.bash reap
 
-args=(--timing --formatter tap)
+args=(--timing --formatter tap --print-output-on-failure)
 [[ -n ${BATS_FILTER:-} ]] && args+=(--filter "$BATS_FILTER")
 
 log=$(mktemp "${TMPDIR:-/tmp}/trellara-bats-log.XXXXXX")

@@ -463,12 +463,12 @@ static int stream_loop(struct capture *c, bool *made_progress)
 
 static void backoff_sleep(struct capture *c, int attempt)
 {
-	/* 0.5 s doubling to 30 s, each with +-25 % jitter */
-	double delay = 0.5;
-	for (int i = 1; i < attempt && delay < 30; i++)
+	/* base (0.5 s) doubling up to 60 x base (30 s), each +-25 % jitter */
+	double base = c->o->reconnect_base_ms / 1000.0, delay = base;
+	for (int i = 1; i < attempt && delay < 60 * base; i++)
 		delay *= 2;
-	if (delay > 30)
-		delay = 30;
+	if (delay > 60 * base)
+		delay = 60 * base;
 	double jitter = 0.75 + 0.5 * ((double)rand_r(&c->rng) / RAND_MAX);
 	delay *= jitter;
 	log_info("reconnecting to the source in %.1f s (attempt %d of %d)", delay, attempt, c->o->max_reconnect_attempts);

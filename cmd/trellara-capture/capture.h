@@ -23,6 +23,7 @@ struct capture_options {
 	int status_interval_ms;     /* periodic standby status (default 10 s) */
 	int watermark_interval_ms;  /* at most one watermark frame per interval */
 	int max_reconnect_attempts; /* then exit 69 */
+	int reconnect_base_ms;      /* first delay; doubles, capped at 60x, +-25 % jitter */
 	volatile sig_atomic_t *stop;
 };
 

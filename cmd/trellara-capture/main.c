@@ -84,6 +84,7 @@ int main(int argc, char **argv)
 		.status_interval_ms = interval ? atoi(interval) : 10000,
 		.watermark_interval_ms = 1000,
 		.max_reconnect_attempts = 8,
+		.reconnect_base_ms = getenv(ENV_RECONNECT_BASE_MS) ? atoi(getenv(ENV_RECONNECT_BASE_MS)) : 500,
 		.stop = &stop_requested,
 	};
 	struct capture_stats stats;

@@ -173,3 +173,74 @@ stream_durable_lsn() {
 	[[ "$output" == *"$real"* ]]
 }
 
+
+@test "strict chunking: every transaction is chunks + manifest + commit marker, nothing lost" {
+	write_flow_file "$FLOW_FILE" --tables "public.accounts,public.orders" \
+		--set stream.min_free_bytes=1048576 --set dataset.strict_chunking='{max_changes_per_chunk: 100}'
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO orders SELECT g, 1, g FROM generate_series(1, 1050) g"
+	psql_source "INSERT INTO accounts VALUES (1, 'one', 1, NULL)"
+	wait_for -m "two commit markers" '[ "$(frames_json | jq -s "[.[] | select(.type == \"commit_marker\")] | length")" -eq 2 ]'
+	run -0 frames_json
+	[ "$(jq -s '[.[] | select(.type == "txn")] | length' <<<"$output")" -eq 0 ]
+	# the big one: 11 chunks of at most 100 changes, then its manifest and marker
+	big=$(jq -c 'select(.type != "watermark")' <<<"$output" | head -13)
+	[ "$(jq -s 'map(.type) | join(",")' -r <<<"$big")" = "$(printf 'chunk,%.0s' $(seq 11))manifest,commit_marker" ]
+	[ "$(jq -s '[.[] | select(.type == "chunk") | .changes | length] | max' <<<"$big")" -eq 100 ]
+	[ "$(jq -s '[.[] | select(.type == "chunk") | .changes | length] | add' <<<"$big")" -eq 1050 ]
+	[ "$(jq -s '[.[] | select(.type == "chunk") | .chunk_index] | join(",")' -r <<<"$big")" = "$(seq -s, 0 10)" ]
+	manifest=$(jq -c 'select(.type == "manifest")' <<<"$big")
+	[ "$(jq '.chunk_count' <<<"$manifest")" -eq 11 ]
+	[ "$(jq '.total_changes' <<<"$manifest")" -eq 1050 ]
+	[ "$(jq -r '.tables | join(",")' <<<"$manifest")" = public.orders ]
+	# the manifest's checksums are those of the chunk payloads as stored
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --raw --format json | jq -r 'select(.type == \"chunk\") | .payload_base64' | head -11"
+	i=0
+	while read -r b64; do
+		want=$(jq -r ".chunks[$i].crc" <<<"$manifest")
+		got=$(printf '%s' "$b64" | base64 -d | python3 -c 'import sys
+data = sys.stdin.buffer.read()
+crc = 0xFFFFFFFF
+for b in data:
+    crc ^= b
+    for _ in range(8):
+        crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+print("0x%08x" % (crc ^ 0xFFFFFFFF))')
+		[ "$got" = "$want" ]
+		i=$((i + 1))
+	done <<<"$output"
+	[ "$i" -eq 11 ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
+
+@test "a lost source connection is retried with backoff, and nothing is missed" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO accounts VALUES (1, 'before', 0, NULL)"
+	wait_for '[ "$(txn_count)" -eq 1 ]'
+	psql_source "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'" >/dev/null
+	psql_source "INSERT INTO accounts VALUES (2, 'during', 0, NULL)"
+	wait_for -m "reconnected" "grep -q 'reconnecting to the source' '$TEST_DIR/capture.log'"
+	wait_for -t 60 '[ "$(txn_count)" -eq 2 ]'
+	psql_source "INSERT INTO accounts VALUES (3, 'after', 0, NULL)"
+	wait_for '[ "$(txn_count)" -eq 3 ]'
+	[ "$(frames_json | jq -r 'select(.type == "txn") | .changes[].new.owner' | tr '\n' ' ')" = "before during after " ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
+
+@test "a source that stays away ends capture with 69 after bounded retries" {
+	write_flow_file "$FLOW_FILE" --tables "public.accounts" --set stream.min_free_bytes=1048576 \
+		--set source.database_url="\"postgresql:///nosuchdb?host=$SOURCE_HOST&port=$SOURCE_PORT\""
+	TRELLARA_RECONNECT_BASE_MS=20 run -69 timeout 120 trellara-capture --config "$FLOW_FILE" --start-now
+	[[ "$output" == *"source unavailable after 8 reconnect attempts"* ]]
+	[ "$(grep -c 'reconnecting to the source in' <<<"$output")" -eq 8 ]
+}
+
+@test "low disk: capture fails closed with 73 and acknowledges nothing" {
+	write_flow_file "$FLOW_FILE" --tables "public.accounts" --set stream.min_free_bytes=1000000000000000
+	run -73 trellara-capture --config "$FLOW_FILE" --start-now
+	[[ "$output" == *"min_free_bytes"* ]]
+}
