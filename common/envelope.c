@@ -196,8 +196,8 @@ int env_decode_begin(struct env_decoder *d, const uint8_t *buf, size_t len)
 	    get_u64(d, &h->origin_lsn, "origin_lsn") < 0 || get_u32(d, &h->n_relations, "n_relations") < 0)
 		return -1;
 	h->commit_time_us = (int64_t)t;
-	/* each relation takes at least 14 bytes: bound the allocation */
-	if (h->n_relations > (d->len - d->pos) / 14)
+	/* each relation takes at least 11 bytes: bound the allocation */
+	if (h->n_relations > (d->len - d->pos) / 11)
 		return fail(d, "%u relations cannot fit in %zu bytes", h->n_relations, d->len - d->pos);
 	h->relations = xcalloc(h->n_relations ? h->n_relations : 1, sizeof *h->relations);
 	for (uint32_t i = 0; i < h->n_relations; i++) {
@@ -303,7 +303,7 @@ int env_decode_next(struct env_decoder *d, const struct env_change **out)
 		if (c->truncate_flags > 3)
 			return fail(d, "bad truncate flags %u", c->truncate_flags);
 		if (c->n_truncate > (d->len - d->pos) / 4)
-			return fail(d, "truncate of %u relations cannot fit", c->n_truncate);
+			return fail(d, "truncated: truncate of %u relations cannot fit", c->n_truncate);
 		if (c->n_truncate > d->trunc_cap) {
 			d->trunc_cap = c->n_truncate;
 			c->truncate_relations = xrealloc(c->truncate_relations, d->trunc_cap * sizeof(uint32_t));
@@ -391,12 +391,19 @@ int env_write_json(FILE *out, const uint8_t *buf, size_t len, char *error, size_
 		goto out;
 	const struct env_header *h = &d.header;
 	char lsn1[LSN_FORMAT_LEN], lsn2[LSN_FORMAT_LEN];
-	time_t secs = (time_t)(h->commit_time_us / 1000000);
+	/* floor division: times before 1970 have a non-negative fraction */
+	int64_t frac = h->commit_time_us % 1000000, whole = h->commit_time_us / 1000000;
+	if (frac < 0) {
+		frac += 1000000;
+		whole--;
+	}
+	time_t secs = (time_t)whole;
 	struct tm tm;
+	memset(&tm, 0, sizeof tm);
 	gmtime_r(&secs, &tm);
 	char when[64];
 	size_t n = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(when + n, sizeof when - n, ".%06dZ", (int)(h->commit_time_us % 1000000));
+	snprintf(when + n, sizeof when - n, ".%06dZ", (int)frac);
 	fputs("\"source_id\":", out);
 	json_str(out, h->source_id, h->source_id_len);
 	fprintf(out, ",\"xid\":%u,\"commit_lsn\":\"%s\",\"end_lsn\":\"%s\",\"commit_time\":\"%s\",\"origin\":", h->xid,

@@ -7,7 +7,7 @@
 #   postgresql       servers for the bats tests (initdb, pg_ctl, postgres)
 #   libpq-dev        libpq: every program that talks to PostgreSQL
 #   libyaml-dev      libyaml: the flow file
-#   zlib1g-dev       zlib: CRC-32 and compression helpers
+#   zlib1g-dev       zlib: linked by every program (checksum, compression routines)
 #   bats jq          the operator-workflow tests and their JSON checks
 #   build-essential pkg-config   the compiler, make, headers
 #   groff-base       man-page linting (groff -man -ww)

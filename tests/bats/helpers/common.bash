@@ -25,9 +25,15 @@
 # "target" (see pg.bash: copies of a cached initdb template, unix sockets
 # only, wal_level=logical, fsync=off).  They are always stopped in
 # teardown_file, which bats also runs when setup_file or a test fails;
-# SIGTERM/SIGHUP to bats stop them too (trap), and a watchdog process stops
-# them if bats dies by SIGKILL.  Leftovers of older crashed runs are reaped
-# at the start of every file; by hand: bash tests/bats/helpers/pg.bash reap
+# Ctrl-C and SIGTERM to bats' process group stop them (bats' own INT
+# handling, our TERM/HUP trap), and a watchdog in its own session stops
+# them within a second or two if bats dies by SIGKILL.  (A signal to the
+# bats file process alone is handled when the running test returns: bash
+# defers traps while it waits for a child.)  Leftovers of older crashed
+# runs are reaped at the start of every file; by hand:
+#   bash tests/bats/helpers/pg.bash reap
+# The clusters' superuser is named after the user running the tests, so
+# psql and the Trellara programs connect with no user in the URL.
 #
 # PER TEST (setup): fresh databases src_<n> (source) and tgt_<n> (target),
 # <n> = the test's number in its file, and a fresh empty TEST_DIR (0700).
@@ -45,7 +51,10 @@
 #   TEST_DIR             this test's empty directory
 #   STREAM_DIR FLOW_FILE  $TEST_DIR/stream and $TEST_DIR/trellara.yml (nothing written there)
 #   SLOT_NAME PUBLICATION_NAME SOURCE_ID DATASET_ID   names write_flow_file uses
+#   TEST_N               the test's number in its file (the <n> above)
 #   TRELLARA_FILE_DIR    this file's harness directory; TRELLARA_KEEP_TMP=1 keeps it
+#   TRELLARA_OWNER_PID   pid of the bats process that owns the clusters
+#   TRELLARA_PG_SERVER_MAJOR  e.g. 15
 #
 # Functions:
 #   psql_source SQL...   psql_target SQL...   (each SQL a -c; none: stdin)
@@ -57,6 +66,13 @@
 #   bg_start NAME CMD...  bg_stop NAME [SIGNAL] [TIMEOUT]  bg_wait NAME [TIMEOUT]
 #   bg_pid NAME           (logs in $TEST_DIR/NAME.log; bg_stop/bg_wait set BG_STATUS)
 #   server_log source|target                  path of the server's log file
+#
+# A failed test's teardown prints what both servers logged during it.
+# Daemons: start them with bg_start (it closes bats' fd 3 and drops its
+# traps; a program started with plain `&` must get `3>&-` itself) and wait
+# for readiness with wait_for, never with sleep.  A heredoc that writes a
+# bats file must not contain a line starting with "@test": bats' own
+# preprocessor would take it for a test of the enclosing file.
 
 bats_require_minimum_version 1.5.0 # run -0, run -65 ...
 

@@ -1,0 +1,359 @@
+/*
+ * checkpoint.c - migrations and queries of the checkpoint schema.
+ */
+#include "trellara/checkpoint.h"
+
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Migration 1.  "@" stands for the quoted schema name. */
+static const char *const migration_1[] = {
+	"CREATE TABLE @.snapshot_runs ("
+	" source_id text NOT NULL, dataset_id text NOT NULL, run_id text NOT NULL,"
+	" state text NOT NULL CHECK (state IN ('planned','slot_created','snapshot_exported','copying_table',"
+	"  'copy_complete','stream_handoff_ready','streaming','verified','failed_recoverable')),"
+	" slot_name text, consistent_lsn pg_lsn, snapshot_name text, current_relation text,"
+	" copied_rows bigint NOT NULL DEFAULT 0, failure_reason text,"
+	" created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (source_id, dataset_id, run_id))",
+	"CREATE TABLE @.snapshot_table_progress ("
+	" source_id text NOT NULL, dataset_id text NOT NULL, run_id text NOT NULL, relation text NOT NULL,"
+	" state text NOT NULL, copied_rows bigint NOT NULL DEFAULT 0, watermark_lsn pg_lsn,"
+	" schema_fingerprint text, updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (source_id, dataset_id, run_id, relation))",
+	"CREATE TABLE @.snapshot_handoff_events ("
+	" id bigserial PRIMARY KEY, source_id text NOT NULL, dataset_id text NOT NULL, run_id text NOT NULL,"
+	" relation text NOT NULL, copied_rows bigint NOT NULL, completed_at timestamptz NOT NULL DEFAULT now(),"
+	" source_watermark pg_lsn NOT NULL)",
+	"CREATE FUNCTION @.reject_change() RETURNS trigger LANGUAGE plpgsql AS $$"
+	" BEGIN RAISE EXCEPTION 'snapshot_handoff_events is immutable: % rejected', TG_OP"
+	"  USING ERRCODE = 'integrity_constraint_violation'; END $$",
+	"CREATE TRIGGER snapshot_handoff_events_immutable BEFORE UPDATE OR DELETE ON @.snapshot_handoff_events"
+	" FOR EACH ROW EXECUTE FUNCTION @.reject_change()",
+	"CREATE TRIGGER snapshot_handoff_events_no_truncate BEFORE TRUNCATE ON @.snapshot_handoff_events"
+	" FOR EACH STATEMENT EXECUTE FUNCTION @.reject_change()",
+	"CREATE TABLE @.apply_checkpoint ("
+	" source_id text NOT NULL, dataset_id text NOT NULL, consumer_group text NOT NULL,"
+	" last_commit_lsn pg_lsn NOT NULL DEFAULT '0/0', last_xid bigint NOT NULL DEFAULT 0,"
+	" stream_offset bigint NOT NULL DEFAULT 0, applied_through_lsn pg_lsn NOT NULL DEFAULT '0/0',"
+	" applied_transactions bigint NOT NULL DEFAULT 0, applied_changes bigint NOT NULL DEFAULT 0,"
+	" skipped_duplicates bigint NOT NULL DEFAULT 0, updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (source_id, dataset_id, consumer_group))",
+	"CREATE TABLE @.quarantine ("
+	" id bigserial PRIMARY KEY, source_id text NOT NULL, dataset_id text NOT NULL, consumer_group text NOT NULL,"
+	" xid bigint NOT NULL, commit_lsn pg_lsn NOT NULL, stream_offset bigint NOT NULL,"
+	" reason text NOT NULL, detail text NOT NULL,"
+	" state text NOT NULL CHECK (state IN ('quarantined','replay_ready','resolved')),"
+	" created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now())",
+	"CREATE INDEX quarantine_open ON @.quarantine (source_id, dataset_id, consumer_group) WHERE state <> 'resolved'",
+	"CREATE TABLE @.source_identity ("
+	" source_id text PRIMARY KEY, system_identifier text NOT NULL, timeline integer,"
+	" database_name text NOT NULL, first_seen timestamptz NOT NULL DEFAULT now(),"
+	" last_seen timestamptz NOT NULL DEFAULT now())",
+	"CREATE TABLE @.schema_contracts ("
+	" source_id text NOT NULL, relation text NOT NULL, fingerprint text NOT NULL,"
+	" pinned_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (source_id, relation))",
+	"CREATE TABLE @.apply_fence ("
+	" source_id text NOT NULL, dataset_id text NOT NULL, fence_lsn pg_lsn NOT NULL,"
+	" state text NOT NULL CHECK (state IN ('requested','held','released')), requested_by text,"
+	" held_at timestamptz, held_applied_lsn pg_lsn, created_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (source_id, dataset_id))",
+	/* apply's row checks: raise inside the server, so that a pipelined
+	 * COMMIT can never commit a transaction whose UPDATE missed */
+	"CREATE FUNCTION @.expect_one(matched bigint, what text) RETURNS void LANGUAGE plpgsql AS $$"
+	" BEGIN"
+	"  IF matched = 0 THEN RAISE EXCEPTION 'no row matched: %', what USING ERRCODE = 'TR001'; END IF;"
+	"  IF matched > 1 THEN RAISE EXCEPTION 'more than one row matched: %', what USING ERRCODE = 'TR002'; END IF;"
+	" END $$",
+	NULL
+};
+
+static char *with_schema(const char *sql, const char *quoted)
+{
+	size_t n = 0;
+	for (const char *p = sql; *p; p++)
+		n += *p == '@' ? strlen(quoted) : 1;
+	char *out = xmalloc(n + 1), *o = out;
+	for (const char *p = sql; *p; p++) {
+		if (*p == '@') {
+			memcpy(o, quoted, strlen(quoted));
+			o += strlen(quoted);
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static int exec_schema_sql(PGconn *conn, const char *sql, const char *quoted)
+{
+	char *text = with_schema(sql, quoted);
+	int rc = pgconn_command(conn, text);
+	free(text);
+	return rc;
+}
+
+int checkpoint_migrate(PGconn *conn, const char *schema)
+{
+	char *q = pgconn_quote_ident(conn, schema);
+	int rc = -1;
+	const char *params[1] = { schema };
+	if (pgconn_command(conn, "BEGIN") < 0)
+		goto out;
+	/* one migrator at a time, per schema */
+	PGresult *res = pgconn_query(conn, "SELECT pg_advisory_xact_lock(hashtext('trellara.migrate.' || $1))", 1, params);
+	if (!res)
+		goto rollback;
+	PQclear(res);
+	if (exec_schema_sql(conn, "CREATE SCHEMA IF NOT EXISTS @", q) < 0 ||
+	    exec_schema_sql(conn,
+			    "CREATE TABLE IF NOT EXISTS @.schema_migrations (version integer PRIMARY KEY,"
+			    " applied_at timestamptz NOT NULL DEFAULT now())",
+			    q) < 0)
+		goto rollback;
+	char *sql = with_schema("SELECT coalesce(max(version), 0) FROM @.schema_migrations", q);
+	res = pgconn_query(conn, sql, 0, NULL);
+	free(sql);
+	if (!res)
+		goto rollback;
+	int version = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (version > CHECKPOINT_SCHEMA_VERSION) {
+		log_error("checkpoint schema \"%s\" is at version %d, newer than this Trellara (%d)", schema, version,
+			  CHECKPOINT_SCHEMA_VERSION);
+		goto rollback;
+	}
+	if (version < 1) {
+		for (int i = 0; migration_1[i]; i++)
+			if (exec_schema_sql(conn, migration_1[i], q) < 0)
+				goto rollback;
+		if (exec_schema_sql(conn, "INSERT INTO @.schema_migrations (version) VALUES (1)", q) < 0)
+			goto rollback;
+		log_info("checkpoint schema \"%s\" created (version 1)", schema);
+	}
+	if (pgconn_command(conn, "COMMIT") < 0)
+		goto out;
+	rc = 0;
+	goto out;
+rollback:
+	pgconn_command(conn, "ROLLBACK");
+out:
+	free(q);
+	return rc;
+}
+
+static PGresult *query_schema(PGconn *conn, const char *schema, const char *sql, int n, const char *const *params)
+{
+	char *q = pgconn_quote_ident(conn, schema);
+	char *text = with_schema(sql, q);
+	PGresult *res = pgconn_query(conn, text, n, params);
+	free(text);
+	free(q);
+	return res;
+}
+
+int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids, struct apply_checkpoint *cp)
+{
+	memset(cp, 0, sizeof *cp);
+	const char *p[3] = { ids->source_id, ids->dataset_id, ids->group };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.apply_checkpoint (source_id, dataset_id, consumer_group) VALUES ($1, $2, $3)"
+				     " ON CONFLICT DO NOTHING",
+				     3, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	res = query_schema(conn, schema,
+			   "SELECT last_commit_lsn, last_xid, stream_offset, applied_through_lsn, applied_transactions,"
+			   " applied_changes, skipped_duplicates FROM @.apply_checkpoint"
+			   " WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3",
+			   3, p);
+	if (!res)
+		return -1;
+	int rc = -1;
+	if (PQntuples(res) == 1 && lsn_parse(PQgetvalue(res, 0, 0), &cp->last_commit_lsn) &&
+	    lsn_parse(PQgetvalue(res, 0, 3), &cp->applied_through_lsn)) {
+		cp->last_xid = (uint32_t)strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+		cp->stream_offset = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
+		cp->applied_transactions = strtoull(PQgetvalue(res, 0, 4), NULL, 10);
+		cp->applied_changes = strtoull(PQgetvalue(res, 0, 5), NULL, 10);
+		cp->skipped_duplicates = strtoull(PQgetvalue(res, 0, 6), NULL, 10);
+		rc = 0;
+	} else {
+		log_error("apply checkpoint of %s:%s group \"%s\" could not be read", ids->source_id, ids->dataset_id,
+			  ids->group);
+	}
+	PQclear(res);
+	return rc;
+}
+
+int checkpoint_check_source_identity(PGconn *conn, const char *schema, const char *source_id,
+				     const char *system_identifier, const char *database)
+{
+	const char *p[3] = { source_id, system_identifier, database };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.source_identity (source_id, system_identifier, database_name)"
+				     " VALUES ($1, $2, $3) ON CONFLICT (source_id) DO UPDATE SET last_seen = now()"
+				     " WHERE @.source_identity.system_identifier = $2 AND @.source_identity.database_name = $3"
+				     " RETURNING 1",
+				     3, p);
+	if (!res)
+		return -1;
+	int inserted_or_matched = PQntuples(res);
+	PQclear(res);
+	if (inserted_or_matched == 1)
+		return 0;
+	const char *p1[1] = { source_id };
+	res = query_schema(conn, schema, "SELECT system_identifier, database_name FROM @.source_identity WHERE source_id = $1",
+			   1, p1);
+	if (!res)
+		return -1;
+	log_error("source identity mismatch: target schema \"%s\" knows source \"%s\" as system %s database \"%s\", but the stream comes from system %s database \"%s\"",
+		  schema, source_id, PQntuples(res) ? PQgetvalue(res, 0, 0) : "?", PQntuples(res) ? PQgetvalue(res, 0, 1) : "?",
+		  system_identifier, database);
+	PQclear(res);
+	return 1;
+}
+
+int checkpoint_quarantine_list(PGconn *conn, const char *schema, const struct flow_ids *ids, bool open_only,
+			       struct quarantine_entry **entries, int *n)
+{
+	*entries = NULL;
+	*n = 0;
+	const char *p[4] = { ids->source_id, ids->dataset_id, ids->group, open_only ? "t" : "f" };
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT id, xid, commit_lsn, stream_offset, reason, detail, state,"
+				     " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+				     " FROM @.quarantine WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
+				     " AND (NOT $4::boolean OR state <> 'resolved') ORDER BY id",
+				     4, p);
+	if (!res)
+		return -1;
+	*n = PQntuples(res);
+	*entries = xcalloc(*n ? (size_t)*n : 1, sizeof **entries);
+	for (int i = 0; i < *n; i++) {
+		struct quarantine_entry *e = &(*entries)[i];
+		e->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		e->xid = (uint32_t)strtoull(PQgetvalue(res, i, 1), NULL, 10);
+		lsn_parse(PQgetvalue(res, i, 2), &e->commit_lsn);
+		e->stream_offset = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+		snprintf(e->reason, sizeof e->reason, "%s", PQgetvalue(res, i, 4));
+		snprintf(e->detail, sizeof e->detail, "%s", PQgetvalue(res, i, 5));
+		snprintf(e->state, sizeof e->state, "%s", PQgetvalue(res, i, 6));
+		snprintf(e->created_at, sizeof e->created_at, "%s", PQgetvalue(res, i, 7));
+	}
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_quarantine_add(PGconn *conn, const char *schema, const struct flow_ids *ids, uint32_t xid,
+			      uint64_t commit_lsn, uint64_t stream_offset, const char *reason, const char *detail)
+{
+	char xid_text[16], lsn[LSN_FORMAT_LEN], off[24];
+	snprintf(xid_text, sizeof xid_text, "%u", xid);
+	snprintf(off, sizeof off, "%" PRIu64, stream_offset);
+	lsn_format(commit_lsn, lsn);
+	const char *p[8] = { ids->source_id, ids->dataset_id, ids->group, xid_text, lsn, off, reason, detail };
+	/* A transaction already quarantined (replayed and failed again) goes
+	 * back to quarantined with the new detail. */
+	PGresult *res = query_schema(conn, schema,
+				     "WITH again AS (UPDATE @.quarantine SET state = 'quarantined', reason = $7, detail = $8,"
+				     "  updated_at = now() WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
+				     "  AND xid = $4 AND commit_lsn = $5 AND state <> 'resolved' RETURNING 1)"
+				     " INSERT INTO @.quarantine (source_id, dataset_id, consumer_group, xid, commit_lsn,"
+				     " stream_offset, reason, detail, state)"
+				     " SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'quarantined' WHERE NOT EXISTS (SELECT 1 FROM again)",
+				     8, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_quarantine_replay_ready(PGconn *conn, const char *schema, const struct flow_ids *ids, uint32_t xid,
+				       uint64_t commit_lsn)
+{
+	char xid_text[16], lsn[LSN_FORMAT_LEN];
+	snprintf(xid_text, sizeof xid_text, "%u", xid);
+	lsn_format(commit_lsn, lsn);
+	const char *p[5] = { ids->source_id, ids->dataset_id, ids->group, xid_text, lsn };
+	PGresult *res = query_schema(conn, schema,
+				     "UPDATE @.quarantine SET state = 'replay_ready', updated_at = now()"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
+				     " AND xid = $4 AND commit_lsn = $5 AND state = 'quarantined' RETURNING id",
+				     5, p);
+	if (!res)
+		return -1;
+	int n = PQntuples(res);
+	PQclear(res);
+	return n == 1 ? 0 : 1;
+}
+
+int checkpoint_table_watermarks(PGconn *conn, const char *schema, const struct flow_ids *ids, char ***relations,
+				uint64_t **lsns, int *n)
+{
+	*relations = NULL;
+	*lsns = NULL;
+	*n = 0;
+	const char *p[2] = { ids->source_id, ids->dataset_id };
+	/* the newest copy of each table, whatever run made it */
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT DISTINCT ON (relation) relation, watermark_lsn FROM @.snapshot_table_progress"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND state = 'copied' AND watermark_lsn IS NOT NULL"
+				     " ORDER BY relation, updated_at DESC",
+				     2, p);
+	if (!res)
+		return -1;
+	*n = PQntuples(res);
+	*relations = xcalloc(*n ? (size_t)*n : 1, sizeof **relations);
+	*lsns = xcalloc(*n ? (size_t)*n : 1, sizeof **lsns);
+	for (int i = 0; i < *n; i++) {
+		(*relations)[i] = xstrdup(PQgetvalue(res, i, 0));
+		lsn_parse(PQgetvalue(res, i, 1), &(*lsns)[i]);
+	}
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids *ids, bool *present,
+			 uint64_t *fence_lsn, char *state, size_t state_len)
+{
+	*present = false;
+	const char *p[2] = { ids->source_id, ids->dataset_id };
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT fence_lsn, state FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2"
+				     " AND state <> 'released'",
+				     2, p);
+	if (!res)
+		return -1;
+	if (PQntuples(res) == 1) {
+		*present = true;
+		lsn_parse(PQgetvalue(res, 0, 0), fence_lsn);
+		snprintf(state, state_len, "%s", PQgetvalue(res, 0, 1));
+	}
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t applied_lsn)
+{
+	char lsn[LSN_FORMAT_LEN];
+	lsn_format(applied_lsn, lsn);
+	const char *p[3] = { ids->source_id, ids->dataset_id, lsn };
+	PGresult *res = query_schema(conn, schema,
+				     "UPDATE @.apply_fence SET state = 'held', held_at = now(), held_applied_lsn = $3"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND state = 'requested'",
+				     3, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}

@@ -1,0 +1,304 @@
+/*
+ * planner.c - envelope change to SQL (planner.h).
+ */
+#include "trellara/planner.h"
+
+#include "trellara/xalloc.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void plan_stmt_init(struct plan_stmt *s)
+{
+	memset(s, 0, sizeof *s);
+}
+
+void plan_stmt_free(struct plan_stmt *s)
+{
+	buf_free(&s->sql);
+	buf_free(&s->arena);
+	free(s->offsets);
+	free(s->values);
+	memset(s, 0, sizeof *s);
+}
+
+void sql_quote_ident(struct buf *b, const char *name, size_t len)
+{
+	buf_put_u8(b, '"');
+	for (size_t i = 0; i < len; i++) {
+		if (name[i] == '"')
+			buf_put_u8(b, '"');
+		buf_put_u8(b, (uint8_t)name[i]);
+	}
+	buf_put_u8(b, '"');
+}
+
+static void put_text(struct buf *b, const char *text)
+{
+	buf_put(b, text, strlen(text));
+}
+
+static void put_fmt(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_fmt(struct buf *b, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	buf_put(b, tmp, (size_t)n);
+}
+
+/* Adds a parameter; returns its number ($n). */
+static size_t add_param(struct plan_stmt *s, const void *data, size_t len)
+{
+	if (s->n_params == s->cap_params) {
+		s->cap_params = s->cap_params ? s->cap_params * 2 : 16;
+		s->offsets = xrealloc(s->offsets, s->cap_params * sizeof *s->offsets);
+	}
+	s->offsets[s->n_params] = s->arena.len;
+	buf_put(&s->arena, data, len);
+	buf_put_u8(&s->arena, 0);
+	return ++s->n_params;
+}
+
+static void put_relation(struct buf *b, const struct env_relation *r)
+{
+	sql_quote_ident(b, r->schema, r->schema_len);
+	buf_put_u8(b, '.');
+	sql_quote_ident(b, r->name, r->name_len);
+}
+
+/* Types without a default equality operator: compared by their text. */
+static bool no_equality(uint32_t type_oid)
+{
+	static const uint32_t oids[] = { 114, 142, 199, 143, 600, 601, 602, 603, 604, 628, 718, 1017 };
+	for (size_t i = 0; i < sizeof oids / sizeof *oids; i++)
+		if (oids[i] == type_oid)
+			return true;
+	return false;
+}
+
+/* "what" for the expect_one() message: relation and key, values cut short. */
+static void describe(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t)
+{
+	struct buf d = { 0 };
+	buf_put(&d, r->schema, r->schema_len);
+	buf_put_u8(&d, '.');
+	buf_put(&d, r->name, r->name_len);
+	buf_put(&d, " (", 2);
+	bool first = true;
+	for (uint16_t i = 0; i < t->n; i++) {
+		if (key && !key[i])
+			continue;
+		if (!first)
+			buf_put(&d, ", ", 2);
+		first = false;
+		buf_put(&d, r->columns[i].name, r->columns[i].name_len);
+		buf_put_u8(&d, '=');
+		const struct env_value *v = &t->values[i];
+		if (v->kind == ENV_NULL)
+			put_text(&d, "NULL");
+		else if (v->kind == ENV_UNCHANGED_TOAST)
+			put_text(&d, "(unchanged toast)");
+		else
+			buf_put(&d, v->data, v->len > 64 ? 64 : v->len);
+		if (d.len > 400)
+			break;
+	}
+	buf_put_u8(&d, ')');
+	add_param(s, d.data, d.len);
+	buf_free(&d);
+}
+
+/* WHERE clause over the key (or, keyless, every column) of tuple t. */
+static int put_predicate(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t,
+			 char *err, size_t errlen)
+{
+	bool first = true;
+	for (uint16_t i = 0; i < t->n; i++) {
+		if (key && !key[i])
+			continue;
+		const struct env_value *v = &t->values[i];
+		put_text(&s->sql, first ? " WHERE " : " AND ");
+		first = false;
+		if (v->kind == ENV_UNCHANGED_TOAST) {
+			snprintf(err, errlen, "%.*s.%.*s: the value of match column \"%.*s\" was not sent (unchanged TOAST)",
+				 (int)r->schema_len, r->schema, (int)r->name_len, r->name, (int)r->columns[i].name_len,
+				 r->columns[i].name);
+			return -1;
+		}
+		if (v->kind == ENV_NULL) {
+			sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+			put_text(&s->sql, " IS NULL");
+			continue;
+		}
+		size_t n = add_param(s, v->data, v->len);
+		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		if (no_equality(r->columns[i].type_oid))
+			put_fmt(&s->sql, "::text = $%zu::text", n);
+		else
+			put_fmt(&s->sql, " = $%zu", n);
+	}
+	if (first) {
+		snprintf(err, errlen, "%.*s.%.*s has no column to match rows on", (int)r->schema_len, r->schema,
+			 (int)r->name_len, r->name);
+		return -1;
+	}
+	return 0;
+}
+
+static void put_set(struct plan_stmt *s, const struct env_relation *r, const struct env_tuple *t)
+{
+	put_text(&s->sql, " SET ");
+	bool first = true;
+	for (uint16_t i = 0; i < t->n; i++) {
+		const struct env_value *v = &t->values[i];
+		if (v->kind == ENV_UNCHANGED_TOAST)
+			continue;
+		if (!first)
+			put_text(&s->sql, ", ");
+		first = false;
+		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		if (v->kind == ENV_NULL) {
+			put_text(&s->sql, " = NULL");
+		} else {
+			size_t n = add_param(s, v->data, v->len);
+			put_fmt(&s->sql, " = $%zu", n);
+		}
+	}
+	if (first) {
+		/* every column unchanged TOAST: still find the row */
+		sql_quote_ident(&s->sql, r->columns[0].name, r->columns[0].name_len);
+		put_text(&s->sql, " = ");
+		sql_quote_ident(&s->sql, r->columns[0].name, r->columns[0].name_len);
+	}
+}
+
+static void finish(struct plan_stmt *s)
+{
+	buf_put_u8(&s->sql, 0);
+	s->values = xrealloc(s->values, (s->n_params ? s->n_params : 1) * sizeof *s->values);
+	for (size_t i = 0; i < s->n_params; i++)
+		s->values[i] = (const char *)s->arena.data + s->offsets[i];
+}
+
+int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
+		const struct env_change *c, struct plan_stmt *s, char *err, size_t errlen)
+{
+	s->sql.len = 0;
+	s->arena.len = 0;
+	s->n_params = 0;
+	s->is_row_change = false;
+	if (c->op == ENV_MESSAGE) {
+		finish(s);
+		s->sql.len = 0;
+		return 1;
+	}
+	if (c->op == ENV_TRUNCATE) {
+		put_text(&s->sql, "TRUNCATE ");
+		for (uint32_t i = 0; i < c->n_truncate; i++) {
+			if (i)
+				put_text(&s->sql, ", ");
+			put_relation(&s->sql, relations[c->truncate_relations[i]].rel);
+		}
+		if (c->truncate_flags & 2)
+			put_text(&s->sql, " RESTART IDENTITY");
+		if (c->truncate_flags & 1)
+			put_text(&s->sql, " CASCADE");
+		finish(s);
+		return 0;
+	}
+	if (c->relation >= n_relations) {
+		snprintf(err, errlen, "change refers to relation %u of %u", c->relation, n_relations);
+		return -1;
+	}
+	const struct plan_relation *pr = &relations[c->relation];
+	const struct env_relation *r = pr->rel;
+	s->is_row_change = true;
+	if (c->op == ENV_INSERT) {
+		put_text(&s->sql, "INSERT INTO ");
+		put_relation(&s->sql, r);
+		put_text(&s->sql, " (");
+		for (uint16_t i = 0; i < r->n_columns; i++) {
+			if (i)
+				put_text(&s->sql, ", ");
+			sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		}
+		put_text(&s->sql, ") VALUES (");
+		for (uint16_t i = 0; i < c->new_tuple.n; i++) {
+			const struct env_value *v = &c->new_tuple.values[i];
+			if (i)
+				put_text(&s->sql, ", ");
+			if (v->kind == ENV_NULL) {
+				put_text(&s->sql, "NULL");
+			} else if (v->kind == ENV_TEXT) {
+				put_fmt(&s->sql, "$%zu", add_param(s, v->data, v->len));
+			} else {
+				snprintf(err, errlen, "%.*s.%.*s: insert with an unchanged-TOAST value", (int)r->schema_len,
+					 r->schema, (int)r->name_len, r->name);
+				return -1;
+			}
+		}
+		put_text(&s->sql, ")");
+		finish(s);
+		return 0;
+	}
+	/* update / delete: which tuple identifies the row */
+	const struct env_tuple *match = c->old_kind ? &c->old_tuple : &c->new_tuple;
+	if (!pr->key && c->old_kind != 'O') {
+		snprintf(err, errlen, "%.*s.%.*s has no key and the change carries no old row", (int)r->schema_len,
+			 r->schema, (int)r->name_len, r->name);
+		return -1;
+	}
+	size_t what = 0;
+	if (pr->key) {
+		/* WITH m AS (UPDATE t SET ... WHERE key RETURNING 1)
+		 * SELECT schema.expect_one(count(*), what) FROM m */
+		put_text(&s->sql, "WITH m AS (");
+		if (c->op == ENV_UPDATE) {
+			put_text(&s->sql, "UPDATE ");
+			put_relation(&s->sql, r);
+			put_set(s, r, &c->new_tuple);
+		} else {
+			put_text(&s->sql, "DELETE FROM ");
+			put_relation(&s->sql, r);
+		}
+		if (put_predicate(s, r, pr->key, match, err, errlen) < 0)
+			return -1;
+		put_text(&s->sql, " RETURNING 1) SELECT ");
+		sql_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
+		describe(s, r, pr->key, match);
+		what = s->n_params;
+		put_fmt(&s->sql, ".expect_one(count(*), $%zu) FROM m", what);
+		finish(s);
+		return 0;
+	}
+	/* keyless: WITH c AS (SELECT ctid FROM t WHERE all-old LIMIT 2),
+	 * m AS (UPDATE t SET ... WHERE ctid = (SELECT ctid FROM c LIMIT 1)
+	 *       AND (SELECT count(*) FROM c) = 1 RETURNING 1)
+	 * SELECT schema.expect_one((SELECT count(*) FROM c), what) */
+	put_text(&s->sql, "WITH c AS (SELECT ctid FROM ");
+	put_relation(&s->sql, r);
+	if (put_predicate(s, r, NULL, match, err, errlen) < 0)
+		return -1;
+	put_text(&s->sql, " LIMIT 2), m AS (");
+	if (c->op == ENV_UPDATE) {
+		put_text(&s->sql, "UPDATE ");
+		put_relation(&s->sql, r);
+		put_set(s, r, &c->new_tuple);
+	} else {
+		put_text(&s->sql, "DELETE FROM ");
+		put_relation(&s->sql, r);
+	}
+	put_text(&s->sql, " WHERE ctid = (SELECT ctid FROM c LIMIT 1) AND (SELECT count(*) FROM c) = 1 RETURNING 1) SELECT ");
+	sql_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
+	describe(s, r, NULL, match);
+	what = s->n_params;
+	put_fmt(&s->sql, ".expect_one((SELECT count(*) FROM c), $%zu) FROM (SELECT count(*) FROM m) done", what);
+	finish(s);
+	return 0;
+}

@@ -1,0 +1,58 @@
+/*
+ * planner.h - the apply planner (DESIGN §2, §8): one envelope change in,
+ * one SQL statement with text parameters out.  No libpq: the simulator
+ * drives the same code.
+ *
+ * Identifiers are always double-quoted (with embedded quotes doubled,
+ * what PQescapeIdentifier does); every value is a parameter.  Updates and
+ * deletes are written so that the server itself raises when they match
+ * no row (SQLSTATE TR001) or more than one (TR002), through the checkpoint
+ * schema's expect_one(): a pipelined COMMIT can then never commit a
+ * transaction whose change missed its row.
+ *
+ * Match predicate:
+ *  - replica identity default or index: the key columns of the old key
+ *    (the key changed: the row moves) or of the new tuple;
+ *  - identity full with a key known for the target table (its primary
+ *    key, or the flow file's verify.primary_key): those columns of the
+ *    old tuple;
+ *  - identity full with no key: every old column, NULL-safe; the change
+ *    must match exactly one row, which is then changed by ctid.
+ * Unchanged-TOAST columns are left out of SET.
+ */
+#ifndef TRELLARA_PLANNER_H
+#define TRELLARA_PLANNER_H
+
+#include "trellara/envelope.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct plan_relation {
+	const struct env_relation *rel; /* borrowed, from the decoder */
+	const bool *key;                /* per column: part of the match predicate; NULL = keyless full */
+};
+
+struct plan_stmt {
+	struct buf sql;      /* NUL-terminated statement text */
+	struct buf arena;    /* parameter bytes, each NUL-terminated */
+	size_t *offsets;     /* owned: parameter i starts at arena.data + offsets[i], or SIZE_MAX for NULL */
+	size_t n_params, cap_params;
+	const char **values; /* owned: pointers into arena, valid until the next plan_change */
+	bool is_row_change;  /* insert/update/delete (truncate: false) */
+};
+
+void plan_stmt_init(struct plan_stmt *s);
+void plan_stmt_free(struct plan_stmt *s);
+
+/* Plans c (an I U D T change; messages give 1 and an empty statement
+ * meaning "nothing to do") against relations (indexed like the
+ * envelope's relation table).  checkpoint_schema names the schema of
+ * expect_one().  Returns 0, or -1 with err naming the relation. */
+int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
+		const struct env_change *c, struct plan_stmt *s, char *err, size_t errlen);
+
+/* Appends a quoted identifier to b. */
+void sql_quote_ident(struct buf *b, const char *name, size_t len);
+
+#endif
