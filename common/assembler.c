@@ -41,6 +41,7 @@ struct subxact {
 };
 
 struct ddl_message {
+	uint64_t change; /* index of its Message change (Stream Abort cuts it too) */
 	uint64_t lsn;
 	uint8_t *content; /* owned */
 	uint32_t len;
@@ -373,6 +374,7 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 		if (strcmp(msg->message.prefix, ASSEMBLER_DDL_PREFIX) == 0) {
 			t->ddl = xrealloc(t->ddl, (t->n_ddl + 1) * sizeof *t->ddl);
 			struct ddl_message *m = &t->ddl[t->n_ddl++];
+			m->change = t->changes;
 			m->lsn = msg->message.lsn;
 			m->len = msg->message.len;
 			m->content = xmalloc(m->len ? m->len : 1);
@@ -412,6 +414,9 @@ static int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errle
 		t->spill_bytes = cut;
 		t->memory.len = 0;
 	}
+	/* DDL messages of the cut changes did not happen either */
+	while (t->n_ddl > 0 && t->ddl[t->n_ddl - 1].change >= t->changes)
+		free(t->ddl[--t->n_ddl].content);
 	/* memory_changes is a bound, not an exact count: recount lazily */
 	t->memory_changes = t->memory.len ? t->memory_changes : 0;
 	/* later subtransactions started after this one: cut too */
@@ -566,6 +571,13 @@ static int emit_chunked(struct emit_ctx *e)
 		}
 		if (end)
 			break;
+		if (in_chunk == 0 && 4 + head.len + 4 + clen > a->options.max_frame_payload) {
+			rc = errf(e->err, e->errlen,
+				  "transaction %u: a change of %zu bytes with the envelope head (%zu bytes) exceeds the "
+				  "maximum frame payload (%zu bytes)",
+				  t->xid, clen, head.len, a->options.max_frame_payload);
+			goto out;
+		}
 		if (in_chunk == 0) {
 			chunk.len = 0;
 			buf_put_u32(&chunk, n_chunks);

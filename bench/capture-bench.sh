@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# capture-bench.sh - trellara-capture's catch-up throughput against
+# pg_recvlogical (PostgreSQL's own client) on the same slot data, measured
+# in the same run; and capture's peak RSS during a large transaction.
+#
+#   bench/capture-bench.sh            (make bench runs it)
+#
+# Method.  One throwaway source cluster (tests/bats/helpers/pg.bash: a copy
+# of the cached initdb template, unix socket only).  For each workload,
+# 2 x REPEAT fresh logical pgoutput slots are created BEFORE the workload,
+# so every consumer gets exactly the same backlog; then the workload runs
+# with no consumer attached:
+#   pgbench   pgbench -c 4 -T SECONDS, built-in tpcb-like (scale 10)
+#   big txn   one transaction inserting BIG_ROWS rows into pgbench_accounts
+# Both end with a one-row marker transaction; END = pg_current_wal_insert_lsn()
+# right after its commit, in the same session (autovacuum off, so nothing
+# else writes WAL then).  Then each consumer catches up on its own slot,
+# one at a time, alternating which goes first:
+#   capture      trellara-capture --start-now with a fresh stream; timed from
+#                exec until the slot's confirmed_flush_lsn >= END (polled
+#                every 10 ms over one psql connection), which capture only
+#                reports once the marker's commit is durable in the stream
+#   recvlogical  pg_recvlogical --start --endpos END -o proto_version=2
+#                -o publication_names=P -o streaming=on -o messages=true
+#                -f /dev/null; timed from exec to exit
+# Both ask for the same pgoutput options, so the walsenders decode and send
+# the same bytes.  ratio = recvlogical seconds / capture seconds (> 1: capture
+# is faster); medians of REPEAT.  Peak RSS: VmHWM of each capture process
+# just before SIGTERM; the big-transaction runs are checked against 64 MiB.
+#
+# Environment: CAPTURE_BENCH_SECONDS (pgbench -T, default 20),
+# CAPTURE_BENCH_ROWS (big transaction, default 1000000),
+# CAPTURE_BENCH_REPEAT (default 3), CAPTURE_BENCH_DECODING_MEM
+# (logical_decoding_work_mem, default 64MB, PostgreSQL's default),
+# CAPTURE_BENCH_KEEP=1 keeps the directory (clusters stopped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+# shellcheck source=../tests/bats/helpers/pg.bash
+source tests/bats/helpers/pg.bash
+
+SECONDS_PGBENCH=${CAPTURE_BENCH_SECONDS:-20}
+BIG_ROWS=${CAPTURE_BENCH_ROWS:-1000000}
+REPEAT=${CAPTURE_BENCH_REPEAT:-3}
+DECODING_MEM=${CAPTURE_BENCH_DECODING_MEM:-64MB}
+SCALE=10
+CLIENTS=4
+PUB=bench_pub
+RSS_GOAL_KB=65536
+RATIO_GOAL=1.2
+
+for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-stream"; do
+	[[ -x $prog ]] || { echo "capture-bench: $prog missing; run make first" >&2; exit 1; }
+done
+for tool in pgbench pg_recvlogical jq; do
+	command -v "$tool" >/dev/null || { echo "capture-bench: $tool not on PATH" >&2; exit 1; }
+done
+trellara_pg_check_bindir
+PSQL=$(trellara_pg_psql_bin)
+
+# ---------------------------------------------------------------- cleanup
+#
+# The directory follows the bats harness layout (owner file, watchdog,
+# source/): if this script is SIGKILLed, the watchdog, or the next bats
+# run's reaper, stops the cluster and removes it.
+FDIR=
+BG_PIDS=()
+cleanup() {
+	local status=$? pid wpid
+	trap - EXIT INT TERM HUP
+	for pid in "${BG_PIDS[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	[[ -n ${POLL_PID:-} ]] && kill "$POLL_PID" 2>/dev/null
+	if [[ -n $FDIR && -d $FDIR ]]; then
+		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
+			kill -KILL "$wpid" 2>/dev/null || true
+		fi
+		if [[ -n ${CAPTURE_BENCH_KEEP:-} ]]; then
+			trellara_pg_destroy_dir "$FDIR" keep
+			echo "capture-bench: kept $FDIR" >&2
+		else
+			trellara_pg_destroy_dir "$FDIR"
+		fi
+	fi
+	((status == 0)) || echo "capture-bench: FAILED (exit $status)" >&2
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+die() {
+	echo "capture-bench: $*" >&2
+	exit 1
+}
+
+root=$(trellara_pg_tmp_root)
+FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
+chmod 0755 "$FDIR"
+_trellara_pg_proc_identity "$$" >"$FDIR/owner"
+trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
+mkdir -m 0755 "$FDIR/sock"
+mkdir -m 0700 "$FDIR/bench"
+_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
+PGDATA_DIR=$FDIR/source
+PORT=$((50000 + ($$ % 7000) * 2))
+URL="postgresql:///postgres?host=$FDIR/sock&port=$PORT"
+WORK=$FDIR/bench
+
+trellara_pg_create "$PGDATA_DIR" "$PORT" "$FDIR/sock" capture-bench
+cat >>"$PGDATA_DIR/postgresql.conf" <<EOF
+# ---- bench/capture-bench.sh ----
+logical_decoding_work_mem = '$DECODING_MEM'
+autovacuum = off              # nothing but the workload writes WAL
+max_wal_size = '8GB'          # no checkpoints in the middle of a measurement
+EOF
+trellara_pg_start "$PGDATA_DIR"
+
+sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$URL" "$@"; }
+
+# One long-lived psql session for the catch-up poll: a query per 10 ms
+# without a process start and a backend fork each time.
+coproc POLL { "$PSQL" -X -qAt -d "$URL" 2>&1; }
+POLL_PID=$POLL_PID
+poll_query() {
+	local line
+	printf '%s\n' "$1" >&"${POLL[1]}"
+	IFS= read -r -t 10 line <&"${POLL[0]}" || die "poll session: no answer to: $1"
+	printf '%s\n' "$line"
+}
+
+# ---------------------------------------------------------------- setup
+
+sql -c "SELECT 1" >/dev/null
+pgbench -i -q -s "$SCALE" -d "$URL" >"$WORK/pgbench-init.log" 2>&1 ||
+	{ cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
+sql -c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" \
+	-c "CHECKPOINT" >/dev/null
+
+# make_slots PREFIX: PREFIX_cap_1.. and PREFIX_rl_1.. (REPEAT of each)
+make_slots() {
+	local prefix=$1 i q=""
+	for ((i = 1; i <= REPEAT; i++)); do
+		q+="SELECT pg_create_logical_replication_slot('${prefix}_cap_$i', 'pgoutput');"
+		q+="SELECT pg_create_logical_replication_slot('${prefix}_rl_$i', 'pgoutput');"
+	done
+	sql -c "$q" >/dev/null
+}
+
+# The marker transaction, then END: the end of its commit record.
+end_marker() {
+	sql -c "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (0, 0, 0, 0, now())" \
+		-c "SELECT pg_current_wal_insert_lsn()"
+}
+
+drop_slots() {
+	sql -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE '$1\_%'" >/dev/null
+}
+
+# ---------------------------------------------------------------- consumers
+
+# run_capture SLOT END TAG: prints "seconds txns changes frames bytes hwm_kb cpu_s"
+run_capture() {
+	local slot=$1 end=$2 tag=$3 dir=$WORK/$tag flow pid t0 t1 done_ hwm cpu log line
+	mkdir -p "$dir"
+	flow=$dir/trellara.yml
+	log=$dir/capture.log
+	cat >"$flow" <<EOF
+config_version: 2
+environment: bench
+source:
+  id: bench
+  database_url: "$URL"
+  publication: $PUB
+  slot: $slot
+  stream_spill_dir: "$dir/spill"
+  pgoutput:
+    protocol_version: 2
+    streaming: true
+dataset:
+  id: pgbench
+  mode: strict_transaction_order
+  tables:
+    - {schema: public, name: pgbench_accounts}
+    - {schema: public, name: pgbench_branches}
+    - {schema: public, name: pgbench_tellers}
+    - {schema: public, name: pgbench_history}
+stream:
+  kind: local
+  path: "$dir/stream"
+  durability: fsync
+  min_free_bytes: 268435456
+target:
+  database_url: "$URL"
+EOF
+	t0=$EPOCHREALTIME
+	"$REPO/bin/trellara-capture" --config "$flow" --start-now 2>"$log" &
+	pid=$!
+	BG_PIDS+=("$pid")
+	local q="SELECT coalesce(confirmed_flush_lsn >= '$end', false) FROM pg_replication_slots WHERE slot_name = '$slot'"
+	while :; do
+		done_=$(poll_query "$q")
+		[[ $done_ == t ]] && break
+		[[ $done_ == f ]] || die "poll: unexpected answer \"$done_\""
+		kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; die "trellara-capture exited early"; }
+		sleep 0.01
+	done
+	t1=$EPOCHREALTIME
+	hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
+	# utime + stime, in clock ticks
+	cpu=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$pid/stat")
+	kill -TERM "$pid"
+	local rc=0
+	wait "$pid" || rc=$?
+	BG_PIDS=("${BG_PIDS[@]/$pid/}")
+	((rc == 0)) || { cat "$log" >&2; die "trellara-capture exited $rc after SIGTERM"; }
+	line=$(grep -o 'capture stopped: [0-9]* transactions ([0-9]* changes, [0-9]* frames)' "$log") ||
+		{ cat "$log" >&2; die "no final line in the capture log"; }
+	[[ $line =~ ([0-9]+)\ transactions\ \(([0-9]+)\ changes,\ ([0-9]+)\ frames ]]
+	local bytes
+	bytes=$("$REPO/bin/trellara-stream" inspect-local --config "$flow" --format json | jq -r .bytes)
+	printf '%s %s %s %s %s %s %s\n' "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')" \
+		"${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" "$bytes" "$hwm" "$cpu"
+	rm -rf "$dir/stream" "$dir/spill"
+}
+
+# run_recvlogical SLOT END TAG: prints "seconds max_rss_kb cpu_s"
+run_recvlogical() {
+	local slot=$1 end=$2 tag=$3 dir=$WORK/$tag t0 t1 rc=0
+	mkdir -p "$dir"
+	t0=$EPOCHREALTIME
+	/usr/bin/time -f '%M %U %S' -o "$dir/time" \
+		pg_recvlogical -d "$URL" --slot "$slot" --start --endpos "$end" --no-loop \
+		-o proto_version=2 -o publication_names=$PUB -o streaming=on -o messages=true \
+		-f /dev/null 2>"$dir/recvlogical.log" || rc=$?
+	t1=$EPOCHREALTIME
+	((rc == 0)) || { cat "$dir/recvlogical.log" >&2; die "pg_recvlogical exited $rc"; }
+	local rss u s
+	read -r rss u s <"$dir/time"
+	printf '%s %s %s\n' "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')" "$rss" \
+		"$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u + s}')"
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+# measure NAME: REPEAT rounds on the slots NAME_cap_i / NAME_rl_i; prints
+# one summary row, fills RATIO[NAME], HWM[NAME], DETAIL[NAME]
+declare -A RATIO HWM DETAIL
+measure() {
+	local name=$1 end=$2 i cap rl
+	local -a cs=() rs=() ccpu=() rcpu=() hwms=() rrss=()
+	local txns changes frames bytes
+	for ((i = 1; i <= REPEAT; i++)); do
+		if ((i % 2)); then
+			cap=$(run_capture "${name}_cap_$i" "$end" "$name-cap-$i")
+			rl=$(run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i")
+		else
+			rl=$(run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i")
+			cap=$(run_capture "${name}_cap_$i" "$end" "$name-cap-$i")
+		fi
+		local s t c f b h u
+		read -r s t c f b h u <<<"$cap"
+		[[ -z ${txns:-} || $t == "$txns" && $c == "$changes" ]] ||
+			die "$name: round $i captured $t transactions / $c changes, round 1 $txns / $changes"
+		txns=$t changes=$c frames=$f bytes=$b
+		cs+=("$s") ccpu+=("$u") hwms+=("$h")
+		read -r s h u <<<"$rl"
+		rs+=("$s") rcpu+=("$u") rrss+=("$h")
+	done
+	local mc mr
+	mc=$(median "${cs[@]}")
+	mr=$(median "${rs[@]}")
+	RATIO[$name]=$(awk -v c="$mc" -v r="$mr" 'BEGIN{printf "%.2f", r / c}')
+	HWM[$name]=$(printf '%s\n' "${hwms[@]}" | sort -n | tail -1)
+	printf '%-10s %8d %9d %9.1f %9.2f %10.0f %7.1f %12.2f %7s\n' "$name" "$txns" "$changes" \
+		"$(awk -v b="$bytes" 'BEGIN{print b / 1e6}')" "$mc" \
+		"$(awk -v c="$changes" -v s="$mc" 'BEGIN{print c / s}')" \
+		"$(awk -v b="$bytes" -v s="$mc" 'BEGIN{print b / 1e6 / s}')" "$mr" "${RATIO[$name]}"
+	DETAIL[$name]="$name: capture s ${cs[*]} (cpu ${ccpu[*]}, peak RSS kB ${hwms[*]}, $frames frames);"
+	DETAIL[$name]+=" recvlogical s ${rs[*]} (cpu ${rcpu[*]}, max RSS kB ${rrss[*]})"
+}
+
+# ---------------------------------------------------------------- workloads
+
+T0=$EPOCHREALTIME
+echo "== capture ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), logical_decoding_work_mem $DECODING_MEM, source fsync off)"
+echo "catch-up on a backlog built with no consumer attached: trellara-capture (fdatasync per batch) vs pg_recvlogical -f /dev/null, same slot data (pgoutput proto 2, streaming on, messages on); median of $REPEAT, fresh slots each"
+
+make_slots pgbench
+pgbench -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" >"$WORK/pgbench.log" 2>&1 ||
+	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
+END_PGBENCH=$(end_marker)
+
+make_slots big
+aid0=$((SCALE * 100000))
+sql -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
+	SELECT g, 1, g % 1000, 'row ' || g FROM generate_series($aid0 + 1, $aid0 + $BIG_ROWS) g" >/dev/null
+END_BIG=$(end_marker)
+
+printf '%-10s %8s %9s %9s %9s %10s %7s %12s %7s\n' workload txns changes "stream MB" "capture s" changes/s MB/s \
+	"recvlogical s" ratio
+measure pgbench "$END_PGBENCH"
+drop_slots pgbench
+measure big "$END_BIG"
+drop_slots big
+
+met() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN{ok = op == ">=" ? v >= g : v < g; print ok ? "met" : "NOT met"}'; }
+echo "workloads: pgbench = tpcb-like -c $CLIENTS -T $SECONDS_PGBENCH, scale $SCALE ($(grep -o 'tps = [0-9.]*' "$WORK/pgbench.log" | head -1) while building the backlog);" \
+	"big = one INSERT of $BIG_ROWS rows into pgbench_accounts; each + one marker transaction"
+echo "ratio = pg_recvlogical seconds / capture seconds (> 1: capture faster)"
+echo "goal: ratio >= $RATIO_GOAL: pgbench ${RATIO[pgbench]} $(met "${RATIO[pgbench]}" $RATIO_GOAL ">="), big ${RATIO[big]} $(met "${RATIO[big]}" $RATIO_GOAL ">=")"
+echo "capture peak RSS (VmHWM), $BIG_ROWS-row transaction: ${HWM[big]} kB (goal < $RSS_GOAL_KB kB: $(met "${HWM[big]}" $RSS_GOAL_KB "<")); pgbench backlog: ${HWM[pgbench]} kB"
+echo "per round: ${DETAIL[pgbench]}"
+echo "           ${DETAIL[big]}"
+echo "(capture is timed to the slot's confirmed_flush_lsn passing the end, polled every 10 ms; total $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b - a}') s)"

@@ -1,0 +1,1030 @@
+/*
+ * applyd.c - the apply loop (applyd.h).
+ *
+ * Reading: the consumer group's position (or the checkpoint's stream
+ * offset, whichever is lower: after a crash between target commit and
+ * group ack the group is behind, and the transactions it re-reads are
+ * skipped as duplicates by commit LSN).
+ *
+ * Batching: up to apply.batch_transactions whole source transactions in
+ * one target transaction, statements pipelined.  A batch that fails is
+ * rolled back and replayed one transaction per target transaction; the
+ * one that fails alone is quarantined and apply stops (exit 1).
+ *
+ * Chunked transactions (chunk..., manifest, commit_marker) are applied
+ * inside their own target transaction as their chunks arrive and
+ * committed only after the manifest and marker check out; anything else
+ * rolls them back.  An incomplete chunk set followed by a replay of the
+ * same transaction is discarded and the replay applied; one followed by
+ * anything later fails closed.
+ */
+#include "applyd.h"
+#include "executor.h"
+
+#include "trellara/checkpoint.h"
+#include "trellara/checksum.h"
+#include "trellara/defaults.h"
+#include "trellara/envelope.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/planner.h"
+#include "trellara/stream.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define APPLY_RECONNECT (-1)
+
+struct table_info {
+	char *name;     /* owned: "schema.table" */
+	char **pk;      /* owned: key columns for identity-full matching */
+	int n_pk;
+	uint64_t watermark_lsn;
+	bool warned_unconfigured;
+};
+
+struct chunk_state {
+	bool active;     /* a target transaction holds its chunks */
+	bool duplicate;  /* already applied: skip the set */
+	uint32_t xid;
+	uint64_t commit_lsn, end_lsn;
+	uint64_t first_offset;
+	uint32_t next_index;
+	uint32_t *crcs;  /* owned */
+	uint32_t *counts;
+	size_t cap;
+	bool manifest_ok;
+	uint32_t manifest_crc;
+	uint64_t changes;
+};
+
+struct applyd {
+	const struct applyd_options *o;
+	const struct flow_config *cfg;
+	struct applyd_stats *stats;
+	char *flow; /* owned */
+	struct flow_ids ids;
+	PGconn *conn;
+	struct executor ex;
+	bool ex_ready;
+	struct stream_reader *reader;
+	struct apply_checkpoint cp;
+	struct table_info *tables; /* owned */
+	size_t n_tables;
+	struct quarantine_entry *replay; /* owned: replay_ready entries */
+	int n_replay;
+	struct plan_stmt stmt;
+	/* the open batch */
+	bool in_txn;
+	uint64_t batch_first_offset;
+	uint64_t batch_txns, batch_changes, batch_skipped, batch_filtered;
+	uint64_t last_commit_lsn;  /* highest applied or skipped in this batch or before */
+	uint32_t last_xid;
+	uint64_t seen_lsn;         /* highest commit end or watermark passed */
+	uint64_t next_offset;      /* after the last frame handled */
+	/* one transaction per target transaction until this offset */
+	uint64_t single_until;
+	bool single_mode;
+	struct chunk_state chunk;
+	int64_t last_idle_checkpoint_us, last_progress_us;
+	uint64_t progress_txns;
+	unsigned int rng;
+};
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- tables: keys and watermarks ---- */
+
+static struct table_info *table_find(struct applyd *a, const char *schema, size_t schema_len, const char *name,
+				     size_t name_len)
+{
+	for (size_t i = 0; i < a->n_tables; i++) {
+		const char *n = a->tables[i].name;
+		if (strncmp(n, schema, schema_len) == 0 && n[schema_len] == '.' &&
+		    strncmp(n + schema_len + 1, name, name_len) == 0 && n[schema_len + 1 + name_len] == '\0')
+			return &a->tables[i];
+	}
+	return NULL;
+}
+
+static void tables_free(struct applyd *a)
+{
+	for (size_t i = 0; i < a->n_tables; i++) {
+		for (int k = 0; k < a->tables[i].n_pk; k++)
+			free(a->tables[i].pk[k]);
+		free(a->tables[i].pk);
+		free(a->tables[i].name);
+	}
+	free(a->tables);
+	a->tables = NULL;
+	a->n_tables = 0;
+}
+
+/* The configured tables, each with the key used to match rows under
+ * replica identity full (flow file verify.primary_key, else the target's
+ * primary key) and its snapshot watermark. */
+static int tables_load(struct applyd *a)
+{
+	tables_free(a);
+	a->tables = xcalloc(a->cfg->n_tables ? a->cfg->n_tables : 1, sizeof *a->tables);
+	for (size_t i = 0; i < a->cfg->n_tables; i++) {
+		const struct table_config *tc = &a->cfg->tables[i];
+		struct table_info *t = &a->tables[a->n_tables++];
+		t->name = xasprintf("%s.%s", tc->schema, tc->name);
+		if (tc->verify_primary_key) {
+			char *copy = xstrdup(tc->verify_primary_key), *save = NULL;
+			for (char *col = strtok_r(copy, ",", &save); col; col = strtok_r(NULL, ",", &save)) {
+				while (*col == ' ')
+					col++;
+				t->pk = xrealloc(t->pk, (size_t)(t->n_pk + 1) * sizeof *t->pk);
+				t->pk[t->n_pk++] = xstrdup(col);
+			}
+			free(copy);
+			continue;
+		}
+		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		const char *p[1] = { qualified };
+		PGresult *res = executor_query(&a->ex,
+					       "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+					       " AND a.attnum = ANY (i.indkey) WHERE i.indrelid = to_regclass($1) AND i.indisprimary"
+					       " ORDER BY array_position(i.indkey, a.attnum)",
+					       1, p);
+		free(qualified);
+		free(qs);
+		free(qn);
+		if (!res)
+			return -1;
+		for (int r = 0; r < PQntuples(res); r++) {
+			t->pk = xrealloc(t->pk, (size_t)(t->n_pk + 1) * sizeof *t->pk);
+			t->pk[t->n_pk++] = xstrdup(PQgetvalue(res, r, 0));
+		}
+		PQclear(res);
+	}
+	char **rels;
+	uint64_t *lsns;
+	int n;
+	if (a->ex_ready) {
+		/* the watermark query runs outside the pipeline */
+		if (PQexitPipelineMode(a->conn) != 1)
+			return -1;
+	}
+	int rc = checkpoint_table_watermarks(a->conn, a->cfg->checkpoint_schema, &a->ids, &rels, &lsns, &n);
+	if (a->ex_ready && PQenterPipelineMode(a->conn) != 1)
+		return -1;
+	if (rc < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		for (size_t k = 0; k < a->n_tables; k++)
+			if (strcmp(a->tables[k].name, rels[i]) == 0)
+				a->tables[k].watermark_lsn = lsns[i];
+		free(rels[i]);
+	}
+	free(rels);
+	free(lsns);
+	return 0;
+}
+
+/* ---- quarantine ---- */
+
+static const char *reason_for(const char *sqlstate)
+{
+	if (strcmp(sqlstate, "42P01") == 0)
+		return "missing_table";
+	if (strcmp(sqlstate, SQLSTATE_NO_ROWS_MATCHED) == 0)
+		return "no_rows_matched";
+	if (strcmp(sqlstate, SQLSTATE_AMBIGUOUS_MATCH) == 0)
+		return "ambiguous_match";
+	if (strncmp(sqlstate, "23", 2) == 0)
+		return "constraint_violation";
+	if (strcmp(sqlstate, "42703") == 0)
+		return "missing_column";
+	return "apply_error";
+}
+
+static int quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset, const char *reason,
+		      const char *detail, int exit_code)
+{
+	char lsn[LSN_FORMAT_LEN];
+	lsn_format(commit_lsn, lsn);
+	if (a->ex_ready && PQpipelineStatus(a->conn) != PQ_PIPELINE_OFF)
+		PQexitPipelineMode(a->conn);
+	if (checkpoint_quarantine_add(a->conn, a->cfg->checkpoint_schema, &a->ids, xid, commit_lsn, offset, reason,
+				      detail) < 0)
+		return APPLY_RECONNECT;
+	a->stats->quarantined++;
+	log_error("transaction %u (commit %s, stream offset %" PRIu64 ") quarantined: %s: %s", xid, lsn, offset, reason,
+		  detail);
+	log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\"",
+		 a->cfg->path, a->cfg->path, xid, lsn);
+	return exit_code;
+}
+
+static const struct quarantine_entry *replay_entry(struct applyd *a, uint32_t xid, uint64_t commit_lsn)
+{
+	for (int i = 0; i < a->n_replay; i++)
+		if (a->replay[i].xid == xid && a->replay[i].commit_lsn == commit_lsn)
+			return &a->replay[i];
+	return NULL;
+}
+
+/* ---- batches ---- */
+
+static int begin_txn(struct applyd *a, uint64_t offset)
+{
+	if (a->in_txn)
+		return 0;
+	a->in_txn = true;
+	a->batch_first_offset = offset;
+	return executor_control(&a->ex, "BEGIN", offset);
+}
+
+/* Writes the checkpoint, commits, then moves the group. */
+static int commit_batch(struct applyd *a)
+{
+	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
+		    a->next_offset > a->cp.stream_offset;
+	if (!work)
+		return 0;
+	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
+		goto failed;
+	uint64_t applied_through = a->seen_lsn > a->cp.applied_through_lsn ? a->seen_lsn : a->cp.applied_through_lsn;
+	char commit_lsn[LSN_FORMAT_LEN], through[LSN_FORMAT_LEN], xid[16], off[24], txns[24], changes[24], dups[24];
+	uint64_t last_commit = a->last_commit_lsn > a->cp.last_commit_lsn ? a->last_commit_lsn : a->cp.last_commit_lsn;
+	lsn_format(last_commit, commit_lsn);
+	lsn_format(applied_through, through);
+	snprintf(xid, sizeof xid, "%u", a->last_commit_lsn > a->cp.last_commit_lsn ? a->last_xid : a->cp.last_xid);
+	snprintf(off, sizeof off, "%" PRIu64, a->next_offset);
+	snprintf(txns, sizeof txns, "%" PRIu64, a->cp.applied_transactions + a->batch_txns);
+	snprintf(changes, sizeof changes, "%" PRIu64, a->cp.applied_changes + a->batch_changes);
+	snprintf(dups, sizeof dups, "%" PRIu64, a->cp.skipped_duplicates + a->batch_skipped);
+	char *qs = pgconn_quote_ident(a->conn, a->cfg->checkpoint_schema);
+	char *sql = xasprintf("UPDATE %s.apply_checkpoint SET last_commit_lsn = $1, last_xid = $2, stream_offset = $3,"
+			      " applied_through_lsn = $4, applied_transactions = $5, applied_changes = $6,"
+			      " skipped_duplicates = $7, updated_at = now()"
+			      " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10",
+			      qs);
+	const char *p[10] = { commit_lsn, xid, off, through, txns, changes, dups, a->ids.source_id, a->ids.dataset_id,
+			      a->ids.group };
+	int rc = executor_exec(&a->ex, sql, 10, p, a->next_offset);
+	free(sql);
+	free(qs);
+	if (rc < 0)
+		goto failed;
+	fault_point("applyd.before_target_commit");
+	if (executor_control(&a->ex, "COMMIT", a->next_offset) < 0 || executor_sync(&a->ex) < 0)
+		goto failed;
+	fault_point("applyd.after_target_commit_before_group_ack");
+	a->in_txn = false;
+	a->cp.last_commit_lsn = last_commit;
+	a->cp.last_xid = (uint32_t)strtoul(xid, NULL, 10);
+	a->cp.stream_offset = a->next_offset;
+	a->cp.applied_through_lsn = applied_through;
+	a->cp.applied_transactions += a->batch_txns;
+	a->cp.applied_changes += a->batch_changes;
+	a->cp.skipped_duplicates += a->batch_skipped;
+	a->stats->transactions += a->batch_txns;
+	a->stats->changes += a->batch_changes;
+	a->stats->skipped_duplicates += a->batch_skipped;
+	a->stats->skipped_by_watermark += a->batch_filtered;
+	a->stats->batches++;
+	a->progress_txns += a->batch_txns;
+	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
+	if (stream_group_set(a->cfg->stream_path, a->cfg->consumer_group, a->next_offset) != STREAM_OK)
+		return EXIT_CANTCREAT;
+	return 0;
+failed:
+	a->in_txn = false;
+	return 1; /* the caller looks at a->ex.error */
+}
+
+/* Drop the open batch and rewind the reader to where it started. */
+static int rewind_batch(struct applyd *a, uint64_t to)
+{
+	a->in_txn = false;
+	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
+	a->last_commit_lsn = a->cp.last_commit_lsn;
+	a->seen_lsn = a->cp.applied_through_lsn;
+	a->next_offset = to;
+	memset(&a->ex.error, 0, sizeof a->ex.error);
+	return stream_reader_seek(a->reader, to) == STREAM_OK ? 0 : EXIT_DATAERR;
+}
+
+/* Apply the changes of one envelope inside the open target transaction. */
+static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset, uint64_t commit_lsn,
+			uint64_t *changes)
+{
+	struct env_decoder d;
+	int rc = 0;
+	if (env_decode_begin(&d, payload, len) < 0) {
+		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
+		env_decoder_free(&d);
+		return EXIT_DATAERR;
+	}
+	uint32_t nrel = d.header.n_relations;
+	struct plan_relation *prel = xcalloc(nrel ? nrel : 1, sizeof *prel);
+	bool **keys = xcalloc(nrel ? nrel : 1, sizeof *keys);
+	bool *skip = xcalloc(nrel ? nrel : 1, sizeof *skip);
+	for (uint32_t i = 0; i < nrel; i++) {
+		const struct env_relation *r = &d.header.relations[i];
+		prel[i].rel = r;
+		struct table_info *t = table_find(a, r->schema, r->schema_len, r->name, r->name_len);
+		if (!t) {
+			skip[i] = true;
+			continue;
+		}
+		if (commit_lsn < t->watermark_lsn)
+			skip[i] = true; /* the snapshot copy already holds it */
+		keys[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **keys);
+		bool any = false;
+		if (r->replident == 'f') {
+			for (int k = 0; k < t->n_pk; k++)
+				for (uint16_t c = 0; c < r->n_columns; c++)
+					if (strlen(t->pk[k]) == r->columns[c].name_len &&
+					    memcmp(t->pk[k], r->columns[c].name, r->columns[c].name_len) == 0)
+						keys[i][c] = any = true;
+		} else {
+			for (uint16_t c = 0; c < r->n_columns; c++)
+				if (r->columns[c].key)
+					keys[i][c] = any = true;
+		}
+		prel[i].key = any ? keys[i] : NULL;
+	}
+	const struct env_change *c;
+	int step;
+	char err[512];
+	while ((step = env_decode_next(&d, &c)) == 1) {
+		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
+			if (skip[c->relation]) {
+				const struct env_relation *r = &d.header.relations[c->relation];
+				struct table_info *t = table_find(a, r->schema, r->schema_len, r->name, r->name_len);
+				if (!t)
+					log_warn("changes to %.*s.%.*s are not applied: the table is not in dataset.tables of %s",
+						 (int)r->schema_len, r->schema, (int)r->name_len, r->name, a->cfg->path);
+				a->batch_filtered++;
+				continue;
+			}
+		} else if (c->op == ENV_TRUNCATE) {
+			bool all_skipped = true;
+			for (uint32_t k = 0; k < c->n_truncate; k++)
+				all_skipped = all_skipped && skip[c->truncate_relations[k]];
+			if (all_skipped) {
+				a->batch_filtered++;
+				continue;
+			}
+		}
+		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, &a->stmt, err, sizeof err);
+		if (planned < 0) {
+			/* a change we cannot express: the transaction cannot apply */
+			snprintf(a->ex.error.message, sizeof a->ex.error.message, "%s", err);
+			snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "TR003");
+			a->ex.error.failed = true;
+			a->ex.error.tag = offset;
+			rc = 1;
+			break;
+		}
+		if (planned == 1)
+			continue;
+		if (executor_exec(&a->ex, (const char *)a->stmt.sql.data, (int)a->stmt.n_params, a->stmt.values, offset) < 0) {
+			rc = 1;
+			break;
+		}
+		(*changes)++;
+	}
+	if (step < 0 && rc == 0) {
+		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
+		rc = EXIT_DATAERR;
+	}
+	for (uint32_t i = 0; i < nrel; i++)
+		free(keys[i]);
+	free(keys);
+	free(skip);
+	free(prel);
+	env_decoder_free(&d);
+	return rc;
+}
+
+/* A batch or a single transaction failed: decide what to do. */
+static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
+{
+	struct executor_error err = a->ex.error;
+	if (err.connection_lost) {
+		log_warn("target connection lost: %s", err.message);
+		return APPLY_RECONNECT;
+	}
+	if (!a->single_mode) {
+		/* find the culprit: one source transaction per target transaction */
+		log_warn("a batch of %" PRIu64 " transactions failed (%s: %s); retrying them one at a time", a->batch_txns,
+			 err.sqlstate, err.message);
+		a->single_mode = true;
+		a->single_until = a->next_offset;
+		return rewind_batch(a, a->batch_first_offset);
+	}
+	char detail[1200];
+	snprintf(detail, sizeof detail, "SQLSTATE %s: %s", err.sqlstate, err.message);
+	return quarantine(a, xid, commit_lsn, offset, reason_for(err.sqlstate), detail, EXIT_NEGATIVE);
+}
+
+static int fence_check(struct applyd *a, uint64_t commit_lsn, bool *hold);
+
+static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
+{
+	struct env_frame_summary s;
+	char err[256];
+	if (env_frame_summary(FRAME_TXN, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
+		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", f->header.offset, f->segment, f->position, err);
+		return EXIT_DATAERR;
+	}
+	if (s.commit_lsn <= a->last_commit_lsn) {
+		a->batch_skipped++;
+		a->next_offset = f->header.offset + 1;
+		return 0;
+	}
+	bool hold = false;
+	int rc = fence_check(a, s.commit_lsn, &hold);
+	if (rc != 0 || hold)
+		return rc;
+	const struct quarantine_entry *replay = replay_entry(a, s.xid, s.commit_lsn);
+	bool alone = replay != NULL || a->single_mode;
+	if (alone && a->in_txn) {
+		/* what came before goes in its own target transaction */
+		uint64_t keep = a->next_offset;
+		rc = commit_batch(a);
+		if (rc == 1)
+			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		if (rc != 0)
+			return rc;
+	}
+	if (begin_txn(a, f->header.offset) < 0)
+		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
+	uint64_t changes = 0;
+	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes);
+	if (rc == EXIT_DATAERR)
+		return rc;
+	a->batch_txns++;
+	a->batch_changes += changes;
+	a->last_commit_lsn = s.commit_lsn;
+	a->last_xid = s.xid;
+	if (s.end_lsn > a->seen_lsn)
+		a->seen_lsn = s.end_lsn;
+	a->next_offset = f->header.offset + 1;
+	if (replay && rc == 0) {
+		char id[24];
+		snprintf(id, sizeof id, "%" PRId64, replay->id);
+		char *qs = pgconn_quote_ident(a->conn, a->cfg->checkpoint_schema);
+		char *sql = xasprintf("UPDATE %s.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1", qs);
+		const char *p[1] = { id };
+		rc = executor_exec(&a->ex, sql, 1, p, f->header.offset) < 0 ? 1 : 0;
+		free(sql);
+		free(qs);
+	}
+	if (rc == 0 && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
+		rc = commit_batch(a);
+	if (rc == 1)
+		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
+	if (rc == 0 && replay) {
+		log_info("quarantined transaction %u replayed and resolved", s.xid);
+		replay = NULL;
+	}
+	if (a->single_mode && a->next_offset >= a->single_until && !a->in_txn) {
+		a->single_mode = false;
+		log_info("the failed batch applied one transaction at a time without a culprit; back to batches");
+	}
+	return rc;
+}
+
+/* ---- chunked transactions ---- */
+
+static void chunk_reset(struct applyd *a)
+{
+	uint32_t *crcs = a->chunk.crcs, *counts = a->chunk.counts;
+	size_t cap = a->chunk.cap;
+	memset(&a->chunk, 0, sizeof a->chunk);
+	a->chunk.crcs = crcs;
+	a->chunk.counts = counts;
+	a->chunk.cap = cap;
+}
+
+static int chunk_fail(struct applyd *a, const char *detail)
+{
+	uint32_t xid = a->chunk.xid;
+	uint64_t lsn = a->chunk.commit_lsn, first = a->chunk.first_offset;
+	if (a->in_txn) {
+		executor_control(&a->ex, "ROLLBACK", 0);
+		executor_sync(&a->ex);
+		a->in_txn = false;
+	}
+	chunk_reset(a);
+	return quarantine(a, xid, lsn, first, "chunk_integrity", detail, EXIT_DATAERR);
+}
+
+/* The set in progress will not complete here: roll it back.  What
+ * follows decides whether that is a replay (fine) or a gap (not). */
+static int chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
+{
+	if (!a->chunk.active)
+		return 0;
+	if (next_lsn >= a->chunk.commit_lsn && !a->chunk.duplicate) {
+		char detail[256];
+		snprintf(detail, sizeof detail, "incomplete chunk set (%u chunks, no commit marker) followed by %s", a->chunk.next_index,
+			 what);
+		return chunk_fail(a, detail);
+	}
+	log_warn("transaction %u: incomplete chunk set (%u chunks) discarded: %s", a->chunk.xid, a->chunk.next_index, what);
+	if (a->in_txn) {
+		executor_control(&a->ex, "ROLLBACK", 0);
+		executor_sync(&a->ex);
+		memset(&a->ex.error, 0, sizeof a->ex.error);
+		a->in_txn = false;
+		a->batch_txns = a->batch_changes = 0;
+	}
+	chunk_reset(a);
+	return 0;
+}
+
+static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
+{
+	struct env_frame_summary s;
+	char err[256];
+	uint64_t offset = f->header.offset;
+	if (env_frame_summary(f->header.type, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
+		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", offset, f->segment, f->position, err);
+		return EXIT_DATAERR;
+	}
+	struct chunk_state *ch = &a->chunk;
+	int type = f->header.type;
+	if (type == FRAME_CHUNK) {
+		bool same = ch->active && ch->xid == s.xid && ch->commit_lsn == s.commit_lsn;
+		if (ch->active && (!same || s.chunk_index == 0)) {
+			if (same) {
+				log_warn("transaction %u: chunk set starts again at offset %" PRIu64 " (a replay): the incomplete one is discarded",
+					 s.xid, offset);
+				int rc = chunk_abandon(a, 0, "its replay");
+				if (rc)
+					return rc;
+			} else {
+				int rc = chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
+				if (rc)
+					return rc;
+			}
+		}
+		if (!ch->active) {
+			if (s.chunk_index != 0) {
+				ch->xid = s.xid;
+				ch->commit_lsn = s.commit_lsn;
+				ch->first_offset = offset;
+				return chunk_fail(a, "chunk set does not start with chunk 0");
+			}
+			/* what came before commits on its own */
+			if (a->in_txn) {
+				uint64_t keep = a->next_offset;
+				int rc = commit_batch(a);
+				if (rc == 1)
+					return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+				if (rc)
+					return rc;
+			}
+			ch->active = true;
+			ch->xid = s.xid;
+			ch->commit_lsn = s.commit_lsn;
+			ch->end_lsn = s.end_lsn;
+			ch->first_offset = offset;
+			ch->duplicate = s.commit_lsn <= a->last_commit_lsn;
+			if (!ch->duplicate) {
+				bool hold = false;
+				int rc = fence_check(a, s.commit_lsn, &hold);
+				if (rc != 0 || hold) {
+					chunk_reset(a);
+					return rc;
+				}
+				if (begin_txn(a, offset) < 0)
+					return handle_failure(a, s.xid, s.commit_lsn, offset);
+			}
+		}
+		if (s.chunk_index != ch->next_index) {
+			char detail[128];
+			snprintf(detail, sizeof detail, "chunk %u where chunk %u belongs", s.chunk_index, ch->next_index);
+			return chunk_fail(a, detail);
+		}
+		if (ch->next_index == ch->cap) {
+			ch->cap = ch->cap ? ch->cap * 2 : 64;
+			ch->crcs = xrealloc(ch->crcs, ch->cap * sizeof *ch->crcs);
+			ch->counts = xrealloc(ch->counts, ch->cap * sizeof *ch->counts);
+		}
+		ch->crcs[ch->next_index] = crc32c(0, f->payload, f->header.payload_length);
+		uint64_t changes = 0;
+		if (!ch->duplicate) {
+			int rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset, s.commit_lsn, &changes);
+			if (rc == EXIT_DATAERR)
+				return rc;
+			if (rc == 1) {
+				a->single_mode = true; /* a chunked transaction is always alone */
+				return handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
+			}
+			/* keep memory bounded: results are read as chunks go */
+			if (executor_sync(&a->ex) < 0) {
+				a->single_mode = true;
+				return handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
+			}
+		} else {
+			/* count them anyway: the manifest check applies to duplicates too */
+			struct env_decoder d;
+			const struct env_change *c;
+			if (env_decode_begin(&d, f->payload + 4, f->header.payload_length - 4) == 0)
+				while (env_decode_next(&d, &c) == 1)
+					changes++;
+			env_decoder_free(&d);
+		}
+		ch->counts[ch->next_index] = (uint32_t)changes;
+		ch->changes += changes;
+		ch->next_index++;
+		a->next_offset = offset + 1;
+		return 0;
+	}
+	if (!ch->active || ch->xid != s.xid || ch->commit_lsn != s.commit_lsn) {
+		ch->xid = s.xid;
+		ch->commit_lsn = s.commit_lsn;
+		ch->first_offset = offset;
+		return chunk_fail(a, type == FRAME_MANIFEST ? "manifest without its chunks" : "commit marker without its chunks");
+	}
+	if (type == FRAME_MANIFEST) {
+		struct env_manifest m;
+		if (env_decode_manifest(f->payload, f->header.payload_length, &m, err, sizeof err) < 0)
+			return chunk_fail(a, err);
+		char detail[256] = "";
+		if (m.chunk_count != ch->next_index)
+			snprintf(detail, sizeof detail, "manifest lists %u chunks, %u arrived", m.chunk_count, ch->next_index);
+		for (uint32_t i = 0; !*detail && i < m.chunk_count; i++) {
+			if (m.chunks[i].crc != ch->crcs[i])
+				snprintf(detail, sizeof detail, "chunk %u checksum 0x%08x differs from the manifest's 0x%08x", i,
+					 ch->crcs[i], m.chunks[i].crc);
+			else if (!ch->duplicate && m.chunks[i].changes != ch->counts[i])
+				snprintf(detail, sizeof detail, "chunk %u holds %u changes, the manifest says %u", i, ch->counts[i],
+					 m.chunks[i].changes);
+		}
+		env_manifest_free(&m);
+		if (*detail)
+			return chunk_fail(a, detail);
+		ch->manifest_ok = true;
+		ch->manifest_crc = crc32c(0, f->payload, f->header.payload_length);
+		a->next_offset = offset + 1;
+		return 0;
+	}
+	/* commit marker */
+	if (!ch->manifest_ok)
+		return chunk_fail(a, "commit marker before the manifest");
+	if (s.manifest_crc != ch->manifest_crc || s.chunk_count != ch->next_index)
+		return chunk_fail(a, "commit marker does not match the manifest");
+	a->next_offset = offset + 1;
+	if (ch->duplicate) {
+		a->batch_skipped++;
+		chunk_reset(a);
+		return 0;
+	}
+	a->batch_txns++;
+	a->batch_changes += ch->changes;
+	a->last_commit_lsn = ch->commit_lsn;
+	a->last_xid = ch->xid;
+	if (ch->end_lsn > a->seen_lsn)
+		a->seen_lsn = ch->end_lsn;
+	uint32_t xid = ch->xid;
+	uint64_t lsn = ch->commit_lsn, first = ch->first_offset;
+	chunk_reset(a);
+	int rc = commit_batch(a);
+	if (rc == 1) {
+		a->single_mode = true;
+		return handle_failure(a, xid, lsn, first);
+	}
+	return rc;
+}
+
+/* ---- fences (DESIGN §9) ---- */
+
+static int fence_check(struct applyd *a, uint64_t commit_lsn, bool *hold)
+{
+	*hold = false;
+	bool present;
+	uint64_t fence_lsn = 0;
+	char state[16];
+	if (a->in_txn)
+		return 0; /* checked once per target transaction, at its start */
+	if (PQexitPipelineMode(a->conn) != 1)
+		return APPLY_RECONNECT;
+	int rc = checkpoint_fence_get(a->conn, a->cfg->checkpoint_schema, &a->ids, &present, &fence_lsn, state, sizeof state);
+	if (rc == 0 && present && commit_lsn >= fence_lsn) {
+		if (strcmp(state, "requested") == 0) {
+			rc = checkpoint_fence_mark_held(a->conn, a->cfg->checkpoint_schema, &a->ids, a->cp.applied_through_lsn);
+			char l[LSN_FORMAT_LEN];
+			log_info("held at fence %s (next transaction commits at or after it)", lsn_format(fence_lsn, l));
+		}
+		*hold = true;
+	}
+	if (PQenterPipelineMode(a->conn) != 1)
+		return APPLY_RECONNECT;
+	return rc < 0 ? APPLY_RECONNECT : 0;
+}
+
+/* ---- the loop ---- */
+
+static int idle_duties(struct applyd *a)
+{
+	int64_t now = mono_us();
+	if (a->in_txn || (a->batch_skipped && !a->chunk.active)) {
+		uint64_t keep = a->next_offset;
+		int rc = commit_batch(a);
+		if (rc == 1)
+			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		if (rc)
+			return rc;
+	} else if (!a->chunk.active && a->seen_lsn > a->cp.applied_through_lsn &&
+		   now - a->last_idle_checkpoint_us >= 1000000) {
+		a->last_idle_checkpoint_us = now;
+		uint64_t keep = a->next_offset;
+		int rc = commit_batch(a);
+		if (rc == 1)
+			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		if (rc)
+			return rc;
+	}
+	if (now - a->last_progress_us >= 10000000) {
+		if (a->progress_txns)
+			log_info("applied %" PRIu64 " transactions in the last %.0f s (%" PRIu64 " in all, %" PRIu64
+				 " duplicates skipped)",
+				 a->progress_txns, (now - a->last_progress_us) / 1e6, a->cp.applied_transactions,
+				 a->cp.skipped_duplicates);
+		a->progress_txns = 0;
+		a->last_progress_us = now;
+	}
+	/* a fence the applier already stands at: report held */
+	if (!a->chunk.active) {
+		bool hold;
+		if (fence_check(a, a->cp.applied_through_lsn, &hold) != 0)
+			return APPLY_RECONNECT;
+	}
+	return 0;
+}
+
+static int apply_loop(struct applyd *a)
+{
+	for (;;) {
+		if (*a->o->stop) {
+			if (a->chunk.active)
+				return chunk_abandon(a, 0, "shutdown") ? EXIT_DATAERR : EXIT_OK;
+			uint64_t keep = a->next_offset;
+			int rc = commit_batch(a);
+			if (rc == 1)
+				return handle_failure(a, a->last_xid, a->last_commit_lsn, keep) == APPLY_RECONNECT
+					       ? APPLY_RECONNECT
+					       : EXIT_NEGATIVE;
+			return rc ? rc : EXIT_OK;
+		}
+		struct stream_frame f;
+		int st = stream_reader_next(a->reader, &f);
+		if (st == STREAM_END) {
+			int rc = idle_duties(a);
+			if (rc)
+				return rc;
+			stream_reader_wait(a->reader, 200);
+			continue;
+		}
+		if (st != STREAM_OK)
+			return st == STREAM_ECORRUPT ? EXIT_DATAERR : EXIT_CANTCREAT;
+		int rc = 0;
+		switch (f.header.type) {
+		case FRAME_TXN:
+			if (a->chunk.active) {
+				struct env_frame_summary s;
+				char err[256];
+				if (env_frame_summary(FRAME_TXN, f.payload, f.header.payload_length, &s, err, sizeof err) == 0 &&
+				    (rc = chunk_abandon(a, s.commit_lsn, "a later transaction")) != 0)
+					return rc;
+			}
+			rc = apply_txn_frame(a, &f);
+			break;
+		case FRAME_CHUNK:
+		case FRAME_MANIFEST:
+		case FRAME_COMMIT_MARKER:
+			rc = apply_chunk_frame(a, &f);
+			break;
+		case FRAME_WATERMARK: {
+			struct env_frame_summary s;
+			char err[256];
+			if (env_frame_summary(FRAME_WATERMARK, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+				log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
+				return EXIT_DATAERR;
+			}
+			if (a->chunk.active && (rc = chunk_abandon(a, s.lsn, "a watermark past its commit")) != 0)
+				return rc;
+			if (s.lsn > a->seen_lsn)
+				a->seen_lsn = s.lsn;
+			a->next_offset = f.header.offset + 1;
+			break;
+		}
+		case FRAME_DDL:
+			log_info("stream offset %" PRIu64 ": schema change on the source (ddl frame); applyd applies row changes only",
+				 f.header.offset);
+			if (!a->chunk.active)
+				a->next_offset = f.header.offset + 1;
+			break;
+		default:
+			log_error("stream offset %" PRIu64 ": unknown frame type %u", f.header.offset, f.header.type);
+			return EXIT_DATAERR;
+		}
+		if (rc)
+			return rc;
+	}
+}
+
+static int connect_target(struct applyd *a)
+{
+	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
+	if (!a->conn)
+		return APPLY_RECONNECT;
+	if (pgconn_command(a->conn, "SET synchronous_commit = on") < 0 ||
+	    checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
+		return APPLY_RECONNECT;
+	/* one applier per flow and group */
+	char *key = xasprintf("trellara.applyd.%s.%s", a->flow, a->cfg->consumer_group);
+	const char *p[1] = { key };
+	PGresult *res = pgconn_query(a->conn, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p);
+	free(key);
+	if (!res)
+		return APPLY_RECONNECT;
+	bool locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!locked) {
+		log_error("another trellara-applyd is applying flow \"%s\" group \"%s\" to this target", a->flow,
+			  a->cfg->consumer_group);
+		return EXIT_TEMPFAIL;
+	}
+	struct stream_meta meta;
+	if (stream_meta_read(a->cfg->stream_path, &meta) < 0)
+		return EXIT_DATAERR;
+	int rc = 0;
+	if (meta.system_identifier) {
+		rc = checkpoint_check_source_identity(a->conn, a->cfg->checkpoint_schema, a->cfg->source_id,
+						      meta.system_identifier, meta.database ? meta.database : "");
+		if (rc == 1)
+			rc = EXIT_CONFIG;
+		else if (rc < 0)
+			rc = APPLY_RECONNECT;
+	}
+	stream_meta_free(&meta);
+	if (rc)
+		return rc;
+	if (checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
+		return APPLY_RECONNECT;
+	/* a quarantined transaction stops the flow until an operator acts */
+	struct quarantine_entry *q;
+	int nq;
+	if (checkpoint_quarantine_list(a->conn, a->cfg->checkpoint_schema, &a->ids, true, &q, &nq) < 0)
+		return APPLY_RECONNECT;
+	free(a->replay);
+	a->replay = NULL;
+	a->n_replay = 0;
+	for (int i = 0; i < nq; i++) {
+		if (strcmp(q[i].state, "quarantined") == 0) {
+			char l[LSN_FORMAT_LEN];
+			log_error("transaction %u (commit %s) is quarantined (%s): refusing to apply past it", q[i].xid,
+				  lsn_format(q[i].commit_lsn, l), q[i].reason);
+			log_hint("see \"trellara quarantine list --config %s\"", a->cfg->path);
+			free(q);
+			return EXIT_NEGATIVE;
+		}
+	}
+	a->replay = q;
+	a->n_replay = nq;
+	if (executor_init(&a->ex, a->conn) < 0)
+		return APPLY_RECONNECT;
+	a->ex_ready = true;
+	if (tables_load(a) < 0)
+		return APPLY_RECONNECT;
+	return 0;
+}
+
+static void disconnect_target(struct applyd *a)
+{
+	if (a->ex_ready)
+		executor_free(&a->ex);
+	a->ex_ready = false;
+	PQfinish(a->conn);
+	a->conn = NULL;
+	a->in_txn = false;
+}
+
+static int position_reader(struct applyd *a)
+{
+	uint64_t group_pos;
+	bool exists;
+	if (stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists) != STREAM_OK)
+		return EXIT_DATAERR;
+	uint64_t start = exists && group_pos < a->cp.stream_offset ? group_pos : a->cp.stream_offset;
+	if (exists && group_pos > a->cp.stream_offset)
+		log_warn("consumer group \"%s\" is at %" PRIu64 ", ahead of the target's checkpoint (%" PRIu64 "): reading from the checkpoint",
+			 a->cfg->consumer_group, group_pos, a->cp.stream_offset);
+	int st = stream_reader_seek(a->reader, start);
+	if (st != STREAM_OK) {
+		log_hint("the stream no longer holds offset %" PRIu64 " that the target still needs", start);
+		return EXIT_DATAERR;
+	}
+	a->next_offset = start;
+	a->last_commit_lsn = a->cp.last_commit_lsn;
+	a->seen_lsn = a->cp.applied_through_lsn;
+	chunk_reset(a);
+	char l[LSN_FORMAT_LEN];
+	log_info("applying from stream offset %" PRIu64 " (checkpoint: commit %s, %" PRIu64 " transactions applied)", start,
+		 lsn_format(a->cp.last_commit_lsn, l), a->cp.applied_transactions);
+	return 0;
+}
+
+static void backoff(struct applyd *a, int attempt)
+{
+	double base = a->o->reconnect_base_ms / 1000.0, delay = base;
+	for (int i = 1; i < attempt && delay < 60 * base; i++)
+		delay *= 2;
+	if (delay > 60 * base)
+		delay = 60 * base;
+	delay *= 0.75 + 0.5 * ((double)rand_r(&a->rng) / RAND_MAX);
+	log_info("reconnecting to the target in %.1f s (attempt %d of %d)", delay, attempt, a->o->max_reconnect_attempts);
+	int64_t until = mono_us() + (int64_t)(delay * 1e6);
+	while (!*a->o->stop && mono_us() < until) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
+{
+	struct applyd a = { .o = o, .cfg = o->config, .stats = stats };
+	memset(stats, 0, sizeof *stats);
+	a.flow = config_flow_id(a.cfg);
+	a.ids = (struct flow_ids){ a.cfg->source_id, a.cfg->dataset_id, a.cfg->consumer_group };
+	a.rng = (unsigned)(mono_us() ^ getpid());
+	plan_stmt_init(&a.stmt);
+	int code = EXIT_OK;
+	/* the stream may not exist before capture first ran: wait for it */
+	bool said = false;
+	while (!*o->stop) {
+		if (stream_reader_open(a.cfg->stream_path, &a.reader) == STREAM_OK)
+			break;
+		if (!said)
+			log_info("waiting for the stream \"%s\" to appear", a.cfg->stream_path);
+		said = true;
+		sleep(1);
+	}
+	if (!a.reader)
+		goto out;
+	int attempt = 0;
+	while (!*o->stop) {
+		if (attempt > 0) {
+			if (attempt > o->max_reconnect_attempts) {
+				log_error("target unavailable after %d reconnect attempts", o->max_reconnect_attempts);
+				code = EXIT_UNAVAILABLE;
+				goto out;
+			}
+			backoff(&a, attempt);
+			if (*o->stop)
+				break;
+		}
+		attempt++;
+		int rc = connect_target(&a);
+		if (rc == 0)
+			rc = position_reader(&a);
+		if (rc == 0) {
+			attempt = 1;
+			rc = apply_loop(&a);
+		}
+		disconnect_target(&a);
+		if (rc != APPLY_RECONNECT) {
+			code = rc;
+			goto out;
+		}
+	}
+out:
+	log_info("applyd stopped: %" PRIu64 " transactions (%" PRIu64 " changes) applied, %" PRIu64
+		 " duplicates skipped, %" PRIu64 " changes skipped below snapshot watermarks, %" PRIu64 " quarantined",
+		 stats->transactions, stats->changes, stats->skipped_duplicates, stats->skipped_by_watermark, stats->quarantined);
+	if (a.conn)
+		disconnect_target(&a);
+	stream_reader_close(a.reader);
+	tables_free(&a);
+	free(a.replay);
+	free(a.chunk.crcs);
+	free(a.chunk.counts);
+	plan_stmt_free(&a.stmt);
+	free(a.flow);
+	return code;
+}

@@ -1,0 +1,54 @@
+/*
+ * executor.h - applyd's libpq side: statements sent in pipeline mode as
+ * prepared statements, results read back at sync points, the first error
+ * kept with its SQLSTATE and the tag of the statement that raised it.
+ *
+ * A sync point is inserted every EXECUTOR_SYNC_EVERY commands, so that
+ * neither side's socket buffer can fill up while the other writes (the
+ * pipeline deadlock); syncs inside an explicit transaction do not commit.
+ */
+#ifndef TRELLARA_APPLYD_EXECUTOR_H
+#define TRELLARA_APPLYD_EXECUTOR_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXECUTOR_SYNC_EVERY 1000
+
+struct executor_error {
+	bool failed;
+	bool connection_lost;
+	char sqlstate[6];
+	char message[1024];
+	uint64_t tag; /* of the failing command */
+};
+
+struct executor_cmd;
+struct prepared_entry;
+
+struct executor {
+	PGconn *conn;                  /* borrowed */
+	struct prepared_entry *cache;  /* owned: statement text -> name */
+	size_t cache_cap, cache_count;
+	unsigned next_id;
+	struct executor_cmd *queue;    /* owned: commands awaiting results */
+	size_t queue_len, queue_cap;
+	struct executor_error error;
+};
+
+int executor_init(struct executor *e, PGconn *conn);
+void executor_free(struct executor *e);
+/* Queue a statement (prepared on first use); tag identifies it in errors. */
+int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag);
+/* BEGIN / COMMIT / ROLLBACK and other parameterless commands. */
+int executor_control(struct executor *e, const char *sql, uint64_t tag);
+/* Sync and read every result queued so far.  0 when all succeeded, -1
+ * with e->error set otherwise (after which the executor rolls back any
+ * open transaction and forgets its prepared statements). */
+int executor_sync(struct executor *e);
+/* Synchronous query outside any batch (pipeline mode left and re-entered). */
+PGresult *executor_query(struct executor *e, const char *sql, int nparams, const char *const *values);
+
+#endif
