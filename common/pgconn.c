@@ -16,6 +16,17 @@ static void chomp_message(char *m)
 		m[--n] = '\0';
 }
 
+/* Server notices ("schema already exists, skipping") are debug logs,
+ * not stderr noise mixed into a program's output. */
+static void notice_to_log(void *arg, const char *message)
+{
+	(void)arg;
+	char *m = xstrdup(message);
+	chomp_message(m);
+	log_debug("server: %s", m);
+	free(m);
+}
+
 PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *application_name, const char *role)
 {
 	const char *keys[5] = { "dbname", "application_name", NULL, NULL, NULL };
@@ -36,6 +47,7 @@ PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *appli
 		PQfinish(conn);
 		return NULL;
 	}
+	PQsetNoticeProcessor(conn, notice_to_log, NULL);
 	return conn;
 }
 

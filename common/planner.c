@@ -44,12 +44,15 @@ static void put_text(struct buf *b, const char *text)
 static void put_fmt(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put_fmt(struct buf *b, const char *fmt, ...)
 {
-	char tmp[64];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	buf_put(b, tmp, (size_t)n);
+	buf_reserve(b, (size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
 }
 
 /* Adds a parameter; returns its number ($n). */

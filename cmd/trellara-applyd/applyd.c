@@ -448,6 +448,11 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", f->header.offset, f->segment, f->position, err);
 		return EXIT_DATAERR;
 	}
+	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
+		log_error("stream offset %" PRIu64 ": transaction of source \"%.*s\" in the stream of source \"%s\"",
+			  f->header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
+		return EXIT_DATAERR;
+	}
 	if (s.commit_lsn <= a->last_commit_lsn) {
 		a->batch_skipped++;
 		a->next_offset = f->header.offset + 1;
@@ -562,6 +567,11 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 	uint64_t offset = f->header.offset;
 	if (env_frame_summary(f->header.type, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
 		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", offset, f->segment, f->position, err);
+		return EXIT_DATAERR;
+	}
+	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
+		log_error("stream offset %" PRIu64 ": frame of source \"%.*s\" in the stream of source \"%s\"", offset,
+			  (int)s.source_id_len, s.source_id, a->cfg->source_id);
 		return EXIT_DATAERR;
 	}
 	struct chunk_state *ch = &a->chunk;
@@ -931,7 +941,8 @@ static int position_reader(struct applyd *a)
 	bool exists;
 	if (stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists) != STREAM_OK)
 		return EXIT_DATAERR;
-	uint64_t start = exists && group_pos < a->cp.stream_offset ? group_pos : a->cp.stream_offset;
+	/* no group file yet: the group is at the beginning */
+	uint64_t start = group_pos < a->cp.stream_offset ? group_pos : a->cp.stream_offset;
 	if (exists && group_pos > a->cp.stream_offset)
 		log_warn("consumer group \"%s\" is at %" PRIu64 ", ahead of the target's checkpoint (%" PRIu64 "): reading from the checkpoint",
 			 a->cfg->consumer_group, group_pos, a->cp.stream_offset);

@@ -699,6 +699,7 @@ static char *last_error(PGconn *conn)
  * a "fix" blocker naming the action and returns -1. */
 static int fix_exec(PGconn *conn, struct check_report *r, const char *action, const char *what, const char *sql)
 {
+	const char *end = sql[0] && sql[strlen(sql) - 1] == ';' ? "" : ";";
 	if (pgconn_command(conn, "BEGIN") < 0)
 		goto failed;
 	if (pgconn_command(conn, sql) < 0) {
@@ -706,7 +707,7 @@ static int fix_exec(PGconn *conn, struct check_report *r, const char *action, co
 		PGresult *res = PQexec(conn, "ROLLBACK");
 		PQclear(res);
 		add_item(r, "fix", "fix", action, CHECK_BLOCKER, xasprintf("could not %s: %s", what, error),
-			 xasprintf("%s;", sql), false);
+			 xasprintf("%s%s", sql, end), false);
 		free(error);
 		return -1;
 	}
@@ -714,7 +715,7 @@ static int fix_exec(PGconn *conn, struct check_report *r, const char *action, co
 		return 0;
 failed:;
 	char *error = last_error(conn);
-	add_item(r, "fix", "fix", action, CHECK_BLOCKER, xasprintf("could not %s: %s", what, error), xasprintf("%s;", sql),
+	add_item(r, "fix", "fix", action, CHECK_BLOCKER, xasprintf("could not %s: %s", what, error), xasprintf("%s%s", sql, end),
 		 false);
 	free(error);
 	return -1;
@@ -1005,7 +1006,7 @@ static void evaluate_table(PGconn *conn, const struct flow_config *cfg, const st
 
 	if (f->pub_exists) {
 		char *pub = pgconn_quote_ident(conn, cfg->publication);
-		if (t->relkind == 'p' && !f->pub_via_root && !f->pub_all_tables)
+		if (t->relkind == 'p' && !f->pub_via_root)
 			add_item(r, S, "publication_table", t->display, CHECK_BLOCKER,
 				 xasprintf("partitioned table, but publication \"%s\" publishes its changes under the "
 					   "partitions' names (publish_via_partition_root is off)",

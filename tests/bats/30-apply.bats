@@ -49,3 +49,143 @@ caught_up() {
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
 }
+
+@test "many column types, TOAST left unchanged, composite and changing keys, a FULL table without key: identical" {
+	for side in source target; do
+		psql_$side "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')" \
+			"CREATE DOMAIN posint AS integer CHECK (VALUE > 0)" \
+			"CREATE TABLE typed (a int, b text, n numeric(20,6), t text, raw bytea, j json, jb jsonb, arr int[],
+			  tarr text[], ts timestamptz, u uuid, m mood, d posint, big text, f float8, ok boolean, PRIMARY KEY (a, b))" \
+			"ALTER TABLE typed ALTER COLUMN big SET STORAGE EXTERNAL" \
+			"CREATE TABLE nokey (x int, y text, z jsonb)" \
+			"ALTER TABLE nokey REPLICA IDENTITY FULL"
+	done
+	psql_source "ALTER PUBLICATION $PUBLICATION_NAME ADD TABLE typed, nokey"
+	write_flow_file "$FLOW_FILE" --tables "public.accounts,public.orders,public.typed,public.nokey" --set stream.min_free_bytes=1048576
+	start_flow
+	psql_source "INSERT INTO typed VALUES
+		(1, 'één', 12345.678901, 'naïve café ☃ 日本語', '\\x00ff10'::bytea, '{\"a\": [1, 2, {\"b\": null}]}', '{\"k\": \"v\", \"n\": 1.5}',
+		 '{1,2,NULL,4}', '{\"x y\",\"q\\\"uote\",NULL}', '2026-01-02 03:04:05.123456+02', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+		 'happy', 7, repeat('toast-me ', 2000), 0.1, true),
+		(1, 'two', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+		(2, '', -0.000001, '', '\\x'::bytea, 'null', '[]', '{}', '{}', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', 'sad', 1, repeat('x', 9000), 'NaN', false)"
+	# updates that leave the TOASTed column alone arrive as unchanged TOAST
+	psql_source "UPDATE typed SET n = n * 2, f = 1e300, m = 'ok' WHERE a = 1 AND b = 'één'" \
+		"UPDATE typed SET t = 'changed', ts = now() WHERE a = 2" \
+		"UPDATE typed SET b = 'moved' WHERE a = 1 AND b = 'two'" \
+		"UPDATE typed SET big = big || 'tail' WHERE a = 2" \
+		"DELETE FROM typed WHERE a = 2"
+	psql_source "INSERT INTO nokey VALUES (1, 'a', '{\"p\": 1}'), (2, NULL, NULL), (3, 'c', '[1,2]')" \
+		"UPDATE nokey SET y = 'b' WHERE x = 2" \
+		"UPDATE nokey SET z = '{\"p\": 2}' WHERE x = 1" \
+		"DELETE FROM nokey WHERE x = 3"
+	caught_up
+	assert_tables_equal typed nokey
+	[ "$(psql_target "SELECT length(big) FROM typed WHERE a = 1 AND b = 'één'")" -eq 18000 ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+}
+
+@test "applyd.after_target_commit_before_group_ack: restart applies nothing twice, duplicates counted" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	for i in $(seq 1 40); do echo "INSERT INTO accounts VALUES ($i, 'o$i', $i, NULL);"; done | psql_source
+	psql_source "UPDATE accounts SET balance = balance + 100"
+	wait_for '[ "$(trellara-stream read --config "$FLOW_FILE" --format json | grep -c "\"type\":\"txn\"")" -eq 41 ]'
+	TRELLARA_FAULT=applyd.after_target_commit_before_group_ack bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 137 ]
+	# committed in the target, but the group did not move
+	applied=$(checkpoint applied_transactions)
+	[ "$applied" -ge 1 ]
+	[ ! -e "$STREAM_DIR/groups/applyd" ] || [ "$(cat "$STREAM_DIR/groups/applyd")" -lt "$(checkpoint stream_offset)" ]
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	caught_up
+	assert_tables_equal accounts
+	[ "$(checkpoint applied_transactions)" -eq 41 ]
+	[ "$(checkpoint skipped_duplicates)" -ge "$applied" ]
+	[ "$(psql_target "SELECT sum(balance) FROM accounts")" = "$(psql_source "SELECT sum(balance) FROM accounts")" ]
+	bg_stop applyd2 TERM
+	bg_stop capture TERM
+}
+
+@test "applyd.before_target_commit: the transactions are applied exactly once after restart" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	for i in $(seq 1 30); do echo "INSERT INTO orders VALUES ($i, 1, $i);"; done | psql_source
+	wait_for '[ "$(trellara-stream read --config "$FLOW_FILE" --format json | grep -c "\"type\":\"txn\"")" -eq 30 ]'
+	TRELLARA_FAULT=applyd.before_target_commit bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 137 ]
+	[ "$(psql_target "SELECT count(*) FROM orders")" -eq 0 ]
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	caught_up
+	assert_tables_equal orders
+	[ "$(checkpoint applied_transactions)" -eq 30 ]
+	[ "$(checkpoint skipped_duplicates)" -eq 0 ]
+	bg_stop applyd2 TERM
+	bg_stop capture TERM
+}
+
+@test "a dropped target table quarantines missing_table; after repair, replay-ready applies it once" {
+	start_flow
+	psql_source "INSERT INTO accounts VALUES (1, 'a', 1, NULL)"
+	caught_up
+	before=$(checkpoint last_commit_lsn)
+	psql_target "DROP TABLE orders"
+	psql_source "INSERT INTO orders VALUES (1, 1, 10), (2, 1, 20)"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 1 ]
+	grep -q "quarantined: missing_table" "$TEST_DIR/applyd.log"
+	[ "$(checkpoint last_commit_lsn)" = "$before" ]
+	run -1 trellara-quarantine list --config "$FLOW_FILE" --format json
+	[ "$(jq -r '.quarantine[0].reason' <<<"$output")" = missing_table ]
+	[ "$(jq -r '.quarantine[0].state' <<<"$output")" = quarantined ]
+	xid=$(jq -r '.quarantine[0].transaction_id' <<<"$output")
+	lsn=$(jq -r '.quarantine[0].commit_lsn' <<<"$output")
+	run -1 trellara-quarantine list --config "$FLOW_FILE"
+	[[ "$output" == *"replay-ready --config $FLOW_FILE --transaction-id $xid --commit-lsn $lsn"* ]]
+	# restarting without repair refuses to apply past it
+	run -1 trellara-applyd --config "$FLOW_FILE"
+	[[ "$output" == *"refusing to apply past it"* ]]
+	# a wrong boundary is refused
+	run -1 trellara-quarantine replay-ready --config "$FLOW_FILE" --transaction-id "$xid" --commit-lsn 0/1
+	[[ "$output" == *"no quarantined transaction"* ]]
+	psql_target "CREATE TABLE orders (id bigint PRIMARY KEY, account_id int, amount numeric)"
+	run -0 trellara-quarantine replay-ready --config "$FLOW_FILE" --transaction-id "$xid" --commit-lsn "$lsn"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO orders VALUES (3, 1, 30)"
+	caught_up
+	assert_tables_equal accounts orders
+	run -0 trellara-quarantine list --config "$FLOW_FILE"
+	run -0 trellara-quarantine list --config "$FLOW_FILE" --all --format json
+	[ "$(jq -r '.quarantine[0].state' <<<"$output")" = resolved ]
+	bg_stop applyd2 TERM
+	bg_stop capture TERM
+}
+
+@test "an UPDATE that matches no target row quarantines no_rows_matched; repaired and replayed it converges" {
+	start_flow
+	psql_source "INSERT INTO accounts VALUES (1, 'a', 1, NULL), (2, 'b', 2, NULL)"
+	caught_up
+	psql_target "DELETE FROM accounts WHERE id = 2"
+	psql_source "UPDATE accounts SET balance = 99 WHERE id = 2" "INSERT INTO accounts VALUES (3, 'c', 3, NULL)"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 1 ]
+	run -1 trellara-quarantine list --config "$FLOW_FILE" --format json
+	[ "$(jq -r '.quarantine[0].reason' <<<"$output")" = no_rows_matched ]
+	[[ "$(jq -r '.quarantine[0].detail' <<<"$output")" == *"public.accounts (id=2)"* ]]
+	xid=$(jq -r '.quarantine[0].transaction_id' <<<"$output")
+	lsn=$(jq -r '.quarantine[0].commit_lsn' <<<"$output")
+	# nothing of the failed transaction, nor of the one after it, reached the target
+	[ "$(psql_target "SELECT count(*) FROM accounts")" -eq 1 ]
+	psql_target "INSERT INTO accounts VALUES (2, 'b', 2, NULL)"
+	run -0 trellara-quarantine replay-ready --config "$FLOW_FILE" --transaction-id "$xid" --commit-lsn "$lsn"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	caught_up
+	assert_tables_equal accounts
+	bg_stop applyd2 TERM
+	bg_stop capture TERM
+}

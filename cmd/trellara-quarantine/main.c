@@ -1,0 +1,158 @@
+/*
+ * trellara-quarantine - list quarantined transactions, and release one
+ * for replay once the operator repaired the target.  See
+ * trellara-quarantine(1).
+ */
+#include "trellara/checkpoint.h"
+#include "trellara/config.h"
+#include "trellara/defaults.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/textcodec.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+	"usage: trellara-quarantine list --config FILE [--all] [--format text|json]\n"
+	"       trellara-quarantine replay-ready --config FILE --transaction-id XID --commit-lsn LSN\n"
+	"\n"
+	"list shows the flow's quarantined transactions (with --all: resolved ones too);\n"
+	"exit 1 when any is quarantined or waiting for replay.  replay-ready releases exactly\n"
+	"the quarantined transaction (XID, LSN) for trellara-applyd to apply again.\n"
+	"\n"
+	"options:\n"
+	"  -c, --config FILE        flow file\n"
+	"  -f, --format FORMAT      text (default) or json\n"
+	"      --all                list: include resolved transactions\n"
+	"      --transaction-id XID replay-ready: the source transaction id\n"
+	"      --commit-lsn LSN     replay-ready: its commit LSN (X/X)\n"
+	"  -v, --verbose            more logging (repeatable)\n"
+	"  -h, --help               this help\n"
+	"  -V, --version            print the version\n"
+	"\n"
+	"exit codes: 0 nothing quarantined / released, 1 quarantine present / no such\n"
+	"quarantined transaction, 64 usage, 69 target unavailable, 78 configuration error\n";
+
+enum { OPT_ALL = 1000, OPT_XID, OPT_LSN };
+
+static int list(PGconn *conn, const struct flow_config *cfg, const struct flow_ids *ids, bool all, bool json)
+{
+	struct quarantine_entry *q;
+	int n;
+	if (checkpoint_quarantine_list(conn, cfg->checkpoint_schema, ids, !all, &q, &n) < 0)
+		return EXIT_UNAVAILABLE;
+	int open = 0;
+	char lsn[LSN_FORMAT_LEN];
+	if (json)
+		fputs("{\"quarantine\":[", stdout);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(q[i].state, "resolved") != 0)
+			open++;
+		lsn_format(q[i].commit_lsn, lsn);
+		if (json) {
+			printf("%s{\"id\":%" PRId64 ",\"transaction_id\":%u,\"commit_lsn\":\"%s\",\"stream_offset\":%" PRIu64
+			       ",\"reason\":\"%s\",\"state\":\"%s\",\"created_at\":\"%s\",\"detail\":",
+			       i ? "," : "", q[i].id, q[i].xid, lsn, q[i].stream_offset, q[i].reason, q[i].state, q[i].created_at);
+			json_write_string(stdout, q[i].detail, strlen(q[i].detail));
+			putchar('}');
+		} else {
+			printf("%-12s transaction %u  commit %s  offset %" PRIu64 "  %s  since %s\n    %s\n", q[i].state, q[i].xid,
+			       lsn, q[i].stream_offset, q[i].reason, q[i].created_at, q[i].detail);
+			if (strcmp(q[i].state, "quarantined") == 0)
+				printf("    release after repair: trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\n",
+				       cfg->path, q[i].xid, lsn);
+		}
+	}
+	if (json)
+		printf("],\"open\":%d}\n", open);
+	else if (n == 0)
+		printf("no quarantined transactions\n");
+	free(q);
+	return open ? EXIT_NEGATIVE : EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' }, { "format", required_argument, NULL, 'f' },
+		{ "all", no_argument, NULL, OPT_ALL },      { "transaction-id", required_argument, NULL, OPT_XID },
+		{ "commit-lsn", required_argument, NULL, OPT_LSN }, { "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },         { "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *config_path = NULL, *format = "text", *xid_text = NULL, *lsn_text = NULL;
+	bool all = false;
+	int verbosity = 0, c;
+	log_setup(argv[0], 0);
+	while ((c = getopt_long(argc, argv, "c:f:vhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config_path = optarg; break;
+		case 'f': format = optarg; break;
+		case OPT_ALL: all = true; break;
+		case OPT_XID: xid_text = optarg; break;
+		case OPT_LSN: lsn_text = optarg; break;
+		case 'v': verbosity++; break;
+		case 'h': fputs(usage_text, stdout); return EXIT_OK;
+		case 'V': printf("trellara-quarantine %s\n", TRELLARA_VERSION); return EXIT_OK;
+		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		}
+	}
+	log_setup(argv[0], verbosity);
+	if (!config_path || optind + 1 != argc || (strcmp(format, "text") && strcmp(format, "json"))) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	const char *command = argv[optind];
+	bool replay = strcmp(command, "replay-ready") == 0;
+	if (!replay && strcmp(command, "list") != 0) {
+		fprintf(stderr, "trellara-quarantine: unknown command \"%s\"\n%s", command, usage_text);
+		return EXIT_USAGE;
+	}
+	uint64_t lsn = 0;
+	unsigned long xid = 0;
+	if (replay) {
+		char *end = NULL;
+		if (xid_text)
+			xid = strtoul(xid_text, &end, 10);
+		if (!xid_text || !lsn_text || *end || xid == 0 || xid > UINT32_MAX || !lsn_parse(lsn_text, &lsn)) {
+			fprintf(stderr, "trellara-quarantine: replay-ready needs --transaction-id XID (a positive integer) and --commit-lsn X/X\n");
+			return EXIT_USAGE;
+		}
+	}
+	struct flow_config cfg;
+	if (config_load(config_path, &cfg) < 0)
+		return EXIT_CONFIG;
+	int code;
+	struct flow_ids ids = { cfg.source_id, cfg.dataset_id, cfg.consumer_group };
+	PGconn *conn = pgconn_connect(cfg.target_database_url, PGCONN_NORMAL, "trellara-quarantine", "target");
+	if (!conn || checkpoint_migrate(conn, cfg.checkpoint_schema) < 0) {
+		code = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if (!replay) {
+		code = list(conn, &cfg, &ids, all, strcmp(format, "json") == 0);
+		goto out;
+	}
+	int rc = checkpoint_quarantine_replay_ready(conn, cfg.checkpoint_schema, &ids, (uint32_t)xid, lsn);
+	if (rc < 0) {
+		code = EXIT_UNAVAILABLE;
+	} else if (rc == 1) {
+		log_error("no quarantined transaction %lu with commit LSN %s in flow %s:%s (group \"%s\")", xid, lsn_text,
+			  cfg.source_id, cfg.dataset_id, cfg.consumer_group);
+		log_hint("\"trellara quarantine list --config %s\" shows the exact boundary", config_path);
+		code = EXIT_NEGATIVE;
+	} else {
+		printf("transaction %lu (commit %s) is ready for replay: trellara-applyd applies it on its next start\n", xid,
+		       lsn_text);
+		code = EXIT_OK;
+	}
+out:
+	PQfinish(conn);
+	config_free(&cfg);
+	return code;
+}
