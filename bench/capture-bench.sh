@@ -36,7 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=../tests/bats/helpers/pg.bash
+# shellcheck source=tests/bats/helpers/pg.bash
 source tests/bats/helpers/pg.bash
 
 SECONDS_PGBENCH=${CAPTURE_BENCH_SECONDS:-20}
@@ -64,13 +64,16 @@ PSQL=$(trellara_pg_psql_bin)
 # source/): if this script is SIGKILLed, the watchdog, or the next bats
 # run's reaper, stops the cluster and removes it.
 FDIR=
-BG_PIDS=()
+CUR_PID=
 cleanup() {
 	local status=$? pid wpid
 	trap - EXIT INT TERM HUP
-	for pid in "${BG_PIDS[@]}"; do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+	# the consumer running now (and pg_recvlogical under /usr/bin/time)
+	if [[ -n $CUR_PID ]]; then
+		for pid in $(ps -o pid= --ppid "$CUR_PID" 2>/dev/null) "$CUR_PID"; do
+			kill -KILL "$pid" 2>/dev/null || true
+		done
+	fi
 	[[ -n ${POLL_PID:-} ]] && kill "$POLL_PID" 2>/dev/null
 	if [[ -n $FDIR && -d $FDIR ]]; then
 		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
@@ -123,12 +126,9 @@ sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$URL" "$@"; }
 # One long-lived psql session for the catch-up poll: a query per 10 ms
 # without a process start and a backend fork each time.
 coproc POLL { "$PSQL" -X -qAt -d "$URL" 2>&1; }
-POLL_PID=$POLL_PID
-poll_query() {
-	local line
-	printf '%s\n' "$1" >&"${POLL[1]}"
-	IFS= read -r -t 10 line <&"${POLL[0]}" || die "poll session: no answer to: $1"
-	printf '%s\n' "$line"
+poll_query() { # sets POLL_ANSWER
+	printf '%s;\n' "$1" >&"${POLL[1]}"
+	IFS= read -r -t 10 POLL_ANSWER <&"${POLL[0]}" || die "poll session: no answer to: $1"
 }
 
 # ---------------------------------------------------------------- setup
@@ -160,10 +160,14 @@ drop_slots() {
 }
 
 # ---------------------------------------------------------------- consumers
+#
+# Not in $( ): the poll session's descriptors exist only in this shell,
+# and cleanup must know the pid of the consumer that is running.
 
-# run_capture SLOT END TAG: prints "seconds txns changes frames bytes hwm_kb cpu_s"
+# run_capture SLOT END TAG: sets R_SECONDS R_TXNS R_CHANGES R_FRAMES R_BYTES
+# R_RSS_KB (VmHWM) R_CPU (user + system seconds)
 run_capture() {
-	local slot=$1 end=$2 tag=$3 dir=$WORK/$tag flow pid t0 t1 done_ hwm cpu log line
+	local slot=$1 end=$2 dir=$WORK/$3 flow log t0 t1 line rc=0
 	mkdir -p "$dir"
 	flow=$dir/trellara.yml
 	log=$dir/capture.log
@@ -195,81 +199,79 @@ stream:
 target:
   database_url: "$URL"
 EOF
+	local q="SELECT coalesce(confirmed_flush_lsn >= '$end', false) FROM pg_replication_slots WHERE slot_name = '$slot'"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-capture" --config "$flow" --start-now 2>"$log" &
-	pid=$!
-	BG_PIDS+=("$pid")
-	local q="SELECT coalesce(confirmed_flush_lsn >= '$end', false) FROM pg_replication_slots WHERE slot_name = '$slot'"
+	CUR_PID=$!
 	while :; do
-		done_=$(poll_query "$q")
-		[[ $done_ == t ]] && break
-		[[ $done_ == f ]] || die "poll: unexpected answer \"$done_\""
-		kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; die "trellara-capture exited early"; }
+		poll_query "$q"
+		[[ $POLL_ANSWER == t ]] && break
+		[[ $POLL_ANSWER == f ]] || die "poll: unexpected answer \"$POLL_ANSWER\""
+		kill -0 "$CUR_PID" 2>/dev/null || { cat "$log" >&2; die "trellara-capture exited early"; }
 		sleep 0.01
 	done
 	t1=$EPOCHREALTIME
-	hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
-	# utime + stime, in clock ticks
-	cpu=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$pid/stat")
-	kill -TERM "$pid"
-	local rc=0
-	wait "$pid" || rc=$?
-	BG_PIDS=("${BG_PIDS[@]/$pid/}")
+	R_RSS_KB=$(awk '/^VmHWM:/ {print $2}' "/proc/$CUR_PID/status")
+	# utime + stime (fields 14 and 15), in clock ticks
+	R_CPU=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$CUR_PID/stat")
+	kill -TERM "$CUR_PID"
+	wait "$CUR_PID" || rc=$?
+	CUR_PID=
 	((rc == 0)) || { cat "$log" >&2; die "trellara-capture exited $rc after SIGTERM"; }
 	line=$(grep -o 'capture stopped: [0-9]* transactions ([0-9]* changes, [0-9]* frames)' "$log") ||
 		{ cat "$log" >&2; die "no final line in the capture log"; }
-	[[ $line =~ ([0-9]+)\ transactions\ \(([0-9]+)\ changes,\ ([0-9]+)\ frames ]]
-	local bytes
-	bytes=$("$REPO/bin/trellara-stream" inspect-local --config "$flow" --format json | jq -r .bytes)
-	printf '%s %s %s %s %s %s %s\n' "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')" \
-		"${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" "$bytes" "$hwm" "$cpu"
+	[[ $line =~ ([0-9]+)\ transactions\ \(([0-9]+)\ changes,\ ([0-9]+)\ frames ]] || die "cannot parse: $line"
+	R_TXNS=${BASH_REMATCH[1]} R_CHANGES=${BASH_REMATCH[2]} R_FRAMES=${BASH_REMATCH[3]}
+	R_BYTES=$("$REPO/bin/trellara-stream" inspect-local --config "$flow" --format json | jq -r .bytes)
+	R_SECONDS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')
 	rm -rf "$dir/stream" "$dir/spill"
 }
 
-# run_recvlogical SLOT END TAG: prints "seconds max_rss_kb cpu_s"
+# run_recvlogical SLOT END TAG: sets R_SECONDS R_RSS_KB R_CPU
 run_recvlogical() {
-	local slot=$1 end=$2 tag=$3 dir=$WORK/$tag t0 t1 rc=0
+	local slot=$1 end=$2 dir=$WORK/$3 t0 t1 rc=0 u s
 	mkdir -p "$dir"
 	t0=$EPOCHREALTIME
 	/usr/bin/time -f '%M %U %S' -o "$dir/time" \
 		pg_recvlogical -d "$URL" --slot "$slot" --start --endpos "$end" --no-loop \
 		-o proto_version=2 -o publication_names=$PUB -o streaming=on -o messages=true \
-		-f /dev/null 2>"$dir/recvlogical.log" || rc=$?
+		-f /dev/null 2>"$dir/recvlogical.log" &
+	CUR_PID=$!
+	wait "$CUR_PID" || rc=$?
 	t1=$EPOCHREALTIME
-	((rc == 0)) || { cat "$dir/recvlogical.log" >&2; die "pg_recvlogical exited $rc"; }
-	local rss u s
-	read -r rss u s <"$dir/time"
-	printf '%s %s %s\n' "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')" "$rss" \
-		"$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u + s}')"
+	CUR_PID=
+	((rc == 0)) || { cat "$dir/recvlogical.log" "$dir/time" >&2; die "pg_recvlogical exited $rc"; }
+	read -r R_RSS_KB u s <"$dir/time"
+	R_CPU=$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u + s}')
+	R_SECONDS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-# measure NAME: REPEAT rounds on the slots NAME_cap_i / NAME_rl_i; prints
-# one summary row, fills RATIO[NAME], HWM[NAME], DETAIL[NAME]
+# measure NAME END: REPEAT rounds on the slots NAME_cap_i / NAME_rl_i;
+# prints one table row, sets RATIO[NAME], HWM[NAME], DETAIL[NAME]
 declare -A RATIO HWM DETAIL
 measure() {
-	local name=$1 end=$2 i cap rl
+	local name=$1 end=$2 i txns='' changes='' frames='' bytes='' mc mr
 	local -a cs=() rs=() ccpu=() rcpu=() hwms=() rrss=()
-	local txns changes frames bytes
 	for ((i = 1; i <= REPEAT; i++)); do
+		# alternate who goes first
 		if ((i % 2)); then
-			cap=$(run_capture "${name}_cap_$i" "$end" "$name-cap-$i")
-			rl=$(run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i")
-		else
-			rl=$(run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i")
-			cap=$(run_capture "${name}_cap_$i" "$end" "$name-cap-$i")
+			run_capture "${name}_cap_$i" "$end" "$name-cap-$i"
+			cs+=("$R_SECONDS") ccpu+=("$R_CPU") hwms+=("$R_RSS_KB")
 		fi
-		local s t c f b h u
-		read -r s t c f b h u <<<"$cap"
-		[[ -z ${txns:-} || $t == "$txns" && $c == "$changes" ]] ||
-			die "$name: round $i captured $t transactions / $c changes, round 1 $txns / $changes"
-		txns=$t changes=$c frames=$f bytes=$b
-		cs+=("$s") ccpu+=("$u") hwms+=("$h")
-		read -r s h u <<<"$rl"
-		rs+=("$s") rcpu+=("$u") rrss+=("$h")
+		[[ -z $txns || ($R_TXNS == "$txns" && $R_CHANGES == "$changes") ]] ||
+			die "$name: round $i captured $R_TXNS transactions / $R_CHANGES changes, round 1 $txns / $changes"
+		txns=$R_TXNS changes=$R_CHANGES frames=$R_FRAMES bytes=$R_BYTES
+		run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i"
+		rs+=("$R_SECONDS") rcpu+=("$R_CPU") rrss+=("$R_RSS_KB")
+		if ! ((i % 2)); then
+			run_capture "${name}_cap_$i" "$end" "$name-cap-$i"
+			cs+=("$R_SECONDS") ccpu+=("$R_CPU") hwms+=("$R_RSS_KB")
+			[[ $R_TXNS == "$txns" && $R_CHANGES == "$changes" ]] ||
+				die "$name: round $i captured $R_TXNS transactions / $R_CHANGES changes, round 1 $txns / $changes"
+		fi
 	done
-	local mc mr
 	mc=$(median "${cs[@]}")
 	mr=$(median "${rs[@]}")
 	RATIO[$name]=$(awk -v c="$mc" -v r="$mr" 'BEGIN{printf "%.2f", r / c}')

@@ -280,11 +280,15 @@ static int spill(struct assembler *a, struct txn *t, char *err, size_t errlen)
 	if (t->spill_fd < 0) {
 		t->spill_path = xasprintf("%s/%u.spill", a->spill_dir, t->xid);
 		t->spill_fd = open(t->spill_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (t->spill_fd < 0)
-			return errf(err, errlen, "cannot create spill file \"%s\": %s", t->spill_path, strerror(errno));
+		if (t->spill_fd < 0) {
+			errf(err, errlen, "cannot create spill file \"%s\": %s", t->spill_path, strerror(errno));
+			return ASSEMBLER_STORAGE_FAILED;
+		}
 	}
-	if (fs_pwrite_all(t->spill_fd, t->memory.data, t->memory.len, (off_t)t->spill_bytes, t->spill_path) < 0)
-		return errf(err, errlen, "cannot write spill file \"%s\"", t->spill_path);
+	if (fs_pwrite_all(t->spill_fd, t->memory.data, t->memory.len, (off_t)t->spill_bytes, t->spill_path) < 0) {
+		errf(err, errlen, "cannot write spill file \"%s\"", t->spill_path);
+		return ASSEMBLER_STORAGE_FAILED;
+	}
 	t->spill_bytes += t->memory.len;
 	t->memory.len = 0;
 	t->memory_changes = 0;
@@ -365,6 +369,9 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 		break;
 	}
 	case PGOUTPUT_MESSAGE:
+		if (strlen(msg->message.prefix) > UINT16_MAX)
+			return errf(err, errlen, "transaction %u: a logical message prefix of %zu bytes is longer than %u",
+				    t->xid, strlen(msg->message.prefix), UINT16_MAX);
 		buf_put_u8(b, ENV_MESSAGE);
 		buf_put_u8(b, msg->message.transactional ? 1 : 0);
 		buf_put_u64(b, msg->message.lsn);
@@ -409,8 +416,10 @@ static int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errle
 	if (cut >= t->spill_bytes) {
 		t->memory.len = (size_t)(cut - t->spill_bytes);
 	} else {
-		if (ftruncate(t->spill_fd, (off_t)cut) < 0)
-			return errf(err, errlen, "cannot truncate spill file \"%s\": %s", t->spill_path, strerror(errno));
+		if (ftruncate(t->spill_fd, (off_t)cut) < 0) {
+			errf(err, errlen, "cannot truncate spill file \"%s\": %s", t->spill_path, strerror(errno));
+			return ASSEMBLER_STORAGE_FAILED;
+		}
 		t->spill_bytes = cut;
 		t->memory.len = 0;
 	}
@@ -470,9 +479,11 @@ static int read_changes(struct emit_ctx *e, uint64_t pos, uint8_t *dst, size_t l
 		if (pos < t->spill_bytes) {
 			size_t n = (size_t)(t->spill_bytes - pos < len ? t->spill_bytes - pos : len);
 			ssize_t got = pread(t->spill_fd, dst, n, (off_t)pos);
-			if (got <= 0)
-				return errf(e->err, e->errlen, "cannot read spill file \"%s\": %s", t->spill_path,
-					    got < 0 ? strerror(errno) : "short file");
+			if (got <= 0) {
+				errf(e->err, e->errlen, "cannot read spill file \"%s\": %s", t->spill_path,
+				     got < 0 ? strerror(errno) : "short file");
+				return ASSEMBLER_STORAGE_FAILED;
+			}
 			pos += (uint64_t)got;
 			dst += got;
 			len -= (size_t)got;

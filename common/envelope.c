@@ -756,8 +756,9 @@ int env_frame_write_json(FILE *out, int frame_type, const uint8_t *payload, size
 		fprintf(out, ",\"lsn\":\"%s\"", lsn_format(s.lsn, a));
 		return 0;
 	}
-	fprintf(out, ",\"xid\":%u,\"commit_lsn\":\"%s\",\"end_lsn\":\"%s\"", s.xid, lsn_format(s.commit_lsn, a),
-		lsn_format(s.end_lsn, b));
+	fprintf(out, ",\"xid\":%u,\"commit_lsn\":\"%s\"", s.xid, lsn_format(s.commit_lsn, a));
+	if (frame_type != 6)
+		fprintf(out, ",\"end_lsn\":\"%s\"", lsn_format(s.end_lsn, b));
 	if (frame_type == 3) {
 		struct env_manifest m;
 		if (env_decode_manifest(payload, len, &m, error, error_len) < 0)

@@ -79,6 +79,8 @@ struct applyd {
 	struct apply_checkpoint cp;
 	struct table_info *tables; /* owned */
 	size_t n_tables;
+	char **unconfigured;       /* owned: tables already warned about */
+	size_t n_unconfigured;
 	struct quarantine_entry *replay; /* owned: replay_ready entries */
 	int n_replay;
 	struct plan_stmt stmt;
@@ -323,6 +325,21 @@ static int rewind_batch(struct applyd *a, uint64_t to)
 	return stream_reader_seek(a->reader, to) == STREAM_OK ? 0 : EXIT_DATAERR;
 }
 
+/* Changes to a table outside dataset.tables are not applied; say so
+ * once per table and process. */
+static void warn_unconfigured(struct applyd *a, const struct env_relation *r)
+{
+	char *name = xasprintf("%.*s.%.*s", (int)r->schema_len, r->schema, (int)r->name_len, r->name);
+	for (size_t i = 0; i < a->n_unconfigured; i++)
+		if (strcmp(a->unconfigured[i], name) == 0) {
+			free(name);
+			return;
+		}
+	log_warn("changes to %s are not applied: the table is not in dataset.tables of %s", name, a->cfg->path);
+	a->unconfigured = xrealloc(a->unconfigured, (a->n_unconfigured + 1) * sizeof *a->unconfigured);
+	a->unconfigured[a->n_unconfigured++] = name;
+}
+
 /* Apply the changes of one envelope inside the open target transaction. */
 static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset, uint64_t commit_lsn,
 			uint64_t *changes)
@@ -370,10 +387,8 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
 			if (skip[c->relation]) {
 				const struct env_relation *r = &d.header.relations[c->relation];
-				struct table_info *t = table_find(a, r->schema, r->schema_len, r->name, r->name_len);
-				if (!t)
-					log_warn("changes to %.*s.%.*s are not applied: the table is not in dataset.tables of %s",
-						 (int)r->schema_len, r->schema, (int)r->name_len, r->name, a->cfg->path);
+				if (!table_find(a, r->schema, r->schema_len, r->name, r->name_len))
+					warn_unconfigured(a, r);
 				a->batch_filtered++;
 				continue;
 			}
@@ -1032,6 +1047,9 @@ out:
 		disconnect_target(&a);
 	stream_reader_close(a.reader);
 	tables_free(&a);
+	for (size_t i = 0; i < a.n_unconfigured; i++)
+		free(a.unconfigured[i]);
+	free(a.unconfigured);
 	free(a.replay);
 	free(a.chunk.crcs);
 	free(a.chunk.counts);

@@ -46,6 +46,7 @@ struct capture {
 	int64_t last_status_us, last_watermark_us;
 	unsigned int rng;             /* backoff jitter */
 	bool storage_failed;
+	unsigned messages_since_check;
 };
 
 static int64_t mono_us(void)
@@ -92,7 +93,7 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 	/* A big transaction must not hold all its frames in the writer's
 	 * batch: make them durable as we go (nothing is acknowledged to
 	 * the source before its commit marker is durable). */
-	if (stream_writer_pending(c->writer) >= 64) {
+	if (stream_writer_pending(c->writer) >= c->cfg->max_batch_messages) {
 		if (stream_writer_sync(c->writer) != STREAM_OK) {
 			c->storage_failed = true;
 			return -1;
@@ -169,8 +170,10 @@ static int write_watermark(struct capture *c, uint64_t lsn)
 }
 
 /* Where the stream ends, in source terms: the last committed
- * transaction's commit and end LSN, and the last watermark.  Scans
- * segments from the newest back until one holds such a frame. */
+ * transaction's commit LSN, and the highest LSN any frame records (a
+ * transaction's end or a watermark).  Scans segments from the newest
+ * back until one holds a committed transaction (segments of watermarks
+ * alone do not say which transactions are in the stream). */
 static int stream_positions(const char *dir, uint64_t *last_commit, uint64_t *durable)
 {
 	*last_commit = 0;
@@ -186,7 +189,7 @@ static int stream_positions(const char *dir, uint64_t *last_commit, uint64_t *du
 	for (size_t k = n; k-- > 0;) {
 		if (stream_reader_seek(r, bases[k]) != STREAM_OK)
 			goto out;
-		bool found = false;
+		bool found_commit = false;
 		struct stream_frame f;
 		int st;
 		while ((st = stream_reader_next(r, &f)) == STREAM_OK) {
@@ -199,20 +202,20 @@ static int stream_positions(const char *dir, uint64_t *last_commit, uint64_t *du
 				log_error("stream frame %" PRIu64 ": %s", f.header.offset, err);
 				goto out;
 			}
-			found = true;
 			if (t == FRAME_WATERMARK) {
 				if (s.lsn > *durable)
 					*durable = s.lsn;
-			} else {
-				if (s.commit_lsn > *last_commit)
-					*last_commit = s.commit_lsn;
-				if (s.end_lsn > *durable)
-					*durable = s.end_lsn;
+				continue;
 			}
+			found_commit = true;
+			if (s.commit_lsn > *last_commit)
+				*last_commit = s.commit_lsn;
+			if (s.end_lsn > *durable)
+				*durable = s.end_lsn;
 		}
 		if (st != STREAM_END)
 			goto out;
-		if (found)
+		if (found_commit)
 			break;
 	}
 	rc = 0;
@@ -341,7 +344,7 @@ static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
 	char aerr[512];
 	int rc = assembler_feed(c->assembler, &c->session, &c->msg, emit_frame, c, &result, aerr, sizeof aerr);
 	if (rc < 0) {
-		if (c->storage_failed)
+		if (c->storage_failed || rc == ASSEMBLER_STORAGE_FAILED)
 			return EXIT_CANTCREAT;
 		char lsn[LSN_FORMAT_LEN];
 		log_error("replication slot \"%s\" at %s: %s", c->cfg->slot, lsn_format(data_start, lsn), aerr);
@@ -415,6 +418,20 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		int n = PQgetCopyData(c->conn, &buf, 1);
 		if (n > 0) {
 			*made_progress = true;
+			/* under continuous traffic too, acknowledge at least once per interval */
+			if (++c->messages_since_check >= 1000) {
+				c->messages_since_check = 0;
+				if (mono_us() - c->last_status_us >= (int64_t)c->o->status_interval_ms * 1000) {
+					if (flush_batch(c) < 0) {
+						PQfreemem(buf);
+						return EXIT_CANTCREAT;
+					}
+					if (send_status(c, false) < 0) {
+						PQfreemem(buf);
+						return -1;
+					}
+				}
+			}
 			int rc = EXIT_OK;
 			if (buf[0] == 'w')
 				rc = handle_xlogdata(c, (const uint8_t *)buf, (size_t)n);

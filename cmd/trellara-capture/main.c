@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 	struct capture_options options = {
 		.config = &config,
 		.start_now = start_now,
-		.status_interval_ms = interval ? atoi(interval) : 10000,
+		.status_interval_ms = interval && atoi(interval) > 0 ? atoi(interval) : 10000,
 		.watermark_interval_ms = 1000,
 		.max_reconnect_attempts = 8,
 		.reconnect_base_ms = getenv(ENV_RECONNECT_BASE_MS) ? atoi(getenv(ENV_RECONNECT_BASE_MS)) : 500,

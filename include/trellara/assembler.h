@@ -73,6 +73,7 @@ struct assembler_result {
 };
 
 #define ASSEMBLER_EMIT_FAILED (-2)
+#define ASSEMBLER_STORAGE_FAILED (-3) /* a spill file could not be written or read */
 
 struct assembler;
 

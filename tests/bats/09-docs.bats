@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# Documentation and the dispatcher: the man pages lint cleanly,
-# trellara-stream(1)'s OPTIONS are exactly `trellara-stream --help`'s, the
+# Documentation and the dispatcher: the man pages lint cleanly, every
+# program in bin/ has a man page whose OPTIONS are exactly its --help's
+# options and whose EXIT STATUS names its --help's exit codes, the
 # `trellara` dispatcher finds and runs its subcommands from the source tree,
 # from PATH and when installed.  No database needed.
 
@@ -19,10 +20,29 @@ need_stream_binary() {
 	}
 }
 
-# Long options of `trellara-stream --help`, one per line, normalised to
-# "[-s ]--name[ ARG]" ("-c --config FILE", "--follow").
+# The programs built into bin/: trellara-capture, trellara-stream, ...
+# (names only, one per line).
+programs() {
+	local bin
+	for bin in "$REPO"/bin/trellara-*; do
+		[ -f "$bin" ] && [ -x "$bin" ] && printf '%s\n' "${bin##*/}"
+	done
+	return 0
+}
+
+# The programs that have both a binary in bin/ and a page in man/man1/.
+documented_programs() {
+	local prog
+	for prog in $(programs); do
+		[ -f "$REPO/man/man1/$prog.1" ] && printf '%s\n' "$prog"
+	done
+	return 0
+}
+
+# Long options of `PROGRAM --help` (default trellara-stream), one per line,
+# normalised to "[-s ]--name[ ARG]" ("-c --config FILE", "--follow").
 help_options() {
-	"$REPO/bin/trellara-stream" --help | awk '
+	"$REPO/bin/${1:-trellara-stream}" --help | awk '
 		/^options:/ { inside = 1; next }
 		inside && /^$/ { exit }
 		inside && match($0, /^ +(-[A-Za-z], +)?--[a-z][a-z0-9-]*( [A-Z][A-Z_]*)?/) {
@@ -79,29 +99,67 @@ man_options() {
 	[ "$failed" -eq 0 ]
 }
 
-@test "trellara-stream(1) OPTIONS lists exactly the options of trellara-stream --help" {
+@test "every trellara-* program in bin/ has a man page in man/man1" {
 	need_stream_binary
-	local page="$REPO/man/man1/trellara-stream.1" from_help from_man
-	from_help=$(help_options | LC_ALL=C sort)
-	from_man=$(man_options "$page" | LC_ALL=C sort)
-	# a parser that finds nothing must not pass
-	[ "$(wc -l <<<"$from_help")" -ge 15 ] || { printf 'parsed from --help:\n%s\n' "$from_help" >&2; false; }
-	if [[ $from_help != "$from_man" ]]; then
-		echo "options differ: < trellara-stream --help   > man/man1/trellara-stream.1 OPTIONS" >&2
-		diff <(printf '%s\n' "$from_help") <(printf '%s\n' "$from_man") >&2
-		false
-	fi
+	local prog missing=0 n=0
+	for prog in $(programs); do
+		n=$((n + 1))
+		[ -f "$REPO/man/man1/$prog.1" ] || {
+			echo "bin/$prog has no man page: write man/man1/$prog.1" >&2
+			missing=1
+		}
+	done
+	[ "$n" -ge 1 ]
+	[ "$missing" -eq 0 ]
 }
 
-@test "trellara-stream(1) EXIT STATUS names every exit code of trellara-stream --help" {
+@test "each man1 page's OPTIONS lists exactly the options of its program's --help" {
 	need_stream_binary
-	local page="$REPO/man/man1/trellara-stream.1" code codes
-	codes=$("$REPO/bin/trellara-stream" --help | sed -n '/^exit codes:/,$p' | grep -oE '\b[0-9]{1,3}\b')
-	[ -n "$codes" ]
-	for code in $codes; do
-		sed -n '/^\.SH "*EXIT STATUS/,/^\.SH/p' "$page" | grep -qxF ".B $code" ||
-			{ echo "exit status $code missing from EXIT STATUS" >&2; false; }
+	local prog page from_help from_man n=0 failed=0
+	for prog in $(documented_programs); do
+		n=$((n + 1))
+		page="$REPO/man/man1/$prog.1"
+		from_help=$(help_options "$prog" | LC_ALL=C sort)
+		from_man=$(man_options "$page" | LC_ALL=C sort)
+		# a parser that finds nothing must not pass: every program has
+		# --help and --version (DESIGN section 13)
+		if [ "$(grep -c . <<<"$from_help")" -lt 3 ] || ! grep -qE -- '(^| )--help$' <<<"$from_help" ||
+			! grep -qE -- '(^| )--version$' <<<"$from_help"; then
+			printf '%s --help: parsed too few options:\n%s\n' "$prog" "$from_help" >&2
+			failed=1
+			continue
+		fi
+		if [[ $from_help != "$from_man" ]]; then
+			echo "$prog: options differ: < $prog --help   > man/man1/$prog.1 OPTIONS" >&2
+			diff <(printf '%s\n' "$from_help") <(printf '%s\n' "$from_man") >&2
+			failed=1
+		fi
 	done
+	# a loop that compared nothing must not pass: trellara-stream has both
+	grep -qx trellara-stream <<<"$(documented_programs)"
+	[ "$n" -ge 1 ]
+	[ "$failed" -eq 0 ]
+}
+
+@test "each man1 page's EXIT STATUS names every exit code of its program's --help" {
+	need_stream_binary
+	local prog page code codes n=0 failed=0
+	for prog in $(documented_programs); do
+		page="$REPO/man/man1/$prog.1"
+		# the "exit codes:" paragraph, when the program's --help has one
+		codes=$("$REPO/bin/$prog" --help | sed -n '/^exit codes:/,/^$/p' | grep -oE '\b[0-9]{1,3}\b' || true)
+		[ -n "$codes" ] || continue
+		n=$((n + 1))
+		for code in $codes; do
+			sed -n '/^\.SH "*EXIT STATUS/,/^\.SH/p' "$page" | grep -qxF ".B $code" || {
+				echo "$prog: exit status $code missing from EXIT STATUS of man/man1/$prog.1" >&2
+				failed=1
+			}
+		done
+	done
+	# trellara-stream's --help lists its exit codes
+	[ "$n" -ge 1 ]
+	[ "$failed" -eq 0 ]
 }
 
 @test "trellara stream --help runs trellara-stream --help, found next to the dispatcher" {
