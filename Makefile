@@ -47,7 +47,7 @@ MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)
 MAN7 := $(wildcard man/man7/*.7)
 
-.PHONY: all check unit unit-plain unit-san bats install bench deps clean quickstart
+.PHONY: all check unit unit-plain unit-san bats fuzz-short install bench deps clean quickstart
 
 all: $(PROGRAM_BINS)
 
@@ -105,7 +105,12 @@ bats: all
 check: deps
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) fuzz-short
 	$(MAKE) bats
+
+# A short run of every fuzz target (longer ones by hand: tests/fuzz/run.sh 600).
+fuzz-short:
+	@tests/fuzz/run.sh $${FUZZ_SECONDS:-15} all
 
 deps:
 	@scripts/install-deps.sh

@@ -7,6 +7,7 @@
 #   postgresql       servers for the bats tests (initdb, pg_ctl, postgres)
 #   libpq-dev        libpq: every program that talks to PostgreSQL
 #   libyaml-dev      libyaml: the flow file
+#   clang, libclang-rt-14-dev  libFuzzer: the short fuzz runs of make check
 #   zlib1g-dev       zlib: linked by every program (checksum, compression routines)
 #   bats jq          the operator-workflow tests and their JSON checks
 #   build-essential pkg-config   the compiler, make, headers
@@ -20,7 +21,7 @@
 # directories, on other ports, with TCP disabled, and never connect to it.
 set -euo pipefail
 
-packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq build-essential pkg-config groff-base)
+packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq build-essential pkg-config groff-base clang libclang-rt-14-dev)
 
 missing=()
 status=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true)

@@ -246,3 +246,81 @@ pgbench_compare() {
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
 }
+
+# the frames of one chunked transaction, captured for real, as append input
+capture_chunk_set() {
+	write_flow_file "$FLOW_FILE" --tables "public.accounts,public.orders" --set stream.min_free_bytes=1048576 \
+		--set dataset.strict_chunking='{max_changes_per_chunk: 100}'
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO orders SELECT g, 1, g FROM generate_series(1, 250) g"
+	wait_for '[ "$(trellara-stream read --config "$FLOW_FILE" --format json | grep -c "\"type\":\"commit_marker\"")" -eq 1 ]'
+	bg_stop capture TERM
+	trellara-stream read --config "$FLOW_FILE" --raw --format json |
+		jq -c 'select(.type != "watermark" and .type != "ddl") | {type, payload_base64}' > "$TEST_DIR/set.jsonl"
+	[ "$(jq -s -r 'map(.type) | join(",")' "$TEST_DIR/set.jsonl")" = "chunk,chunk,chunk,manifest,commit_marker" ]
+}
+
+# a flow of its own (own stream, own checkpoint) over the same target
+flow_with_frames() {
+	local name=$1
+	shift
+	write_flow_file "$TEST_DIR/$name.yml" --tables "public.accounts,public.orders" --set stream.min_free_bytes=1048576 \
+		--set stream.path="$TEST_DIR/$name-stream" --set dataset.id="$name"
+	for line in "$@"; do sed -n "${line}p" "$TEST_DIR/set.jsonl"; done |
+		trellara-stream append --config "$TEST_DIR/$name.yml" > /dev/null
+}
+
+@test "a tampered chunk, or a manifest whose chunk is missing, is rejected before anything is applied" {
+	capture_chunk_set
+	# chunk 1 with one value changed: still a well-formed envelope, and a
+	# valid frame (append computes the frame checksum), but not what the
+	# manifest says
+	sed -n 2p "$TEST_DIR/set.jsonl" | python3 -c '
+import base64, json, sys
+frame = json.loads(sys.stdin.read())
+data = bytearray(base64.b64decode(frame["payload_base64"]))
+at = bytes(data).rfind(b"\x00\x00\x00\x03150")
+assert at > 0
+data[at + 6] = ord("9")
+frame["payload_base64"] = base64.b64encode(bytes(data)).decode()
+print(json.dumps(frame))' > "$TEST_DIR/tampered.jsonl"
+	sed -i "2r $TEST_DIR/tampered.jsonl" "$TEST_DIR/set.jsonl"   # line 3: the tampered chunk 1
+	flow_with_frames tampered 1 3 4 5 6
+	run -65 trellara-applyd --config "$TEST_DIR/tampered.yml"
+	[[ "$output" == *"chunk_integrity"*"chunk 1 checksum"*"differs from the manifest"* ]]
+	[ "$(psql_target "SELECT count(*) FROM orders")" -eq 0 ]
+	[ "$(psql_target "SELECT reason FROM trellara.quarantine WHERE dataset_id = 'tampered'")" = chunk_integrity ]
+	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint WHERE dataset_id = 'tampered'")" -eq 0 ]
+
+	flow_with_frames missing 1 4 5 6
+	run -65 trellara-applyd --config "$TEST_DIR/missing.yml"
+	[[ "$output" == *"chunk 2 where chunk 1 belongs"* ]]
+	[ "$(psql_target "SELECT count(*) FROM orders")" -eq 0 ]
+
+	# an incomplete set followed by its replay: the replay is applied once
+	flow_with_frames replayed 1 2 1 2 4 5 6
+	bg_start applyd trellara-applyd --config "$TEST_DIR/replayed.yml"
+	wait_for '[ "$(psql_target "SELECT count(*) FROM orders")" -eq 250 ]'
+	wait_for '[ "$(psql_target "SELECT stream_offset FROM trellara.apply_checkpoint WHERE dataset_id = '"'replayed'"'")" -eq 7 ]'
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	grep -q "incomplete one is discarded" "$TEST_DIR/applyd.log"
+	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint WHERE dataset_id = 'replayed'")" -eq 1 ]
+	assert_tables_equal orders
+}
+
+@test "a lost target connection is retried with backoff; nothing is lost or doubled" {
+	start_flow
+	psql_source "INSERT INTO accounts VALUES (1, 'a', 1, NULL)"
+	caught_up
+	psql_admin target "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'trellara-applyd'" >/dev/null
+	psql_source "INSERT INTO accounts VALUES (2, 'b', 2, NULL)" "UPDATE accounts SET balance = 10 WHERE id = 1"
+	wait_for "grep -q 'reconnecting to the target' '$TEST_DIR/applyd.log'"
+	caught_up
+	assert_tables_equal accounts
+	[ "$(checkpoint applied_transactions)" -eq 3 ]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+}

@@ -10,7 +10,8 @@
 # JSON writer of every frame type; seeds written by the target's own
 # -DENVELOPE_SEEDS build), or all (the default: each for SECONDS).
 #
-# Not part of the Makefile: run by hand (clang 14 and libclang-rt-14-dev).
+# make check runs it for 15 s a target (make fuzz-short); longer runs by hand
+# (clang 14 and libclang-rt-14-dev, which scripts/install-deps.sh installs).
 # Environment: CLANG (default clang), FUZZ_ARGS (extra libFuzzer options).
 set -euo pipefail
 
