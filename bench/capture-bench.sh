@@ -6,33 +6,37 @@
 #   bench/capture-bench.sh            (make bench runs it)
 #
 # Method.  One throwaway source cluster (tests/bats/helpers/pg.bash: a copy
-# of the cached initdb template, unix socket only).  For each workload,
-# 2 x REPEAT fresh logical pgoutput slots are created BEFORE the workload,
-# so every consumer gets exactly the same backlog; then the workload runs
-# with no consumer attached:
+# of the cached initdb template, unix socket only, fsync off).  For each
+# workload, 2 x REPEAT fresh logical pgoutput slots are created BEFORE the
+# workload, so every consumer gets exactly the same backlog; then the
+# workload runs with no consumer attached:
 #   pgbench   pgbench -c 4 -T SECONDS, built-in tpcb-like (scale 10)
-#   big txn   one transaction inserting BIG_ROWS rows into pgbench_accounts
-# Both end with a one-row marker transaction; END = pg_current_wal_insert_lsn()
+#   big       one transaction inserting ROWS rows into pgbench_accounts
+# Each ends with a one-row marker transaction; END = pg_current_wal_insert_lsn()
 # right after its commit, in the same session (autovacuum off, so nothing
 # else writes WAL then).  Then each consumer catches up on its own slot,
 # one at a time, alternating which goes first:
-#   capture      trellara-capture --start-now with a fresh stream; timed from
-#                exec until the slot's confirmed_flush_lsn >= END (polled
-#                every 10 ms over one psql connection), which capture only
-#                reports once the marker's commit is durable in the stream
+#   capture      trellara-capture --start-now with a fresh stream (the
+#                flow file's defaults: no strict chunking, spill threshold
+#                1024 changes); timed from exec until the slot's
+#                confirmed_flush_lsn >= END (polled every 10 ms over one psql
+#                session), which capture reports only once the marker's
+#                commit is durable in the stream
 #   recvlogical  pg_recvlogical --start --endpos END -o proto_version=2
 #                -o publication_names=P -o streaming=on -o messages=true
 #                -f /dev/null; timed from exec to exit
-# Both ask for the same pgoutput options, so the walsenders decode and send
+# Both ask for the same pgoutput options, so their walsenders decode and send
 # the same bytes.  ratio = recvlogical seconds / capture seconds (> 1: capture
-# is faster); medians of REPEAT.  Peak RSS: VmHWM of each capture process
-# just before SIGTERM; the big-transaction runs are checked against 64 MiB.
+# is faster); medians of REPEAT.  The walsender's CPU time is shown per round:
+# decoding is the floor under both consumers.  Peak RSS: VmHWM of each
+# capture process just before SIGTERM; the big-transaction runs are checked
+# against 64 MiB.
 #
 # Environment: CAPTURE_BENCH_SECONDS (pgbench -T, default 20),
 # CAPTURE_BENCH_ROWS (big transaction, default 1000000),
 # CAPTURE_BENCH_REPEAT (default 3), CAPTURE_BENCH_DECODING_MEM
 # (logical_decoding_work_mem, default 64MB, PostgreSQL's default),
-# CAPTURE_BENCH_KEEP=1 keeps the directory (clusters stopped).
+# CAPTURE_BENCH_KEEP=1 keeps the directory (cluster stopped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -48,32 +52,39 @@ CLIENTS=4
 PUB=bench_pub
 RSS_GOAL_KB=65536
 RATIO_GOAL=1.2
+HZ=$(getconf CLK_TCK)
 
 for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-stream"; do
 	[[ -x $prog ]] || { echo "capture-bench: $prog missing; run make first" >&2; exit 1; }
 done
-for tool in pgbench pg_recvlogical jq; do
-	command -v "$tool" >/dev/null || { echo "capture-bench: $tool not on PATH" >&2; exit 1; }
-done
 trellara_pg_check_bindir
 PSQL=$(trellara_pg_psql_bin)
+# The binaries themselves, not Debian's /usr/bin wrappers (a Perl start,
+# ~0.1 s, would be charged to pg_recvlogical).
+PGBENCH=$PG_BINDIR/pgbench RECVLOGICAL=$PG_BINDIR/pg_recvlogical
+[[ -x $PGBENCH ]] || PGBENCH=$(command -v pgbench) || PGBENCH=
+[[ -x $RECVLOGICAL ]] || RECVLOGICAL=$(command -v pg_recvlogical) || RECVLOGICAL=
+for tool in "$PGBENCH" "$RECVLOGICAL" "$(command -v jq)" /usr/bin/time; do
+	[[ -x $tool ]] || { echo "capture-bench: needs pgbench, pg_recvlogical, jq and /usr/bin/time" >&2; exit 1; }
+done
 
 # ---------------------------------------------------------------- cleanup
 #
 # The directory follows the bats harness layout (owner file, watchdog,
-# source/): if this script is SIGKILLed, the watchdog, or the next bats
-# run's reaper, stops the cluster and removes it.
+# source/): if this script is SIGKILLed, the watchdog (or the next bats
+# run's reaper) stops the cluster and removes the directory.
 FDIR=
-CUR_PID=
+CUR_PID=     # the consumer running now (/usr/bin/time for pg_recvlogical)
+SAMPLER_PID= # its walsender's CPU sampler
 cleanup() {
 	local status=$? pid wpid
 	trap - EXIT INT TERM HUP
-	# the consumer running now (and pg_recvlogical under /usr/bin/time)
 	if [[ -n $CUR_PID ]]; then
 		for pid in $(ps -o pid= --ppid "$CUR_PID" 2>/dev/null) "$CUR_PID"; do
 			kill -KILL "$pid" 2>/dev/null || true
 		done
 	fi
+	[[ -n $SAMPLER_PID ]] && kill "$SAMPLER_PID" 2>/dev/null
 	[[ -n ${POLL_PID:-} ]] && kill "$POLL_PID" 2>/dev/null
 	if [[ -n $FDIR && -d $FDIR ]]; then
 		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
@@ -106,7 +117,9 @@ _trellara_pg_proc_identity "$$" >"$FDIR/owner"
 trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
 mkdir -m 0755 "$FDIR/sock"
 mkdir -m 0700 "$FDIR/bench"
-_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
+if _trellara_pg_is_root; then
+	chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
+fi
 PGDATA_DIR=$FDIR/source
 PORT=$((50000 + ($$ % 7000) * 2))
 URL="postgresql:///postgres?host=$FDIR/sock&port=$PORT"
@@ -131,10 +144,19 @@ poll_query() { # sets POLL_ANSWER
 	IFS= read -r -t 10 POLL_ANSWER <&"${POLL[0]}" || die "poll session: no answer to: $1"
 }
 
+# cpu_seconds STAT_LINE: utime + stime of a /proc/PID/stat line
+cpu_seconds() {
+	local -a f
+	read -ra f <<<"${1##*) }"
+	awk -v t=$((f[11] + f[12])) -v hz="$HZ" 'BEGIN{printf "%.2f", t / hz}'
+}
+
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
+
 # ---------------------------------------------------------------- setup
 
 sql -c "SELECT 1" >/dev/null
-pgbench -i -q -s "$SCALE" -d "$URL" >"$WORK/pgbench-init.log" 2>&1 ||
+"$PGBENCH" -i -q -s "$SCALE" -d "$URL" >"$WORK/pgbench-init.log" 2>&1 ||
 	{ cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
 sql -c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" \
 	-c "CHECKPOINT" >/dev/null
@@ -165,9 +187,9 @@ drop_slots() {
 # and cleanup must know the pid of the consumer that is running.
 
 # run_capture SLOT END TAG: sets R_SECONDS R_TXNS R_CHANGES R_FRAMES R_BYTES
-# R_RSS_KB (VmHWM) R_CPU (user + system seconds)
+# R_RSS_KB (VmHWM) R_CPU (user + system seconds) R_WAL_CPU (its walsender's)
 run_capture() {
-	local slot=$1 end=$2 dir=$WORK/$3 flow log t0 t1 line rc=0
+	local slot=$1 end=$2 dir=$WORK/$3 flow log t0 t1 line wpid='' rc=0
 	mkdir -p "$dir"
 	flow=$dir/trellara.yml
 	log=$dir/capture.log
@@ -199,21 +221,23 @@ stream:
 target:
   database_url: "$URL"
 EOF
-	local q="SELECT coalesce(confirmed_flush_lsn >= '$end', false) FROM pg_replication_slots WHERE slot_name = '$slot'"
+	local q="SELECT CASE WHEN confirmed_flush_lsn >= '$end' THEN 't' ELSE 'f' END || ' ' || coalesce(active_pid, 0)
+		FROM pg_replication_slots WHERE slot_name = '$slot'"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-capture" --config "$flow" --start-now 2>"$log" &
 	CUR_PID=$!
 	while :; do
 		poll_query "$q"
-		[[ $POLL_ANSWER == t ]] && break
-		[[ $POLL_ANSWER == f ]] || die "poll: unexpected answer \"$POLL_ANSWER\""
+		[[ $POLL_ANSWER =~ ^([tf])\ ([0-9]+)$ ]] || die "poll: unexpected answer \"$POLL_ANSWER\""
+		[[ ${BASH_REMATCH[2]} != 0 ]] && wpid=${BASH_REMATCH[2]}
+		[[ ${BASH_REMATCH[1]} == t ]] && break
 		kill -0 "$CUR_PID" 2>/dev/null || { cat "$log" >&2; die "trellara-capture exited early"; }
 		sleep 0.01
 	done
 	t1=$EPOCHREALTIME
 	R_RSS_KB=$(awk '/^VmHWM:/ {print $2}' "/proc/$CUR_PID/status")
-	# utime + stime (fields 14 and 15), in clock ticks
-	R_CPU=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$CUR_PID/stat")
+	R_CPU=$(cpu_seconds "$(<"/proc/$CUR_PID/stat")")
+	R_WAL_CPU=$(cpu_seconds "$(<"/proc/$wpid/stat")")
 	kill -TERM "$CUR_PID"
 	wait "$CUR_PID" || rc=$?
 	CUR_PID=
@@ -223,27 +247,52 @@ EOF
 	[[ $line =~ ([0-9]+)\ transactions\ \(([0-9]+)\ changes,\ ([0-9]+)\ frames ]] || die "cannot parse: $line"
 	R_TXNS=${BASH_REMATCH[1]} R_CHANGES=${BASH_REMATCH[2]} R_FRAMES=${BASH_REMATCH[3]}
 	R_BYTES=$("$REPO/bin/trellara-stream" inspect-local --config "$flow" --format json | jq -r .bytes)
-	R_SECONDS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')
+	R_SECONDS=$(elapsed "$t0" "$t1")
 	rm -rf "$dir/stream" "$dir/spill"
 }
 
-# run_recvlogical SLOT END TAG: sets R_SECONDS R_RSS_KB R_CPU
+# walsender_sampler SLOT PID: while PID lives, sample the /proc stat line of
+# SLOT's walsender every 10 ms; print the last one
+walsender_sampler() {
+	local slot=$1 pid=$2 wpid='' stat='' s
+	while kill -0 "$pid" 2>/dev/null; do
+		if [[ -z $wpid ]]; then
+			wpid=$(sql -c "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$slot'") || wpid=''
+		fi
+		if [[ -n $wpid ]] && read -r s 2>/dev/null <"/proc/$wpid/stat"; then
+			stat=$s
+		fi
+		sleep 0.01
+	done
+	printf '%s\n' "$stat"
+}
+
+# run_recvlogical SLOT END TAG: sets R_SECONDS R_RSS_KB R_CPU R_WAL_CPU
 run_recvlogical() {
 	local slot=$1 end=$2 dir=$WORK/$3 t0 t1 rc=0 u s
 	mkdir -p "$dir"
 	t0=$EPOCHREALTIME
 	/usr/bin/time -f '%M %U %S' -o "$dir/time" \
-		pg_recvlogical -d "$URL" --slot "$slot" --start --endpos "$end" --no-loop \
+		"$RECVLOGICAL" -d "$URL" --slot "$slot" --start --endpos "$end" --no-loop \
 		-o proto_version=2 -o publication_names=$PUB -o streaming=on -o messages=true \
 		-f /dev/null 2>"$dir/recvlogical.log" &
 	CUR_PID=$!
+	walsender_sampler "$slot" "$CUR_PID" >"$dir/walsender.stat" &
+	SAMPLER_PID=$!
 	wait "$CUR_PID" || rc=$?
 	t1=$EPOCHREALTIME
 	CUR_PID=
+	wait "$SAMPLER_PID" || true
+	SAMPLER_PID=
 	((rc == 0)) || { cat "$dir/recvlogical.log" "$dir/time" >&2; die "pg_recvlogical exited $rc"; }
 	read -r R_RSS_KB u s <"$dir/time"
 	R_CPU=$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u + s}')
-	R_SECONDS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b - a}')
+	if [[ -s $dir/walsender.stat ]]; then
+		R_WAL_CPU=$(cpu_seconds "$(<"$dir/walsender.stat")")
+	else
+		R_WAL_CPU='?'
+	fi
+	R_SECONDS=$(elapsed "$t0" "$t1")
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
@@ -253,45 +302,47 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) 
 declare -A RATIO HWM DETAIL
 measure() {
 	local name=$1 end=$2 i txns='' changes='' frames='' bytes='' mc mr
-	local -a cs=() rs=() ccpu=() rcpu=() hwms=() rrss=()
+	local -a cs=() rs=() ccpu=() rcpu=() cwal=() rwal=() hwms=() rrss=()
 	for ((i = 1; i <= REPEAT; i++)); do
 		# alternate who goes first
 		if ((i % 2)); then
 			run_capture "${name}_cap_$i" "$end" "$name-cap-$i"
-			cs+=("$R_SECONDS") ccpu+=("$R_CPU") hwms+=("$R_RSS_KB")
+			cs+=("$R_SECONDS") ccpu+=("$R_CPU") cwal+=("$R_WAL_CPU") hwms+=("$R_RSS_KB")
+		fi
+		run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i"
+		rs+=("$R_SECONDS") rcpu+=("$R_CPU") rwal+=("$R_WAL_CPU") rrss+=("$R_RSS_KB")
+		if ! ((i % 2)); then
+			run_capture "${name}_cap_$i" "$end" "$name-cap-$i"
+			cs+=("$R_SECONDS") ccpu+=("$R_CPU") cwal+=("$R_WAL_CPU") hwms+=("$R_RSS_KB")
 		fi
 		[[ -z $txns || ($R_TXNS == "$txns" && $R_CHANGES == "$changes") ]] ||
 			die "$name: round $i captured $R_TXNS transactions / $R_CHANGES changes, round 1 $txns / $changes"
 		txns=$R_TXNS changes=$R_CHANGES frames=$R_FRAMES bytes=$R_BYTES
-		run_recvlogical "${name}_rl_$i" "$end" "$name-rl-$i"
-		rs+=("$R_SECONDS") rcpu+=("$R_CPU") rrss+=("$R_RSS_KB")
-		if ! ((i % 2)); then
-			run_capture "${name}_cap_$i" "$end" "$name-cap-$i"
-			cs+=("$R_SECONDS") ccpu+=("$R_CPU") hwms+=("$R_RSS_KB")
-			[[ $R_TXNS == "$txns" && $R_CHANGES == "$changes" ]] ||
-				die "$name: round $i captured $R_TXNS transactions / $R_CHANGES changes, round 1 $txns / $changes"
-		fi
 	done
 	mc=$(median "${cs[@]}")
 	mr=$(median "${rs[@]}")
 	RATIO[$name]=$(awk -v c="$mc" -v r="$mr" 'BEGIN{printf "%.2f", r / c}')
 	HWM[$name]=$(printf '%s\n' "${hwms[@]}" | sort -n | tail -1)
-	printf '%-10s %8d %9d %9.1f %9.2f %10.0f %7.1f %12.2f %7s\n' "$name" "$txns" "$changes" \
+	printf '%-8s %7d %8d %9.1f %9.2f %9.0f %6.1f %13.2f %6s\n' "$name" "$txns" "$changes" \
 		"$(awk -v b="$bytes" 'BEGIN{print b / 1e6}')" "$mc" \
 		"$(awk -v c="$changes" -v s="$mc" 'BEGIN{print c / s}')" \
 		"$(awk -v b="$bytes" -v s="$mc" 'BEGIN{print b / 1e6 / s}')" "$mr" "${RATIO[$name]}"
-	DETAIL[$name]="$name: capture s ${cs[*]} (cpu ${ccpu[*]}, peak RSS kB ${hwms[*]}, $frames frames);"
-	DETAIL[$name]+=" recvlogical s ${rs[*]} (cpu ${rcpu[*]}, max RSS kB ${rrss[*]})"
+	DETAIL[$name]=$(printf '  %-8s capture     s %s  cpu %s  walsender cpu %s  VmHWM kB %s  (%s frames)\n' \
+		"$name" "${cs[*]}" "${ccpu[*]}" "${cwal[*]}" "${hwms[*]}" "$frames"
+	printf '  %-8s recvlogical s %s  cpu %s  walsender cpu %s  max RSS kB %s' \
+		"" "${rs[*]}" "${rcpu[*]}" "${rwal[*]}" "${rrss[*]}")
 }
+
+met() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN{ok = op == ">=" ? v >= g : v < g; print ok ? "met" : "NOT met"}'; }
 
 # ---------------------------------------------------------------- workloads
 
 T0=$EPOCHREALTIME
-echo "== capture ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), logical_decoding_work_mem $DECODING_MEM, source fsync off)"
-echo "catch-up on a backlog built with no consumer attached: trellara-capture (fdatasync per batch) vs pg_recvlogical -f /dev/null, same slot data (pgoutput proto 2, streaming on, messages on); median of $REPEAT, fresh slots each"
+echo "== capture ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1)," \
+	"logical_decoding_work_mem $DECODING_MEM, source fsync off)"
 
 make_slots pgbench
-pgbench -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" >"$WORK/pgbench.log" 2>&1 ||
+"$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" >"$WORK/pgbench.log" 2>&1 ||
 	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
 END_PGBENCH=$(end_marker)
 
@@ -301,19 +352,24 @@ sql -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
 	SELECT g, 1, g % 1000, 'row ' || g FROM generate_series($aid0 + 1, $aid0 + $BIG_ROWS) g" >/dev/null
 END_BIG=$(end_marker)
 
-printf '%-10s %8s %9s %9s %9s %10s %7s %12s %7s\n' workload txns changes "stream MB" "capture s" changes/s MB/s \
+echo "catch-up on a backlog built with no consumer attached; capture (stream fdatasync per batch) vs" \
+	"pg_recvlogical -f /dev/null on the same slot data (pgoutput proto 2, streaming, messages); median of $REPEAT"
+printf '%-8s %7s %8s %9s %9s %9s %6s %13s %6s\n' workload txns changes "stream MB" "capture s" changes/s MB/s \
 	"recvlogical s" ratio
 measure pgbench "$END_PGBENCH"
 drop_slots pgbench
 measure big "$END_BIG"
 drop_slots big
 
-met() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN{ok = op == ">=" ? v >= g : v < g; print ok ? "met" : "NOT met"}'; }
-echo "workloads: pgbench = tpcb-like -c $CLIENTS -T $SECONDS_PGBENCH, scale $SCALE ($(grep -o 'tps = [0-9.]*' "$WORK/pgbench.log" | head -1) while building the backlog);" \
-	"big = one INSERT of $BIG_ROWS rows into pgbench_accounts; each + one marker transaction"
-echo "ratio = pg_recvlogical seconds / capture seconds (> 1: capture faster)"
-echo "goal: ratio >= $RATIO_GOAL: pgbench ${RATIO[pgbench]} $(met "${RATIO[pgbench]}" $RATIO_GOAL ">="), big ${RATIO[big]} $(met "${RATIO[big]}" $RATIO_GOAL ">=")"
-echo "capture peak RSS (VmHWM), $BIG_ROWS-row transaction: ${HWM[big]} kB (goal < $RSS_GOAL_KB kB: $(met "${HWM[big]}" $RSS_GOAL_KB "<")); pgbench backlog: ${HWM[pgbench]} kB"
-echo "per round: ${DETAIL[pgbench]}"
-echo "           ${DETAIL[big]}"
-echo "(capture is timed to the slot's confirmed_flush_lsn passing the end, polled every 10 ms; total $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b - a}') s)"
+echo "pgbench: tpcb-like -c $CLIENTS -T $SECONDS_PGBENCH, scale $SCALE" \
+	"($(grep -o 'tps = [0-9]*' "$WORK/pgbench.log" | head -1) building the backlog); big: one INSERT of $BIG_ROWS rows" \
+	"into pgbench_accounts; each + a one-row marker transaction"
+echo "ratio = pg_recvlogical s / capture s (> 1: capture faster); goal >= $RATIO_GOAL:" \
+	"pgbench ${RATIO[pgbench]} $(met "${RATIO[pgbench]}" "$RATIO_GOAL" ">="), big ${RATIO[big]} $(met "${RATIO[big]}" "$RATIO_GOAL" ">=")"
+echo "capture peak RSS (VmHWM), $BIG_ROWS-row transaction: ${HWM[big]} kB (goal < $RSS_GOAL_KB kB:" \
+	"$(met "${HWM[big]}" "$RSS_GOAL_KB" "<")); pgbench backlog: ${HWM[pgbench]} kB"
+echo "per round (cpu = user + system seconds):"
+echo "${DETAIL[pgbench]}"
+echo "${DETAIL[big]}"
+echo "capture is timed to the slot's confirmed_flush_lsn reaching the end (polled every 10 ms);" \
+	"total $(elapsed "$T0" "$EPOCHREALTIME" | cut -d. -f1) s"

@@ -75,27 +75,9 @@ static const char *const migration_1[] = {
 	NULL
 };
 
-static char *with_schema(const char *sql, const char *quoted)
+static int exec_schema_sql(PGconn *conn, const char *sql, const char *schema)
 {
-	size_t n = 0;
-	for (const char *p = sql; *p; p++)
-		n += *p == '@' ? strlen(quoted) : 1;
-	char *out = xmalloc(n + 1), *o = out;
-	for (const char *p = sql; *p; p++) {
-		if (*p == '@') {
-			memcpy(o, quoted, strlen(quoted));
-			o += strlen(quoted);
-		} else {
-			*o++ = *p;
-		}
-	}
-	*o = '\0';
-	return out;
-}
-
-static int exec_schema_sql(PGconn *conn, const char *sql, const char *quoted)
-{
-	char *text = with_schema(sql, quoted);
+	char *text = pgconn_schema_sql(conn, sql, schema);
 	int rc = pgconn_command(conn, text);
 	free(text);
 	return rc;
@@ -103,7 +85,6 @@ static int exec_schema_sql(PGconn *conn, const char *sql, const char *quoted)
 
 int checkpoint_migrate(PGconn *conn, const char *schema)
 {
-	char *q = pgconn_quote_ident(conn, schema);
 	int rc = -1;
 	const char *params[1] = { schema };
 	if (pgconn_command(conn, "BEGIN") < 0)
@@ -113,15 +94,13 @@ int checkpoint_migrate(PGconn *conn, const char *schema)
 	if (!res)
 		goto rollback;
 	PQclear(res);
-	if (exec_schema_sql(conn, "CREATE SCHEMA IF NOT EXISTS @", q) < 0 ||
+	if (exec_schema_sql(conn, "CREATE SCHEMA IF NOT EXISTS @", schema) < 0 ||
 	    exec_schema_sql(conn,
 			    "CREATE TABLE IF NOT EXISTS @.schema_migrations (version integer PRIMARY KEY,"
 			    " applied_at timestamptz NOT NULL DEFAULT now())",
-			    q) < 0)
+			    schema) < 0)
 		goto rollback;
-	char *sql = with_schema("SELECT coalesce(max(version), 0) FROM @.schema_migrations", q);
-	res = pgconn_query(conn, sql, 0, NULL);
-	free(sql);
+	res = pgconn_schema_query(conn, schema, "SELECT coalesce(max(version), 0) FROM @.schema_migrations", 0, NULL);
 	if (!res)
 		goto rollback;
 	int version = atoi(PQgetvalue(res, 0, 0));
@@ -133,9 +112,9 @@ int checkpoint_migrate(PGconn *conn, const char *schema)
 	}
 	if (version < 1) {
 		for (int i = 0; migration_1[i]; i++)
-			if (exec_schema_sql(conn, migration_1[i], q) < 0)
+			if (exec_schema_sql(conn, migration_1[i], schema) < 0)
 				goto rollback;
-		if (exec_schema_sql(conn, "INSERT INTO @.schema_migrations (version) VALUES (1)", q) < 0)
+		if (exec_schema_sql(conn, "INSERT INTO @.schema_migrations (version) VALUES (1)", schema) < 0)
 			goto rollback;
 		log_info("checkpoint schema \"%s\" created (version 1)", schema);
 	}
@@ -146,18 +125,13 @@ int checkpoint_migrate(PGconn *conn, const char *schema)
 rollback:
 	pgconn_command(conn, "ROLLBACK");
 out:
-	free(q);
+
 	return rc;
 }
 
 static PGresult *query_schema(PGconn *conn, const char *schema, const char *sql, int n, const char *const *params)
 {
-	char *q = pgconn_quote_ident(conn, schema);
-	char *text = with_schema(sql, q);
-	PGresult *res = pgconn_query(conn, text, n, params);
-	free(text);
-	free(q);
-	return res;
+	return pgconn_schema_query(conn, schema, sql, n, params);
 }
 
 int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids, struct apply_checkpoint *cp)

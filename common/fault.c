@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Test hook state: the hit counter of the armed point.  Not program
@@ -52,4 +54,21 @@ void fault_point(const char *name)
 	}
 	kill(getpid(), SIGKILL);
 	_exit(137);
+}
+
+void fault_pause(const char *name)
+{
+	const char *point = getenv(ENV_PAUSE), *dir = getenv(ENV_PAUSE_DIR);
+	if (!point || !dir || strcmp(point, name) != 0)
+		return;
+	char paused[4096], resume[4096];
+	snprintf(paused, sizeof paused, "%s/%s.paused", dir, name);
+	snprintf(resume, sizeof resume, "%s/%s.resume", dir, name);
+	int fd = open(paused, O_WRONLY | O_CREAT, 0600);
+	if (fd >= 0)
+		close(fd);
+	while (access(resume, F_OK) != 0) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 }

@@ -128,3 +128,31 @@ out:
 	PQclear(res);
 	return rc;
 }
+
+char *pgconn_schema_sql(PGconn *conn, const char *sql, const char *schema)
+{
+	char *quoted = pgconn_quote_ident(conn, schema);
+	size_t n = 0, ql = strlen(quoted);
+	for (const char *p = sql; *p; p++)
+		n += *p == '@' ? ql : 1;
+	char *out = xmalloc(n + 1), *o = out;
+	for (const char *p = sql; *p; p++) {
+		if (*p == '@') {
+			memcpy(o, quoted, ql);
+			o += ql;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	free(quoted);
+	return out;
+}
+
+PGresult *pgconn_schema_query(PGconn *conn, const char *schema, const char *sql, int nparams, const char *const *params)
+{
+	char *text = pgconn_schema_sql(conn, sql, schema);
+	PGresult *res = pgconn_query(conn, text, nparams, params);
+	free(text);
+	return res;
+}

@@ -14,6 +14,8 @@
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/pgoutput.h"
+#include "trellara/runs.h"
+#include "trellara/checkpoint.h"
 #include "trellara/stream.h"
 #include "trellara/xalloc.h"
 
@@ -47,6 +49,9 @@ struct capture {
 	unsigned int rng;             /* backoff jitter */
 	bool storage_failed;
 	unsigned messages_since_check;
+	PGconn *target;               /* the run check (not with --start-now) */
+	char run_id[128];
+	bool run_handoff_ready;       /* move the run to streaming once streaming */
 };
 
 static int64_t mono_us(void)
@@ -512,11 +517,28 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		goto out;
 	}
 	if (!o->start_now) {
-		log_error("flow \"%s\" has no handoff-ready snapshot run, and snapshots are not implemented yet", c.flow);
-		log_hint("start with \"trellara capture --config %s --start-now\" to stream from the slot's current position",
-			 cfg->path);
-		code = EXIT_CONFIG;
-		goto out;
+		/* DESIGN §6.5: stream only a flow whose snapshot was handed off */
+		c.target = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-capture", "target");
+		if (!c.target) {
+			code = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		struct run_row run;
+		if (checkpoint_migrate(c.target, cfg->checkpoint_schema) < 0 ||
+		    runs_load(c.target, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, NULL, &run) < 0) {
+			code = EXIT_UNAVAILABLE;
+			goto out;
+		}
+		if (!run.exists || run.state < RUN_STREAM_HANDOFF_READY || run.state == RUN_FAILED_RECOVERABLE) {
+			log_error("flow \"%s\" has no handoff-ready snapshot run%s%s%s", c.flow, run.exists ? " (run \"" : "",
+				  run.exists ? run.run_id : "", run.exists ? "\" is not handed off)" : "");
+			log_hint("run \"trellara snapshot --config %s\" first, or start with --start-now to stream from the slot's current position without a copy",
+				 cfg->path);
+			code = EXIT_CONFIG;
+			goto out;
+		}
+		snprintf(c.run_id, sizeof c.run_id, "%s", run.run_id);
+		c.run_handoff_ready = run.state == RUN_STREAM_HANDOFF_READY;
 	}
 
 	struct stream_writer_options wo = {
@@ -595,6 +617,15 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			continue;
 		}
 		log_info("streaming slot \"%s\" of system %s into \"%s\"", cfg->slot, id.systemid, cfg->stream_path);
+		if (c.run_handoff_ready) {
+			if (runs_move(c.target, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, c.run_id, RUN_STREAMING, NULL,
+				      0, NULL, NULL, NULL, false) != 0) {
+				code = EXIT_UNAVAILABLE;
+				goto out;
+			}
+			c.run_handoff_ready = false;
+			log_info("snapshot run \"%s\" is streaming", c.run_id);
+		}
 		/* Anything open belongs to the old connection: the server sends
 		 * it again from the slot's confirmed position. */
 		pgoutput_session_reset(&c.session);
@@ -622,6 +653,7 @@ out:
 		 lsn_format(c.durable_lsn, l1));
 	assembler_close(c.assembler);
 	stream_writer_close(c.writer);
+	PQfinish(c.target);
 	pgoutput_message_release(&c.msg);
 	pgoutput_session_free(&c.session);
 	free(c.flow);

@@ -27,6 +27,8 @@ enum trellara_exit {
 #define ENV_NO_COLOR "NO_COLOR" /* any value: no colour in logs on a terminal */
 #define ENV_STATUS_INTERVAL_MS "TRELLARA_STATUS_INTERVAL_MS" /* capture: standby status period (default 10000) */
 #define ENV_RECONNECT_BASE_MS "TRELLARA_RECONNECT_BASE_MS" /* first reconnect delay (default 500; doubles up to 60x) */
+#define ENV_PAUSE "TRELLARA_PAUSE"         /* tests: pause at this point (see fault.h) */
+#define ENV_PAUSE_DIR "TRELLARA_PAUSE_DIR" /* tests: where the pause markers live */
 #define ENV_TEST_FSYNC_FAIL "TRELLARA_TEST_FSYNC_FAIL" /* tests: make the nth fdatasync fail with EIO */
 
 /* Stream defaults (DESIGN §3, §4). */

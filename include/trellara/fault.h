@@ -17,4 +17,9 @@ void fault_point(const char *name);
  * that need to set themselves up, like a half-written frame). */
 bool fault_armed(const char *name);
 
+/* Test hook: when TRELLARA_PAUSE names this point, create
+ * $TRELLARA_PAUSE_DIR/<point>.paused and wait until <point>.resume
+ * exists (a test does something in between, e.g. DDL during a copy). */
+void fault_pause(const char *name);
+
 #endif

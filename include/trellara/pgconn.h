@@ -28,6 +28,11 @@ char *pgconn_quote_ident(PGconn *conn, const char *ident);
  * protocol, which takes no parameters; newly allocated. */
 char *pgconn_quote_literal(PGconn *conn, const char *text);
 
+/* sql with every "@" replaced by the quoted schema name (newly allocated). */
+char *pgconn_schema_sql(PGconn *conn, const char *sql, const char *schema);
+/* pgconn_query() of such a statement. */
+PGresult *pgconn_schema_query(PGconn *conn, const char *schema, const char *sql, int nparams, const char *const *params);
+
 /* IDENTIFY_SYSTEM on a replication connection. */
 struct pg_identity {
 	char systemid[32];

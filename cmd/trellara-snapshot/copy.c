@@ -1,0 +1,314 @@
+/*
+ * copy.c - parallel table copy at an exported snapshot (copy.h).
+ */
+#include "copy.h"
+
+#include "trellara/defaults.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct copy_shared {
+	struct copy_job *job;
+	pthread_mutex_t lock;
+	size_t next; /* next table to take */
+};
+
+char *table_fingerprint(void *pgconn, const char *schema, const char *name)
+{
+	PGconn *conn = pgconn;
+	char *qs = pgconn_quote_ident(conn, schema), *qn = pgconn_quote_ident(conn, name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(conn,
+				     "SELECT md5(string_agg(attname || ':' || format_type(atttypid, atttypmod) || ':' || attnotnull,"
+				     " ',' ORDER BY attnum)) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0"
+				     " AND NOT attisdropped",
+				     1, p);
+	char *fp = NULL;
+	if (res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		fp = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	free(qualified);
+	free(qs);
+	free(qn);
+	return fp;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The column list and whether binary COPY is safe, as the snapshot sees
+ * the table. */
+static int columns_at_snapshot(PGconn *src, const char *qualified, char **cols, bool *binary)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(src,
+				     "SELECT quote_ident(attname), t.oid < 16384 AND t.typtype IN ('b', 'r', 'm') AND"
+				     " (t.typelem = 0 OR (SELECT e.oid < 16384 AND e.typtype = 'b' FROM pg_type e WHERE e.oid = t.typelem))"
+				     " FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
+				     " WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+				     " ORDER BY attnum",
+				     1, p);
+	if (!res)
+		return -1;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		log_error("source table %s does not exist or has no columns", qualified);
+		return -1;
+	}
+	size_t len = 0;
+	*binary = true;
+	for (int i = 0; i < PQntuples(res); i++) {
+		len += strlen(PQgetvalue(res, i, 0)) + 2;
+		*binary = *binary && strcmp(PQgetvalue(res, i, 1), "t") == 0;
+	}
+	char *list = xmalloc(len + 1), *o = list;
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *c = PQgetvalue(res, i, 0);
+		if (i) {
+			*o++ = ',';
+			*o++ = ' ';
+		}
+		memcpy(o, c, strlen(c));
+		o += strlen(c);
+	}
+	*o = '\0';
+	PQclear(res);
+	*cols = list;
+	return 0;
+}
+
+static void fail_table(struct copy_table *t, const char *what, const char *detail)
+{
+	snprintf(t->error, sizeof t->error, "%s%s%s", what, detail && *detail ? ": " : "", detail ? detail : "");
+	size_t n = strlen(t->error);
+	while (n && (t->error[n - 1] == '\n' || t->error[n - 1] == ' '))
+		t->error[--n] = '\0';
+	t->outcome = COPY_FAILED;
+	log_error("table %s.%s: %s", t->schema, t->name, t->error);
+}
+
+static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PGconn *dst, PGconn *meta)
+{
+	const struct flow_config *cfg = job->cfg;
+	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	char *cols = NULL, *fp_before = NULL, *fp_snap = NULL, *fp_after = NULL, *sql = NULL;
+	char *schema_q = pgconn_quote_ident(dst, cfg->checkpoint_schema);
+	double t0 = now_s();
+	bool src_open = false, dst_open = false;
+
+	fp_before = table_fingerprint(meta, t->schema, t->name);
+	fault_pause("snapshot.before_table_copy");
+	if (pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto failed;
+	src_open = true;
+	/* the snapshot name comes from the server; quoted as a literal all the same */
+	char *lit = pgconn_quote_literal(src, job->snapshot_name);
+	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
+	free(lit);
+	int rc = pgconn_command(src, set);
+	free(set);
+	if (rc < 0) {
+		fail_table(t, "cannot import the exported snapshot", NULL);
+		goto out;
+	}
+	fp_snap = table_fingerprint(src, t->schema, t->name);
+	if (columns_at_snapshot(src, qualified, &cols, &t->binary) < 0) {
+		fail_table(t, "cannot read the table's columns at the snapshot", NULL);
+		goto out;
+	}
+	if (pgconn_command(dst, "BEGIN") < 0)
+		goto failed;
+	dst_open = true;
+	sql = xasprintf("TRUNCATE %s", qualified);
+	if (pgconn_command(dst, sql) < 0)
+		goto failed;
+	free(sql);
+	const char *fmt = t->binary ? " (FORMAT binary)" : "";
+	sql = xasprintf("COPY %s (%s) FROM STDIN%s", qualified, cols, fmt);
+	PGresult *res = PQexec(dst, sql);
+	if (PQresultStatus(res) != PGRES_COPY_IN) {
+		fail_table(t, "target COPY failed", PQerrorMessage(dst));
+		PQclear(res);
+		goto out;
+	}
+	PQclear(res);
+	free(sql);
+	sql = xasprintf("COPY (SELECT %s FROM ONLY %s) TO STDOUT%s", cols, qualified, fmt);
+	res = PQexec(src, sql);
+	if (PQresultStatus(res) != PGRES_COPY_OUT) {
+		fail_table(t, "source COPY failed", PQerrorMessage(src));
+		PQclear(res);
+		PQputCopyEnd(dst, "source failed");
+		goto out;
+	}
+	PQclear(res);
+	char *buf;
+	int n;
+	bool faulted = false;
+	while ((n = PQgetCopyData(src, &buf, 0)) > 0) {
+		if (PQputCopyData(dst, buf, n) != 1) {
+			PQfreemem(buf);
+			fail_table(t, "sending to the target failed", PQerrorMessage(dst));
+			goto out;
+		}
+		t->bytes += (uint64_t)n;
+		PQfreemem(buf);
+		if (!faulted && t->bytes > 65536) {
+			faulted = true;
+			fault_point("snapshot.mid_table_copy");
+		}
+	}
+	if (n == -2) {
+		fail_table(t, "reading from the source failed", PQerrorMessage(src));
+		PQputCopyEnd(dst, "source failed");
+		goto out;
+	}
+	res = PQgetResult(src);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		fail_table(t, "source COPY failed", PQerrorMessage(src));
+		PQclear(res);
+		PQputCopyEnd(dst, "source failed");
+		goto out;
+	}
+	PQclear(res);
+	while ((res = PQgetResult(src)) != NULL)
+		PQclear(res);
+	if (PQputCopyEnd(dst, NULL) != 1) {
+		fail_table(t, "ending the target COPY failed", PQerrorMessage(dst));
+		goto out;
+	}
+	res = PQgetResult(dst);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		fail_table(t, "target COPY failed", PQerrorMessage(dst));
+		PQclear(res);
+		goto out;
+	}
+	t->rows = strtoull(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	while ((res = PQgetResult(dst)) != NULL)
+		PQclear(res);
+	pgconn_command(src, "COMMIT");
+	src_open = false;
+	fp_after = table_fingerprint(meta, t->schema, t->name);
+	if (!fp_before || !fp_snap || !fp_after || strcmp(fp_before, fp_snap) != 0 || strcmp(fp_snap, fp_after) != 0) {
+		t->outcome = COPY_SCHEMA_CHANGED;
+		snprintf(t->error, sizeof t->error, "its schema changed while it was copied");
+		log_warn("table %s.%s: schema changed during its copy: not handed off; run \"trellara snapshot --config %s\" again to copy it again",
+			 t->schema, t->name, cfg->path);
+		goto out; /* the target transaction rolls back below */
+	}
+	/* the progress row commits with the data */
+	char rows[24], lsn[LSN_FORMAT_LEN];
+	snprintf(rows, sizeof rows, "%" PRIu64, t->rows);
+	lsn_format(job->watermark_lsn, lsn);
+	char *relation = xasprintf("%s.%s", t->schema, t->name);
+	free(sql);
+	sql = xasprintf("INSERT INTO %s.snapshot_table_progress (source_id, dataset_id, run_id, relation, state, copied_rows,"
+			" watermark_lsn, schema_fingerprint) VALUES ($1, $2, $3, $4, 'copied', $5, $6, $7)"
+			" ON CONFLICT (source_id, dataset_id, run_id, relation) DO UPDATE SET state = 'copied',"
+			" copied_rows = $5, watermark_lsn = $6, schema_fingerprint = $7, updated_at = now()",
+			schema_q);
+	const char *p[7] = { cfg->source_id, cfg->dataset_id, job->run_id, relation, rows, lsn, fp_after };
+	res = pgconn_query(dst, sql, 7, p);
+	free(relation);
+	if (!res)
+		goto failed;
+	PQclear(res);
+	if (pgconn_command(dst, "COMMIT") < 0)
+		goto failed;
+	dst_open = false;
+	t->outcome = COPY_DONE;
+	t->seconds = now_s() - t0;
+	log_info("table %s.%s: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name, t->rows,
+		 t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
+	goto out;
+failed:
+	if (t->outcome == COPY_PENDING)
+		fail_table(t, "copy failed", PQerrorMessage(dst_open ? dst : src));
+out:
+	if (src_open)
+		pgconn_command(src, "ROLLBACK");
+	if (dst_open)
+		pgconn_command(dst, "ROLLBACK");
+	free(qualified);
+	free(qs);
+	free(qn);
+	free(cols);
+	free(fp_before);
+	free(fp_snap);
+	free(fp_after);
+	free(sql);
+	free(schema_q);
+}
+
+static void *worker(void *arg)
+{
+	struct copy_shared *sh = arg;
+	struct copy_job *job = sh->job;
+	PGconn *src = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
+	PGconn *meta = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
+	PGconn *dst = pgconn_connect(job->cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
+	for (;;) {
+		pthread_mutex_lock(&sh->lock);
+		size_t i = sh->next++;
+		pthread_mutex_unlock(&sh->lock);
+		if (i >= job->n_tables)
+			break;
+		struct copy_table *t = &job->tables[i];
+		if (!src || !dst || !meta) {
+			snprintf(t->error, sizeof t->error, "no connection");
+			t->outcome = COPY_FAILED;
+			continue;
+		}
+		if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
+			t->outcome = COPY_FAILED;
+			continue;
+		}
+		copy_one(job, t, src, dst, meta);
+	}
+	PQfinish(src);
+	PQfinish(meta);
+	PQfinish(dst);
+	return NULL;
+}
+
+int copy_tables(struct copy_job *job)
+{
+	struct copy_shared sh = { .job = job, .next = 0 };
+	pthread_mutex_init(&sh.lock, NULL);
+	unsigned n = job->workers ? job->workers : 1;
+	if (n > job->n_tables)
+		n = (unsigned)job->n_tables;
+	pthread_t *threads = xcalloc(n ? n : 1, sizeof *threads);
+	unsigned started = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (pthread_create(&threads[i], NULL, worker, &sh) != 0) {
+			log_error("cannot start copy worker %u", i + 1);
+			break;
+		}
+		started++;
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	free(threads);
+	pthread_mutex_destroy(&sh.lock);
+	if (started == 0 && job->n_tables > 0)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,600 @@
+/*
+ * snapshot.c - the snapshot run (DESIGN §6), its status, and reseed.
+ *
+ * Fault points, in order: snapshot.after_slot_before_record,
+ * snapshot.after_export_before_copy, snapshot.mid_table_copy (copy.c),
+ * snapshot.after_copy_before_handoff, snapshot.after_handoff_before_stream.
+ */
+#include "snapshot.h"
+#include "copy.h"
+
+#include "trellara/checkpoint.h"
+#include "trellara/defaults.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/runs.h"
+#include "trellara/textcodec.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_RUN_ID "initial"
+
+struct exported {
+	PGconn *repl;          /* holds the snapshot while open */
+	uint64_t consistent_lsn;
+	char snapshot_name[128];
+};
+
+/* CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export'): the consistent point
+ * and snapshot stay usable while ex->repl stays open. */
+static int export_snapshot(const struct flow_config *cfg, const char *slot, bool temporary, struct exported *ex)
+{
+	memset(ex, 0, sizeof *ex);
+	ex->repl = pgconn_connect(cfg->source_database_url, PGCONN_REPLICATION, "trellara-snapshot", "source");
+	if (!ex->repl)
+		return -1;
+	/* slot creation waits for running transactions: no timeout may cut it */
+	if (pgconn_command(ex->repl, "SET statement_timeout = 0") < 0)
+		PQclear(NULL);
+	char *q = pgconn_quote_ident(ex->repl, slot);
+	char *sql = xasprintf("CREATE_REPLICATION_SLOT %s%s LOGICAL pgoutput (SNAPSHOT 'export')", q,
+			      temporary ? " TEMPORARY" : "");
+	PGresult *res = pgconn_query(ex->repl, sql, 0, NULL);
+	free(sql);
+	free(q);
+	if (!res || PQntuples(res) != 1 || PQgetisnull(res, 0, 2) || !lsn_parse(PQgetvalue(res, 0, 1), &ex->consistent_lsn)) {
+		log_error("cannot create replication slot \"%s\" with an exported snapshot", slot);
+		PQclear(res);
+		PQfinish(ex->repl);
+		ex->repl = NULL;
+		return -1;
+	}
+	snprintf(ex->snapshot_name, sizeof ex->snapshot_name, "%s", PQgetvalue(res, 0, 2));
+	PQclear(res);
+	char l[LSN_FORMAT_LEN];
+	log_info("%s slot \"%s\" created at consistent point %s, snapshot %s", temporary ? "temporary" : "replication",
+		 slot, lsn_format(ex->consistent_lsn, l), ex->snapshot_name);
+	return 0;
+}
+
+/* The slot of the flow exists already (an earlier --start-now capture or
+ * check --fix --create-slot): a slot cannot export a snapshot after the
+ * fact, so an unused one is dropped and created again. */
+static int drop_stale_slot(PGconn *src, const char *slot)
+{
+	const char *p[1] = { slot };
+	PGresult *res = pgconn_query(src, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", 1, p);
+	if (!res)
+		return -1;
+	int rc = 0;
+	if (PQntuples(res) == 1) {
+		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+			log_error("replication slot \"%s\" is in use (is trellara-capture running?); a snapshot needs to create it",
+				  slot);
+			log_hint("stop trellara-capture, then run the snapshot again");
+			rc = -1;
+		} else {
+			log_warn("replication slot \"%s\" exists but has no snapshot run: dropping it to create it with an exported snapshot",
+				 slot);
+			PGresult *d = pgconn_query(src, "SELECT pg_drop_replication_slot($1)", 1, p);
+			rc = d ? 0 : -1;
+			PQclear(d);
+		}
+	}
+	PQclear(res);
+	return rc;
+}
+
+static void table_names(const struct flow_config *cfg, size_t i, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.%s", cfg->tables[i].schema, cfg->tables[i].name);
+}
+
+/* Which tables of the run are copied already. */
+static int copied_tables(PGconn *conn, const struct flow_config *cfg, const char *run_id, bool *copied)
+{
+	const char *p[3] = { cfg->source_id, cfg->dataset_id, run_id };
+	PGresult *res = pgconn_schema_query(conn, cfg->checkpoint_schema,
+					    "SELECT relation FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2"
+					    " AND run_id = $3 AND state = 'copied'",
+					    3, p);
+	if (!res)
+		return -1;
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		char name[300];
+		table_names(cfg, i, name, sizeof name);
+		copied[i] = false;
+		for (int r = 0; r < PQntuples(res); r++)
+			if (strcmp(PQgetvalue(res, r, 0), name) == 0)
+				copied[i] = true;
+	}
+	PQclear(res);
+	return 0;
+}
+
+static int record_schema_changed(PGconn *conn, const struct flow_config *cfg, const char *run_id, const char *relation)
+{
+	const char *p[4] = { cfg->source_id, cfg->dataset_id, run_id, relation };
+	PGresult *res = pgconn_schema_query(conn, cfg->checkpoint_schema,
+					    "INSERT INTO @.snapshot_table_progress (source_id, dataset_id, run_id, relation, state)"
+					    " VALUES ($1, $2, $3, $4, 'schema_changed') ON CONFLICT (source_id, dataset_id, run_id, relation)"
+					    " DO UPDATE SET state = 'schema_changed', updated_at = now()",
+					    4, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+/* Handoff: one immutable event per table, and stream_handoff_ready, in
+ * one target transaction. */
+static int hand_off(PGconn *conn, const struct flow_config *cfg, const char *run_id)
+{
+	if (pgconn_command(conn, "BEGIN") < 0)
+		return -1;
+	const char *p[3] = { cfg->source_id, cfg->dataset_id, run_id };
+	PGresult *res = pgconn_schema_query(conn, cfg->checkpoint_schema,
+					    "INSERT INTO @.snapshot_handoff_events (source_id, dataset_id, run_id, relation, copied_rows,"
+					    " source_watermark) SELECT source_id, dataset_id, run_id, relation, copied_rows, watermark_lsn"
+					    " FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3"
+					    " AND state = 'copied' AND NOT EXISTS (SELECT 1 FROM @.snapshot_handoff_events e"
+					    "  WHERE e.source_id = $1 AND e.dataset_id = $2 AND e.run_id = $3"
+					    "  AND e.relation = snapshot_table_progress.relation"
+					    "  AND e.source_watermark = snapshot_table_progress.watermark_lsn)",
+					    3, p);
+	if (!res) {
+		pgconn_command(conn, "ROLLBACK");
+		return -1;
+	}
+	PQclear(res);
+	if (pgconn_command(conn, "COMMIT") < 0)
+		return -1;
+	return runs_move(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, RUN_STREAM_HANDOFF_READY,
+			 NULL, 0, NULL, NULL, NULL, false) == 0
+		       ? 0
+		       : -1;
+}
+
+static int move(PGconn *conn, const struct flow_config *cfg, const char *run_id, enum run_state to, const char *slot,
+		uint64_t lsn, const char *snapshot, const char *relation)
+{
+	return runs_move(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, to, slot, lsn, snapshot,
+			 relation, NULL, false);
+}
+
+/* --create-tables: the missing target tables from the source's
+ * definitions (pg_dump), indexes and constraints after the data. */
+static int create_missing_tables(PGconn *dst, const struct flow_config *cfg, const char *section, bool only_missing,
+				 bool *created)
+{
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		char name[300];
+		table_names(cfg, i, name, sizeof name);
+		if (only_missing) {
+			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
+			char *qualified = xasprintf("%s.%s", qs, qn);
+			const char *p[1] = { qualified };
+			PGresult *res = pgconn_query(dst, "SELECT to_regclass($1) IS NULL", 1, p);
+			free(qualified);
+			free(qs);
+			free(qn);
+			if (!res)
+				return -1;
+			created[i] = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+			PQclear(res);
+		}
+		if (!created[i])
+			continue;
+		/* the URLs go through the environment, never the command line */
+		setenv("TRELLARA_DUMP_SOURCE", cfg->source_database_url, 1);
+		setenv("TRELLARA_DUMP_TARGET", cfg->target_database_url, 1);
+		setenv("TRELLARA_DUMP_TABLE", name, 1);
+		setenv("TRELLARA_DUMP_SECTION", section, 1);
+		int rc = system("pg_dump --no-owner --no-privileges --schema-only --section=\"$TRELLARA_DUMP_SECTION\""
+				" -t \"$TRELLARA_DUMP_TABLE\" -d \"$TRELLARA_DUMP_SOURCE\" |"
+				" psql -X -q -v ON_ERROR_STOP=1 -d \"$TRELLARA_DUMP_TARGET\" >/dev/null");
+		unsetenv("TRELLARA_DUMP_SOURCE");
+		unsetenv("TRELLARA_DUMP_TARGET");
+		if (rc != 0) {
+			log_error("cannot create target table %s from the source definition (pg_dump %s)", name, section);
+			return -1;
+		}
+		log_info("target table %s: %s created from the source definition", name, section);
+	}
+	return 0;
+}
+
+int snapshot_run(const struct snapshot_options *o)
+{
+	const struct flow_config *cfg = o->cfg;
+	const char *run_id = o->run_id ? o->run_id : DEFAULT_RUN_ID;
+	int code = EXIT_UNAVAILABLE;
+	struct exported ex = { 0 };
+	bool *copied = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *copied);
+	bool *created = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *created);
+	struct copy_table *tables = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *tables);
+	PGconn *dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
+	PGconn *src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
+	if (!dst || !src || checkpoint_migrate(dst, cfg->checkpoint_schema) < 0)
+		goto out;
+	struct run_row run;
+	if (runs_load(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, &run) < 0)
+		goto out;
+	if (run.exists && run.state >= RUN_STREAM_HANDOFF_READY && run.state != RUN_FAILED_RECOVERABLE && !o->force) {
+		printf("snapshot run \"%s\" is %s: every table was copied and handed off; nothing to do\n", run_id,
+		       run_state_name(run.state));
+		if (copied_tables(dst, cfg, run_id, copied) == 0)
+			for (size_t i = 0; i < cfg->n_tables; i++)
+				printf("skipped %s.%s: copied already\n", cfg->tables[i].schema, cfg->tables[i].name);
+		code = EXIT_OK;
+		goto out;
+	}
+	if (run.exists && o->force && run.state != RUN_PLANNED) {
+		/* a forced re-copy: the old evidence stays, the run starts over */
+		if (runs_move(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, RUN_FAILED_RECOVERABLE, NULL,
+			      0, NULL, NULL, "re-copy forced by the operator (--force)", true) != 0) {
+			code = EXIT_NEGATIVE;
+			goto out;
+		}
+		const char *p[3] = { cfg->source_id, cfg->dataset_id, run_id };
+		PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
+						    "DELETE FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
+						    3, p);
+		PQclear(res);
+		if (move(dst, cfg, run_id, RUN_PLANNED, NULL, 0, NULL, NULL) != 0)
+			goto out;
+		run.state = RUN_PLANNED;
+		run.consistent_lsn = 0;
+		log_info("snapshot run \"%s\": --force: copying every table again", run_id);
+	}
+	if (!run.exists) {
+		if (runs_insert(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id) < 0)
+			goto out;
+		run.state = RUN_PLANNED;
+	}
+	if (o->create_tables && create_missing_tables(dst, cfg, "pre-data", true, created) < 0) {
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	uint64_t watermark;
+	if (run.state == RUN_PLANNED || (run.state == RUN_FAILED_RECOVERABLE && !run.consistent_lsn) || o->force) {
+		/* 1. the slot with an exported snapshot, kept open while copying */
+		if (drop_stale_slot(src, cfg->slot) < 0)
+			goto out;
+		if (export_snapshot(cfg, cfg->slot, false, &ex) < 0)
+			goto out;
+		fault_point("snapshot.after_slot_before_record");
+		/* 2. slot and consistent point recorded before anything is copied */
+		if (move(dst, cfg, run_id, RUN_SLOT_CREATED, cfg->slot, ex.consistent_lsn, ex.snapshot_name, NULL) != 0 ||
+		    move(dst, cfg, run_id, RUN_SNAPSHOT_EXPORTED, NULL, 0, NULL, NULL) != 0)
+			goto out;
+		watermark = ex.consistent_lsn;
+	} else {
+		/* Resume: the exporting session of the run is gone with the
+		 * process that held it; the tables still to copy are copied at a
+		 * fresh snapshot (a temporary slot) and get its consistent point
+		 * as their own watermark. */
+		char tmp_slot[64];
+		snprintf(tmp_slot, sizeof tmp_slot, "trellara_tmp_%ld", (long)getpid());
+		if (export_snapshot(cfg, tmp_slot, true, &ex) < 0)
+			goto out;
+		char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
+		log_info("snapshot run \"%s\" resumes (state %s, slot consistent point %s): remaining tables are copied at %s",
+			 run_id, run_state_name(run.state), lsn_format(run.consistent_lsn, l1), lsn_format(ex.consistent_lsn, l2));
+		if (run.state < RUN_SNAPSHOT_EXPORTED || run.state == RUN_FAILED_RECOVERABLE) {
+			enum run_state restart = run.state == RUN_FAILED_RECOVERABLE ? RUN_SNAPSHOT_EXPORTED : RUN_SNAPSHOT_EXPORTED;
+			if (move(dst, cfg, run_id, restart, NULL, 0, NULL, NULL) != 0)
+				goto out;
+		}
+		watermark = ex.consistent_lsn;
+	}
+	fault_point("snapshot.after_export_before_copy");
+	/* 3. copy what is not copied yet */
+	if (copied_tables(dst, cfg, run_id, copied) < 0)
+		goto out;
+	size_t n = 0;
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		if (copied[i]) {
+			printf("skipped %s.%s: copied already\n", cfg->tables[i].schema, cfg->tables[i].name);
+			continue;
+		}
+		tables[n].schema = cfg->tables[i].schema;
+		tables[n].name = cfg->tables[i].name;
+		n++;
+	}
+	if (n > 0) {
+		char first[300];
+		snprintf(first, sizeof first, "%s.%s", tables[0].schema, tables[0].name);
+		if (move(dst, cfg, run_id, RUN_COPYING_TABLE, NULL, 0, NULL, first) != 0)
+			goto out;
+		struct copy_job job = {
+			.cfg = cfg, .run_id = run_id, .snapshot_name = ex.snapshot_name, .watermark_lsn = watermark,
+			.tables = tables, .n_tables = n, .workers = (unsigned)cfg->snapshot_workers,
+		};
+		if (copy_tables(&job) < 0)
+			goto out;
+	}
+	/* the snapshot is no longer needed */
+	PQfinish(ex.repl);
+	ex.repl = NULL;
+	int failed = 0, changed = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (tables[i].outcome == COPY_DONE) {
+			printf("copied %s.%s: %" PRIu64 " rows\n", tables[i].schema, tables[i].name, tables[i].rows);
+			continue;
+		}
+		char relation[300];
+		snprintf(relation, sizeof relation, "%s.%s", tables[i].schema, tables[i].name);
+		if (tables[i].outcome == COPY_SCHEMA_CHANGED) {
+			changed++;
+			record_schema_changed(dst, cfg, run_id, relation);
+			printf("NOT handed off %s: its schema changed during the copy; apply the change to the target table and run the snapshot again\n",
+			       relation);
+		} else {
+			failed++;
+			printf("FAILED %s: %s\n", relation, tables[i].error);
+		}
+	}
+	if (failed || changed) {
+		log_error("snapshot run \"%s\": %d tables failed, %d changed schema during their copy: no handoff", run_id, failed,
+			  changed);
+		log_hint("fix what is named above, then run \"trellara snapshot --config %s\" again: copied tables are kept",
+			 cfg->path);
+		code = failed ? EXIT_TEMPFAIL : EXIT_NEGATIVE;
+		goto out;
+	}
+	if (o->create_tables && create_missing_tables(dst, cfg, "post-data", false, created) < 0) {
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	if (move(dst, cfg, run_id, RUN_COPY_COMPLETE, NULL, 0, NULL, NULL) != 0)
+		goto out;
+	fault_point("snapshot.after_copy_before_handoff");
+	if (hand_off(dst, cfg, run_id) < 0)
+		goto out;
+	fault_point("snapshot.after_handoff_before_stream");
+	char l[LSN_FORMAT_LEN];
+	printf("snapshot run \"%s\" is stream_handoff_ready: slot \"%s\", consistent point %s\n", run_id, cfg->slot,
+	       lsn_format(run.consistent_lsn ? run.consistent_lsn : watermark, l));
+	printf("next: trellara capture --config %s; trellara applyd --config %s\n", cfg->path, cfg->path);
+	code = EXIT_OK;
+out:
+	if (ex.repl)
+		PQfinish(ex.repl);
+	PQfinish(dst);
+	PQfinish(src);
+	free(copied);
+	free(created);
+	free(tables);
+	return code;
+}
+
+/* ---- status ---- */
+
+static const char *next_action(const struct run_row *run, int not_copied)
+{
+	if (!run->exists)
+		return "run \"trellara snapshot --config FILE\" to copy the tables";
+	switch (run->state) {
+	case RUN_STREAM_HANDOFF_READY:
+		return "start trellara capture and trellara applyd";
+	case RUN_STREAMING:
+		return "keep capture and applyd running; run trellara verify to prove convergence";
+	case RUN_VERIFIED:
+		return "nothing: the copy is verified; verify again at any time";
+	default:
+		return not_copied ? "run \"trellara snapshot --config FILE\" again: it resumes with the tables not copied yet"
+				  : "run \"trellara snapshot --config FILE\" again to finish the handoff";
+	}
+}
+
+int snapshot_status(const struct snapshot_options *o)
+{
+	const struct flow_config *cfg = o->cfg;
+	PGconn *dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
+	int code = EXIT_UNAVAILABLE;
+	if (!dst || checkpoint_migrate(dst, cfg->checkpoint_schema) < 0)
+		goto out;
+	struct run_row run;
+	if (runs_load(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, o->run_id, &run) < 0)
+		goto out;
+	const char *p[3] = { cfg->source_id, cfg->dataset_id, run.run_id };
+	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
+					    "SELECT relation, state, copied_rows, coalesce(watermark_lsn::text, ''),"
+					    " to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+					    " FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
+					    3, p);
+	if (!res)
+		goto out;
+	int not_copied = 0;
+	char l[LSN_FORMAT_LEN];
+	if (o->json) {
+		printf("{\"flow\":\"%s:%s\",\"run\":", cfg->source_id, cfg->dataset_id);
+		if (!run.exists) {
+			printf("null");
+		} else {
+			printf("{\"run_id\":");
+			json_write_string(stdout, run.run_id, strlen(run.run_id));
+			printf(",\"state\":\"%s\",\"slot\":", run_state_name(run.state));
+			json_write_string(stdout, run.slot_name, strlen(run.slot_name));
+			printf(",\"consistent_lsn\":");
+			if (run.consistent_lsn)
+				printf("\"%s\"", lsn_format(run.consistent_lsn, l));
+			else
+				printf("null");
+			printf(",\"failure_reason\":");
+			if (*run.failure_reason)
+				json_write_string(stdout, run.failure_reason, strlen(run.failure_reason));
+			else
+				printf("null");
+			printf(",\"updated_at\":\"%s\"}", run.updated_at);
+		}
+		printf(",\"tables\":[");
+	} else if (run.exists) {
+		printf("run %s: %s (slot %s, consistent point %s, updated %s)\n", run.run_id, run_state_name(run.state),
+		       *run.slot_name ? run.slot_name : "-", run.consistent_lsn ? lsn_format(run.consistent_lsn, l) : "-",
+		       run.updated_at);
+		if (*run.failure_reason)
+			printf("failure: %s\n", run.failure_reason);
+	} else {
+		printf("no snapshot run for flow %s:%s\n", cfg->source_id, cfg->dataset_id);
+	}
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		char name[300];
+		table_names(cfg, i, name, sizeof name);
+		int r = -1;
+		for (int k = 0; k < PQntuples(res); k++)
+			if (strcmp(PQgetvalue(res, k, 0), name) == 0)
+				r = k;
+		const char *state = r >= 0 ? PQgetvalue(res, r, 1) : "pending";
+		if (strcmp(state, "copied") != 0)
+			not_copied++;
+		if (o->json) {
+			printf("%s{\"table\":", i ? "," : "");
+			json_write_string(stdout, name, strlen(name));
+			printf(",\"state\":\"%s\",\"rows\":%s,\"watermark_lsn\":", state, r >= 0 ? PQgetvalue(res, r, 2) : "0");
+			if (r >= 0 && *PQgetvalue(res, r, 3))
+				printf("\"%s\"", PQgetvalue(res, r, 3));
+			else
+				printf("null");
+			printf("}");
+		} else {
+			printf("  %-40s %-15s rows %-10s watermark %s\n", name, state, r >= 0 ? PQgetvalue(res, r, 2) : "0",
+			       r >= 0 && *PQgetvalue(res, r, 3) ? PQgetvalue(res, r, 3) : "-");
+		}
+	}
+	PQclear(res);
+	const char *action = next_action(&run, not_copied);
+	if (o->json) {
+		printf("],\"next_action\":");
+		json_write_string(stdout, action, strlen(action));
+		printf("}\n");
+	} else {
+		printf("next: %s\n", action);
+	}
+	code = EXIT_OK;
+out:
+	PQfinish(dst);
+	return code;
+}
+
+/* ---- reseed ---- */
+
+static int fence_state(PGconn *dst, const struct flow_config *cfg, char *state, size_t len)
+{
+	const char *p[2] = { cfg->source_id, cfg->dataset_id };
+	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
+					    "SELECT state FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2", 2, p);
+	if (!res)
+		return -1;
+	snprintf(state, len, "%s", PQntuples(res) ? PQgetvalue(res, 0, 0) : "");
+	PQclear(res);
+	return 0;
+}
+
+static void fence_release(PGconn *dst, const struct flow_config *cfg)
+{
+	const char *p[2] = { cfg->source_id, cfg->dataset_id };
+	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
+					    "DELETE FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2", 2, p);
+	PQclear(res);
+}
+
+int snapshot_reseed(const struct snapshot_options *o)
+{
+	const struct flow_config *cfg = o->cfg;
+	size_t which = cfg->n_tables;
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		char name[300];
+		table_names(cfg, i, name, sizeof name);
+		if (strcmp(name, o->table) == 0)
+			which = i;
+	}
+	if (which == cfg->n_tables) {
+		log_error("table \"%s\" is not in dataset.tables of %s", o->table, cfg->path);
+		return EXIT_USAGE;
+	}
+	int code = EXIT_UNAVAILABLE;
+	struct exported ex = { 0 };
+	bool fenced = false;
+	PGconn *dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-reseed", "target");
+	if (!dst || checkpoint_migrate(dst, cfg->checkpoint_schema) < 0)
+		goto out;
+	struct run_row run;
+	if (runs_load(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, NULL, &run) < 0)
+		goto out;
+	if (!run.exists) {
+		log_error("flow %s:%s has no snapshot run to reseed a table of", cfg->source_id, cfg->dataset_id);
+		log_hint("run \"trellara snapshot --config %s\" first", cfg->path);
+		code = EXIT_NEGATIVE;
+		goto out;
+	}
+	/* 1. applyd holds at once: everything it applied is before the copy's
+	 * snapshot, and nothing after the snapshot reaches the table before
+	 * its new watermark is in place */
+	const char *p[2] = { cfg->source_id, cfg->dataset_id };
+	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
+					    "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
+					    " VALUES ($1, $2, '0/0', 'requested', 'reseed') ON CONFLICT (source_id, dataset_id) DO NOTHING"
+					    " RETURNING 1",
+					    2, p);
+	if (!res)
+		goto out;
+	bool mine = PQntuples(res) == 1;
+	PQclear(res);
+	if (!mine) {
+		log_error("a fence is already set for flow %s:%s (a verify or another reseed is running)", cfg->source_id,
+			  cfg->dataset_id);
+		code = EXIT_TEMPFAIL;
+		goto out;
+	}
+	fenced = true;
+	char state[32] = "";
+	for (int waited = 0; waited < 600; waited++) {
+		if (fence_state(dst, cfg, state, sizeof state) < 0)
+			goto out;
+		if (strcmp(state, "held") == 0)
+			break;
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (strcmp(state, "held") != 0) {
+		log_error("trellara-applyd did not hold at the fence within 60 s: is it running?");
+		code = EXIT_TEMPFAIL;
+		goto out;
+	}
+	log_info("applyd holds; copying %s at a fresh snapshot", o->table);
+	/* 2. a fresh snapshot, the table copied at it, its watermark set */
+	char tmp_slot[64];
+	snprintf(tmp_slot, sizeof tmp_slot, "trellara_tmp_%ld", (long)getpid());
+	if (export_snapshot(cfg, tmp_slot, true, &ex) < 0)
+		goto out;
+	struct copy_table t = { .schema = cfg->tables[which].schema, .name = cfg->tables[which].name };
+	struct copy_job job = { .cfg = cfg, .run_id = run.run_id, .snapshot_name = ex.snapshot_name,
+				.watermark_lsn = ex.consistent_lsn, .tables = &t, .n_tables = 1, .workers = 1 };
+	if (copy_tables(&job) < 0 || t.outcome != COPY_DONE) {
+		log_error("reseed of %s failed: %s", o->table, t.error);
+		code = t.outcome == COPY_SCHEMA_CHANGED ? EXIT_NEGATIVE : EXIT_TEMPFAIL;
+		goto out;
+	}
+	char l[LSN_FORMAT_LEN];
+	printf("reseeded %s: %" PRIu64 " rows at %s; applyd applies its changes from there on\n", o->table, t.rows,
+	       lsn_format(ex.consistent_lsn, l));
+	code = EXIT_OK;
+out:
+	/* 3. released on every path */
+	if (fenced)
+		fence_release(dst, cfg);
+	if (ex.repl)
+		PQfinish(ex.repl);
+	PQfinish(dst);
+	return code;
+}
