@@ -60,8 +60,9 @@
 # APPLY_BENCH_LAG_RATE (tps; overrides the rule above),
 # APPLY_BENCH_BATCH (apply.batch_transactions; default: applyd's, 100),
 # APPLY_BENCH_TARGET_FSYNC (on; "off" makes every flush free on the target),
-# APPLY_BENCH_PERF=DIR (one extra, uncounted Trellara round under
-# perf record -g on applyd and its target backend; reports in DIR),
+# APPLY_BENCH_PERF=DIR (one extra, uncounted round of each applier under
+# perf record -g: applyd, its target backend, the native apply worker;
+# data and text reports in DIR),
 # APPLY_BENCH_KEEP=1 keeps the directory (clusters stopped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -224,10 +225,11 @@ elapsed_gt() { # T0 (an $EPOCHREALTIME) LIMIT_S
 	((now - t0 > $2 * 1000000))
 }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
-# CPU seconds (user + system) a process has used, from /proc/PID/stat
+# "X/Y": seconds a process has run on a CPU / waited for one (runnable but
+# not running), from /proc/PID/schedstat; whatever remains of its life it
+# was blocked (waiting for input, a lock or I/O)
 cpu_of() {
-	awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$1/stat" 2>/dev/null ||
-		echo "?"
+	awk '{printf "%.2f/%.2f", $1 / 1e9, $2 / 1e9}' "/proc/$1/schedstat" 2>/dev/null || echo "?"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
@@ -301,7 +303,7 @@ EOF
 
 # ---------------------------------------------------------------- backlog
 
-echo "== apply ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), target fsync $TARGET_FSYNC, source fsync off, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "== apply ($(date -u +%Y-%m-%dT%H:%M:%SZ), trellara $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), target fsync $TARGET_FSYNC, source fsync off, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 pgbench -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$SRC_URL" >"$WORK/pgbench.log" 2>&1 ||
 	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
 END=$(src -c "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (0, 0, 0, 0, now())" \
@@ -387,8 +389,16 @@ run_native() {
 	local q="SELECT format('%s %s', coalesce(bool_and(remote_lsn >= '$END'), false),
 		coalesce(bool_and(remote_lsn >= '$END' AND local_lsn <= pg_current_wal_flush_lsn()), false))
 		FROM pg_replication_origin_status WHERE external_id = 'pg_$oid'"
+	local perf=''
 	t0=$EPOCHREALTIME
 	tgt "$db" -c "ALTER SUBSCRIPTION $sub ENABLE" >/dev/null
+	if [[ -n $PERF_DIR && $i == "$ROUNDS" ]]; then
+		poll_until "SELECT EXISTS (SELECT FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL AND pid IS NOT NULL)" 60
+		poll_query "SELECT pid FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL"
+		perf record -q -F 999 -g -o "$PERF_DIR/native-apply-worker.data" -p "$POLL_ANSWER" 2>"$PERF_DIR/perf-native.err" &
+		perf=$!
+		BG[perf1]=$perf
+	fi
 	while :; do
 		poll_query "$q"
 		case $POLL_ANSWER in
@@ -400,6 +410,11 @@ run_native() {
 		elapsed_gt "$t0" "$TIMEOUT_S" && die "native_$i: timed out"
 		sleep 0.01
 	done
+	if [[ -n $perf ]]; then
+		kill -INT "$perf" 2>/dev/null
+		wait "$perf" || true
+		BG[perf1]=''
+	fi
 	poll_query "SELECT pid FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL"
 	wpid=$POLL_ANSWER
 	poll_connect "$SRC_CONN"
@@ -423,16 +438,20 @@ trellara_round() {
 	[[ -z $TR_CHANGES || $TR_CHANGES == "$R_CHANGES" ]] || die "trellara round $1 applied $R_CHANGES changes, round 1 $TR_CHANGES"
 	TR_CHANGES=$R_CHANGES
 	if [[ -n $PERF_DIR && $1 == "$ROUNDS" ]]; then
-		PERF_DETAIL="profiled round: $R_SECONDS s, cpu applyd $R_CPU_APPLYD s, target backend $R_CPU_BACKEND s"
+		PERF_DETAIL="profiled trellara round (perf record -g, reports in $PERF_DIR): $R_SECONDS (applyd $R_CPU_APPLYD, backend $R_CPU_BACKEND)"
 		return
 	fi
 	TS+=("$R_SECONDS")
-	TDETAIL+=("$R_SECONDS (cpu applyd $R_CPU_APPLYD, backend $R_CPU_BACKEND)")
+	TDETAIL+=("$R_SECONDS (applyd $R_CPU_APPLYD, backend $R_CPU_BACKEND)")
 }
 native_round() {
 	run_native "$1"
+	if [[ -n $PERF_DIR && $1 == "$ROUNDS" ]]; then
+		PERF_DETAIL+="; native $R_SECONDS (apply worker $R_CPU_WORKER, walsender $R_CPU_WALSENDER)"
+		return
+	fi
 	NS+=("$R_SECONDS") NAS+=("$R_APPLIED_S") NCS+=("$R_CONFIRMED_S")
-	NDETAIL+=("$R_SECONDS (applied $R_APPLIED_S, confirmed $R_CONFIRMED_S; cpu apply worker $R_CPU_WORKER, walsender $R_CPU_WALSENDER)")
+	NDETAIL+=("$R_SECONDS (applied $R_APPLIED_S, confirmed $R_CONFIRMED_S; apply worker $R_CPU_WORKER, walsender $R_CPU_WALSENDER)")
 }
 for ((i = 1; i <= REPEAT; i++)); do
 	if ((i % 2)); then
@@ -443,12 +462,20 @@ for ((i = 1; i <= REPEAT; i++)); do
 		trellara_round "$i"
 	fi
 done
-[[ -n $PERF_DIR ]] && trellara_round "$ROUNDS"
+if [[ -n $PERF_DIR ]]; then
+	trellara_round "$ROUNDS"
+	native_round "$ROUNDS"
+	for f in applyd target-backend native-apply-worker; do
+		perf report -i "$PERF_DIR/$f.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -60 >"$PERF_DIR/$f.self.txt" || true
+		perf report -i "$PERF_DIR/$f.data" --children --sort symbol --stdio -g none 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -150 >"$PERF_DIR/$f.children.txt" || true
+	done
+fi
 
 # every target database holds what the source held at END
 for ((i = 1; i <= ROUNDS; i++)); do
 	for db in "trellara_$i" "native_$i"; do
-		[[ $db == native_$ROUNDS && -n $PERF_DIR ]] && continue # never enabled
 		p=$(tgt "$db" -c "$(fingerprint)")
 		[[ $p == "$SOURCE_PRINT" ]] || die "$db differs from the source at END: $p, source $SOURCE_PRINT"
 	done
@@ -474,9 +501,9 @@ printf '%-9s %8d %9d %9.2f %9d %10d  %s\n' native "$TXNS" "$TR_CHANGES" "$MN" "$
 	"flushed: synchronous_commit=off per source txn, timed to the WAL flush covering END"
 echo "ratio = trellara txns/s / native txns/s: $RATIO (goal >= $RATIO_GOAL: $(awk -v r="$RATIO" -v g="$RATIO_GOAL" 'BEGIN{print (r >= g) ? "met" : "NOT met"}'));" \
 	"against native's source-confirmed time (confirmed_flush_lsn, $MNC s): $RATIO_CONFIRMED; its unflushed applied time ($MNA s): $RATIO_APPLIED"
-echo "per round (s): trellara ${TDETAIL[*]}"
-echo "               native ${NDETAIL[*]}"
-[[ -n $PERF_DIR ]] && echo "               $PERF_DETAIL"
+echo "per round, seconds (process: on-CPU/waiting-for-a-CPU s): trellara ${TDETAIL[*]}"
+echo "  native ${NDETAIL[*]}"
+[[ -n $PERF_DIR ]] && echo "  $PERF_DETAIL"
 echo "every target database checked equal to the source at END (counts and sums of the 4 pgbench tables)"
 
 # ---------------------------------------------------------------- lag

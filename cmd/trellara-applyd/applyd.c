@@ -96,6 +96,8 @@ struct applyd {
 	uint64_t single_until;
 	bool single_mode;
 	struct chunk_state chunk;
+	bool fence_present;        /* as read at the start of the current batch */
+	uint64_t fence_lsn;
 	int64_t last_idle_checkpoint_us, last_progress_us;
 	uint64_t progress_txns;
 	unsigned int rng;
@@ -243,6 +245,21 @@ static const struct quarantine_entry *replay_entry(struct applyd *a, uint32_t xi
 	return NULL;
 }
 
+/* Marks a replayed quarantined transaction resolved, in the target
+ * transaction that applies it. */
+static int resolve_quarantine(struct applyd *a, const struct quarantine_entry *q, uint64_t tag)
+{
+	char id[24];
+	snprintf(id, sizeof id, "%" PRId64, q->id);
+	char *sql = pgconn_schema_sql(a->conn,
+				      "UPDATE @.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1",
+				      a->cfg->checkpoint_schema);
+	const char *p[1] = { id };
+	int rc = executor_exec(&a->ex, sql, 1, p, tag);
+	free(sql);
+	return rc;
+}
+
 /* ---- batches ---- */
 
 static int begin_txn(struct applyd *a, uint64_t offset)
@@ -342,7 +359,7 @@ static void warn_unconfigured(struct applyd *a, const struct env_relation *r)
 
 /* Apply the changes of one envelope inside the open target transaction. */
 static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset, uint64_t commit_lsn,
-			uint64_t *changes)
+			uint64_t *changes, uint64_t *decoded)
 {
 	struct env_decoder d;
 	int rc = 0;
@@ -383,23 +400,37 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 	const struct env_change *c;
 	int step;
 	char err[512];
+	uint32_t *kept = NULL;
 	while ((step = env_decode_next(&d, &c)) == 1) {
+		if (decoded)
+			(*decoded)++;
+		struct env_change filtered;
 		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
 			if (skip[c->relation]) {
 				const struct env_relation *r = &d.header.relations[c->relation];
-				if (!table_find(a, r->schema, r->schema_len, r->name, r->name_len))
+				if (!table_find(a, r->schema, r->schema_len, r->name, r->name_len)) {
 					warn_unconfigured(a, r);
-				a->batch_filtered++;
+					a->stats->skipped_unconfigured++;
+				} else {
+					a->batch_filtered++;
+				}
 				continue;
 			}
 		} else if (c->op == ENV_TRUNCATE) {
-			bool all_skipped = true;
+			/* only the tables of this flow, and only above their watermarks */
+			kept = xrealloc(kept, (c->n_truncate ? c->n_truncate : 1) * sizeof *kept);
+			uint32_t n_kept = 0;
 			for (uint32_t k = 0; k < c->n_truncate; k++)
-				all_skipped = all_skipped && skip[c->truncate_relations[k]];
-			if (all_skipped) {
+				if (!skip[c->truncate_relations[k]])
+					kept[n_kept++] = c->truncate_relations[k];
+			if (n_kept == 0) {
 				a->batch_filtered++;
 				continue;
 			}
+			filtered = *c;
+			filtered.n_truncate = n_kept;
+			filtered.truncate_relations = kept;
+			c = &filtered;
 		}
 		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, &a->stmt, err, sizeof err);
 		if (planned < 0) {
@@ -425,6 +456,7 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 	}
 	for (uint32_t i = 0; i < nrel; i++)
 		free(keys[i]);
+	free(kept);
 	free(keys);
 	free(skip);
 	free(prel);
@@ -453,7 +485,8 @@ static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, u
 	return quarantine(a, xid, commit_lsn, offset, reason_for(err.sqlstate), detail, EXIT_NEGATIVE);
 }
 
-static int fence_check(struct applyd *a, uint64_t commit_lsn, bool *hold);
+static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
+static int tables_load(struct applyd *a);
 
 static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 {
@@ -474,7 +507,7 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 		return 0;
 	}
 	bool hold = false;
-	int rc = fence_check(a, s.commit_lsn, &hold);
+	int rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
 	if (rc != 0 || hold)
 		return rc;
 	const struct quarantine_entry *replay = replay_entry(a, s.xid, s.commit_lsn);
@@ -491,7 +524,7 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 	if (begin_txn(a, f->header.offset) < 0)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
-	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes);
+	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
 	if (rc == EXIT_DATAERR)
 		return rc;
 	a->batch_txns++;
@@ -501,16 +534,8 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 	if (s.end_lsn > a->seen_lsn)
 		a->seen_lsn = s.end_lsn;
 	a->next_offset = f->header.offset + 1;
-	if (replay && rc == 0) {
-		char id[24];
-		snprintf(id, sizeof id, "%" PRId64, replay->id);
-		char *qs = pgconn_quote_ident(a->conn, a->cfg->checkpoint_schema);
-		char *sql = xasprintf("UPDATE %s.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1", qs);
-		const char *p[1] = { id };
-		rc = executor_exec(&a->ex, sql, 1, p, f->header.offset) < 0 ? 1 : 0;
-		free(sql);
-		free(qs);
-	}
+	if (replay && rc == 0)
+		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? 1 : 0;
 	if (rc == 0 && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
 		rc = commit_batch(a);
 	if (rc == 1)
@@ -630,7 +655,7 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			ch->duplicate = s.commit_lsn <= a->last_commit_lsn;
 			if (!ch->duplicate) {
 				bool hold = false;
-				int rc = fence_check(a, s.commit_lsn, &hold);
+				int rc = fence_check(a, s.commit_lsn, offset, &hold);
 				if (rc != 0 || hold) {
 					chunk_reset(a);
 					return rc;
@@ -650,9 +675,10 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			ch->counts = xrealloc(ch->counts, ch->cap * sizeof *ch->counts);
 		}
 		ch->crcs[ch->next_index] = crc32c(0, f->payload, f->header.payload_length);
-		uint64_t changes = 0;
+		uint64_t changes = 0, decoded = 0;
 		if (!ch->duplicate) {
-			int rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset, s.commit_lsn, &changes);
+			int rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset, s.commit_lsn, &changes,
+					      &decoded);
 			if (rc == EXIT_DATAERR)
 				return rc;
 			if (rc == 1) {
@@ -670,10 +696,10 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			const struct env_change *c;
 			if (env_decode_begin(&d, f->payload + 4, f->header.payload_length - 4) == 0)
 				while (env_decode_next(&d, &c) == 1)
-					changes++;
+					decoded++;
 			env_decoder_free(&d);
 		}
-		ch->counts[ch->next_index] = (uint32_t)changes;
+		ch->counts[ch->next_index] = (uint32_t)decoded;
 		ch->changes += changes;
 		ch->next_index++;
 		a->next_offset = offset + 1;
@@ -728,6 +754,9 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 	uint32_t xid = ch->xid;
 	uint64_t lsn = ch->commit_lsn, first = ch->first_offset;
 	chunk_reset(a);
+	const struct quarantine_entry *replay = replay_entry(a, xid, lsn);
+	if (replay && resolve_quarantine(a, replay, offset) < 0)
+		return handle_failure(a, xid, lsn, first);
 	int rc = commit_batch(a);
 	if (rc == 1) {
 		a->single_mode = true;
@@ -738,28 +767,76 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 
 /* ---- fences (DESIGN §9) ---- */
 
-static int fence_check(struct applyd *a, uint64_t commit_lsn, bool *hold)
+static int fence_refresh(struct applyd *a)
 {
-	*hold = false;
-	bool present;
-	uint64_t fence_lsn = 0;
 	char state[16];
-	if (a->in_txn)
-		return 0; /* checked once per target transaction, at its start */
 	if (PQexitPipelineMode(a->conn) != 1)
 		return APPLY_RECONNECT;
-	int rc = checkpoint_fence_get(a->conn, a->cfg->checkpoint_schema, &a->ids, &present, &fence_lsn, state, sizeof state);
-	if (rc == 0 && present && commit_lsn >= fence_lsn) {
-		if (strcmp(state, "requested") == 0) {
-			rc = checkpoint_fence_mark_held(a->conn, a->cfg->checkpoint_schema, &a->ids, a->cp.applied_through_lsn);
-			char l[LSN_FORMAT_LEN];
-			log_info("held at fence %s (next transaction commits at or after it)", lsn_format(fence_lsn, l));
-		}
-		*hold = true;
-	}
+	int rc = checkpoint_fence_get(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->fence_present, &a->fence_lsn, state,
+				      sizeof state);
 	if (PQenterPipelineMode(a->conn) != 1)
 		return APPLY_RECONNECT;
 	return rc < 0 ? APPLY_RECONNECT : 0;
+}
+
+/* Hold: everything before commit_lsn is committed; report "held" and
+ * wait until the fence is released.  The caller re-reads its frame. */
+static int fence_hold(struct applyd *a)
+{
+	if (PQexitPipelineMode(a->conn) != 1)
+		return APPLY_RECONNECT;
+	char l[LSN_FORMAT_LEN];
+	log_info("held at fence %s (applied through %s)", lsn_format(a->fence_lsn, l),
+		 lsn_format(a->cp.applied_through_lsn, (char[LSN_FORMAT_LEN]){ 0 }));
+	int rc = checkpoint_fence_mark_held(a->conn, a->cfg->checkpoint_schema, &a->ids, a->cp.applied_through_lsn);
+	while (rc == 0 && !*a->o->stop) {
+		char state[16];
+		rc = checkpoint_fence_get(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->fence_present, &a->fence_lsn, state,
+					  sizeof state);
+		if (rc < 0 || !a->fence_present)
+			break;
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (PQenterPipelineMode(a->conn) != 1 || rc < 0)
+		return APPLY_RECONNECT;
+	if (!a->fence_present) {
+		log_info("fence released: applying again");
+		/* a reseed may have moved table watermarks while we held */
+		if (tables_load(a) < 0)
+			return APPLY_RECONNECT;
+	}
+	return 0;
+}
+
+/* Before applying a transaction that commits at or after the fence:
+ * commit what is open, hold, and have the caller read the frame again. */
+static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
+{
+	*hold = false;
+	if (!a->in_txn) {
+		int rc = fence_refresh(a);
+		if (rc)
+			return rc;
+	}
+	if (!a->fence_present || commit_lsn < a->fence_lsn)
+		return 0;
+	*hold = true;
+	if (a->in_txn || a->batch_skipped) {
+		uint64_t keep = a->next_offset;
+		int rc = commit_batch(a);
+		if (rc == 1)
+			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		if (rc)
+			return rc;
+	}
+	int rc = fence_hold(a);
+	if (rc)
+		return rc;
+	if (stream_reader_seek(a->reader, frame_offset) != STREAM_OK)
+		return EXIT_DATAERR;
+	a->next_offset = frame_offset;
+	return 0;
 }
 
 /* ---- the loop ---- */
@@ -767,6 +844,8 @@ static int fence_check(struct applyd *a, uint64_t commit_lsn, bool *hold)
 static int idle_duties(struct applyd *a)
 {
 	int64_t now = mono_us();
+	if (a->last_progress_us == 0)
+		a->last_progress_us = now;
 	if (a->in_txn || (a->batch_skipped && !a->chunk.active)) {
 		uint64_t keep = a->next_offset;
 		int rc = commit_batch(a);
@@ -793,11 +872,16 @@ static int idle_duties(struct applyd *a)
 		a->progress_txns = 0;
 		a->last_progress_us = now;
 	}
-	/* a fence the applier already stands at: report held */
-	if (!a->chunk.active) {
-		bool hold;
-		if (fence_check(a, a->cp.applied_through_lsn, &hold) != 0)
-			return APPLY_RECONNECT;
+	/* a fence the applier already stands at: hold there */
+	if (!a->chunk.active && !a->in_txn) {
+		int rc = fence_refresh(a);
+		if (rc)
+			return rc;
+		if (a->fence_present && a->cp.applied_through_lsn >= a->fence_lsn) {
+			rc = fence_hold(a);
+			if (rc)
+				return rc;
+		}
 	}
 	return 0;
 }
@@ -1041,8 +1125,10 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 	}
 out:
 	log_info("applyd stopped: %" PRIu64 " transactions (%" PRIu64 " changes) applied, %" PRIu64
-		 " duplicates skipped, %" PRIu64 " changes skipped below snapshot watermarks, %" PRIu64 " quarantined",
-		 stats->transactions, stats->changes, stats->skipped_duplicates, stats->skipped_by_watermark, stats->quarantined);
+		 " duplicates skipped, %" PRIu64 " changes skipped below snapshot watermarks, %" PRIu64
+		 " changes to tables outside the dataset, %" PRIu64 " quarantined",
+		 stats->transactions, stats->changes, stats->skipped_duplicates, stats->skipped_by_watermark,
+		 stats->skipped_unconfigured, stats->quarantined);
 	if (a.conn)
 		disconnect_target(&a);
 	stream_reader_close(a.reader);

@@ -24,7 +24,7 @@ struct applyd_options {
 };
 
 struct applyd_stats {
-	uint64_t transactions, changes, skipped_duplicates, skipped_by_watermark, batches, quarantined;
+	uint64_t transactions, changes, skipped_duplicates, skipped_by_watermark, skipped_unconfigured, batches, quarantined;
 };
 
 int applyd_run(const struct applyd_options *options, struct applyd_stats *stats);
