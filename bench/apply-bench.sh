@@ -37,6 +37,13 @@
 #             committed but maybe not flushed) and "confirmed" (the source
 #             slot's confirmed_flush_lsn >= END; the apply worker reports its
 #             flush position only when it wakes up, at least once a second).
+# Target settings: fsync on (APPLY_BENCH_TARGET_FSYNC), autovacuum off (the
+# same work in every round), shared_buffers 512MB, no checkpoint during a
+# run; every round's database is a fresh copy, so both appliers start with
+# its pages in the OS cache only.  Per round the script also prints, for
+# each process that does the work, seconds on a CPU / seconds runnable but
+# waiting for one (/proc/PID/schedstat): the rest of the wall time it was
+# blocked (on its peer, I/O or fsync).
 # ratio = trellara txns/s / native txns/s (native: flushed time; the
 # confirmed-time ratio is printed too), medians of REPEAT.  Every target
 # database is checked against the source at END afterwards (row counts and

@@ -8,3 +8,4 @@ mkdir -p "$dir"
 echo "== stream ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(df -h "$dir" | awk 'NR==2{print $1" "$2}'))"
 build/bench/stream_bench "$dir" "${BENCH_SECONDS:-1}"
 bench/capture-bench.sh
+bench/apply-bench.sh

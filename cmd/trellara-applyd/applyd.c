@@ -1087,14 +1087,16 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 	int code = EXIT_OK;
 	/* the stream may not exist before capture first ran: wait for it */
 	bool said = false;
+	char *segments = xasprintf("%s/segments", a.cfg->stream_path);
 	while (!*o->stop) {
-		if (stream_reader_open(a.cfg->stream_path, &a.reader) == STREAM_OK)
+		if (access(segments, F_OK) == 0 && stream_reader_open(a.cfg->stream_path, &a.reader) == STREAM_OK)
 			break;
 		if (!said)
 			log_info("waiting for the stream \"%s\" to appear", a.cfg->stream_path);
 		said = true;
 		sleep(1);
 	}
+	free(segments);
 	if (!a.reader)
 		goto out;
 	int attempt = 0;

@@ -1,0 +1,571 @@
+/*
+ * gather.c - trellara-status reads the source, the stream, the target and
+ * the supervisor's files (see status.h).  Read-only everywhere: the
+ * database sessions are READ ONLY, the stream is only inspected, the
+ * checkpoint schema is never created or migrated here.
+ *
+ * A part that cannot be read records why in its error and stays
+ * unavailable; the messages are logged at debug level only, since the
+ * report itself carries them.
+ */
+#include "status.h"
+
+#include "trellara/conninfo.h"
+#include "trellara/envelope.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/stream.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void set_error(char *error, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_error(char *error, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(error, len, fmt, ap);
+	va_end(ap);
+	/* one line: libpq messages end in newlines and may hold several */
+	for (char *p = error; *p; p++)
+		if (*p == '\n')
+			*p = (p[1] ? ' ' : '\0');
+	log_debug("%s", error);
+}
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* µs since the epoch as 2026-11-29T09:09:01.051170Z (trellara-stream's form). */
+static void format_time_us(int64_t us, char *buf, size_t len)
+{
+	time_t sec = (time_t)(us / 1000000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%06ldZ", (long)(us % 1000000));
+}
+
+/* ---- libpq, read-only ---- */
+
+static PGconn *connect_readonly(const char *url, const char *role, char *error, size_t error_len)
+{
+	/* connect_timeout first: a value in the URL itself wins over ours */
+	const char *keys[] = { "connect_timeout", "dbname", "application_name", NULL };
+	const char *values[] = { STATUS_CONNECT_TIMEOUT_SECONDS, url, "trellara-status", NULL };
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
+	if (!conn || PQstatus(conn) != CONNECTION_OK) {
+		char *masked = conninfo_mask(url);
+		set_error(error, error_len, "cannot connect to the %s database \"%s\": %s", role, masked,
+			  conn ? PQerrorMessage(conn) : "out of memory");
+		free(masked);
+		PQfinish(conn);
+		return NULL;
+	}
+	PGresult *res = PQexec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET statement_timeout = "
+				     STATUS_STATEMENT_TIMEOUT_MS);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		set_error(error, error_len, "%s database: cannot set up a read-only session: %s", role, PQerrorMessage(conn));
+		PQclear(res);
+		PQfinish(conn);
+		return NULL;
+	}
+	PQclear(res);
+	return conn;
+}
+
+static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *params, const char *what, char *error,
+		       size_t error_len)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		set_error(error, error_len, "cannot read %s: %s", what, PQerrorMessage(conn));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+static PGresult *schema_query(PGconn *conn, const char *schema, const char *sql, int n, const char *const *params,
+			      const char *what, char *error, size_t error_len)
+{
+	char *text = pgconn_schema_sql(conn, sql, schema);
+	PGresult *res = query(conn, text, n, params, what, error, error_len);
+	free(text);
+	return res;
+}
+
+static uint64_t parse_u64(const char *text)
+{
+	return strtoull(text, NULL, 10);
+}
+
+/* A non-negative byte difference from pg_wal_lsn_diff (numeric text). */
+static uint64_t parse_diff(const char *text)
+{
+	if (!text || *text == '-')
+		return 0;
+	return strtoull(text, NULL, 10);
+}
+
+/* ---- source ---- */
+
+static void gather_source(struct status_source *s, const struct flow_config *cfg)
+{
+	PGconn *conn = connect_readonly(cfg->source_database_url, "source", s->error, sizeof s->error);
+	if (!conn)
+		return;
+	PGresult *res = query(conn,
+			      "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
+			      " ELSE pg_current_wal_lsn() END, current_setting('server_version_num')",
+			      0, NULL, "the WAL position", s->error, sizeof s->error);
+	if (!res)
+		goto out;
+	s->in_recovery = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	bool has_wal = !PQgetisnull(res, 0, 1) && lsn_parse(PQgetvalue(res, 0, 1), &s->wal_lsn);
+	s->server_version_num = atoi(PQgetvalue(res, 0, 2));
+	char wal_text[LSN_FORMAT_LEN];
+	lsn_format(s->wal_lsn, wal_text);
+	PQclear(res);
+
+	/* wal_status exists from PostgreSQL 13 on */
+	const char *wal_status = s->server_version_num >= 130000 ? "coalesce(s.wal_status, '')" : "''";
+	char *sql = xasprintf("SELECT s.active, coalesce(s.active_pid, 0), s.restart_lsn, s.confirmed_flush_lsn, %s,"
+			      " pg_wal_lsn_diff($2::pg_lsn, s.restart_lsn), pg_wal_lsn_diff($2::pg_lsn, s.confirmed_flush_lsn),"
+			      " extract(epoch FROM r.flush_lag), r.pid IS NOT NULL"
+			      " FROM pg_catalog.pg_replication_slots s"
+			      " LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid"
+			      " WHERE s.slot_name = $1",
+			      wal_status);
+	const char *p[2] = { cfg->slot, wal_text };
+	res = query(conn, sql, 2, p, "the replication slot", s->error, sizeof s->error);
+	free(sql);
+	if (!res)
+		goto out;
+	s->available = true;
+	if (PQntuples(res) == 1) {
+		s->slot_exists = true;
+		s->slot_active = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		s->slot_active_pid = atoi(PQgetvalue(res, 0, 1));
+		s->has_restart_lsn = !PQgetisnull(res, 0, 2) && lsn_parse(PQgetvalue(res, 0, 2), &s->restart_lsn);
+		s->has_confirmed_flush = !PQgetisnull(res, 0, 3) && lsn_parse(PQgetvalue(res, 0, 3), &s->confirmed_flush_lsn);
+		snprintf(s->wal_status, sizeof s->wal_status, "%s", PQgetvalue(res, 0, 4));
+		if (has_wal && s->has_restart_lsn && !PQgetisnull(res, 0, 5)) {
+			s->has_retained = true;
+			s->retained_bytes = parse_diff(PQgetvalue(res, 0, 5));
+		}
+		if (has_wal && s->has_confirmed_flush && !PQgetisnull(res, 0, 6)) {
+			s->has_lag_bytes = true;
+			s->lag_bytes = parse_diff(PQgetvalue(res, 0, 6));
+		}
+		bool walsender_visible = strcmp(PQgetvalue(res, 0, 8), "t") == 0;
+		if (!s->slot_active) {
+			snprintf(s->lag_seconds_basis, sizeof s->lag_seconds_basis,
+				 "unknown: no capture is connected to the slot (lag_bytes is the WAL it has not confirmed)");
+		} else if (!PQgetisnull(res, 0, 7)) {
+			s->has_lag_seconds = true;
+			s->lag_seconds = strtod(PQgetvalue(res, 0, 7), NULL);
+			snprintf(s->lag_seconds_basis, sizeof s->lag_seconds_basis,
+				 "pg_stat_replication.flush_lag: the source's time from flushing WAL to capture confirming it durable");
+		} else if (s->has_lag_bytes && s->lag_bytes == 0) {
+			s->has_lag_seconds = true;
+			s->lag_seconds = 0;
+			snprintf(s->lag_seconds_basis, sizeof s->lag_seconds_basis,
+				 "caught up: the slot confirmed the current WAL position");
+		} else if (!walsender_visible) {
+			snprintf(s->lag_seconds_basis, sizeof s->lag_seconds_basis,
+				 "unknown: pg_stat_replication shows no row for the slot's walsender to this role");
+		} else {
+			snprintf(s->lag_seconds_basis, sizeof s->lag_seconds_basis,
+				 "unknown: the source has not measured a flush lag (pg_stat_replication.flush_lag is null)");
+		}
+	} else {
+		snprintf(s->lag_seconds_basis, sizeof s->lag_seconds_basis, "unknown: the slot does not exist");
+	}
+	PQclear(res);
+out:
+	PQfinish(conn);
+}
+
+/* ---- stream ---- */
+
+/* Append time of the frame at offset; false when it cannot be read. */
+static bool frame_time_at(struct stream_reader *reader, uint64_t offset, int64_t *append_us)
+{
+	struct stream_frame f;
+	if (stream_reader_seek(reader, offset) != STREAM_OK || stream_reader_next(reader, &f) != STREAM_OK)
+		return false;
+	*append_us = f.header.append_time_us;
+	return true;
+}
+
+/* The newest frame, and the highest source LSN durable in the stream
+ * (a transaction's end LSN or a watermark): what capture acknowledges to
+ * the source.  Scans segments newest first until one holds such a frame
+ * (at most a few: a segment of chunks alone carries no end LSN until its
+ * commit marker). */
+static void scan_tail(struct status_stream *s, const char *dir, struct stream_reader *reader, int64_t now)
+{
+	uint64_t *bases = NULL;
+	size_t n = 0;
+	if (stream_segment_bases(dir, &bases, &n) != STREAM_OK)
+		return;
+	for (size_t k = n, scanned = 0; k-- > 0 && scanned < 4 && !s->has_ack; scanned++) {
+		if (stream_reader_seek(reader, bases[k]) != STREAM_OK)
+			break;
+		bool newest_here = !s->has_newest; /* the newest segment that holds a frame */
+		struct stream_frame f;
+		while (stream_reader_next(reader, &f) == STREAM_OK) {
+			if (newest_here) {
+				s->has_newest = true;
+				format_time_us(f.header.append_time_us, s->newest_time, sizeof s->newest_time);
+				s->newest_age_seconds = (double)(now - f.header.append_time_us) / 1e6;
+			}
+			int t = f.header.type;
+			if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
+				continue;
+			struct env_frame_summary sum;
+			char err[256];
+			if (env_frame_summary(t, f.payload, f.header.payload_length, &sum, err, sizeof err) < 0)
+				continue; /* trellara stream read names the bad frame */
+			uint64_t lsn = t == FRAME_WATERMARK ? sum.lsn : sum.end_lsn;
+			if (!s->has_ack || lsn >= s->ack_lsn) {
+				s->has_ack = true;
+				s->ack_lsn = lsn;
+				format_time_us(f.header.append_time_us, s->ack_time, sizeof s->ack_time);
+				s->ack_age_seconds = (double)(now - f.header.append_time_us) / 1e6;
+			}
+		}
+	}
+	free(bases);
+}
+
+static void gather_stream(struct status_stream *s, const struct flow_config *cfg)
+{
+	const char *dir = cfg->stream_path;
+	char *segments = xasprintf("%s/segments", dir);
+	struct stat st;
+	bool exists = stat(segments, &st) == 0 && S_ISDIR(st.st_mode);
+	free(segments);
+	if (!exists) {
+		set_error(s->error, sizeof s->error, "no stream at \"%s\" (capture has not created it yet, or it is gone)", dir);
+		return;
+	}
+	struct stream_report rep;
+	int rc = -1;
+	/* retention may remove a segment under our feet: look again once */
+	for (int attempt = 0; attempt < 2 && rc < 0; attempt++)
+		rc = stream_inspect(dir, (const char *const *)cfg->protected_groups, cfg->n_protected_groups, &rep);
+	if (rc < 0) {
+		set_error(s->error, sizeof s->error, "cannot inspect the stream at \"%s\" (see the log above)", dir);
+		return;
+	}
+	s->available = true;
+	s->writer_active = rep.writer_active;
+	s->corrupt = rep.corrupt;
+	s->empty = rep.empty;
+	s->first_offset = rep.first_offset;
+	s->next_offset = rep.next_offset;
+	s->bytes = rep.total_bytes;
+	s->torn_bytes = rep.torn_bytes;
+	s->segments = rep.n_segments;
+	for (size_t i = 0; i < rep.n_groups; i++) {
+		if (strcmp(rep.groups[i].name, cfg->consumer_group) == 0) {
+			s->group_exists = rep.groups[i].exists;
+			s->group_position = rep.groups[i].position;
+			s->group_pending = rep.groups[i].pending;
+		}
+	}
+	if (!s->group_exists) {
+		s->group_position = 0;
+		s->group_pending = rep.next_offset > rep.first_offset ? rep.next_offset - rep.first_offset : 0;
+	}
+	stream_report_free(&rep);
+	if (s->empty)
+		return;
+	struct stream_reader *reader = NULL;
+	if (stream_reader_open(dir, &reader) != STREAM_OK)
+		return;
+	int64_t now = wall_us(), t;
+	if (frame_time_at(reader, s->first_offset, &t)) {
+		s->has_oldest = true;
+		format_time_us(t, s->oldest_time, sizeof s->oldest_time);
+		s->oldest_age_seconds = (double)(now - t) / 1e6;
+	}
+	uint64_t pending_from = s->group_position > s->first_offset ? s->group_position : s->first_offset;
+	if (s->group_pending > 0 && frame_time_at(reader, pending_from, &t)) {
+		s->has_pending_age = true;
+		s->oldest_pending_age_seconds = (double)(now - t) / 1e6;
+	}
+	scan_tail(s, dir, reader, now);
+	stream_reader_close(reader);
+}
+
+/* ---- target ---- */
+
+struct checkpoint_sample {
+	bool exists;
+	int64_t taken_us;
+	uint64_t transactions, changes;
+};
+
+#define CHECKPOINT_SQL                                                                                           \
+	"SELECT last_commit_lsn, applied_through_lsn, stream_offset, last_xid, applied_transactions,"            \
+	" applied_changes, skipped_duplicates,"                                                                   \
+	" to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"                         \
+	" extract(epoch FROM now() - updated_at)"                                                                 \
+	" FROM @.apply_checkpoint WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
+
+static int read_checkpoint(PGconn *conn, const struct flow_config *cfg, struct status_target *t,
+			   struct checkpoint_sample *sample)
+{
+	const char *p[3] = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	PGresult *res = schema_query(conn, cfg->checkpoint_schema, CHECKPOINT_SQL, 3, p, "the apply checkpoint", t->error,
+				     sizeof t->error);
+	if (!res)
+		return -1;
+	sample->taken_us = mono_us();
+	sample->exists = PQntuples(res) == 1;
+	t->checkpoint_exists = sample->exists;
+	if (sample->exists) {
+		lsn_parse(PQgetvalue(res, 0, 0), &t->last_commit_lsn);
+		lsn_parse(PQgetvalue(res, 0, 1), &t->applied_through_lsn);
+		t->stream_offset = parse_u64(PQgetvalue(res, 0, 2));
+		t->last_xid = (uint32_t)parse_u64(PQgetvalue(res, 0, 3));
+		t->applied_transactions = sample->transactions = parse_u64(PQgetvalue(res, 0, 4));
+		t->applied_changes = sample->changes = parse_u64(PQgetvalue(res, 0, 5));
+		t->skipped_duplicates = parse_u64(PQgetvalue(res, 0, 6));
+		snprintf(t->checkpoint_updated_at, sizeof t->checkpoint_updated_at, "%s", PQgetvalue(res, 0, 7));
+		t->checkpoint_age_seconds = strtod(PQgetvalue(res, 0, 8), NULL);
+	}
+	PQclear(res);
+	return 0;
+}
+
+static int read_quarantine(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
+{
+	const char *p[3] = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	PGresult *res = schema_query(conn, cfg->checkpoint_schema,
+				     "SELECT id, xid, commit_lsn, stream_offset, reason, state,"
+				     " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+				     " extract(epoch FROM now() - created_at)"
+				     " FROM @.quarantine WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
+				     " AND state <> 'resolved' ORDER BY id",
+				     3, p, "the quarantine", t->error, sizeof t->error);
+	if (!res)
+		return -1;
+	for (int i = 0; i < PQntuples(res); i++) {
+		bool open = strcmp(PQgetvalue(res, i, 5), "quarantined") == 0;
+		if (open) {
+			if (t->quarantine_open++ == 0) {
+				t->has_quarantine_oldest = true;
+				t->quarantine_oldest_age_seconds = strtod(PQgetvalue(res, i, 7), NULL);
+				snprintf(t->quarantine_oldest_at, sizeof t->quarantine_oldest_at, "%s", PQgetvalue(res, i, 6));
+			}
+		} else {
+			t->quarantine_replay_ready++;
+		}
+		if (t->n_listed < STATUS_MAX_QUARANTINE_LISTED) {
+			struct status_quarantine_entry *e = &t->listed[t->n_listed++];
+			e->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+			e->xid = (uint32_t)parse_u64(PQgetvalue(res, i, 1));
+			lsn_parse(PQgetvalue(res, i, 2), &e->commit_lsn);
+			e->stream_offset = parse_u64(PQgetvalue(res, i, 3));
+			snprintf(e->reason, sizeof e->reason, "%s", PQgetvalue(res, i, 4));
+			snprintf(e->state, sizeof e->state, "%s", PQgetvalue(res, i, 5));
+			snprintf(e->created_at, sizeof e->created_at, "%s", PQgetvalue(res, i, 6));
+			e->age_seconds = strtod(PQgetvalue(res, i, 7), NULL);
+		}
+	}
+	PQclear(res);
+	return 0;
+}
+
+static int read_run(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
+{
+	const char *p[2] = { cfg->source_id, cfg->dataset_id };
+	PGresult *res = schema_query(conn, cfg->checkpoint_schema,
+				     "SELECT run_id, state, coalesce(failure_reason, ''),"
+				     " to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+				     " FROM @.snapshot_runs WHERE source_id = $1 AND dataset_id = $2"
+				     " ORDER BY updated_at DESC LIMIT 1",
+				     2, p, "the snapshot run", t->error, sizeof t->error);
+	if (!res)
+		return -1;
+	if (PQntuples(res) == 1) {
+		t->run_exists = true;
+		snprintf(t->run_id, sizeof t->run_id, "%s", PQgetvalue(res, 0, 0));
+		snprintf(t->run_state, sizeof t->run_state, "%s", PQgetvalue(res, 0, 1));
+		snprintf(t->run_failure_reason, sizeof t->run_failure_reason, "%s", PQgetvalue(res, 0, 2));
+		snprintf(t->run_updated_at, sizeof t->run_updated_at, "%s", PQgetvalue(res, 0, 3));
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* Whether the checkpoint schema's tables exist (status never creates them). */
+static int schema_present(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
+{
+	const char *p[1] = { cfg->checkpoint_schema };
+	PGresult *res = query(conn,
+			      "SELECT to_regclass(quote_ident($1) || '.apply_checkpoint') IS NOT NULL"
+			      " AND to_regclass(quote_ident($1) || '.quarantine') IS NOT NULL"
+			      " AND to_regclass(quote_ident($1) || '.snapshot_runs') IS NOT NULL",
+			      1, p, "the checkpoint schema", t->error, sizeof t->error);
+	if (!res)
+		return -1;
+	t->schema_exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return 0;
+}
+
+/* ---- supervisor files ---- */
+
+static bool process_is_supervisor(long pid)
+{
+	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
+		return false;
+	char path[64], cmdline[4096];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return true; /* alive; cannot tell more */
+	size_t n = fread(cmdline, 1, sizeof cmdline - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (cmdline[i] == '\0')
+			cmdline[i] = ' ';
+	cmdline[n] = '\0';
+	return strstr(cmdline, "trellara-run") != NULL;
+}
+
+static void gather_supervisor(struct status_supervisor *s, const struct flow_config *cfg)
+{
+	static const char *const programs[2] = { "trellara-capture", "trellara-applyd" };
+	s->daemons[0].program = programs[0];
+	s->daemons[1].program = programs[1];
+	if (!cfg->metrics_dir) {
+		set_error(s->error, sizeof s->error, "observability.metrics_dir is not set: no supervisor state, no metrics files");
+		return;
+	}
+	s->configured = true;
+	s->metrics_dir = cfg->metrics_dir;
+	time_t now = time(NULL);
+	for (int i = 0; i < 2; i++) {
+		char path[4096];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s.prom", cfg->metrics_dir, programs[i]);
+		if (stat(path, &st) == 0) {
+			s->daemons[i].exists = true;
+			s->daemons[i].age_seconds = difftime(now, st.st_mtime);
+		}
+	}
+	snprintf(s->path, sizeof s->path, "%s/supervisor.state", cfg->metrics_dir);
+	FILE *f = fopen(s->path, "r");
+	if (!f) {
+		set_error(s->error, sizeof s->error, "cannot read \"%s\": %s", s->path,
+			  errno == ENOENT ? "no such file (trellara run has not run with this metrics_dir)" : strerror(errno));
+		return;
+	}
+	s->available = true;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		const char *key = line, *value = eq + 1;
+		if (strcmp(key, "capture_restarts") == 0) {
+			s->has_capture_restarts = true;
+			s->capture_restarts = parse_u64(value);
+		} else if (strcmp(key, "applyd_restarts") == 0) {
+			s->has_applyd_restarts = true;
+			s->applyd_restarts = parse_u64(value);
+		} else if (strcmp(key, "state") == 0) {
+			snprintf(s->state, sizeof s->state, "%s", value);
+		} else if (strcmp(key, "updated_at") == 0) {
+			snprintf(s->updated_at, sizeof s->updated_at, "%s", value);
+		} else if (strcmp(key, "supervisor_pid") == 0) {
+			s->supervisor_pid = strtol(value, NULL, 10);
+		} else if (strcmp(key, "last_exit") == 0) {
+			snprintf(s->last_exit, sizeof s->last_exit, "%s", value);
+		}
+	}
+	fclose(f);
+	s->supervisor_alive = process_is_supervisor(s->supervisor_pid);
+}
+
+/* ---- all of it ---- */
+
+void status_gather(struct status_report *r, const struct flow_config *cfg, double rate_seconds)
+{
+	memset(r, 0, sizeof *r);
+	r->cfg = cfg;
+	r->flow = config_flow_id(cfg);
+	format_time_us(wall_us(), r->generated_at, sizeof r->generated_at);
+
+	struct status_target *t = &r->target;
+	struct checkpoint_sample first = { 0 }, second = { 0 };
+	PGconn *target = connect_readonly(cfg->target_database_url, "target", t->error, sizeof t->error);
+	bool target_ok = target && schema_present(target, cfg, t) == 0;
+	if (target_ok && t->schema_exists && read_checkpoint(target, cfg, t, &first) < 0)
+		target_ok = false;
+
+	gather_source(&r->source, cfg);
+	gather_stream(&r->stream, cfg);
+	gather_supervisor(&r->supervisor, cfg);
+
+	if (target_ok && t->schema_exists) {
+		if (rate_seconds > 0 && first.exists) {
+			int64_t until = first.taken_us + (int64_t)(rate_seconds * 1e6);
+			for (int64_t now = mono_us(); now < until; now = mono_us()) {
+				struct timespec ts = { (until - now) / 1000000, ((until - now) % 1000000) * 1000 };
+				nanosleep(&ts, NULL);
+			}
+			if (read_checkpoint(target, cfg, t, &second) < 0) {
+				target_ok = false;
+			} else if (second.exists && second.transactions >= first.transactions &&
+				   second.changes >= first.changes) {
+				t->has_rate = true;
+				t->rate_window_seconds = (double)(second.taken_us - first.taken_us) / 1e6;
+				t->transactions_per_second =
+					(double)(second.transactions - first.transactions) / t->rate_window_seconds;
+				t->changes_per_second = (double)(second.changes - first.changes) / t->rate_window_seconds;
+			}
+		}
+		if (target_ok && (read_quarantine(target, cfg, t) < 0 || read_run(target, cfg, t) < 0))
+			target_ok = false;
+	}
+	t->available = target_ok;
+	PQfinish(target);
+}
+
+void status_report_free(struct status_report *r)
+{
+	free(r->flow);
+	free(r->problems);
+	memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,472 @@
+/*
+ * output.c - trellara-status's text and JSON output (fields documented in
+ * trellara-status(1); unknown values are null in JSON and "unknown" in
+ * text, never 0).
+ */
+#include "status.h"
+
+#include "trellara/lsn.h"
+#include "trellara/textcodec.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+char *status_format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)bytes;
+	int u = 0;
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", bytes);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+static const char *lsn_text(uint64_t lsn, char *buf)
+{
+	return lsn_format(lsn, buf);
+}
+
+/* "12.3 s" or "unknown" */
+static const char *seconds_text(bool known, double s, char *buf, size_t len)
+{
+	if (!known)
+		return "unknown";
+	snprintf(buf, len, "%.1f s", s);
+	return buf;
+}
+
+/* ---- text ---- */
+
+static void text_report(FILE *out, const struct status_report *r)
+{
+	const struct flow_config *cfg = r->cfg;
+	const struct status_source *s = &r->source;
+	const struct status_stream *st = &r->stream;
+	const struct status_target *t = &r->target;
+	const struct status_supervisor *sv = &r->supervisor;
+	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], b1[32], b2[32], d1[32], d2[32];
+
+	fprintf(out, "flow %s%s%s%s, at %s\n", r->flow, cfg->environment ? " (environment " : "",
+		cfg->environment ? cfg->environment : "", cfg->environment ? ")" : "", r->generated_at);
+
+	if (!s->available) {
+		fprintf(out, "source      unavailable: %s\n", s->error);
+	} else {
+		fprintf(out, "source      WAL at %s%s\n", lsn_text(s->wal_lsn, l1), s->in_recovery ? " (a standby: replay position)" : "");
+		if (!s->slot_exists) {
+			fprintf(out, "  slot      %s: does not exist\n", cfg->slot);
+		} else {
+			fprintf(out, "  slot      %s: %s", cfg->slot, s->slot_active ? "active" : "inactive (no capture connected)");
+			if (s->slot_active)
+				fprintf(out, " (walsender pid %d)", s->slot_active_pid);
+			if (*s->wal_status)
+				fprintf(out, ", wal_status %s", s->wal_status);
+			fputc('\n', out);
+			fprintf(out, "  confirmed %s, lag %s (%s)\n",
+				s->has_confirmed_flush ? lsn_text(s->confirmed_flush_lsn, l2) : "unknown",
+				s->has_lag_bytes ? status_format_bytes(s->lag_bytes, b1, sizeof b1) : "unknown",
+				s->has_lag_seconds ? seconds_text(true, s->lag_seconds, d1, sizeof d1) : "seconds unknown");
+			fprintf(out, "  lag basis %s\n", s->lag_seconds_basis);
+			fprintf(out, "  retained  %s of WAL (warn at %s)\n",
+				s->has_retained ? status_format_bytes(s->retained_bytes, b1, sizeof b1) : "unknown",
+				status_format_bytes(cfg->wal_retention_warn_bytes, b2, sizeof b2));
+		}
+	}
+
+	if (!st->available) {
+		fprintf(out, "stream      unavailable: %s\n", st->error);
+	} else {
+		fprintf(out, "stream      %s: writer %s%s\n", cfg->stream_path, st->writer_active ? "active" : "not running",
+			st->corrupt ? ", CORRUPT" : "");
+		if (st->empty)
+			fprintf(out, "  frames    none yet (next offset %" PRIu64 ")\n", st->next_offset);
+		else
+			fprintf(out, "  frames    offsets %" PRIu64 "..%" PRIu64 " (%" PRIu64 " frames, %" PRIu64 " segment%s, %s)\n",
+				st->first_offset, st->next_offset - 1, st->next_offset - st->first_offset, st->segments,
+				st->segments == 1 ? "" : "s", status_format_bytes(st->bytes, b1, sizeof b1));
+		if (st->has_oldest)
+			fprintf(out, "  oldest    appended %s (%s ago)\n", st->oldest_time,
+				seconds_text(true, st->oldest_age_seconds, d1, sizeof d1));
+		if (st->has_newest)
+			fprintf(out, "  newest    appended %s (%s ago)\n", st->newest_time,
+				seconds_text(true, st->newest_age_seconds, d1, sizeof d1));
+		if (st->has_ack)
+			fprintf(out, "  acked     %s, durable since %s (%s ago); capture acknowledges nothing past it\n",
+				lsn_text(st->ack_lsn, l1), st->ack_time, seconds_text(true, st->ack_age_seconds, d1, sizeof d1));
+		else
+			fprintf(out, "  acked     unknown: no transaction or watermark in the stream's last segments\n");
+		fprintf(out, "  group     %s: position %" PRIu64 "%s, %" PRIu64 " pending, oldest pending %s old\n",
+			cfg->consumer_group, st->group_position, st->group_exists ? "" : " (no position yet)", st->group_pending,
+			st->has_pending_age ? seconds_text(true, st->oldest_pending_age_seconds, d1, sizeof d1) : "-");
+	}
+
+	if (!t->available) {
+		fprintf(out, "target      unavailable: %s\n", t->error);
+	} else if (!t->schema_exists) {
+		fprintf(out, "target      no checkpoint schema \"%s\" yet\n", cfg->checkpoint_schema);
+	} else {
+		if (!t->checkpoint_exists) {
+			fprintf(out, "apply       no checkpoint yet (applyd has not run)\n");
+		} else {
+			fprintf(out, "apply       %" PRIu64 " transactions, %" PRIu64 " changes applied; %" PRIu64 " duplicates skipped\n",
+				t->applied_transactions, t->applied_changes, t->skipped_duplicates);
+			fprintf(out, "  through   %s (last commit %s, xid %u), stream offset %" PRIu64 "\n",
+				lsn_text(t->applied_through_lsn, l1), lsn_text(t->last_commit_lsn, l2), t->last_xid, t->stream_offset);
+			if (s->available && s->wal_lsn >= t->applied_through_lsn)
+				fprintf(out, "  lag       %s of source WAL\n",
+					status_format_bytes(s->wal_lsn - t->applied_through_lsn, b1, sizeof b1));
+			fprintf(out, "  updated   %s (%s ago)\n", t->checkpoint_updated_at,
+				seconds_text(true, t->checkpoint_age_seconds, d1, sizeof d1));
+			if (t->has_rate)
+				fprintf(out, "  rate      %.1f transactions/s, %.1f changes/s (over %.1f s)\n", t->transactions_per_second,
+					t->changes_per_second, t->rate_window_seconds);
+			else
+				fprintf(out, "  rate      unknown (not sampled)\n");
+		}
+		if (t->quarantine_open == 0 && t->quarantine_replay_ready == 0)
+			fprintf(out, "quarantine  none open\n");
+		else
+			fprintf(out, "quarantine  %" PRIu64 " quarantined, %" PRIu64 " released for replay; oldest quarantined %s\n",
+				t->quarantine_open, t->quarantine_replay_ready,
+				t->has_quarantine_oldest ? t->quarantine_oldest_at : "-");
+		for (int i = 0; i < t->n_listed; i++)
+			fprintf(out, "  %-11s transaction %u, commit %s, offset %" PRIu64 ", %s, since %s\n", t->listed[i].state,
+				t->listed[i].xid, lsn_text(t->listed[i].commit_lsn, l1), t->listed[i].stream_offset,
+				t->listed[i].reason, t->listed[i].created_at);
+		if (!t->run_exists)
+			fprintf(out, "snapshot    no run\n");
+		else
+			fprintf(out, "snapshot    run %s: %s (updated %s)%s%s\n", t->run_id, t->run_state, t->run_updated_at,
+				*t->run_failure_reason ? ": " : "", t->run_failure_reason);
+	}
+
+	if (!sv->configured) {
+		fprintf(out, "supervisor  unknown: %s\n", sv->error);
+	} else {
+		if (!sv->available)
+			fprintf(out, "supervisor  unknown: %s\n", sv->error);
+		else
+			fprintf(out, "supervisor  %s%s, capture restarts %s, applyd restarts %s (updated %s)\n",
+				*sv->state ? sv->state : "unknown", sv->supervisor_alive ? "" : " (process not running)",
+				sv->has_capture_restarts ? (snprintf(b1, sizeof b1, "%" PRIu64, sv->capture_restarts), b1) : "unknown",
+				sv->has_applyd_restarts ? (snprintf(b2, sizeof b2, "%" PRIu64, sv->applyd_restarts), b2) : "unknown",
+				*sv->updated_at ? sv->updated_at : "-");
+		for (int i = 0; i < 2; i++)
+			fprintf(out, "  metrics   %s.prom: %s\n", sv->daemons[i].program,
+				sv->daemons[i].exists ? (snprintf(d2, sizeof d2, "updated %.0f s ago", sv->daemons[i].age_seconds), d2)
+						      : "none");
+	}
+}
+
+static void text_problems(FILE *out, const struct status_report *r, enum status_view view)
+{
+	int shown = 0;
+	for (int i = 0; i < r->n_problems; i++) {
+		const struct status_problem *p = &r->problems[i];
+		if (view == STATUS_VIEW_ALERTS && p->severity != STATUS_ALERT)
+			continue;
+		if (view == STATUS_VIEW_REPORT) {
+			if (shown++ == 0)
+				fprintf(out, "problems\n");
+			fprintf(out, "  %-7s %s: %s\n", status_severity_name(p->severity), p->code, p->message);
+			continue;
+		}
+		if (shown++)
+			fputc('\n', out);
+		fprintf(out, "%s %s: %s\n", status_severity_name(p->severity), p->code, p->message);
+		fprintf(out, "  next: %s\n", p->action);
+	}
+	if (shown == 0)
+		fprintf(out, view == STATUS_VIEW_ALERTS ? "no alerts\n" : view == STATUS_VIEW_DIAGNOSTICS ? "no problems found\n"
+												 : "problems    none\n");
+	else if (view == STATUS_VIEW_REPORT)
+		fprintf(out, "(trellara status --view diagnostics names the next action for each)\n");
+}
+
+void status_print_text(FILE *out, const struct status_report *r, enum status_view view)
+{
+	if (view == STATUS_VIEW_REPORT)
+		text_report(out, r);
+	else if (view == STATUS_VIEW_DIAGNOSTICS)
+		fprintf(out, "flow %s, at %s\n\n", r->flow, r->generated_at);
+	text_problems(out, r, view);
+}
+
+/* ---- JSON ---- */
+
+/* A minimal streaming JSON writer: tracks whether a comma is due. */
+struct jw {
+	FILE *out;
+	bool comma[16];
+	int depth;
+};
+
+static void jw_key(struct jw *w, const char *key)
+{
+	if (w->comma[w->depth])
+		fputc(',', w->out);
+	w->comma[w->depth] = true;
+	if (key) {
+		json_write_string(w->out, key, strlen(key));
+		fputc(':', w->out);
+	}
+}
+
+static void jw_open(struct jw *w, const char *key, char bracket)
+{
+	jw_key(w, key);
+	fputc(bracket, w->out);
+	w->comma[++w->depth] = false;
+}
+
+static void jw_close(struct jw *w, char bracket)
+{
+	w->depth--;
+	fputc(bracket, w->out);
+}
+
+static void jw_str(struct jw *w, const char *key, const char *value)
+{
+	jw_key(w, key);
+	if (value)
+		json_write_string(w->out, value, strlen(value));
+	else
+		fputs("null", w->out);
+}
+
+static void jw_bool(struct jw *w, const char *key, bool value)
+{
+	jw_key(w, key);
+	fputs(value ? "true" : "false", w->out);
+}
+
+static void jw_u64(struct jw *w, const char *key, bool known, uint64_t value)
+{
+	jw_key(w, key);
+	if (known)
+		fprintf(w->out, "%" PRIu64, value);
+	else
+		fputs("null", w->out);
+}
+
+static void jw_num(struct jw *w, const char *key, bool known, double value)
+{
+	jw_key(w, key);
+	if (known && isfinite(value))
+		fprintf(w->out, "%.3f", value);
+	else
+		fputs("null", w->out);
+}
+
+static void jw_lsn(struct jw *w, const char *key, bool known, uint64_t lsn)
+{
+	char buf[LSN_FORMAT_LEN];
+	jw_str(w, key, known ? lsn_format(lsn, buf) : NULL);
+}
+
+static void json_source(struct jw *w, const struct status_report *r)
+{
+	const struct status_source *s = &r->source;
+	bool a = s->available;
+	jw_open(w, "source", '{');
+	jw_bool(w, "available", a);
+	jw_str(w, "error", a ? NULL : s->error);
+	jw_lsn(w, "wal_lsn", a, s->wal_lsn);
+	jw_key(w, "in_recovery");
+	fputs(a ? (s->in_recovery ? "true" : "false") : "null", w->out);
+	jw_open(w, "slot", '{');
+	jw_str(w, "name", r->cfg->slot);
+	jw_key(w, "exists");
+	fputs(a ? (s->slot_exists ? "true" : "false") : "null", w->out);
+	jw_key(w, "active");
+	fputs(a && s->slot_exists ? (s->slot_active ? "true" : "false") : "null", w->out);
+	jw_u64(w, "active_pid", a && s->slot_active, (uint64_t)s->slot_active_pid);
+	jw_str(w, "wal_status", a && *s->wal_status ? s->wal_status : NULL);
+	jw_lsn(w, "restart_lsn", a && s->has_restart_lsn, s->restart_lsn);
+	jw_lsn(w, "confirmed_flush_lsn", a && s->has_confirmed_flush, s->confirmed_flush_lsn);
+	jw_u64(w, "lag_bytes", a && s->has_lag_bytes, s->lag_bytes);
+	jw_num(w, "lag_seconds", a && s->has_lag_seconds, s->lag_seconds);
+	jw_str(w, "lag_seconds_basis", a ? s->lag_seconds_basis : NULL);
+	jw_u64(w, "retained_wal_bytes", a && s->has_retained, s->retained_bytes);
+	jw_u64(w, "wal_retention_warn_bytes", true, r->cfg->wal_retention_warn_bytes);
+	jw_close(w, '}');
+	jw_close(w, '}');
+}
+
+static void json_stream(struct jw *w, const struct status_report *r)
+{
+	const struct status_stream *s = &r->stream;
+	bool a = s->available;
+	jw_open(w, "stream", '{');
+	jw_bool(w, "available", a);
+	jw_str(w, "error", a ? NULL : s->error);
+	jw_str(w, "dir", r->cfg->stream_path);
+	jw_key(w, "writer_active");
+	fputs(a ? (s->writer_active ? "true" : "false") : "null", w->out);
+	jw_key(w, "corrupt");
+	fputs(a ? (s->corrupt ? "true" : "false") : "null", w->out);
+	jw_key(w, "empty");
+	fputs(a ? (s->empty ? "true" : "false") : "null", w->out);
+	jw_u64(w, "first_offset", a, s->first_offset);
+	jw_u64(w, "next_offset", a, s->next_offset);
+	jw_u64(w, "frames", a, s->next_offset - s->first_offset);
+	jw_u64(w, "bytes", a, s->bytes);
+	jw_u64(w, "segments", a, s->segments);
+	jw_u64(w, "torn_bytes", a, s->torn_bytes);
+	jw_str(w, "oldest_append_time", a && s->has_oldest ? s->oldest_time : NULL);
+	jw_num(w, "oldest_age_seconds", a && s->has_oldest, s->oldest_age_seconds);
+	jw_str(w, "newest_append_time", a && s->has_newest ? s->newest_time : NULL);
+	jw_num(w, "newest_age_seconds", a && s->has_newest, s->newest_age_seconds);
+	jw_lsn(w, "acknowledged_lsn", a && s->has_ack, s->ack_lsn);
+	jw_str(w, "acknowledged_time", a && s->has_ack ? s->ack_time : NULL);
+	jw_num(w, "acknowledged_age_seconds", a && s->has_ack, s->ack_age_seconds);
+	jw_open(w, "group", '{');
+	jw_str(w, "name", r->cfg->consumer_group);
+	jw_key(w, "exists");
+	fputs(a ? (s->group_exists ? "true" : "false") : "null", w->out);
+	jw_u64(w, "position", a, s->group_position);
+	jw_u64(w, "pending", a, s->group_pending);
+	jw_num(w, "oldest_pending_age_seconds", a && s->has_pending_age, s->oldest_pending_age_seconds);
+	jw_close(w, '}');
+	jw_close(w, '}');
+}
+
+static void json_target(struct jw *w, const struct status_report *r)
+{
+	const struct status_target *t = &r->target;
+	bool a = t->available;
+	bool c = a && t->checkpoint_exists;
+	jw_open(w, "apply", '{');
+	jw_bool(w, "available", a);
+	jw_str(w, "error", a ? NULL : t->error);
+	jw_key(w, "checkpoint_schema_exists");
+	fputs(a ? (t->schema_exists ? "true" : "false") : "null", w->out);
+	jw_key(w, "checkpoint_exists");
+	fputs(a ? (t->checkpoint_exists ? "true" : "false") : "null", w->out);
+	jw_str(w, "consumer_group", r->cfg->consumer_group);
+	jw_lsn(w, "last_commit_lsn", c, t->last_commit_lsn);
+	jw_u64(w, "last_xid", c, t->last_xid);
+	jw_lsn(w, "applied_through_lsn", c, t->applied_through_lsn);
+	jw_u64(w, "stream_offset", c, t->stream_offset);
+	jw_u64(w, "applied_transactions", c, t->applied_transactions);
+	jw_u64(w, "applied_changes", c, t->applied_changes);
+	jw_u64(w, "skipped_duplicates", c, t->skipped_duplicates);
+	bool lag = c && r->source.available && r->source.wal_lsn >= t->applied_through_lsn;
+	jw_u64(w, "lag_bytes", lag, lag ? r->source.wal_lsn - t->applied_through_lsn : 0);
+	jw_str(w, "checkpoint_updated_at", c ? t->checkpoint_updated_at : NULL);
+	jw_num(w, "checkpoint_age_seconds", c, t->checkpoint_age_seconds);
+	jw_num(w, "transactions_per_second", c && t->has_rate, t->transactions_per_second);
+	jw_num(w, "changes_per_second", c && t->has_rate, t->changes_per_second);
+	jw_num(w, "rate_window_seconds", c && t->has_rate, t->rate_window_seconds);
+	jw_close(w, '}');
+
+	bool q = a && t->schema_exists;
+	jw_open(w, "quarantine", '{');
+	jw_bool(w, "available", a);
+	jw_u64(w, "open", q, t->quarantine_open);
+	jw_u64(w, "replay_ready", q, t->quarantine_replay_ready);
+	jw_str(w, "oldest_created_at", q && t->has_quarantine_oldest ? t->quarantine_oldest_at : NULL);
+	jw_num(w, "oldest_age_seconds", q && t->has_quarantine_oldest, t->quarantine_oldest_age_seconds);
+	jw_open(w, "entries", '[');
+	char l[LSN_FORMAT_LEN];
+	for (int i = 0; q && i < t->n_listed; i++) {
+		const struct status_quarantine_entry *e = &t->listed[i];
+		jw_open(w, NULL, '{');
+		jw_u64(w, "id", true, (uint64_t)e->id);
+		jw_u64(w, "transaction_id", true, e->xid);
+		jw_str(w, "commit_lsn", lsn_format(e->commit_lsn, l));
+		jw_u64(w, "stream_offset", true, e->stream_offset);
+		jw_str(w, "reason", e->reason);
+		jw_str(w, "state", e->state);
+		jw_str(w, "created_at", e->created_at);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+
+	jw_open(w, "snapshot", '{');
+	jw_bool(w, "available", a);
+	if (q && t->run_exists) {
+		jw_open(w, "run", '{');
+		jw_str(w, "run_id", t->run_id);
+		jw_str(w, "state", t->run_state);
+		jw_str(w, "failure_reason", *t->run_failure_reason ? t->run_failure_reason : NULL);
+		jw_str(w, "updated_at", t->run_updated_at);
+		jw_close(w, '}');
+	} else {
+		jw_key(w, "run");
+		fputs("null", w->out);
+	}
+	jw_close(w, '}');
+}
+
+static void json_supervisor(struct jw *w, const struct status_report *r)
+{
+	const struct status_supervisor *s = &r->supervisor;
+	bool a = s->available;
+	jw_open(w, "supervisor", '{');
+	jw_bool(w, "available", a);
+	jw_str(w, "error", a ? NULL : s->error);
+	jw_str(w, "metrics_dir", s->configured ? s->metrics_dir : NULL);
+	jw_str(w, "state_file", s->configured ? s->path : NULL);
+	jw_str(w, "state", a && *s->state ? s->state : NULL);
+	jw_key(w, "running");
+	fputs(a ? (s->supervisor_alive ? "true" : "false") : "null", w->out);
+	jw_u64(w, "pid", a && s->supervisor_pid > 0, (uint64_t)s->supervisor_pid);
+	jw_u64(w, "capture_restarts", a && s->has_capture_restarts, s->capture_restarts);
+	jw_u64(w, "applyd_restarts", a && s->has_applyd_restarts, s->applyd_restarts);
+	jw_str(w, "last_exit", a && *s->last_exit ? s->last_exit : NULL);
+	jw_str(w, "updated_at", a && *s->updated_at ? s->updated_at : NULL);
+	jw_open(w, "metrics_files", '{');
+	for (int i = 0; i < 2; i++)
+		jw_num(w, s->daemons[i].program, s->daemons[i].exists, s->daemons[i].age_seconds);
+	jw_close(w, '}');
+	jw_close(w, '}');
+}
+
+static void json_problems(struct jw *w, const struct status_report *r, enum status_view view)
+{
+	jw_open(w, view == STATUS_VIEW_ALERTS ? "alerts" : "problems", '[');
+	for (int i = 0; i < r->n_problems; i++) {
+		const struct status_problem *p = &r->problems[i];
+		if (view == STATUS_VIEW_ALERTS && p->severity != STATUS_ALERT)
+			continue;
+		jw_open(w, NULL, '{');
+		jw_str(w, "severity", status_severity_name(p->severity));
+		jw_str(w, "code", p->code);
+		jw_str(w, "message", p->message);
+		jw_str(w, "action", p->action);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
+void status_print_json(FILE *out, const struct status_report *r, enum status_view view)
+{
+	struct jw w = { .out = out };
+	jw_open(&w, NULL, '{');
+	jw_str(&w, "flow", r->flow);
+	jw_str(&w, "source_id", r->cfg->source_id);
+	jw_str(&w, "dataset_id", r->cfg->dataset_id);
+	jw_str(&w, "environment", r->cfg->environment);
+	jw_str(&w, "generated_at", r->generated_at);
+	jw_str(&w, "view", view == STATUS_VIEW_ALERTS ? "alerts" : view == STATUS_VIEW_DIAGNOSTICS ? "diagnostics" : "report");
+	if (view == STATUS_VIEW_REPORT) {
+		json_source(&w, r);
+		json_stream(&w, r);
+		json_target(&w, r);
+		json_supervisor(&w, r);
+	}
+	jw_u64(&w, "alert_count", true, (uint64_t)status_count(r, STATUS_ALERT));
+	jw_u64(&w, "warning_count", true, (uint64_t)status_count(r, STATUS_WARNING));
+	json_problems(&w, r, view);
+	jw_close(&w, '}');
+	fputc('\n', out);
+}

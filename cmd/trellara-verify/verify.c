@@ -1,0 +1,642 @@
+/*
+ * verify.c - the comparison (verify.h).
+ */
+#include "verify.h"
+
+#include "trellara/checkpoint.h"
+#include "trellara/defaults.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/runs.h"
+#include "trellara/textcodec.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUCKETS 4096
+#define MAX_EXAMPLES 10
+
+/* Both sides render values the same way. */
+static const char *const session_settings[] = {
+	"SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, YMD'", "SET extra_float_digits = 3",
+	"SET bytea_output = 'hex'", "SET IntervalStyle = 'postgres'", "SET statement_timeout = 0", NULL
+};
+
+enum div_kind { DIV_MISSING = 0, DIV_EXTRA, DIV_DIFFERS };
+static const char *const div_names[] = { "missing_in_target", "extra_in_target", "content_differs" };
+
+struct table_result {
+	char name[300];
+	bool keyless;
+	bool error;
+	char error_text[512];
+	uint64_t source_rows, target_rows;
+	uint64_t count[3];
+	char *examples[3][MAX_EXAMPLES]; /* owned */
+	int n_examples[3];
+};
+
+struct verify {
+	const struct verify_options *o;
+	const struct flow_config *cfg;
+	struct flow_ids ids;
+	PGconn *src, *dst, *repl;
+	bool fenced;
+	uint64_t fence_lsn;
+	char snapshot[128];
+	struct table_result *results;
+	size_t n_results;
+};
+
+static int settings(PGconn *c)
+{
+	for (int i = 0; session_settings[i]; i++)
+		if (pgconn_command(c, session_settings[i]) < 0)
+			return -1;
+	return 0;
+}
+
+static void release(struct verify *v)
+{
+	if (v->fenced) {
+		const char *p[2] = { v->cfg->source_id, v->cfg->dataset_id };
+		PGresult *res = pgconn_schema_query(v->dst, v->cfg->checkpoint_schema,
+						    "DELETE FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2 AND requested_by = 'verify'",
+						    2, p);
+		PQclear(res);
+		v->fenced = false;
+	}
+	if (v->repl) {
+		PQfinish(v->repl); /* the temporary slot goes with its session */
+		v->repl = NULL;
+	}
+}
+
+/* Temporary slot + exported snapshot, then the fence at its consistent
+ * point; waits until the target stands exactly there.  Returns 0, or an
+ * exit code. */
+static int fence_at_snapshot(struct verify *v)
+{
+	for (int attempt = 1; attempt <= 3; attempt++) {
+		v->repl = pgconn_connect(v->cfg->source_database_url, PGCONN_REPLICATION, "trellara-verify", "source");
+		if (!v->repl)
+			return EXIT_UNAVAILABLE;
+		char slot[64];
+		snprintf(slot, sizeof slot, "trellara_verify_%ld", (long)getpid());
+		char *sql = xasprintf("CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')", slot);
+		PGresult *res = pgconn_query(v->repl, sql, 0, NULL);
+		free(sql);
+		if (!res || PQntuples(res) != 1 || !lsn_parse(PQgetvalue(res, 0, 1), &v->fence_lsn)) {
+			PQclear(res);
+			return EXIT_UNAVAILABLE;
+		}
+		snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
+		PQclear(res);
+		char l[LSN_FORMAT_LEN];
+		lsn_format(v->fence_lsn, l);
+		const char *p[3] = { v->cfg->source_id, v->cfg->dataset_id, l };
+		res = pgconn_schema_query(v->dst, v->cfg->checkpoint_schema,
+					  "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
+					  " VALUES ($1, $2, $3, 'requested', 'verify') ON CONFLICT (source_id, dataset_id) DO NOTHING RETURNING 1",
+					  3, p);
+		if (!res)
+			return EXIT_UNAVAILABLE;
+		bool mine = PQntuples(res) == 1;
+		PQclear(res);
+		if (!mine) {
+			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)", v->cfg->source_id,
+				  v->cfg->dataset_id);
+			return EXIT_TEMPFAIL;
+		}
+		v->fenced = true;
+		log_info("comparing at %s: waiting for the target to reach the fence", l);
+		struct timespec start;
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		for (;;) {
+			if (*v->o->stop)
+				return EXIT_TEMPFAIL;
+			res = pgconn_schema_query(v->dst, v->cfg->checkpoint_schema,
+						  "SELECT f.state, c.last_commit_lsn < f.fence_lsn,"
+						  " c.applied_through_lsn >= f.fence_lsn OR f.state = 'held'"
+						  " FROM @.apply_fence f LEFT JOIN @.apply_checkpoint c ON c.source_id = f.source_id"
+						  " AND c.dataset_id = f.dataset_id AND c.consumer_group = $3"
+						  " WHERE f.source_id = $1 AND f.dataset_id = $2",
+						  3, (const char *const[]){ v->cfg->source_id, v->cfg->dataset_id, v->cfg->consumer_group });
+			if (!res)
+				return EXIT_UNAVAILABLE;
+			bool before = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+			bool reached = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+			bool no_checkpoint = PQntuples(res) == 1 && PQgetisnull(res, 0, 1);
+			PQclear(res);
+			if (reached && before && !no_checkpoint)
+				return 0;
+			if (reached && !before && !no_checkpoint)
+				break; /* applyd committed past the fence before it was set: again */
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec - start.tv_sec >= v->o->fence_timeout_s) {
+				log_error("the target did not reach the fence %s within %d s%s", l, v->o->fence_timeout_s,
+					  no_checkpoint ? " (it has no apply checkpoint yet)" : "");
+				log_hint("is trellara-applyd running for %s?", v->cfg->path);
+				return EXIT_TEMPFAIL;
+			}
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		log_info("the target passed %s before the fence was set: taking a new snapshot (attempt %d)", l, attempt + 1);
+		release(v);
+	}
+	log_error("the target kept passing the fence; try again");
+	return EXIT_TEMPFAIL;
+}
+
+/* ---- one table ---- */
+
+struct columns {
+	char *key;     /* owned: "ROW(k1, k2)" or NULL (keyless) */
+	char *covered; /* owned: "ROW(c1, c2, ...)" */
+};
+
+static char *row_expr(PGconn *c, char **names, int n)
+{
+	size_t len = 8;
+	char **q = xcalloc((size_t)n, sizeof *q);
+	for (int i = 0; i < n; i++) {
+		q[i] = pgconn_quote_ident(c, names[i]);
+		len += strlen(q[i]) + 2;
+	}
+	char *out = xmalloc(len), *o = out;
+	memcpy(o, "ROW(", 4);
+	o += 4;
+	for (int i = 0; i < n; i++) {
+		if (i) {
+			*o++ = ',';
+			*o++ = ' ';
+		}
+		memcpy(o, q[i], strlen(q[i]));
+		o += strlen(q[i]);
+		free(q[i]);
+	}
+	*o++ = ')';
+	*o = '\0';
+	free(q);
+	return out;
+}
+
+static int table_columns(struct verify *v, const struct table_config *t, const char *qualified, struct columns *cols)
+{
+	memset(cols, 0, sizeof *cols);
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(v->src,
+				     "SELECT attname, coalesce(attnum = ANY ((SELECT indkey FROM pg_index WHERE indrelid = attrelid"
+				     " AND indisprimary)::int2[]), false) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+				     " AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+				     1, p);
+	if (!res)
+		return -1;
+	int n = PQntuples(res);
+	if (n == 0) {
+		PQclear(res);
+		return -1;
+	}
+	char **all = xcalloc((size_t)n, sizeof *all), **key = xcalloc((size_t)n, sizeof *key);
+	int n_cov = 0, n_key = 0;
+	for (int i = 0; i < n; i++) {
+		const char *name = PQgetvalue(res, i, 0);
+		bool excluded = false;
+		for (size_t k = 0; k < t->n_excluded_columns; k++)
+			excluded = excluded || strcmp(t->excluded_columns[k], name) == 0;
+		if (!excluded)
+			all[n_cov++] = xstrdup(name);
+		bool is_key = strcmp(PQgetvalue(res, i, 1), "t") == 0;
+		if (t->verify_primary_key) {
+			char *copy = xstrdup(t->verify_primary_key), *save = NULL;
+			is_key = false;
+			for (char *c = strtok_r(copy, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+				while (*c == ' ')
+					c++;
+				is_key = is_key || strcmp(c, name) == 0;
+			}
+			free(copy);
+		}
+		if (is_key)
+			key[n_key++] = xstrdup(name);
+	}
+	PQclear(res);
+	cols->covered = row_expr(v->src, all, n_cov);
+	cols->key = n_key ? row_expr(v->src, key, n_key) : NULL;
+	for (int i = 0; i < n_cov; i++)
+		free(all[i]);
+	for (int i = 0; i < n_key; i++)
+		free(key[i]);
+	free(all);
+	free(key);
+	return 0;
+}
+
+/* Runs sql on both sides at once; results in *rs and *rt. */
+static int both(struct verify *v, const char *sql, int n, const char *const *params, PGresult **rs, PGresult **rt)
+{
+	*rs = *rt = NULL;
+	if (!PQsendQueryParams(v->src, sql, n, NULL, params, NULL, NULL, 0) ||
+	    !PQsendQueryParams(v->dst, sql, n, NULL, params, NULL, NULL, 0)) {
+		log_error("cannot send a comparison query: %s", PQerrorMessage(v->src));
+		return -1;
+	}
+	PGresult *r;
+	while ((r = PQgetResult(v->src)) != NULL) {
+		if (*rs)
+			PQclear(*rs);
+		*rs = r;
+	}
+	while ((r = PQgetResult(v->dst)) != NULL) {
+		if (*rt)
+			PQclear(*rt);
+		*rt = r;
+	}
+	if (PQresultStatus(*rs) != PGRES_TUPLES_OK || PQresultStatus(*rt) != PGRES_TUPLES_OK) {
+		log_error("comparison query failed: %s", PQresultStatus(*rs) != PGRES_TUPLES_OK ? PQresultErrorMessage(*rs)
+											 : PQresultErrorMessage(*rt));
+		return -1;
+	}
+	return 0;
+}
+
+static void add_example(struct table_result *r, enum div_kind k, const char *key)
+{
+	r->count[k]++;
+	if (r->n_examples[k] < MAX_EXAMPLES)
+		r->examples[k][r->n_examples[k]++] = xstrdup(key);
+}
+
+/* Rows of a bucket as "key<US>hash" strings: ordered by key. */
+#define SEP '\x1f'
+
+static int key_cmp(const char *a, const char *b)
+{
+	size_t la = strcspn(a, "\x1f"), lb = strcspn(b, "\x1f");
+	int c = memcmp(a, b, la < lb ? la : lb);
+	return c ? c : la < lb ? -1 : la > lb;
+}
+
+static int key_cmp_q(const void *a, const void *b)
+{
+	return key_cmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char **rows_of(PGresult *res, int *n)
+{
+	*n = PQntuples(res);
+	char **rows = xcalloc((size_t)*n + 1, sizeof *rows);
+	for (int i = 0; i < *n; i++)
+		rows[i] = xasprintf("%s%c%s", PQgetvalue(res, i, 0), SEP, PQgetvalue(res, i, 1));
+	qsort(rows, (size_t)*n, sizeof *rows, key_cmp_q);
+	return rows;
+}
+
+/* Divergent keys within the differing buckets (keyless tables: the rows
+ * themselves, numbered per duplicate, so a multiset difference). */
+static void narrow(struct table_result *r, PGresult *rs, PGresult *rt)
+{
+	int ns, nt;
+	char **s = rows_of(rs, &ns), **t = rows_of(rt, &nt);
+	int i = 0, j = 0;
+	while (i < ns || j < nt) {
+		int c = i == ns ? 1 : j == nt ? -1 : key_cmp(s[i], t[j]);
+		if (c == 0) {
+			char *hs = strchr(s[i], SEP), *ht = strchr(t[j], SEP);
+			*hs = '\0';
+			if (strcmp(hs + 1, ht + 1) != 0)
+				add_example(r, DIV_DIFFERS, s[i]);
+			i++;
+			j++;
+		} else if (c < 0) {
+			*strchr(s[i], SEP) = '\0';
+			add_example(r, DIV_MISSING, s[i++]);
+		} else {
+			*strchr(t[j], SEP) = '\0';
+			add_example(r, DIV_EXTRA, t[j++]);
+		}
+	}
+	for (int k = 0; k < ns; k++)
+		free(s[k]);
+	for (int k = 0; k < nt; k++)
+		free(t[k]);
+	free(s);
+	free(t);
+}
+
+static void compare_table(struct verify *v, const struct table_config *t, struct table_result *r)
+{
+	snprintf(r->name, sizeof r->name, "%s.%s", t->schema, t->name);
+	char *qs = pgconn_quote_ident(v->src, t->schema), *qn = pgconn_quote_ident(v->src, t->name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	struct columns cols = { 0 };
+	char *sql = NULL;
+	PGresult *rs = NULL, *rt = NULL;
+	uint64_t *buckets = NULL, *buckets2 = NULL;
+	char(*hashes)[48] = NULL, (*hashes2)[48] = NULL;
+	if (table_columns(v, t, qualified, &cols) < 0) {
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "the source table does not exist");
+		goto out;
+	}
+	r->keyless = cols.key == NULL;
+	const char *bucket_of = cols.key ? cols.key : cols.covered;
+	/* per bucket of the key hash: row count and the sum of row hashes */
+	sql = xasprintf("SELECT hashtext(%s::text) & %d, count(*), sum(hashtextextended(%s::text, 0))::text FROM ONLY %s GROUP BY 1",
+			bucket_of, BUCKETS - 1, cols.covered, qualified);
+	if (both(v, sql, 0, NULL, &rs, &rt) < 0) {
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "%s",
+			 PQresultStatus(rt) != PGRES_TUPLES_OK ? "the target table cannot be read (missing?)" : "comparison failed");
+		goto out;
+	}
+	uint64_t *cs = xcalloc(BUCKETS, sizeof *cs), *ct = xcalloc(BUCKETS, sizeof *ct);
+	char (*hs)[48] = xcalloc(BUCKETS, sizeof *hs), (*ht)[48] = xcalloc(BUCKETS, sizeof *ht);
+	buckets = cs;
+	buckets2 = ct;
+	hashes = hs;
+	hashes2 = ht;
+	for (int i = 0; i < PQntuples(rs); i++) {
+		int b = atoi(PQgetvalue(rs, i, 0));
+		cs[b] = strtoull(PQgetvalue(rs, i, 1), NULL, 10);
+		snprintf(hs[b], sizeof hs[b], "%s", PQgetvalue(rs, i, 2));
+		r->source_rows += cs[b];
+	}
+	for (int i = 0; i < PQntuples(rt); i++) {
+		int b = atoi(PQgetvalue(rt, i, 0));
+		ct[b] = strtoull(PQgetvalue(rt, i, 1), NULL, 10);
+		snprintf(ht[b], sizeof ht[b], "%s", PQgetvalue(rt, i, 2));
+		r->target_rows += ct[b];
+	}
+	PQclear(rs);
+	PQclear(rt);
+	rs = rt = NULL;
+	/* differing buckets, narrowed down to rows */
+	size_t len = 16;
+	int differing = 0;
+	for (int b = 0; b < BUCKETS; b++)
+		if (cs[b] != ct[b] || strcmp(hs[b], ht[b]) != 0) {
+			differing++;
+			len += 6;
+		}
+	if (differing) {
+		char *list = xmalloc(len), *o = list;
+		*o++ = '{';
+		bool first = true;
+		for (int b = 0; b < BUCKETS; b++)
+			if (cs[b] != ct[b] || strcmp(hs[b], ht[b]) != 0) {
+				o += snprintf(o, len - (size_t)(o - list), "%s%d", first ? "" : ",", b);
+				first = false;
+			}
+		*o++ = '}';
+		*o = '\0';
+		free(sql);
+		if (cols.key)
+			sql = xasprintf("SELECT %s::text, hashtextextended(%s::text, 0) FROM ONLY %s WHERE hashtext(%s::text) & %d = ANY ($1::int[])",
+					cols.key, cols.covered, qualified, cols.key, BUCKETS - 1);
+		else /* keyless: rows themselves; a multiset difference */
+			sql = xasprintf("SELECT %s::text || ' #' || row_number() OVER (PARTITION BY %s::text), '' FROM ONLY %s"
+					" WHERE hashtext(%s::text) & %d = ANY ($1::int[])",
+					cols.covered, cols.covered, qualified, cols.covered, BUCKETS - 1);
+		const char *p[1] = { list };
+		int rc = both(v, sql, 1, p, &rs, &rt);
+		free(list);
+		if (rc < 0) {
+			r->error = true;
+			snprintf(r->error_text, sizeof r->error_text, "narrowing down failed");
+			goto out;
+		}
+		narrow(r, rs, rt);
+	}
+out:
+	free(buckets);
+	free(buckets2);
+	free(hashes);
+	free(hashes2);
+	PQclear(rs);
+	PQclear(rt);
+	free(sql);
+	free(cols.key);
+	free(cols.covered);
+	free(qualified);
+	free(qs);
+	free(qn);
+}
+
+/* ---- report ---- */
+
+static bool table_ok(const struct table_result *r)
+{
+	return !r->error && r->count[0] == 0 && r->count[1] == 0 && r->count[2] == 0 && r->source_rows == r->target_rows;
+}
+
+int verify_run(const struct verify_options *o)
+{
+	struct verify v = { .o = o, .cfg = o->cfg };
+	const struct flow_config *cfg = o->cfg;
+	v.ids = (struct flow_ids){ cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	int code = EXIT_UNAVAILABLE;
+	v.results = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *v.results);
+	struct quarantine_entry *q = NULL;
+	int nq = 0;
+	struct run_row run = { 0 };
+	struct apply_checkpoint cp = { 0 };
+	int64_t handoff_tables = -1;
+	v.src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-verify", "source");
+	v.dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-verify", "target");
+	if (!v.src || !v.dst || settings(v.src) < 0 || settings(v.dst) < 0 ||
+	    checkpoint_migrate(v.dst, cfg->checkpoint_schema) < 0)
+		goto out;
+	if (o->table) {
+		bool known = false;
+		for (size_t i = 0; i < cfg->n_tables; i++) {
+			char name[300];
+			snprintf(name, sizeof name, "%s.%s", cfg->tables[i].schema, cfg->tables[i].name);
+			known = known || strcmp(name, o->table) == 0;
+		}
+		if (!known) {
+			log_error("table \"%s\" is not in dataset.tables of %s", o->table, cfg->path);
+			code = EXIT_USAGE;
+			goto out;
+		}
+	}
+	int rc = fence_at_snapshot(&v);
+	if (rc) {
+		code = rc;
+		goto out;
+	}
+	/* the source as of the snapshot, the target held at the fence */
+	if (pgconn_command(v.src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto out;
+	char *lit = pgconn_quote_literal(v.src, v.snapshot);
+	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
+	rc = pgconn_command(v.src, set);
+	free(set);
+	free(lit);
+	/* held at the fence, the checkpoint does not move while we compare */
+	if (rc < 0 || checkpoint_load(v.dst, cfg->checkpoint_schema, &v.ids, &cp) < 0 ||
+	    pgconn_command(v.dst, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto out;
+	for (size_t i = 0; i < cfg->n_tables && !*o->stop; i++) {
+		char name[300];
+		snprintf(name, sizeof name, "%s.%s", cfg->tables[i].schema, cfg->tables[i].name);
+		if (o->table && strcmp(name, o->table) != 0)
+			continue;
+		compare_table(&v, &cfg->tables[i], &v.results[v.n_results++]);
+	}
+	pgconn_command(v.src, "COMMIT");
+	pgconn_command(v.dst, "COMMIT");
+	release(&v);
+	if (*o->stop) {
+		code = EXIT_TEMPFAIL;
+		goto out;
+	}
+	if (checkpoint_quarantine_list(v.dst, cfg->checkpoint_schema, &v.ids, true, &q, &nq) < 0 ||
+	    runs_load(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, NULL, &run) < 0)
+		goto out;
+	if (run.exists) {
+		const char *p[3] = { cfg->source_id, cfg->dataset_id, run.run_id };
+		PGresult *res = pgconn_schema_query(v.dst, cfg->checkpoint_schema,
+						    "SELECT count(DISTINCT relation) FROM @.snapshot_handoff_events"
+						    " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
+						    3, p);
+		if (!res)
+			goto out;
+		handoff_tables = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+	}
+
+	/* verdict */
+	int diverged_tables = 0;
+	for (size_t i = 0; i < v.n_results; i++)
+		diverged_tables += !table_ok(&v.results[i]);
+	bool handoff_ok = !run.exists || (run.state >= RUN_STREAM_HANDOFF_READY && run.state != RUN_FAILED_RECOVERABLE &&
+					 handoff_tables >= (int64_t)cfg->n_tables);
+	bool converged = diverged_tables == 0 && nq == 0 && handoff_ok;
+	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
+	lsn_format(v.fence_lsn, l1);
+	lsn_format(cp.applied_through_lsn, l2);
+	const char *handoff_text = !run.exists ? "no snapshot run (the flow was started with --start-now): nothing to check"
+				   : handoff_ok ? "the run reached stream_handoff_ready at one consistent LSN before streaming"
+						: "the snapshot run is not handed off";
+	if (o->json) {
+		printf("{\"flow\":\"%s:%s\",\"compared_at\":\"%s\",\"tables\":[", cfg->source_id, cfg->dataset_id, l1);
+		for (size_t i = 0; i < v.n_results; i++) {
+			struct table_result *r = &v.results[i];
+			printf("%s{\"table\":", i ? "," : "");
+			json_write_string(stdout, r->name, strlen(r->name));
+			printf(",\"result\":\"%s\",\"keyless\":%s,\"source_rows\":%" PRIu64 ",\"target_rows\":%" PRIu64,
+			       table_ok(r) ? "converged" : "diverged", r->keyless ? "true" : "false", r->source_rows, r->target_rows);
+			if (r->error) {
+				printf(",\"error\":");
+				json_write_string(stdout, r->error_text, strlen(r->error_text));
+			}
+			printf(",\"divergences\":[");
+			bool first = true;
+			for (int k = 0; k < 3; k++) {
+				if (!r->count[k])
+					continue;
+				printf("%s{\"kind\":\"%s\",\"count\":%" PRIu64 ",\"keys\":[", first ? "" : ",", div_names[k], r->count[k]);
+				first = false;
+				for (int e = 0; e < r->n_examples[k]; e++) {
+					if (e)
+						putchar(',');
+					json_write_string(stdout, r->examples[k][e], strlen(r->examples[k][e]));
+				}
+				printf("]}");
+			}
+			printf("]");
+			if (!table_ok(r))
+				printf(",\"recovery\":\"trellara reseed --config %s --table %s\"", cfg->path, r->name);
+			printf("}");
+		}
+		printf("],\"watermark\":{\"fence_lsn\":\"%s\",\"applied_through_lsn\":\"%s\",\"last_commit_lsn\":", l1, l2);
+		lsn_format(cp.last_commit_lsn, l2);
+		printf("\"%s\"},\"handoff\":{\"ok\":%s,\"run\":", l2, handoff_ok ? "true" : "false");
+		if (run.exists)
+			printf("{\"run_id\":\"%s\",\"state\":\"%s\",\"tables_handed_off\":%" PRId64 "}", run.run_id,
+			       run_state_name(run.state), handoff_tables);
+		else
+			printf("null");
+		printf(",\"detail\":\"%s\"},\"duplicates\":{\"skipped_by_dedup\":%" PRIu64 ",\"applied_transactions\":%" PRIu64
+		       "},\"quarantined\":%d,\"result\":\"%s\"}\n",
+		       handoff_text, cp.skipped_duplicates, cp.applied_transactions, nq, converged ? "CONVERGED" : "DIVERGED");
+	} else {
+		for (size_t i = 0; i < v.n_results; i++) {
+			struct table_result *r = &v.results[i];
+			if (table_ok(r)) {
+				printf("table %s: %" PRIu64 " rows, checksums match%s\n", r->name, r->source_rows,
+				       r->keyless ? " (no key: compared as a multiset of whole rows; a changed row shows as one missing and one extra)" : "");
+				continue;
+			}
+			if (r->error) {
+				printf("table %s: DIVERGED: %s\n", r->name, r->error_text);
+			} else {
+				printf("table %s: DIVERGED: source %" PRIu64 " rows, target %" PRIu64 " rows\n", r->name, r->source_rows,
+				       r->target_rows);
+				for (int k = 0; k < 3; k++) {
+					if (!r->count[k])
+						continue;
+					printf("  %s: %" PRIu64 " (keys:", div_names[k], r->count[k]);
+					for (int e = 0; e < r->n_examples[k]; e++)
+						printf(" %s", r->examples[k][e]);
+					printf("%s)\n", r->count[k] > (uint64_t)r->n_examples[k] ? " ..." : "");
+				}
+			}
+			printf("  recover: trellara reseed --config %s --table %s\n", cfg->path, r->name);
+		}
+		printf("watermark: compared at %s; the target had applied through %s\n", l1, l2);
+		printf("handoff: %s%s%s\n", handoff_text, run.exists ? ", run " : "", run.exists ? run.run_id : "");
+		if (!handoff_ok)
+			printf("  recover: trellara snapshot --config %s\n", cfg->path);
+		printf("duplicates: %" PRIu64 " skipped by dedup, %" PRIu64 " transactions applied once each\n", cp.skipped_duplicates,
+		       cp.applied_transactions);
+		if (nq) {
+			printf("quarantine: %d transactions quarantined (first: transaction %u, %s)\n", nq, q[0].xid, q[0].reason);
+			printf("  recover: trellara quarantine list --config %s\n", cfg->path);
+		}
+		if (converged) {
+			printf("result: CONVERGED\n");
+		} else {
+			printf("result: DIVERGED (%d tables%s%s)\n", diverged_tables, nq ? ", quarantine" : "", handoff_ok ? "" : ", handoff");
+		}
+	}
+	fflush(stdout);
+	/* DESIGN §9: only a converged verify promotes; a divergence demotes a verified run */
+	if (run.exists && converged && !o->table &&
+	    (run.state == RUN_STREAM_HANDOFF_READY || run.state == RUN_STREAMING || run.state == RUN_VERIFIED))
+		runs_move(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, RUN_VERIFIED, NULL, 0, NULL,
+			  NULL, NULL, false);
+	if (run.exists && !converged && run.state == RUN_VERIFIED) {
+		char reason[256];
+		snprintf(reason, sizeof reason, "verify at %s found %d diverged tables%s", l1, diverged_tables,
+			 nq ? " and quarantined transactions" : "");
+		runs_move(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, RUN_FAILED_RECOVERABLE, NULL,
+			  0, NULL, NULL, reason, true);
+	}
+	code = converged ? EXIT_OK : EXIT_NEGATIVE;
+out:
+	if (v.dst && v.fenced) {
+		if (PQtransactionStatus(v.dst) != PQTRANS_IDLE)
+			pgconn_command(v.dst, "ROLLBACK");
+		release(&v);
+	}
+	release(&v);
+	for (size_t i = 0; i < v.n_results; i++)
+		for (int k = 0; k < 3; k++)
+			for (int e = 0; e < v.results[i].n_examples[k]; e++)
+				free(v.results[i].examples[k][e]);
+	free(v.results);
+	free(q);
+	PQfinish(v.src);
+	PQfinish(v.dst);
+	return code;
+}

@@ -1,0 +1,35 @@
+/*
+ * verify.h - trellara-verify (DESIGN §9): CONVERGED or a named
+ * divergence with its recovery command.
+ *
+ * Exact comparison on a live source: a temporary slot exports a snapshot
+ * at a consistent LSN L; a fence at L makes applyd hold before the first
+ * transaction committing at or after L; the source at the snapshot is
+ * compared with the target held at the fence; the fence is released and
+ * the temporary slot dropped on every exit path (signals included).
+ *
+ * Per table: row counts; order-independent checksums of the covered
+ * columns per bucket of the key hash, computed inside each server, with
+ * differing buckets narrowed down to the divergent keys (missing,
+ * extra, content differs).  A table without a usable key is compared as a
+ * multiset of whole rows.
+ */
+#ifndef TRELLARA_VERIFY_H
+#define TRELLARA_VERIFY_H
+
+#include "trellara/config.h"
+
+#include <signal.h>
+#include <stdbool.h>
+
+struct verify_options {
+	const struct flow_config *cfg;
+	const char *table; /* NULL: every configured table */
+	bool json;
+	int fence_timeout_s;
+	volatile sig_atomic_t *stop;
+};
+
+int verify_run(const struct verify_options *o);
+
+#endif

@@ -1,0 +1,116 @@
+#!/usr/bin/env bats
+# trellara-verify against real PostgreSQL: CONVERGED or a named
+# divergence, exactly, also while the source keeps writing.
+
+load helpers/common
+
+TABLES="public.pgbench_accounts,public.pgbench_branches,public.pgbench_tellers,public.pgbench_history,public.docs"
+
+setup() {
+	trellara_setup
+	export TRELLARA_STATUS_INTERVAL_MS=200
+	pgbench -q -i -s 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
+	psql_source "CREATE TABLE docs (id int PRIMARY KEY, title text, body text)" \
+		"INSERT INTO docs SELECT g, 'doc ' || g, repeat(md5(g::text), 400) FROM generate_series(1, 50) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history, docs"
+	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set stream.min_free_bytes=1048576
+	trellara-snapshot --config "$FLOW_FILE" --create-tables >/dev/null
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+}
+
+teardown() {
+	bg_stop applyd TERM 2>/dev/null || true
+	bg_stop capture TERM 2>/dev/null || true
+	trellara_teardown
+}
+
+load_source() {
+	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
+}
+
+run_state() {
+	psql_target "SELECT state FROM trellara.snapshot_runs"
+}
+
+@test "after a pgbench run: CONVERGED, and the run is promoted to verified" {
+	load_source 5
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"result: CONVERGED"* ]]
+	[ "$(grep -c '^table .*checksums match' <<<"$output")" -eq 5 ]
+	[[ "$output" == *"handoff: the run reached stream_handoff_ready"* ]]
+	[ "$(run_state)" = verified ]
+	# the fence is gone, applyd goes on
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1"
+	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r .result <<<"$output")" = CONVERGED ]
+	[ "$(jq '.tables | length' <<<"$output")" -eq 5 ]
+	[ "$(jq '[.tables[] | select(.source_rows == .target_rows)] | length' <<<"$output")" -eq 5 ]
+}
+
+@test "while pgbench keeps writing: CONVERGED, and applyd resumes afterwards" {
+	load_source 25 &
+	load=$!
+	sleep 4
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"result: CONVERGED"* ]]
+	applied=$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")
+	sleep 2
+	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")" -gt "$applied" ]
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"result: CONVERGED"* ]]
+	wait "$load"
+	run -0 trellara-verify --config "$FLOW_FILE"
+}
+
+@test "injected divergences are found and named with their keys; reseed repairs them" {
+	psql_source "UPDATE docs SET title = NULL WHERE id = 9"
+	load_source 3
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[ "$(run_state)" = verified ]
+	psql_target "DELETE FROM pgbench_accounts WHERE aid = 17" \
+		"INSERT INTO pgbench_accounts VALUES (999999, 1, 0, '')" \
+		"UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 4242" \
+		"UPDATE docs SET body = body || 'x' WHERE id = 7" \
+		"UPDATE docs SET title = NULL WHERE id = 8" \
+		"UPDATE docs SET title = '' WHERE id = 9"
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
+	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
+	[ "$(jq -r '.divergences[] | select(.kind == "missing_in_target") | .keys[0]' <<<"$acc")" = "(17)" ]
+	[ "$(jq -r '.divergences[] | select(.kind == "extra_in_target") | .keys[0]' <<<"$acc")" = "(999999)" ]
+	[ "$(jq -r '.divergences[] | select(.kind == "content_differs") | .keys[0]' <<<"$acc")" = "(4242)" ]
+	[[ "$(jq -r .recovery <<<"$acc")" == "trellara reseed --config $FLOW_FILE --table public.pgbench_accounts" ]]
+	docs=$(jq -c '.tables[] | select(.table == "public.docs")' <<<"$output")
+	[ "$(jq -r '.divergences[] | select(.kind == "content_differs") | .keys | sort | join(" ")' <<<"$docs")" = "(7) (8) (9)" ]
+	[ "$(jq '[.tables[] | select(.result == "diverged")] | length' <<<"$output")" -eq 2 ]
+	# a verified run with new evidence of divergence is no longer verified
+	[ "$(run_state)" = failed_recoverable ]
+	run -1 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"table public.docs: DIVERGED"* ]]
+	[[ "$output" == *"content_differs: 3"* ]]
+	[[ "$output" == *"result: DIVERGED"* ]]
+	run -0 trellara reseed --config "$FLOW_FILE" --table public.pgbench_accounts
+	run -0 trellara reseed --config "$FLOW_FILE" --table public.docs
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"result: CONVERGED"* ]]
+}
+
+@test "a run whose verify failed is not verified" {
+	psql_target "UPDATE pgbench_tellers SET tbalance = 5 WHERE tid = 3"
+	run -1 trellara-verify --config "$FLOW_FILE"
+	[ "$(run_state)" = streaming ]
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --table public.pgbench_tellers --format json
+	[ "$(jq -r '.tables[0].divergences[0].keys[0]' <<<"$output")" = "(3)" ]
+	[ "$(jq '.tables | length' <<<"$output")" -eq 1 ]
+}
+
+@test "without applyd at the fence verify gives no verdict: exit 75, and leaves no fence behind" {
+	bg_stop applyd TERM
+	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1"
+	run -75 trellara-verify --config "$FLOW_FILE" --fence-timeout 3
+	[[ "$output" == *"did not reach the fence"* ]]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	[ "$(psql_source "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'trellara_verify_%'")" -eq 0 ]
+}
