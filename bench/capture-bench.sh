@@ -79,10 +79,12 @@ SAMPLER_PID= # its walsender's CPU sampler
 cleanup() {
 	local status=$? pid wpid
 	trap - EXIT INT TERM HUP
+	set +e
 	if [[ -n $CUR_PID ]]; then
 		for pid in $(ps -o pid= --ppid "$CUR_PID" 2>/dev/null) "$CUR_PID"; do
-			kill -KILL "$pid" 2>/dev/null || true
+			kill -KILL "$pid" 2>/dev/null
 		done
+		wait "$CUR_PID" 2>/dev/null # reaped here, not reported as "Killed"
 	fi
 	[[ -n $SAMPLER_PID ]] && kill "$SAMPLER_PID" 2>/dev/null
 	[[ -n ${POLL_PID:-} ]] && kill "$POLL_PID" 2>/dev/null
@@ -151,12 +153,27 @@ cpu_seconds() {
 	awk -v t=$((f[11] + f[12])) -v hz="$HZ" 'BEGIN{printf "%.2f", t / hz}'
 }
 
+# in_bg OUTPUT CMD...: run CMD (stdout and stderr to OUTPUT) in the
+# background and wait for it, so that a signal to this script is handled at
+# once (bash defers traps while a foreground child runs) and cleanup can
+# end CMD.  (Not `in_bg CMD >OUTPUT`: the trap would run, and report, with
+# that redirection in place.)
+in_bg() {
+	local out=$1 rc=0
+	shift
+	"$@" >"$out" 2>&1 &
+	CUR_PID=$!
+	wait "$CUR_PID" || rc=$?
+	CUR_PID=
+	return "$rc"
+}
+
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
 
 # ---------------------------------------------------------------- setup
 
 sql -c "SELECT 1" >/dev/null
-"$PGBENCH" -i -q -s "$SCALE" -d "$URL" >"$WORK/pgbench-init.log" 2>&1 ||
+in_bg "$WORK/pgbench-init.log" "$PGBENCH" -i -q -s "$SCALE" -d "$URL" ||
 	{ cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
 sql -c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" \
 	-c "CHECKPOINT" >/dev/null
@@ -342,14 +359,15 @@ echo "== capture ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL $(t
 	"logical_decoding_work_mem $DECODING_MEM, source fsync off)"
 
 make_slots pgbench
-"$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" >"$WORK/pgbench.log" 2>&1 ||
+in_bg "$WORK/pgbench.log" "$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" ||
 	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
 END_PGBENCH=$(end_marker)
 
 make_slots big
 aid0=$((SCALE * 100000))
-sql -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
-	SELECT g, 1, g % 1000, 'row ' || g FROM generate_series($aid0 + 1, $aid0 + $BIG_ROWS) g" >/dev/null
+in_bg "$WORK/big.log" sql -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
+	SELECT g, 1, g % 1000, 'row ' || g FROM generate_series($aid0 + 1, $aid0 + $BIG_ROWS) g" ||
+	{ cat "$WORK/big.log" >&2; die "the big transaction failed"; }
 END_BIG=$(end_marker)
 
 echo "catch-up on a backlog built with no consumer attached; capture (stream fdatasync per batch) vs" \

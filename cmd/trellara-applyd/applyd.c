@@ -788,6 +788,7 @@ static int fence_hold(struct applyd *a)
 	char l[LSN_FORMAT_LEN];
 	log_info("held at fence %s (applied through %s)", lsn_format(a->fence_lsn, l),
 		 lsn_format(a->cp.applied_through_lsn, (char[LSN_FORMAT_LEN]){ 0 }));
+	uint64_t held_lsn = a->fence_lsn;
 	int rc = checkpoint_fence_mark_held(a->conn, a->cfg->checkpoint_schema, &a->ids, a->cp.applied_through_lsn);
 	while (rc == 0 && !*a->o->stop) {
 		char state[16];
@@ -795,12 +796,20 @@ static int fence_hold(struct applyd *a)
 					  sizeof state);
 		if (rc < 0 || !a->fence_present)
 			break;
+		if (strcmp(state, "requested") == 0) {
+			/* a new fence replaced ours: hold for it here, or apply up to it */
+			if (a->fence_lsn > held_lsn)
+				break;
+			log_info("held at fence %s", lsn_format(a->fence_lsn, l));
+			rc = checkpoint_fence_mark_held(a->conn, a->cfg->checkpoint_schema, &a->ids, a->cp.applied_through_lsn);
+			held_lsn = a->fence_lsn;
+		}
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
 	if (PQenterPipelineMode(a->conn) != 1 || rc < 0)
 		return APPLY_RECONNECT;
-	if (!a->fence_present) {
+	if (!a->fence_present || a->fence_lsn > held_lsn) {
 		log_info("fence released: applying again");
 		/* a reseed may have moved table watermarks while we held */
 		if (tables_load(a) < 0)

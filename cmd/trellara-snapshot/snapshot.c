@@ -588,6 +588,30 @@ int snapshot_reseed(const struct snapshot_options *o)
 	char l[LSN_FORMAT_LEN];
 	printf("reseeded %s: %" PRIu64 " rows at %s; applyd applies its changes from there on\n", o->table, t.rows,
 	       lsn_format(ex.consistent_lsn, l));
+	/* the new copy is handed off like the first: evidence, and a run that
+	 * a divergence had failed walks forward again */
+	if (run.state == RUN_FAILED_RECOVERABLE &&
+	    (move(dst, cfg, run.run_id, RUN_COPYING_TABLE, NULL, 0, NULL, o->table) != 0 ||
+	     move(dst, cfg, run.run_id, RUN_COPY_COMPLETE, NULL, 0, NULL, NULL) != 0))
+		goto out;
+	if (run.state == RUN_FAILED_RECOVERABLE || run.state < RUN_STREAM_HANDOFF_READY) {
+		if (hand_off(dst, cfg, run.run_id) < 0)
+			goto out;
+		if (run.state == RUN_FAILED_RECOVERABLE &&
+		    move(dst, cfg, run.run_id, RUN_STREAMING, NULL, 0, NULL, NULL) != 0)
+			goto out;
+	} else {
+		const char *hp[3] = { cfg->source_id, cfg->dataset_id, run.run_id };
+		PGresult *hres = pgconn_schema_query(dst, cfg->checkpoint_schema,
+						     "INSERT INTO @.snapshot_handoff_events (source_id, dataset_id, run_id, relation,"
+						     " copied_rows, source_watermark) SELECT source_id, dataset_id, run_id, relation, copied_rows,"
+						     " watermark_lsn FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2"
+						     " AND run_id = $3 AND relation = $4",
+						     4, (const char *const[]){ hp[0], hp[1], hp[2], o->table });
+		if (!hres)
+			goto out;
+		PQclear(hres);
+	}
 	code = EXIT_OK;
 out:
 	/* 3. released on every path */

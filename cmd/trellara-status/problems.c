@@ -16,6 +16,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void add(struct status_report *r, enum status_severity severity, const char *code, const char *action,

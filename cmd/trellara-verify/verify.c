@@ -98,6 +98,13 @@ static int fence_at_snapshot(struct verify *v)
 		}
 		snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
 		PQclear(res);
+		/* An idle source may leave the WAL up to the fence unflushed, and
+		 * walsenders only read flushed WAL: one committed transaction
+		 * flushes it, so capture can pass the fence and record it. */
+		res = pgconn_query(v->src, "SELECT pg_current_xact_id()", 0, NULL);
+		if (!res)
+			return EXIT_UNAVAILABLE;
+		PQclear(res);
 		char l[LSN_FORMAT_LEN];
 		lsn_format(v->fence_lsn, l);
 		const char *p[3] = { v->cfg->source_id, v->cfg->dataset_id, l };

@@ -91,7 +91,9 @@ run_state() {
 	[[ "$output" == *"table public.docs: DIVERGED"* ]]
 	[[ "$output" == *"content_differs: 3"* ]]
 	[[ "$output" == *"result: DIVERGED"* ]]
-	run -0 trellara reseed --config "$FLOW_FILE" --table public.pgbench_accounts
+	run trellara reseed --config "$FLOW_FILE" --table public.pgbench_accounts
+	echo "$output" >&3
+	[ "$status" -eq 0 ]
 	run -0 trellara reseed --config "$FLOW_FILE" --table public.docs
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
