@@ -20,6 +20,7 @@ void plan_stmt_free(struct plan_stmt *s)
 {
 	buf_free(&s->sql);
 	buf_free(&s->arena);
+	buf_free(&s->what);
 	free(s->offsets);
 	free(s->values);
 	memset(s, 0, sizeof *s);
@@ -85,8 +86,8 @@ static bool no_equality(uint32_t type_oid)
 	return false;
 }
 
-/* "what" for the expect_one() message: relation and key, values cut short. */
-static void describe(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t)
+/* "schema.table (key=value, ...)", values cut short, into d. */
+static void describe_into(struct buf *d_out, const struct env_relation *r, const bool *key, const struct env_tuple *t)
 {
 	struct buf d = { 0 };
 	buf_put(&d, r->schema, r->schema_len);
@@ -113,6 +114,18 @@ static void describe(struct plan_stmt *s, const struct env_relation *r, const bo
 			break;
 	}
 	buf_put_u8(&d, ')');
+	d_out->len = 0;
+	buf_put(d_out, d.data, d.len);
+	buf_put_u8(d_out, 0);
+	d_out->len--;
+	buf_free(&d);
+}
+
+/* "what" for the server-side expect_one() message, as a parameter. */
+static void describe(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t)
+{
+	struct buf d = { 0 };
+	describe_into(&d, r, key, t);
 	add_param(s, d.data, d.len);
 	buf_free(&d);
 }
@@ -190,12 +203,14 @@ static void finish(struct plan_stmt *s)
 }
 
 int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
-		const struct env_change *c, struct plan_stmt *s, char *err, size_t errlen)
+		const struct env_change *c, bool describe_row, struct plan_stmt *s, char *err, size_t errlen)
 {
 	s->sql.len = 0;
 	s->arena.len = 0;
 	s->n_params = 0;
 	s->is_row_change = false;
+	s->expect_one = false;
+	s->what.len = 0;
 	if (c->op == ENV_MESSAGE) {
 		finish(s);
 		s->sql.len = 0;
@@ -259,9 +274,8 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	}
 	size_t what = 0;
 	if (pr->key) {
-		/* WITH m AS (UPDATE t SET ... WHERE key RETURNING 1)
-		 * SELECT schema.expect_one(count(*), what) FROM m */
-		put_text(&s->sql, "WITH m AS (");
+		/* UPDATE t SET ... WHERE key / DELETE FROM t WHERE key: the
+		 * executor checks the row count (expect_one) */
 		if (c->op == ENV_UPDATE) {
 			put_text(&s->sql, "UPDATE ");
 			put_relation(&s->sql, r);
@@ -272,11 +286,9 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		}
 		if (put_predicate(s, r, pr->key, match, err, errlen) < 0)
 			return -1;
-		put_text(&s->sql, " RETURNING 1) SELECT ");
-		sql_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
-		describe(s, r, pr->key, match);
-		what = s->n_params;
-		put_fmt(&s->sql, ".expect_one(count(*), $%zu) FROM m", what);
+		s->expect_one = true;
+		if (describe_row)
+			describe_into(&s->what, r, pr->key, match);
 		finish(s);
 		return 0;
 	}

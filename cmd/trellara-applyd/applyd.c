@@ -96,6 +96,8 @@ struct applyd {
 	uint64_t single_until;
 	bool single_mode;
 	struct chunk_state chunk;
+	bool group_pending;        /* the group file lags the checkpoint */
+	int64_t last_group_write_us;
 	bool fence_present;        /* as read at the start of the current batch */
 	uint64_t fence_lsn;
 	int64_t last_idle_checkpoint_us, last_progress_us;
@@ -255,7 +257,7 @@ static int resolve_quarantine(struct applyd *a, const struct quarantine_entry *q
 				      "UPDATE @.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1",
 				      a->cfg->checkpoint_schema);
 	const char *p[1] = { id };
-	int rc = executor_exec(&a->ex, sql, 1, p, tag);
+	int rc = executor_exec(&a->ex, sql, 1, p, tag, true, NULL);
 	free(sql);
 	return rc;
 }
@@ -272,6 +274,8 @@ static int begin_txn(struct applyd *a, uint64_t offset)
 }
 
 /* Writes the checkpoint, commits, then moves the group. */
+static int group_flush(struct applyd *a);
+
 static int commit_batch(struct applyd *a)
 {
 	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
@@ -298,10 +302,11 @@ static int commit_batch(struct applyd *a)
 			      qs);
 	const char *p[10] = { commit_lsn, xid, off, through, txns, changes, dups, a->ids.source_id, a->ids.dataset_id,
 			      a->ids.group };
-	int rc = executor_exec(&a->ex, sql, 10, p, a->next_offset);
+	int rc = executor_exec(&a->ex, sql, 10, p, a->next_offset, true, NULL);
 	free(sql);
 	free(qs);
-	if (rc < 0)
+	/* every row change checked (expect_one) before anything commits */
+	if (rc < 0 || executor_sync(&a->ex) < 0)
 		goto failed;
 	fault_point("applyd.before_target_commit");
 	if (executor_control(&a->ex, "COMMIT", a->next_offset) < 0 || executor_sync(&a->ex) < 0)
@@ -322,12 +327,26 @@ static int commit_batch(struct applyd *a)
 	a->stats->batches++;
 	a->progress_txns += a->batch_txns;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
-	if (stream_group_set(a->cfg->stream_path, a->cfg->consumer_group, a->next_offset) != STREAM_OK)
+	/* The group only lags the target's checkpoint (the truth for dedup):
+	 * written at most every 200 ms under load, and when idle or stopping. */
+	a->group_pending = true;
+	if (mono_us() - a->last_group_write_us >= 200000 && group_flush(a) < 0)
 		return EXIT_CANTCREAT;
 	return 0;
 failed:
 	a->in_txn = false;
 	return 1; /* the caller looks at a->ex.error */
+}
+
+static int group_flush(struct applyd *a)
+{
+	if (!a->group_pending)
+		return 0;
+	if (stream_group_set(a->cfg->stream_path, a->cfg->consumer_group, a->cp.stream_offset) != STREAM_OK)
+		return -1;
+	a->group_pending = false;
+	a->last_group_write_us = mono_us();
+	return 0;
 }
 
 /* Drop the open batch and rewind the reader to where it started. */
@@ -432,7 +451,7 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 			filtered.truncate_relations = kept;
 			c = &filtered;
 		}
-		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, &a->stmt, err, sizeof err);
+		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, a->single_mode, &a->stmt, err, sizeof err);
 		if (planned < 0) {
 			/* a change we cannot express: the transaction cannot apply */
 			snprintf(a->ex.error.message, sizeof a->ex.error.message, "%s", err);
@@ -444,7 +463,8 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 		}
 		if (planned == 1)
 			continue;
-		if (executor_exec(&a->ex, (const char *)a->stmt.sql.data, (int)a->stmt.n_params, a->stmt.values, offset) < 0) {
+		if (executor_exec(&a->ex, (const char *)a->stmt.sql.data, (int)a->stmt.n_params, a->stmt.values, offset,
+				  a->stmt.expect_one, a->stmt.what.len ? (const char *)a->stmt.what.data : NULL) < 0) {
 			rc = 1;
 			break;
 		}
@@ -855,6 +875,8 @@ static int idle_duties(struct applyd *a)
 	int64_t now = mono_us();
 	if (a->last_progress_us == 0)
 		a->last_progress_us = now;
+	if (group_flush(a) < 0)
+		return EXIT_CANTCREAT;
 	if (a->in_txn || (a->batch_skipped && !a->chunk.active)) {
 		uint64_t keep = a->next_offset;
 		int rc = commit_batch(a);
@@ -907,6 +929,8 @@ static int apply_loop(struct applyd *a)
 				return handle_failure(a, a->last_xid, a->last_commit_lsn, keep) == APPLY_RECONNECT
 					       ? APPLY_RECONNECT
 					       : EXIT_NEGATIVE;
+			if (rc == 0 && group_flush(a) < 0)
+				rc = EXIT_CANTCREAT;
 			return rc ? rc : EXIT_OK;
 		}
 		struct stream_frame f;

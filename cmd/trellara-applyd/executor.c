@@ -17,6 +17,8 @@ struct executor_cmd {
 	enum cmd_kind kind;
 	uint64_t tag;
 	size_t cache_slot; /* CMD_PREPARE: the entry to forget if it failed */
+	bool expect_one;
+	char *what;        /* owned, may be NULL */
 };
 
 struct prepared_entry {
@@ -57,6 +59,8 @@ static void cache_clear(struct executor *e)
 
 void executor_free(struct executor *e)
 {
+	for (size_t k = 0; k < e->queue_len; k++)
+		free(e->queue[k].what);
 	cache_clear(e);
 	free(e->cache);
 	free(e->queue);
@@ -69,7 +73,7 @@ static void queue_push(struct executor *e, enum cmd_kind kind, uint64_t tag, siz
 		e->queue_cap = e->queue_cap ? e->queue_cap * 2 : 256;
 		e->queue = xrealloc(e->queue, e->queue_cap * sizeof *e->queue);
 	}
-	e->queue[e->queue_len++] = (struct executor_cmd){ kind, tag, slot };
+	e->queue[e->queue_len++] = (struct executor_cmd){ kind, tag, slot, false, NULL };
 }
 
 static void cache_grow(struct executor *e)
@@ -97,7 +101,8 @@ static int fail_send(struct executor *e)
 	return -1;
 }
 
-int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag)
+int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
+		  bool expect_one, const char *what)
 {
 	if (e->error.failed)
 		return -1;
@@ -109,7 +114,7 @@ int executor_exec(struct executor *e, const char *sql, int nparams, const char *
 	if (!e->cache[j].sql) {
 		if ((e->cache_count + 1) * 2 > e->cache_cap) {
 			cache_grow(e);
-			return executor_exec(e, sql, nparams, values, tag);
+			return executor_exec(e, sql, nparams, values, tag, expect_one, what);
 		}
 		e->cache[j].sql = xstrdup(sql);
 		e->cache[j].hash = h;
@@ -124,6 +129,8 @@ int executor_exec(struct executor *e, const char *sql, int nparams, const char *
 	if (!PQsendQueryPrepared(e->conn, name, nparams, values, NULL, NULL, 0))
 		return fail_send(e);
 	queue_push(e, CMD_EXEC, tag, 0);
+	e->queue[e->queue_len - 1].expect_one = expect_one;
+	e->queue[e->queue_len - 1].what = what && *what ? xstrdup(what) : NULL;
 	if (e->queue_len >= EXECUTOR_SYNC_EVERY)
 		return executor_sync(e);
 	return 0;
@@ -174,6 +181,8 @@ static void drain_to_sync(PGconn *conn)
 int executor_sync(struct executor *e)
 {
 	if (PQpipelineSync(e->conn) != 1) {
+		for (size_t k = 0; k < e->queue_len; k++)
+			free(e->queue[k].what);
 		e->queue_len = 0;
 		return fail_send(e);
 	}
@@ -199,6 +208,16 @@ int executor_sync(struct executor *e)
 		struct executor_cmd *c = i < e->queue_len ? &e->queue[i] : NULL;
 		if (st == PGRES_FATAL_ERROR)
 			record_error(e, res, c ? c->tag : 0);
+		if (st == PGRES_COMMAND_OK && c && c->expect_one && !e->error.failed) {
+			long rows = strtol(PQcmdTuples(res), NULL, 10);
+			if (rows != 1) {
+				e->error.failed = true;
+				e->error.tag = c->tag;
+				snprintf(e->error.sqlstate, sizeof e->error.sqlstate, "%s", rows == 0 ? "TR001" : "TR002");
+				snprintf(e->error.message, sizeof e->error.message, "%s: %s",
+					 rows == 0 ? "no row matched" : "more than one row matched", c->what ? c->what : "(retry names the row)");
+			}
+		}
 		if ((st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) && c && c->kind == CMD_PREPARE) {
 			free(e->cache[c->cache_slot].sql);
 			e->cache[c->cache_slot].sql = NULL;
@@ -206,6 +225,8 @@ int executor_sync(struct executor *e)
 		}
 		PQclear(res);
 	}
+	for (size_t k = 0; k < e->queue_len; k++)
+		free(e->queue[k].what);
 	e->queue_len = 0;
 	if (!e->error.failed)
 		return 0;

@@ -40,8 +40,11 @@ struct executor {
 
 int executor_init(struct executor *e, PGconn *conn);
 void executor_free(struct executor *e);
-/* Queue a statement (prepared on first use); tag identifies it in errors. */
-int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag);
+/* Queue a statement (prepared on first use); tag identifies it in errors.
+ * expect_one: it must change exactly one row, else the sync fails with
+ * SQLSTATE TR001 (no row) or TR002 (several), naming what (may be NULL). */
+int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
+		  bool expect_one, const char *what);
 /* BEGIN / COMMIT / ROLLBACK and other parameterless commands. */
 int executor_control(struct executor *e, const char *sql, uint64_t tag);
 /* Sync and read every result queued so far.  0 when all succeeded, -1

@@ -52,6 +52,7 @@ struct capture {
 	PGconn *target;               /* the run check (not with --start-now) */
 	char run_id[128];
 	bool run_handoff_ready;       /* move the run to streaming once streaming */
+	int64_t batch_started_us;     /* first transaction of the pending batch */
 };
 
 static int64_t mono_us(void)
@@ -362,7 +363,8 @@ static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
 			c->pending_lsn = result.end_lsn;
 		if (result.end_lsn > c->recorded_lsn)
 			c->recorded_lsn = result.end_lsn;
-		c->batch_txns++;
+		if (c->batch_txns++ == 0)
+			c->batch_started_us = mono_us();
 		if (c->batch_txns >= c->cfg->max_batch_transactions ||
 		    stream_writer_pending(c->writer) >= c->cfg->max_batch_messages)
 			if (flush_batch(c) < 0)
@@ -461,7 +463,24 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
 			return -1;
 		}
-		/* Nothing more right now: this is where a batch ends. */
+		/* Nothing more right now.  Under load the next message is usually
+		 * a moment away: give the batch up to 2 ms more before its
+		 * fdatasync (group commit), then end it. */
+		if (c->batch_txns > 0 && c->batch_txns < c->cfg->max_batch_transactions) {
+			int64_t waited = mono_us() - c->batch_started_us;
+			if (waited < 2000) {
+				struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
+				if (poll(&more, 1, 1) > 0) {
+					if (PQconsumeInput(c->conn) == 0) {
+						log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
+						if (flush_batch(c) < 0)
+							return EXIT_CANTCREAT;
+						return -1;
+					}
+					continue;
+				}
+			}
+		}
 		if (flush_batch(c) < 0)
 			return EXIT_CANTCREAT;
 		int64_t now = mono_us();

@@ -5,10 +5,11 @@
  *
  * Identifiers are always double-quoted (with embedded quotes doubled,
  * what PQescapeIdentifier does); every value is a parameter.  Updates and
- * deletes are written so that the server itself raises when they match
- * no row (SQLSTATE TR001) or more than one (TR002), through the checkpoint
- * schema's expect_one(): a pipelined COMMIT can then never commit a
- * transaction whose change missed its row.
+ * deletes by key are plain statements flagged expect_one: the executor
+ * checks that each changed exactly one row before it sends COMMIT.
+ * Keyless matches are written so that the server itself raises when
+ * they match no row (SQLSTATE TR001) or more than one (TR002), through
+ * the checkpoint schema's expect_one().
  *
  * Match predicate:
  *  - replica identity default or index: the key columns of the old key
@@ -40,6 +41,8 @@ struct plan_stmt {
 	size_t n_params, cap_params;
 	const char **values; /* owned: pointers into arena, valid until the next plan_change */
 	bool is_row_change;  /* insert/update/delete (truncate: false) */
+	bool expect_one;     /* the statement must change exactly one row */
+	struct buf what;     /* with describe: "schema.table (key=value)" for messages */
 };
 
 void plan_stmt_init(struct plan_stmt *s);
@@ -50,7 +53,7 @@ void plan_stmt_free(struct plan_stmt *s);
  * envelope's relation table).  checkpoint_schema names the schema of
  * expect_one().  Returns 0, or -1 with err naming the relation. */
 int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
-		const struct env_change *c, struct plan_stmt *s, char *err, size_t errlen);
+		const struct env_change *c, bool describe, struct plan_stmt *s, char *err, size_t errlen);
 
 /* Appends a quoted identifier to b. */
 void sql_quote_ident(struct buf *b, const char *name, size_t len);

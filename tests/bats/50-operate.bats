@@ -55,9 +55,15 @@ wait_running() {
 	wait_for -t "${1:-120}" -m "trellara run has both children running" running
 }
 
+applied_transactions() {
+	psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)"
+}
+
 # kill -9 the children named, then wait until the supervisor has new ones
+# and they work again: capture streams from the slot, applyd applies
 kill_children() {
-	local name old=()
+	local name old=() applied
+	applied=$(applied_transactions)
 	for name in "$@"; do
 		old+=("$(state_value "${name}_pid")")
 		kill -KILL "${old[-1]}"
@@ -68,6 +74,9 @@ kill_children() {
 			"[ \"\$(state_value ${name}_pid)\" != '${old[$i]}' ] && child_alive $name"
 		i=$((i + 1))
 	done
+	wait_for -t 60 -m "capture streams again" \
+		"[ \"\$(psql_source \"SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'\")\" = t ]"
+	wait_for -t 60 -m "applyd applies again" "[ \"\$(applied_transactions)\" -gt $applied ]"
 }
 
 # the target applied everything the source has written so far
@@ -130,10 +139,9 @@ prometheus_value() {
 	grep -q "check: no blockers" "$TEST_DIR/run.log"
 	grep -q "trellara-snapshot --config $FLOW_FILE --create-tables" "$TEST_DIR/run.log"
 	[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = streaming ]
-	source_load 25 &
+	source_load 40 &
 	load=$!
-	wait_for -t 60 -m "applyd applies pgbench transactions" \
-		'[ "$(psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)")" -gt 50 ]'
+	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
 	for round in 1 2 3; do
 		kill_children capture
 		kill_children applyd
@@ -168,7 +176,7 @@ prometheus_value() {
 	applyd=$(state_value applyd_pid)
 	source_load 12 &
 	load=$!
-	wait_for -t 60 '[ "$(psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)")" -gt 50 ]'
+	wait_for -t 60 '[ "$(applied_transactions)" -gt 50 ]'
 	# under load: the drain must finish a target transaction and a stream sync
 	started=$SECONDS
 	bg_stop run TERM 40
