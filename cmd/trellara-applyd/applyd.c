@@ -28,6 +28,8 @@
 #include "trellara/fault.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
+#include "trellara/metrics.h"
+#include "trellara/notify.h"
 #include "trellara/pgconn.h"
 #include "trellara/planner.h"
 #include "trellara/stream.h"
@@ -96,6 +98,9 @@ struct applyd {
 	uint64_t single_until;
 	bool single_mode;
 	struct chunk_state chunk;
+	struct notify_watchdog watchdog;
+	int64_t last_metrics_us;
+	bool ready_sent;
 	bool group_pending;        /* the group file lags the checkpoint */
 	int64_t last_group_write_us;
 	bool fence_present;        /* as read at the start of the current batch */
@@ -110,6 +115,28 @@ static int64_t mono_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* observability.metrics_dir/applyd.prom, at most once a second. */
+static void write_metrics(struct applyd *a, bool force)
+{
+	if (!a->cfg->metrics_dir)
+		return;
+	int64_t now = mono_us();
+	if (!force && now - a->last_metrics_us < 1000000)
+		return;
+	a->last_metrics_us = now;
+	struct metrics m;
+	metrics_init(&m, a->flow, a->cfg->source_id);
+	metrics_add_u64(&m, "trellara_applyd_transactions_total", "source transactions applied (checkpoint)", METRIC_COUNTER, NULL, NULL, a->cp.applied_transactions);
+	metrics_add_u64(&m, "trellara_applyd_changes_total", "row changes applied (checkpoint)", METRIC_COUNTER, NULL, NULL, a->cp.applied_changes);
+	metrics_add_u64(&m, "trellara_applyd_skipped_duplicates_total", "transactions skipped by dedup (checkpoint)", METRIC_COUNTER, NULL, NULL, a->cp.skipped_duplicates);
+	metrics_add_u64(&m, "trellara_applyd_quarantined_total", "transactions quarantined by this process", METRIC_COUNTER, NULL, NULL, a->stats->quarantined);
+	metrics_add_u64(&m, "trellara_applyd_batches_total", "target transactions committed by this process", METRIC_COUNTER, NULL, NULL, a->stats->batches);
+	metrics_add_u64(&m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, a->cp.applied_through_lsn);
+	metrics_add_u64(&m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, a->cp.stream_offset);
+	metrics_write_file(a->cfg->metrics_dir, "applyd", &m, false);
+	metrics_free(&m);
 }
 
 /* ---- tables: keys and watermarks ---- */
@@ -824,6 +851,7 @@ static int fence_hold(struct applyd *a)
 			rc = checkpoint_fence_mark_held(a->conn, a->cfg->checkpoint_schema, &a->ids, a->cp.applied_through_lsn);
 			held_lsn = a->fence_lsn;
 		}
+		notify_watchdog_tick(&a->watchdog);
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
@@ -920,7 +948,10 @@ static int idle_duties(struct applyd *a)
 static int apply_loop(struct applyd *a)
 {
 	for (;;) {
+		notify_watchdog_tick(&a->watchdog);
+		write_metrics(a, false);
 		if (*a->o->stop) {
+			notify_send("STOPPING=1");
 			if (a->chunk.active)
 				return chunk_abandon(a, 0, "shutdown") ? EXIT_DATAERR : EXIT_OK;
 			uint64_t keep = a->next_offset;
@@ -1116,6 +1147,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 	a.flow = config_flow_id(a.cfg);
 	a.ids = (struct flow_ids){ a.cfg->source_id, a.cfg->dataset_id, a.cfg->consumer_group };
 	a.rng = (unsigned)(mono_us() ^ getpid());
+	notify_watchdog_init(&a.watchdog);
 	plan_stmt_init(&a.stmt);
 	int code = EXIT_OK;
 	/* the stream may not exist before capture first ran: wait for it */
@@ -1150,6 +1182,12 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 			rc = position_reader(&a);
 		if (rc == 0) {
 			attempt = 1;
+			/* ready: connected, checkpoint read, stream positioned */
+			if (!a.ready_sent) {
+				notify_send("READY=1");
+				a.ready_sent = true;
+			}
+			notify_status("applying to the target");
 			rc = apply_loop(&a);
 		}
 		disconnect_target(&a);
@@ -1159,6 +1197,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 		}
 	}
 out:
+	write_metrics(&a, true);
 	log_info("applyd stopped: %" PRIu64 " transactions (%" PRIu64 " changes) applied, %" PRIu64
 		 " duplicates skipped, %" PRIu64 " changes skipped below snapshot watermarks, %" PRIu64
 		 " changes to tables outside the dataset, %" PRIu64 " quarantined",

@@ -15,6 +15,8 @@
 #include "trellara/pgconn.h"
 #include "trellara/pgoutput.h"
 #include "trellara/runs.h"
+#include "trellara/metrics.h"
+#include "trellara/notify.h"
 #include "trellara/checkpoint.h"
 #include "trellara/stream.h"
 #include "trellara/xalloc.h"
@@ -53,6 +55,9 @@ struct capture {
 	char run_id[128];
 	bool run_handoff_ready;       /* move the run to streaming once streaming */
 	int64_t batch_started_us;     /* first transaction of the pending batch */
+	struct notify_watchdog watchdog;
+	int64_t last_metrics_us;
+	bool ready_sent;
 };
 
 static int64_t mono_us(void)
@@ -68,6 +73,33 @@ static int64_t wall_us(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+/* observability.metrics_dir/capture.prom, at most once a second. */
+static void write_metrics(struct capture *c, bool force)
+{
+	if (!c->cfg->metrics_dir)
+		return;
+	int64_t now = mono_us();
+	if (!force && now - c->last_metrics_us < 1000000)
+		return;
+	c->last_metrics_us = now;
+	struct metrics m;
+	metrics_init(&m, c->flow, c->cfg->source_id);
+	const struct capture_stats *st = c->stats;
+	metrics_add_u64(&m, "trellara_capture_transactions_total", "source transactions appended to the stream", METRIC_COUNTER, NULL, NULL, st->transactions);
+	metrics_add_u64(&m, "trellara_capture_changes_total", "row changes appended", METRIC_COUNTER, NULL, NULL, st->changes);
+	metrics_add_u64(&m, "trellara_capture_frames_total", "stream frames appended", METRIC_COUNTER, NULL, NULL, st->frames);
+	metrics_add_u64(&m, "trellara_capture_skipped_duplicates_total", "transactions already in the stream, skipped", METRIC_COUNTER, NULL, NULL, st->skipped_duplicates);
+	metrics_add_u64(&m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
+	metrics_add_u64(&m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
+	metrics_add_u64(&m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
+	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, c->durable_lsn);
+	metrics_add_double(&m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update", METRIC_GAUGE, NULL, NULL,
+			   c->last_status_us ? (double)(now - c->last_status_us) / 1e6 : 0);
+	metrics_write_file(c->cfg->metrics_dir, "capture", &m, false);
+	metrics_free(&m);
+}
+
 
 static uint64_t get_be64(const uint8_t *p)
 {
@@ -413,7 +445,10 @@ static int handle_keepalive(struct capture *c, const uint8_t *data, size_t len)
 static int stream_loop(struct capture *c, bool *made_progress)
 {
 	for (;;) {
+		notify_watchdog_tick(&c->watchdog);
+		write_metrics(c, false);
 		if (*c->o->stop) {
+			notify_send("STOPPING=1");
 			if (flush_batch(c) < 0)
 				return EXIT_CANTCREAT;
 			send_status(c, false);
@@ -527,6 +562,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 	memset(stats, 0, sizeof *stats);
 	c.flow = config_flow_id(cfg);
 	c.rng = (unsigned int)(wall_us() ^ getpid());
+	notify_watchdog_init(&c.watchdog);
 	pgoutput_message_init(&c.msg);
 	int code = EXIT_OK;
 	char err[PGOUTPUT_ERR_LEN];
@@ -636,6 +672,12 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			continue;
 		}
 		log_info("streaming slot \"%s\" of system %s into \"%s\"", cfg->slot, id.systemid, cfg->stream_path);
+		/* ready: the slot streams into a recovered, durable stream */
+		if (!c.ready_sent) {
+			notify_send("READY=1");
+			c.ready_sent = true;
+		}
+		notify_status("streaming slot %s", cfg->slot);
 		if (c.run_handoff_ready) {
 			if (runs_move(c.target, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, c.run_id, RUN_STREAMING, NULL,
 				      0, NULL, NULL, NULL, false) != 0) {
@@ -666,6 +708,7 @@ out:
 		PQfinish(c.conn);
 	if (code == EXIT_OK && c.writer && flush_batch(&c) < 0)
 		code = EXIT_CANTCREAT;
+	write_metrics(&c, true);
 	log_info("capture stopped: %" PRIu64 " transactions (%" PRIu64 " changes, %" PRIu64 " frames) appended, %" PRIu64
 		 " skipped as duplicates, %" PRIu64 " watermarks, durable through %s",
 		 stats->transactions, stats->changes, stats->frames, stats->skipped_duplicates, stats->watermarks,
