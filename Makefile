@@ -47,6 +47,9 @@ MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)
 MAN7 := $(wildcard man/man7/*.7)
 
+# object files are never intermediate: keep them
+.SECONDARY:
+
 .PHONY: all check unit unit-plain unit-san bats fuzz-short install bench deps clean quickstart
 
 all: $(PROGRAM_BINS)

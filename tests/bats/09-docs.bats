@@ -39,13 +39,17 @@ documented_programs() {
 	return 0
 }
 
+# The name of an option's argument, in both parsers below: upper case,
+# "_" and "." ("FILE", "SCHEMA.TABLE").
+OPTION_ARG_RE='[A-Z][A-Z_.]*'
+
 # Long options of `PROGRAM --help` (default trellara-stream), one per line,
 # normalised to "[-s ]--name[ ARG]" ("-c --config FILE", "--follow").
 help_options() {
-	"$REPO/bin/${1:-trellara-stream}" --help | awk '
+	"$REPO/bin/${1:-trellara-stream}" --help | awk -v arg="$OPTION_ARG_RE" '
 		/^options:/ { inside = 1; next }
 		inside && /^$/ { exit }
-		inside && match($0, /^ +(-[A-Za-z], +)?--[a-z][a-z0-9-]*( [A-Z][A-Z_]*)?/) {
+		inside && match($0, "^ +(-[A-Za-z], +)?--[a-z][a-z0-9-]*( " arg ")?") {
 			s = substr($0, RSTART, RLENGTH)
 			sub(/^ +/, "", s)
 			sub(/, +/, " ", s)
@@ -55,9 +59,11 @@ help_options() {
 
 # The tag line after each .TP in the OPTIONS section of a man page, which
 # by convention is written  \fB\-c\fR, \fB\-\-config\fR \fIFILE\fR ,
-# normalised the same way.
+# normalised the same way; a tag not of that form (its argument named by
+# OPTION_ARG_RE) is printed as "malformed tag: ..." so that it shows in
+# the comparison.
 man_options() {
-	awk '
+	awk -v arg="$OPTION_ARG_RE" '
 		/^\.SH/ { inside = ($0 ~ /^\.SH +"?OPTIONS"? *$/); tag = 0; next }
 		inside && /^\.TP/ { tag = 1; next }
 		inside && tag {
@@ -68,6 +74,8 @@ man_options() {
 			sub(/, +/, " ", s)
 			gsub(/ +/, " ", s)
 			sub(/ $/, "", s)
+			if (s !~ ("^(-[A-Za-z] )?--[a-z][a-z0-9-]*( " arg ")?$"))
+				s = "malformed tag: " s
 			print s
 		}' "$1"
 }
