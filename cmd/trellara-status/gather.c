@@ -463,7 +463,7 @@ static bool process_is_supervisor(long pid)
 
 static void gather_supervisor(struct status_supervisor *s, const struct flow_config *cfg)
 {
-	static const char *const programs[2] = { "trellara-capture", "trellara-applyd" };
+	static const char *const programs[2] = { "capture", "applyd" }; /* their metrics_write_file names */
 	s->daemons[0].program = programs[0];
 	s->daemons[1].program = programs[1];
 	if (!cfg->metrics_dir) {

@@ -119,7 +119,7 @@ struct status_target {
 };
 
 struct status_daemon_file {
-	const char *program; /* "trellara-capture", "trellara-applyd" */
+	const char *program; /* "capture", "applyd": DIR/capture.prom, DIR/applyd.prom */
 	bool exists;
 	double age_seconds;
 };

@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# snapshot-bench.sh - trellara-snapshot's copy throughput (rows/s, MB/s)
+# for one large table and for two tables with 2 workers, against the raw
+# limit measured in the same run (psql COPY TO STDOUT | psql COPY FROM
+# STDIN on the same data, binary and text, plus the primary key built
+# after the load) and against pgcopydb clone where it installs.
+#
+#   bench/snapshot-bench.sh            (make bench runs it)
+#
+# Method.  Two throwaway clusters (tests/bats/helpers/pg.bash: copies of
+# the cached initdb template, unix sockets only): a source (fsync off; it
+# is only read) and a target (fsync on, autovacuum off, no checkpoint
+# during a run).  The source holds pgbench -i -s SCALE's pgbench_accounts
+# (SCALE x 100 000 rows; scale 20 ~ 260 MB of heap, 70 ~ 1 GB) and
+# pgbench_accounts2, a copy of it; both VACUUMed (hint bits set, in the OS
+# cache) and with their primary key on aid.  Every method copies into a
+# fresh target database of its own, dropped after its run; the target is
+# CHECKPOINTed and `sync` run before each run, so nothing left by the setup
+# (the source runs with fsync off) or by one run is written out during the
+# next.  Shapes: "1 table" = pgbench_accounts alone, one copy
+# at a time; "2 tables" = pgbench_accounts + pgbench_accounts2, two at once.
+#   raw binary  per table: psql -c 'COPY t TO STDOUT (FORMAT binary)' |
+#               psql -c 'COPY t FROM STDIN (FORMAT binary)' into the table
+#               created beforehand, untimed, without its primary key
+#               (pg_dump --section=pre-data); then ALTER TABLE t ADD
+#               CONSTRAINT t_pkey PRIMARY KEY (aid).  "2 tables": both pipes
+#               at once, then both index builds at once: the limit.
+#   raw text    the same without (FORMAT binary): the issue's
+#               psql COPY | psql COPY.
+#   trellara    trellara-snapshot --config F --create-tables into an empty
+#               database, snapshot.workers 1 (1 table) or 2 (2 tables), a
+#               fresh slot per run (dropped afterwards); timed from exec to
+#               exit, so it includes its connections, checkpoint schema,
+#               table creation (pg_dump pre-data | psql), slot and exported
+#               snapshot, the copy (binary COPY for these types: checked in
+#               its log), the indexes (pg_dump post-data | psql, one table
+#               after the other) and the handoff.  "data s" is the longest
+#               table copy in its log, "index s" the post-data phase from
+#               its log timestamps.
+#   pgcopydb    pgcopydb clone (text COPY) into an empty database, with a
+#               filter file naming only the shape's tables, --table-jobs
+#               and --index-jobs 1 (1 table) or 2 (2 tables), --no-owner
+#               --no-acl --skip-large-objects --skip-extensions; it also
+#               runs VACUUM ANALYZE on each table (pgcopydb 0.10 has no
+#               switch to skip it).  When pgcopydb is not on PATH, the
+#               script tries `apt-get install -y pgcopydb` once (as root
+#               only) and says so when that fails.
+# Every copy is checked afterwards: row count of each table and its
+# primary key present.  rows/s and MB/s = rows and source heap size
+# (pg_relation_size) of the shape's tables / total seconds.  With REPEAT
+# > 1 the methods alternate their order (every other round backwards) and
+# the medians are shown, with every round's total.
+# Goals (the issue): trellara total <= 1.1 x (raw binary data + index),
+# and pgcopydb total >= 1.3 x trellara total.
+#
+# Environment: SNAPSHOT_BENCH_SCALE (pgbench scale, default 20; 70 for the
+# issue's ~1 GB table), SNAPSHOT_BENCH_REPEAT (default 3),
+# SNAPSHOT_BENCH_TARGET_FSYNC (on; "off" makes the target's flushes free),
+# SNAPSHOT_BENCH_PGCOPYDB (auto: use it, installing it if possible;
+# off: skip it), SNAPSHOT_BENCH_KEEP=1 keeps the directory (clusters stopped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+# shellcheck source=tests/bats/helpers/pg.bash
+source tests/bats/helpers/pg.bash
+
+SCALE=${SNAPSHOT_BENCH_SCALE:-20}
+REPEAT=${SNAPSHOT_BENCH_REPEAT:-3}
+TARGET_FSYNC=${SNAPSHOT_BENCH_TARGET_FSYNC:-on}
+PGCOPYDB_MODE=${SNAPSHOT_BENCH_PGCOPYDB:-auto}
+PUB=bench_pub
+RAW_GOAL=1.1     # trellara / (raw binary + index) <=
+PGCOPYDB_GOAL=1.3 # pgcopydb / trellara >=
+
+[[ -x $REPO/bin/trellara-snapshot ]] || { echo "snapshot-bench: $REPO/bin/trellara-snapshot missing; run make first" >&2; exit 1; }
+[[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_SCALE and _REPEAT: positive integers" >&2; exit 1; }
+[[ $TARGET_FSYNC == on || $TARGET_FSYNC == off ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_TARGET_FSYNC: on or off" >&2; exit 1; }
+[[ $PGCOPYDB_MODE == auto || $PGCOPYDB_MODE == off ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_PGCOPYDB: auto or off" >&2; exit 1; }
+trellara_pg_check_bindir
+PSQL=$(trellara_pg_psql_bin)
+# The binaries themselves, not Debian's /usr/bin wrappers (a Perl start
+# each); trellara-snapshot and pgcopydb find pg_dump and psql on PATH.
+export PATH="$PG_BINDIR:$PATH"
+for tool in pgbench pg_dump; do
+	command -v "$tool" >/dev/null || { echo "snapshot-bench: $tool not found" >&2; exit 1; }
+done
+
+# ---------------------------------------------------------------- cleanup
+#
+# The directory follows the bats harness layout (owner file, watchdog,
+# source/ and target/): if this script is SIGKILLed, the watchdog, or the
+# next bats run's reaper, stops both clusters and removes it.
+FDIR=
+declare -A BG=() # name -> pid of a background process of ours
+cleanup() {
+	local status=$? pid child wpid
+	trap - EXIT INT TERM HUP
+	set +e
+	for pid in "${BG[@]}"; do
+		[[ -n $pid ]] || continue
+		# a pipeline's subshell: its psql processes first
+		for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+			kill -KILL "$child" 2>/dev/null
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [[ -n $FDIR && -d $FDIR ]]; then
+		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
+			kill -KILL "$wpid" 2>/dev/null || true
+		fi
+		if [[ -n ${SNAPSHOT_BENCH_KEEP:-} ]]; then
+			trellara_pg_destroy_dir "$FDIR" keep
+			echo "snapshot-bench: kept $FDIR" >&2
+		else
+			trellara_pg_destroy_dir "$FDIR"
+		fi
+	fi
+	((status == 0)) || echo "snapshot-bench: FAILED (exit $status)" >&2
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+die() {
+	echo "snapshot-bench: $*" >&2
+	exit 1
+}
+
+root=$(trellara_pg_tmp_root)
+FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
+chmod 0755 "$FDIR"
+_trellara_pg_proc_identity "$$" >"$FDIR/owner"
+trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
+mkdir -m 0755 "$FDIR/sock"
+mkdir -m 0700 "$FDIR/bench"
+_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
+WORK=$FDIR/bench
+SOCK=$FDIR/sock
+PORT=$((50000 + ($$ % 7000) * 2))
+TPORT=$((PORT + 1))
+SRC_CONN="host=$SOCK port=$PORT dbname=postgres"
+SRC_URL="postgresql:///postgres?host=$SOCK&port=$PORT"
+tgt_conn() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$TPORT" "$1"; }
+tgt_url() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$TPORT"; }
+
+# ---------------------------------------------------------------- pgcopydb
+
+PGCOPYDB=
+PGCOPYDB_NOTE=
+if [[ $PGCOPYDB_MODE == off ]]; then
+	PGCOPYDB_NOTE="skipped (SNAPSHOT_BENCH_PGCOPYDB=off)"
+elif PGCOPYDB=$(command -v pgcopydb); then
+	:
+elif _trellara_pg_is_root && command -v apt-get >/dev/null; then
+	# one try, not timed
+	if apt-get install -y -q pgcopydb >"$WORK/apt-pgcopydb.log" 2>&1 && PGCOPYDB=$(command -v pgcopydb); then
+		PGCOPYDB_NOTE="installed by this run (apt-get install -y pgcopydb)"
+	else
+		PGCOPYDB=
+		PGCOPYDB_NOTE="not available: apt-get install -y pgcopydb failed ($(tail -n 1 "$WORK/apt-pgcopydb.log"))"
+	fi
+else
+	PGCOPYDB_NOTE="not available: not on PATH, and only root may apt-get install it"
+fi
+if [[ -n $PGCOPYDB ]]; then
+	PGCOPYDB_VERSION=$("$PGCOPYDB" --version 2>&1 | grep -o 'pgcopydb version [^ ]*' | head -1) || PGCOPYDB_VERSION="pgcopydb"
+	PGCOPYDB_NOTE="$PGCOPYDB_VERSION${PGCOPYDB_NOTE:+, $PGCOPYDB_NOTE}"
+fi
+
+# ---------------------------------------------------------------- clusters
+
+wait_both() { # PID PID
+	local rc=0
+	wait "$1" || rc=1
+	wait "$2" || rc=1
+	return $rc
+}
+trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" snapshot-bench-source &
+p1=$!
+trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" snapshot-bench-target &
+wait_both "$p1" $! || die "cannot create the clusters"
+cat >>"$FDIR/source/postgresql.conf" <<EOF
+# ---- bench/snapshot-bench.sh ----
+autovacuum = off
+max_wal_size = '16GB'
+checkpoint_timeout = '1h'
+EOF
+cat >>"$FDIR/target/postgresql.conf" <<EOF
+# ---- bench/snapshot-bench.sh ----
+fsync = $TARGET_FSYNC                 # the copies' commits are really flushed
+autovacuum = off              # the same work in every run
+max_wal_size = '16GB'         # no checkpoint in the middle of a run
+checkpoint_timeout = '1h'
+EOF
+trellara_pg_start "$FDIR/source" &
+p1=$!
+trellara_pg_start "$FDIR/target" &
+wait_both "$p1" $! || die "cannot start the clusters"
+
+src() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$SRC_CONN" "$@"; }
+tgt() { # DB SQL...
+	local db=$1
+	shift
+	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" "$@"
+}
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b - a}'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+# run_bg NAME OUTPUT CMD...: CMD in the background (stdout and stderr to
+# OUTPUT); its pid in BG[NAME], so that a signal ends it (bash defers
+# traps while a foreground child runs)
+run_bg() {
+	local name=$1 out=$2
+	shift 2
+	"$@" >"$out" 2>&1 &
+	BG[$name]=$!
+}
+wait_bg() { # NAME...: wait for each; fails if one failed
+	local name rc=0
+	for name; do
+		wait "${BG[$name]}" || rc=1
+		BG[$name]=
+	done
+	return $rc
+}
+
+# ---------------------------------------------------------------- setup
+
+T0=$EPOCHREALTIME
+src -c "SELECT 1" >/dev/null
+run_bg init "$WORK/pgbench-init.log" pgbench -i -q -s "$SCALE" -d "$SRC_URL"
+wait_bg init || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
+run_bg copy2 "$WORK/accounts2.log" src \
+	-c "CREATE TABLE pgbench_accounts2 (LIKE pgbench_accounts INCLUDING ALL EXCLUDING INDEXES)" \
+	-c "INSERT INTO pgbench_accounts2 SELECT * FROM pgbench_accounts" \
+	-c "ALTER TABLE pgbench_accounts2 ADD PRIMARY KEY (aid)" \
+	-c "VACUUM ANALYZE pgbench_accounts2" -c "VACUUM ANALYZE pgbench_accounts" \
+	-c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_accounts2" -c "CHECKPOINT"
+wait_bg copy2 || { cat "$WORK/accounts2.log" >&2; die "cannot make pgbench_accounts2"; }
+ROWS1=$(src -c "SELECT count(*) FROM pgbench_accounts")
+ROWS2=$(src -c "SELECT count(*) FROM pgbench_accounts2")
+BYTES1=$(src -c "SELECT pg_relation_size('pgbench_accounts')")
+BYTES2=$(src -c "SELECT pg_relation_size('pgbench_accounts2')")
+# the raw pipes' template: both tables, no primary key
+tgt postgres -c "CREATE DATABASE tmpl_raw" >/dev/null
+pg_dump --no-owner --no-privileges --schema-only --section=pre-data -t public.pgbench_accounts -t public.pgbench_accounts2 \
+	-d "$SRC_URL" | tgt tmpl_raw >/dev/null || die "cannot create the raw pipes' template database"
+printf '[include-only-table]\npublic.pgbench_accounts\n' >"$WORK/filter-1.ini"
+printf '[include-only-table]\npublic.pgbench_accounts\npublic.pgbench_accounts2\n' >"$WORK/filter-2.ini"
+SETUP_S=$(secs "$T0" "$EPOCHREALTIME")
+
+# ---------------------------------------------------------------- the methods
+#
+# Each sets R_TOTAL, R_DATA, R_INDEX (seconds; "" when unknown).
+
+tables_of() { # SHAPE (1 or 2)
+	if (($1 == 1)); then echo pgbench_accounts; else echo pgbench_accounts pgbench_accounts2; fi
+}
+
+quiesce() { # DB CREATE-ARGS...: a fresh target database, nothing left to write
+	local db=$1
+	shift
+	tgt postgres -c "CREATE DATABASE $db $*" -c "CHECKPOINT" >/dev/null
+	sync
+}
+
+# pipe TABLE DB FORMAT (text|binary): one raw COPY pipe
+pipe() {
+	local t=$1 db=$2 opt=''
+	[[ $3 == binary ]] && opt=' (FORMAT binary)'
+	"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$SRC_CONN" -c "COPY public.$t TO STDOUT$opt" |
+		"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" -c "COPY public.$t FROM STDIN$opt"
+}
+
+run_raw() { # SHAPE FORMAT DB
+	local shape=$1 fmt=$2 db=$3 t t0 t1 t2 names=()
+	quiesce "$db" TEMPLATE tmpl_raw
+	t0=$EPOCHREALTIME
+	for t in $(tables_of "$shape"); do
+		run_bg "pipe_$t" "$WORK/$db-$t.log" pipe "$t" "$db" "$fmt"
+		names+=("pipe_$t")
+	done
+	wait_bg "${names[@]}" || { cat "$WORK/$db"-*.log >&2; die "$db: a COPY pipe failed"; }
+	t1=$EPOCHREALTIME
+	names=()
+	for t in $(tables_of "$shape"); do
+		run_bg "index_$t" "$WORK/$db-$t-index.log" tgt "$db" -c "ALTER TABLE public.$t ADD CONSTRAINT ${t}_pkey PRIMARY KEY (aid)"
+		names+=("index_$t")
+	done
+	wait_bg "${names[@]}" || { cat "$WORK/$db"-*-index.log >&2; die "$db: an index build failed"; }
+	t2=$EPOCHREALTIME
+	R_DATA=$(secs "$t0" "$t1") R_INDEX=$(secs "$t1" "$t2") R_TOTAL=$(secs "$t0" "$t2")
+}
+
+ts_epoch() { date -u -d "$1" +%s.%N; } # a log line's ISO time stamp
+
+run_trellara() { # SHAPE DB
+	local shape=$1 db=$2 slot=snapbench_$2 flow=$WORK/$2.yml log=$WORK/$2.log t t0 t1 line
+	{
+		cat <<EOF
+config_version: 2
+environment: bench
+source:
+  id: bench
+  database_url: "$SRC_URL"
+  publication: $PUB
+  slot: $slot
+  stream_spill_dir: "$WORK/spill"
+dataset:
+  id: snapshot
+  tables:
+EOF
+		for t in $(tables_of "$shape"); do echo "    - {schema: public, name: $t}"; done
+		cat <<EOF
+stream:
+  kind: local
+  path: "$WORK/stream-$db"
+  min_free_bytes: 0
+target:
+  database_url: "$(tgt_url "$db")"
+snapshot:
+  workers: $shape
+EOF
+	} >"$flow"
+	quiesce "$db"
+	t0=$EPOCHREALTIME
+	run_bg snapshot "$log" "$REPO/bin/trellara-snapshot" --config "$flow" --create-tables
+	wait_bg snapshot || { cat "$log" >&2; die "trellara-snapshot failed"; }
+	t1=$EPOCHREALTIME
+	src -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null
+	grep -q 'stream_handoff_ready' "$log" || { cat "$log" >&2; die "$db: no handoff in trellara-snapshot's output"; }
+	for t in $(tables_of "$shape"); do
+		grep -q "table public\.$t: [0-9]* rows copied (binary COPY" "$log" ||
+			{ cat "$log" >&2; die "$db: $t was not copied with binary COPY"; }
+	done
+	# the longest table copy; the post-data phase: last copy logged ->
+	# last index created
+	R_DATA=$(grep -o 'rows copied ([a-z]* COPY, [0-9.]* MB, [0-9.]* s)' "$log" | awk '{s = $(NF - 1) + 0; if (s > m) m = s} END {printf "%.2f", m}')
+	local copied indexed
+	copied=$(grep 'rows copied (' "$log" | tail -n 1 | grep -o '^[^ ]*[0-9]Z') || copied=
+	indexed=$(grep 'post-data created' "$log" | tail -n 1 | grep -o '^[^ ]*[0-9]Z') || indexed=
+	R_INDEX=
+	[[ -n $copied && -n $indexed ]] && R_INDEX=$(secs "$(ts_epoch "$copied")" "$(ts_epoch "$indexed")")
+	R_TOTAL=$(secs "$t0" "$t1")
+}
+
+run_pgcopydb() { # SHAPE DB
+	local shape=$1 db=$2 t0 t1
+	quiesce "$db"
+	rm -rf "$WORK/pgcopydb-$db"
+	t0=$EPOCHREALTIME
+	run_bg pgcopydb "$WORK/$db.log" "$PGCOPYDB" clone --source "$SRC_URL" --target "$(tgt_url "$db")" \
+		--dir "$WORK/pgcopydb-$db" --table-jobs "$shape" --index-jobs "$shape" --filters "$WORK/filter-$shape.ini" \
+		--no-owner --no-acl --skip-large-objects --skip-extensions
+	wait_bg pgcopydb || { tail -n 30 "$WORK/$db.log" >&2; die "pgcopydb clone failed"; }
+	t1=$EPOCHREALTIME
+	R_DATA= R_INDEX= R_TOTAL=$(secs "$t0" "$t1")
+}
+
+# check SHAPE DB: the copy is whole and has its primary keys; then drop it
+check_and_drop() {
+	local shape=$1 db=$2 t n want pk
+	for t in $(tables_of "$shape"); do
+		n=$(tgt "$db" -c "SELECT count(*) FROM public.$t")
+		want=$ROWS1
+		[[ $t == pgbench_accounts2 ]] && want=$ROWS2
+		[[ $n == "$want" ]] || die "$db: public.$t has $n rows, the source $want"
+		pk=$(tgt "$db" -c "SELECT count(*) FROM pg_constraint WHERE conrelid = 'public.$t'::regclass AND contype = 'p'")
+		[[ $pk == 1 ]] || die "$db: public.$t has no primary key"
+	done
+	tgt postgres -c "DROP DATABASE $db" >/dev/null
+	rm -rf "$WORK/pgcopydb-$db" "$WORK/stream-$db"
+}
+
+METHODS=("raw_binary" "raw_text" "trellara")
+[[ -n $PGCOPYDB ]] && METHODS+=("pgcopydb")
+declare -A TOTAL=() DATA=() INDEX=()
+measure() { # SHAPE METHOD ROUND
+	local shape=$1 m=$2 db=${2}_${1}_$3
+	case $m in
+	raw_binary) run_raw "$shape" binary "$db" ;;
+	raw_text) run_raw "$shape" text "$db" ;;
+	trellara) run_trellara "$shape" "$db" ;;
+	pgcopydb) run_pgcopydb "$shape" "$db" ;;
+	esac
+	check_and_drop "$shape" "$db"
+	TOTAL[$shape,$m]+="$R_TOTAL " DATA[$shape,$m]+="${R_DATA:+$R_DATA }" INDEX[$shape,$m]+="${R_INDEX:+$R_INDEX }"
+}
+
+echo "== snapshot ($(date -u +%Y-%m-%dT%H:%M:%SZ), trellara $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) cores," \
+	"PostgreSQL $(trellara_pg_version | cut -d' ' -f1), target fsync $TARGET_FSYNC, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+for shape in 1 2; do
+	for ((i = 1; i <= REPEAT; i++)); do
+		order=("${METHODS[@]}")
+		if ! ((i % 2)); then # every other round backwards
+			order=()
+			for ((k = ${#METHODS[@]} - 1; k >= 0; k--)); do order+=("${METHODS[k]}"); done
+		fi
+		for m in "${order[@]}"; do measure "$shape" "$m" "$i"; done
+	done
+done
+
+# ---------------------------------------------------------------- report
+
+med_or_dash() { # "v v v " or ""
+	# shellcheck disable=SC2086
+	if [[ -n ${1// /} ]]; then median $1; else echo -; fi
+}
+fmt() { [[ $1 == - ]] && echo - || awk -v v="$1" 'BEGIN{printf "%.2f", v}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
+met() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN{ok = op == ">=" ? v >= g : v <= g; print ok ? "met" : "NOT met"}'; }
+declare -A MED=()
+printf '%-8s %-10s %9s %8s %7s %8s %8s %9s %7s\n' shape method rows MB "data s" "index s" "total s" rows/s MB/s
+for shape in 1 2; do
+	rows=$ROWS1 bytes=$BYTES1
+	((shape == 2)) && rows=$((ROWS1 + ROWS2)) bytes=$((BYTES1 + BYTES2))
+	label="1 table"
+	((shape == 2)) && label="2 tables"
+	for m in "${METHODS[@]}"; do
+		tot=$(med_or_dash "${TOTAL[$shape,$m]}")
+		MED[$shape,$m]=$tot
+		printf '%-8s %-10s %9d %8.1f %7s %8s %8.2f %9.0f %7.1f\n' "$label" "${m/_/ }" "$rows" \
+			"$(awk -v b="$bytes" 'BEGIN{print b / 1e6}')" "$(fmt "$(med_or_dash "${DATA[$shape,$m]}")")" \
+			"$(fmt "$(med_or_dash "${INDEX[$shape,$m]}")")" "$tot" \
+			"$(awk -v r="$rows" -v s="$tot" 'BEGIN{print r / s}')" "$(awk -v b="$bytes" -v s="$tot" 'BEGIN{print b / 1e6 / s}')"
+	done
+done
+echo "MB = the source tables' heap (pg_relation_size); rows/s and MB/s over total s; raw: data = the COPY pipe(s)," \
+	"index = ADD PRIMARY KEY after the load (2 tables: both pipes, then both builds, at once);" \
+	"trellara: data = its longest table copy, index = its post-data phase (from its log), total = exec to exit"
+for shape in 1 2; do
+	label="1 table, workers 1"
+	((shape == 2)) && label="2 tables, workers 2"
+	r=$(ratio "${MED[$shape,trellara]}" "${MED[$shape,raw_binary]}")
+	line="$label: trellara / (raw binary + index) = $r (goal <= $RAW_GOAL: $(met "$r" "$RAW_GOAL" "<="));"
+	line+=" trellara / (raw text + index) = $(ratio "${MED[$shape,trellara]}" "${MED[$shape,raw_text]}");"
+	if [[ -n $PGCOPYDB ]]; then
+		r=$(ratio "${MED[$shape,pgcopydb]}" "${MED[$shape,trellara]}")
+		line+=" pgcopydb / trellara = $r (goal >= $PGCOPYDB_GOAL: $(met "$r" "$PGCOPYDB_GOAL" ">="))"
+	else
+		line+=" pgcopydb / trellara: not measured"
+	fi
+	echo "$line"
+done
+echo "pgcopydb: $PGCOPYDB_NOTE${PGCOPYDB:+ (clone, text COPY, --table-jobs/--index-jobs = workers, includes its VACUUM ANALYZE)}"
+if ((REPEAT > 1)); then
+	echo "per round, total s:"
+	for shape in 1 2; do
+		for m in "${METHODS[@]}"; do echo "  $shape table(s) $m: ${TOTAL[$shape,$m]}"; done
+	done
+fi
+echo "source: pgbench scale $SCALE (+ pgbench_accounts2, a copy), set up in $SETUP_S s; every copy checked (row counts, primary key);" \
+	"total $(secs "$T0" "$EPOCHREALTIME" | cut -d. -f1) s"
