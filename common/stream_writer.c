@@ -355,7 +355,9 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 	int rc = STREAM_EIO;
 	char *groups_dir = xasprintf("%s/groups", dir);
 	char *meta_path = xasprintf("%s/meta", dir);
-	if (fs_mkdir_p(dir) < 0 || fs_mkdir_p(w->segments_dir) < 0 || fs_mkdir_p(groups_dir) < 0)
+	/* the identity first, the segments after it: a reader that finds
+	 * segments/ finds meta too */
+	if (fs_mkdir_p(dir) < 0)
 		goto out;
 	rc = acquire_lock(w);
 	if (rc != STREAM_OK)
@@ -384,6 +386,8 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 			goto out;
 		}
 	}
+	if (fs_mkdir_p(w->segments_dir) < 0 || fs_mkdir_p(groups_dir) < 0)
+		goto out;
 	rc = recover(w, rec);
 	if (rc != STREAM_OK)
 		goto out;

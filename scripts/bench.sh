@@ -9,3 +9,5 @@ echo "== stream ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(df -h "$dir" 
 build/bench/stream_bench "$dir" "${BENCH_SECONDS:-1}"
 bench/capture-bench.sh
 bench/apply-bench.sh
+bench/snapshot-bench.sh
+bench/verify-bench.sh

@@ -376,6 +376,19 @@ static int group_flush(struct applyd *a)
 	return 0;
 }
 
+static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
+
+/* Commit what is open; a failure goes to handle_failure (culprit hunt,
+ * quarantine or reconnect). */
+static int commit_open_batch(struct applyd *a)
+{
+	uint64_t keep = a->next_offset;
+	int rc = commit_batch(a);
+	if (rc == 1)
+		return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+	return rc;
+}
+
 /* Drop the open batch and rewind the reader to where it started. */
 static int rewind_batch(struct applyd *a, uint64_t to)
 {
@@ -687,10 +700,7 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			}
 			/* what came before commits on its own */
 			if (a->in_txn) {
-				uint64_t keep = a->next_offset;
-				int rc = commit_batch(a);
-				if (rc == 1)
-					return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+				int rc = commit_open_batch(a);
 				if (rc)
 					return rc;
 			}
@@ -880,10 +890,7 @@ static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_off
 		return 0;
 	*hold = true;
 	if (a->in_txn || a->batch_skipped) {
-		uint64_t keep = a->next_offset;
-		int rc = commit_batch(a);
-		if (rc == 1)
-			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		int rc = commit_open_batch(a);
 		if (rc)
 			return rc;
 	}
@@ -906,19 +913,13 @@ static int idle_duties(struct applyd *a)
 	if (group_flush(a) < 0)
 		return EXIT_CANTCREAT;
 	if (a->in_txn || (a->batch_skipped && !a->chunk.active)) {
-		uint64_t keep = a->next_offset;
-		int rc = commit_batch(a);
-		if (rc == 1)
-			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		int rc = commit_open_batch(a);
 		if (rc)
 			return rc;
 	} else if (!a->chunk.active && a->seen_lsn > a->cp.applied_through_lsn &&
 		   now - a->last_idle_checkpoint_us >= 1000000) {
 		a->last_idle_checkpoint_us = now;
-		uint64_t keep = a->next_offset;
-		int rc = commit_batch(a);
-		if (rc == 1)
-			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		int rc = commit_open_batch(a);
 		if (rc)
 			return rc;
 	}
@@ -1153,8 +1154,10 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 	/* the stream may not exist before capture first ran: wait for it */
 	bool said = false;
 	char *segments = xasprintf("%s/segments", a.cfg->stream_path);
+	char *meta = xasprintf("%s/meta", a.cfg->stream_path);
 	while (!*o->stop) {
-		if (access(segments, F_OK) == 0 && stream_reader_open(a.cfg->stream_path, &a.reader) == STREAM_OK)
+		if (access(meta, F_OK) == 0 && access(segments, F_OK) == 0 &&
+		    stream_reader_open(a.cfg->stream_path, &a.reader) == STREAM_OK)
 			break;
 		if (!said)
 			log_info("waiting for the stream \"%s\" to appear", a.cfg->stream_path);
@@ -1162,6 +1165,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 		sleep(1);
 	}
 	free(segments);
+	free(meta);
 	if (!a.reader)
 		goto out;
 	int attempt = 0;

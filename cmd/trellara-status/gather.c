@@ -51,6 +51,13 @@ static int64_t wall_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Seconds from then_us to now_us; a frame appended after we took "now"
+ * is 0 s old, not negative. */
+static double age_seconds(int64_t now_us, int64_t then_us)
+{
+	return now_us > then_us ? (double)(now_us - then_us) / 1e6 : 0.0;
+}
+
 static int64_t mono_us(void)
 {
 	struct timespec ts;
@@ -241,7 +248,7 @@ static void scan_tail(struct status_stream *s, const char *dir, struct stream_re
 			if (newest_here) {
 				s->has_newest = true;
 				format_time_us(f.header.append_time_us, s->newest_time, sizeof s->newest_time);
-				s->newest_age_seconds = (double)(now - f.header.append_time_us) / 1e6;
+				s->newest_age_seconds = age_seconds(now, f.header.append_time_us);
 			}
 			int t = f.header.type;
 			if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
@@ -255,7 +262,7 @@ static void scan_tail(struct status_stream *s, const char *dir, struct stream_re
 				s->has_ack = true;
 				s->ack_lsn = lsn;
 				format_time_us(f.header.append_time_us, s->ack_time, sizeof s->ack_time);
-				s->ack_age_seconds = (double)(now - f.header.append_time_us) / 1e6;
+				s->ack_age_seconds = age_seconds(now, f.header.append_time_us);
 			}
 		}
 	}
@@ -312,12 +319,12 @@ static void gather_stream(struct status_stream *s, const struct flow_config *cfg
 	if (frame_time_at(reader, s->first_offset, &t)) {
 		s->has_oldest = true;
 		format_time_us(t, s->oldest_time, sizeof s->oldest_time);
-		s->oldest_age_seconds = (double)(now - t) / 1e6;
+		s->oldest_age_seconds = age_seconds(now, t);
 	}
 	uint64_t pending_from = s->group_position > s->first_offset ? s->group_position : s->first_offset;
 	if (s->group_pending > 0 && frame_time_at(reader, pending_from, &t)) {
 		s->has_pending_age = true;
-		s->oldest_pending_age_seconds = (double)(now - t) / 1e6;
+		s->oldest_pending_age_seconds = age_seconds(now, t);
 	}
 	scan_tail(s, dir, reader, now);
 	stream_reader_close(reader);
@@ -338,8 +345,10 @@ struct checkpoint_sample {
 	" extract(epoch FROM now() - updated_at)"                                                                 \
 	" FROM @.apply_checkpoint WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
 
+/* Reads the checkpoint into sample; into t too when fill (the first
+ * sample: the one read at about the moment the rest is read). */
 static int read_checkpoint(PGconn *conn, const struct flow_config *cfg, struct status_target *t,
-			   struct checkpoint_sample *sample)
+			   struct checkpoint_sample *sample, bool fill)
 {
 	const char *p[3] = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
 	PGresult *res = schema_query(conn, cfg->checkpoint_schema, CHECKPOINT_SQL, 3, p, "the apply checkpoint", t->error,
@@ -348,14 +357,19 @@ static int read_checkpoint(PGconn *conn, const struct flow_config *cfg, struct s
 		return -1;
 	sample->taken_us = mono_us();
 	sample->exists = PQntuples(res) == 1;
-	t->checkpoint_exists = sample->exists;
 	if (sample->exists) {
+		sample->transactions = parse_u64(PQgetvalue(res, 0, 4));
+		sample->changes = parse_u64(PQgetvalue(res, 0, 5));
+	}
+	if (fill)
+		t->checkpoint_exists = sample->exists;
+	if (fill && sample->exists) {
 		lsn_parse(PQgetvalue(res, 0, 0), &t->last_commit_lsn);
 		lsn_parse(PQgetvalue(res, 0, 1), &t->applied_through_lsn);
 		t->stream_offset = parse_u64(PQgetvalue(res, 0, 2));
 		t->last_xid = (uint32_t)parse_u64(PQgetvalue(res, 0, 3));
-		t->applied_transactions = sample->transactions = parse_u64(PQgetvalue(res, 0, 4));
-		t->applied_changes = sample->changes = parse_u64(PQgetvalue(res, 0, 5));
+		t->applied_transactions = sample->transactions;
+		t->applied_changes = sample->changes;
 		t->skipped_duplicates = parse_u64(PQgetvalue(res, 0, 6));
 		snprintf(t->checkpoint_updated_at, sizeof t->checkpoint_updated_at, "%s", PQgetvalue(res, 0, 7));
 		t->checkpoint_age_seconds = strtod(PQgetvalue(res, 0, 8), NULL);
@@ -531,11 +545,13 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 	struct checkpoint_sample first = { 0 }, second = { 0 };
 	PGconn *target = connect_readonly(cfg->target_database_url, "target", t->error, sizeof t->error);
 	bool target_ok = target && schema_present(target, cfg, t) == 0;
-	if (target_ok && t->schema_exists && read_checkpoint(target, cfg, t, &first) < 0)
+	/* downstream first: the target, the stream, then the source, so that
+	 * on a moving flow applied <= acknowledged <= WAL position holds and
+	 * the lags come out non-negative */
+	if (target_ok && t->schema_exists && read_checkpoint(target, cfg, t, &first, true) < 0)
 		target_ok = false;
-
-	gather_source(&r->source, cfg);
 	gather_stream(&r->stream, cfg);
+	gather_source(&r->source, cfg);
 	gather_supervisor(&r->supervisor, cfg);
 
 	if (target_ok && t->schema_exists) {
@@ -545,7 +561,7 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 				struct timespec ts = { (until - now) / 1000000, ((until - now) % 1000000) * 1000 };
 				nanosleep(&ts, NULL);
 			}
-			if (read_checkpoint(target, cfg, t, &second) < 0) {
+			if (read_checkpoint(target, cfg, t, &second, false) < 0) {
 				target_ok = false;
 			} else if (second.exists && second.transactions >= first.transactions &&
 				   second.changes >= first.changes) {

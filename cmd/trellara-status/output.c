@@ -102,9 +102,11 @@ static void text_report(FILE *out, const struct status_report *r)
 				lsn_text(st->ack_lsn, l1), st->ack_time, seconds_text(true, st->ack_age_seconds, d1, sizeof d1));
 		else
 			fprintf(out, "  acked     unknown: no transaction or watermark in the stream's last segments\n");
-		fprintf(out, "  group     %s: position %" PRIu64 "%s, %" PRIu64 " pending, oldest pending %s old\n",
-			cfg->consumer_group, st->group_position, st->group_exists ? "" : " (no position yet)", st->group_pending,
-			st->has_pending_age ? seconds_text(true, st->oldest_pending_age_seconds, d1, sizeof d1) : "-");
+		fprintf(out, "  group     %s: position %" PRIu64 "%s, %" PRIu64 " frames pending", cfg->consumer_group,
+			st->group_position, st->group_exists ? "" : " (no position yet)", st->group_pending);
+		if (st->has_pending_age)
+			fprintf(out, ", the oldest appended %s ago", seconds_text(true, st->oldest_pending_age_seconds, d1, sizeof d1));
+		fputc('\n', out);
 	}
 
 	if (!t->available) {

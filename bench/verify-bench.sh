@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# verify-bench.sh - trellara-verify's time on one large table against a
+# plain full scan of that table on both sides at once, measured in the same
+# run; and what finding 10 scattered divergent rows costs over a clean
+# verify.
+#
+#   bench/verify-bench.sh            (make bench runs it)
+#
+# Method.  Two throwaway clusters (tests/bats/helpers/pg.bash: copies of
+# the cached initdb template, unix sockets only, fsync off; autovacuum
+# off).  The source holds pgbench -i -s SCALE's pgbench_accounts (SCALE x
+# 100 000 rows: 20 = 2 million, 100 = the issue's 10 million) in
+# publication bench_pub.  A flow with that one table is started the usual
+# way: trellara-snapshot --create-tables copies it into an empty target
+# database (timed, for information), then trellara-capture and
+# trellara-applyd run in the background for the rest of the run, so the
+# target follows the source and holds at verify's fence.  One no-op UPDATE
+# on the source gives applyd its checkpoint; then both tables are VACUUMed
+# (hint bits and visibility map set: no scan below pays for them) and read
+# once, so both sides start from the OS cache.
+#   baseline  psql -c 'COPY pgbench_accounts TO STDOUT' > /dev/null on the
+#             source and on the target at once; timed until both end
+#   verify    trellara-verify --config F --format json, timed from exec to
+#             exit: its temporary slot and exported snapshot, the fence and
+#             the wait for applyd to hold there, the per-bucket checksums on
+#             both sides at once, the report.  Clean: exit 0, CONVERGED,
+#             equal row counts.
+# Then 10 rows of the target, one in each tenth of the key range, get
+# abalance + 1 (an UPDATE on the target only; applyd never touches them
+# again, the source being idle), and verify runs again: exit 1, DIVERGED,
+# naming exactly those 10 keys as content_differs.  (The first divergent
+# verify demotes the run from verified to failed_recoverable, so the later
+# ones also report the handoff; the comparison is the same.)
+# REPEAT rounds of baseline + clean verify (alternating which goes first),
+# then REPEAT rounds of baseline + divergent verify; medians.  Goals (the
+# issue): clean verify <= 1.5 x baseline; divergent <= 1.10 x clean.
+#
+# Environment: VERIFY_BENCH_SCALE (pgbench scale, default 20; 100 for the
+# issue's 10 000 000 rows), VERIFY_BENCH_REPEAT (default 3),
+# VERIFY_BENCH_KEEP=1 keeps the directory (clusters stopped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+# shellcheck source=tests/bats/helpers/pg.bash
+source tests/bats/helpers/pg.bash
+
+SCALE=${VERIFY_BENCH_SCALE:-20}
+REPEAT=${VERIFY_BENCH_REPEAT:-3}
+PUB=bench_pub
+SLOT=verify_bench
+DB=verify # the target database
+CLEAN_GOAL=1.5
+DIVERGED_GOAL=1.10
+TIMEOUT_S=300 # any single wait
+
+for prog in "$REPO/bin/trellara-snapshot" "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-verify"; do
+	[[ -x $prog ]] || { echo "verify-bench: $prog missing; run make first" >&2; exit 1; }
+done
+[[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "verify-bench: VERIFY_BENCH_SCALE and _REPEAT: positive integers" >&2; exit 1; }
+trellara_pg_check_bindir
+PSQL=$(trellara_pg_psql_bin)
+# the binaries themselves, not Debian's /usr/bin wrappers; --create-tables
+# finds pg_dump and psql on PATH
+export PATH="$PG_BINDIR:$PATH"
+for tool in pgbench pg_dump jq; do
+	command -v "$tool" >/dev/null || { echo "verify-bench: $tool not found" >&2; exit 1; }
+done
+
+# ---------------------------------------------------------------- cleanup
+#
+# The directory follows the bats harness layout (owner file, watchdog,
+# source/ and target/): if this script is SIGKILLed, the watchdog, or the
+# next bats run's reaper, stops both clusters and removes it.
+FDIR=
+declare -A BG=() # name -> pid of a background process of ours
+cleanup() {
+	local status=$? pid wpid
+	trap - EXIT INT TERM HUP
+	set +e
+	for pid in "${BG[@]}"; do
+		[[ -n $pid ]] || continue
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [[ -n $FDIR && -d $FDIR ]]; then
+		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
+			kill -KILL "$wpid" 2>/dev/null || true
+		fi
+		if [[ -n ${VERIFY_BENCH_KEEP:-} ]]; then
+			trellara_pg_destroy_dir "$FDIR" keep
+			echo "verify-bench: kept $FDIR" >&2
+		else
+			trellara_pg_destroy_dir "$FDIR"
+		fi
+	fi
+	((status == 0)) || echo "verify-bench: FAILED (exit $status)" >&2
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+die() {
+	echo "verify-bench: $*" >&2
+	exit 1
+}
+
+root=$(trellara_pg_tmp_root)
+FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
+chmod 0755 "$FDIR"
+_trellara_pg_proc_identity "$$" >"$FDIR/owner"
+trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
+mkdir -m 0755 "$FDIR/sock"
+mkdir -m 0700 "$FDIR/bench"
+_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
+WORK=$FDIR/bench
+SOCK=$FDIR/sock
+PORT=$((50000 + ($$ % 7000) * 2))
+TPORT=$((PORT + 1))
+SRC_CONN="host=$SOCK port=$PORT dbname=postgres"
+SRC_URL="postgresql:///postgres?host=$SOCK&port=$PORT"
+TGT_CONN="host=$SOCK port=$TPORT dbname=$DB"
+TGT_URL="postgresql:///$DB?host=$SOCK&port=$TPORT"
+
+wait_both() { # PID PID
+	local rc=0
+	wait "$1" || rc=1
+	wait "$2" || rc=1
+	return $rc
+}
+trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" verify-bench-source &
+p1=$!
+trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" verify-bench-target &
+wait_both "$p1" $! || die "cannot create the clusters"
+for side in source target; do
+	cat >>"$FDIR/$side/postgresql.conf" <<EOF
+# ---- bench/verify-bench.sh ----
+autovacuum = off              # the same work in every round
+max_wal_size = '16GB'         # no checkpoint in the middle of a measurement
+checkpoint_timeout = '1h'
+EOF
+done
+trellara_pg_start "$FDIR/source" &
+p1=$!
+trellara_pg_start "$FDIR/target" &
+wait_both "$p1" $! || die "cannot start the clusters"
+
+src() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$SRC_CONN" "$@"; }
+tgt() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$TGT_CONN" "$@"; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b - a}'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+elapsed_gt() { # T0 (an $EPOCHREALTIME) LIMIT_S
+	local now=${EPOCHREALTIME/./} t0=${1/./}
+	((now - t0 > $2 * 1000000))
+}
+# wait_for SIDE SQL: poll (every 0.1 s) until SQL says t
+wait_for() {
+	local side=$1 q=$2 t0=$EPOCHREALTIME a p
+	while :; do
+		a=$("$side" -c "$q" 2>/dev/null) || a=
+		[[ $a == t ]] && return 0
+		elapsed_gt "$t0" "$TIMEOUT_S" && die "timed out after $TIMEOUT_S s waiting for: $q"
+		for p in capture applyd; do
+			kill -0 "${BG[$p]}" 2>/dev/null || { cat "$WORK/$p.log" >&2; die "trellara-$p exited"; }
+		done
+		sleep 0.1
+	done
+}
+
+# ---------------------------------------------------------------- setup
+
+T0=$EPOCHREALTIME
+src -c "SELECT 1" >/dev/null
+"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "host=$SOCK port=$TPORT dbname=postgres" -c "CREATE DATABASE $DB" >/dev/null
+pgbench -i -q -s "$SCALE" -d "$SRC_URL" >"$WORK/pgbench-init.log" 2>&1 &
+BG[init]=$!
+wait "${BG[init]}" || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
+BG[init]=
+src -c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts" -c "CHECKPOINT" >/dev/null
+ROWS=$(src -c "SELECT count(*) FROM pgbench_accounts")
+MB=$(src -c "SELECT round(pg_relation_size('pgbench_accounts') / 1e6)")
+FLOW=$WORK/trellara.yml
+cat >"$FLOW" <<EOF
+config_version: 2
+environment: bench
+source:
+  id: bench
+  database_url: "$SRC_URL"
+  publication: $PUB
+  slot: $SLOT
+  stream_spill_dir: "$WORK/spill"
+dataset:
+  id: verify
+  tables:
+    - {schema: public, name: pgbench_accounts}
+stream:
+  kind: local
+  path: "$WORK/stream"
+  min_free_bytes: 268435456
+target:
+  database_url: "$TGT_URL"
+snapshot:
+  workers: 1
+EOF
+t0=$EPOCHREALTIME
+"$REPO/bin/trellara-snapshot" --config "$FLOW" --create-tables >"$WORK/snapshot.log" 2>&1 &
+BG[snapshot]=$!
+wait "${BG[snapshot]}" || { cat "$WORK/snapshot.log" >&2; die "trellara-snapshot failed"; }
+BG[snapshot]=
+SNAPSHOT_S=$(secs "$t0" "$EPOCHREALTIME")
+"$REPO/bin/trellara-capture" --config "$FLOW" >"$WORK/capture.log" 2>&1 &
+BG[capture]=$!
+"$REPO/bin/trellara-applyd" --config "$FLOW" >"$WORK/applyd.log" 2>&1 &
+BG[applyd]=$!
+# one change through the flow: applyd then has its checkpoint
+NUDGE=$(src -c "UPDATE pgbench_accounts SET abalance = abalance WHERE aid = 1" -c "SELECT pg_current_wal_insert_lsn()")
+wait_for tgt "SELECT to_regclass('trellara.apply_checkpoint') IS NOT NULL"
+wait_for tgt "SELECT coalesce(bool_and(applied_through_lsn >= '$NUDGE'), false) FROM trellara.apply_checkpoint"
+src -c "VACUUM ANALYZE pgbench_accounts" -c "CHECKPOINT" >/dev/null &
+p1=$!
+tgt -c "VACUUM ANALYZE pgbench_accounts" -c "CHECKPOINT" >/dev/null &
+wait_both "$p1" $! || die "VACUUM failed"
+SETUP_S=$(secs "$T0" "$EPOCHREALTIME")
+
+# ---------------------------------------------------------------- measurements
+
+# baseline: sets R_S
+baseline() {
+	local t0 rc=0
+	t0=$EPOCHREALTIME
+	"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$SRC_CONN" -c "COPY pgbench_accounts TO STDOUT" >/dev/null 2>"$WORK/scan-source.err" &
+	BG[scan_source]=$!
+	"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$TGT_CONN" -c "COPY pgbench_accounts TO STDOUT" >/dev/null 2>"$WORK/scan-target.err" &
+	BG[scan_target]=$!
+	wait "${BG[scan_source]}" || rc=1
+	wait "${BG[scan_target]}" || rc=1
+	BG[scan_source]='' BG[scan_target]=''
+	((rc == 0)) || { cat "$WORK"/scan-*.err >&2; die "a COPY TO STDOUT failed"; }
+	R_S=$(secs "$t0" "$EPOCHREALTIME")
+}
+
+# verify TAG: sets R_S R_RC; its JSON in $WORK/verify-TAG.json
+verify() {
+	local tag=$1 t0
+	t0=$EPOCHREALTIME
+	"$REPO/bin/trellara-verify" --config "$FLOW" --format json >"$WORK/verify-$tag.json" 2>"$WORK/verify-$tag.log" &
+	BG[verify]=$!
+	R_RC=0
+	wait "${BG[verify]}" || R_RC=$?
+	BG[verify]=
+	R_S=$(secs "$t0" "$EPOCHREALTIME")
+}
+
+# one warm-up read of both sides (not counted)
+baseline
+WARMUP_S=$R_S
+
+declare -a BC=() VC=() BD=() VD=()
+echo "== verify ($(date -u +%Y-%m-%dT%H:%M:%SZ), trellara $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) cores," \
+	"PostgreSQL $(trellara_pg_version | cut -d' ' -f1), load average $(cut -d' ' -f1-3 /proc/loadavg))"
+clean_verify() {
+	verify "clean-$1"
+	local j="$WORK/verify-clean-$1.json"
+	((R_RC == 0)) || { cat "$j" "$WORK/verify-clean-$1.log" >&2; die "clean verify $1 exited $R_RC, not 0"; }
+	[[ $(jq -r '.result' "$j") == CONVERGED && $(jq -r '.tables[0].source_rows == .tables[0].target_rows and .tables[0].source_rows == '"$ROWS" "$j") == true ]] ||
+		{ cat "$j" >&2; die "clean verify $1: not CONVERGED on $ROWS rows"; }
+	VC+=("$R_S")
+}
+for ((i = 1; i <= REPEAT; i++)); do
+	if ((i % 2)); then
+		baseline
+		BC+=("$R_S")
+		clean_verify "$i"
+	else
+		clean_verify "$i"
+		baseline
+		BC+=("$R_S")
+	fi
+done
+
+# 10 rows, one in each tenth of the key range, changed on the target only
+AIDS=()
+for ((k = 0; k < 10; k++)); do AIDS+=($((k * ROWS / 10 + 1 + (k * 7919 + 4243) % (ROWS / 10)))); done
+AID_LIST=$(IFS=,; echo "${AIDS[*]}")
+CHANGED=$(tgt -c "WITH u AS (UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid IN ($AID_LIST) RETURNING 1) SELECT count(*) FROM u")
+[[ $CHANGED == 10 ]] || die "the divergence UPDATE changed $CHANGED rows, not 10"
+WANT_KEYS=$(printf '(%s)\n' "${AIDS[@]}" | sort)
+
+divergent_verify() {
+	verify "diverged-$1"
+	local j="$WORK/verify-diverged-$1.json" keys
+	((R_RC == 1)) || { cat "$j" "$WORK/verify-diverged-$1.log" >&2; die "divergent verify $1 exited $R_RC, not 1"; }
+	[[ $(jq -r '.result' "$j") == DIVERGED ]] || { cat "$j" >&2; die "divergent verify $1: not DIVERGED"; }
+	[[ $(jq -c '[.tables[0].divergences[] | [.kind, .count]]' "$j") == '[["content_differs",10]]' ]] ||
+		{ cat "$j" >&2; die "divergent verify $1: not exactly 10 content_differs"; }
+	keys=$(jq -r '.tables[0].divergences[0].keys[]' "$j" | sort)
+	[[ $keys == "$WANT_KEYS" ]] || { cat "$j" >&2; die "divergent verify $1 names other keys than $AID_LIST"; }
+	VD+=("$R_S")
+}
+for ((i = 1; i <= REPEAT; i++)); do
+	if ((i % 2)); then
+		baseline
+		BD+=("$R_S")
+		divergent_verify "$i"
+	else
+		divergent_verify "$i"
+		baseline
+		BD+=("$R_S")
+	fi
+done
+
+# stop the flow
+for p in applyd capture; do
+	rc=0
+	kill -TERM "${BG[$p]}"
+	wait "${BG[$p]}" || rc=$?
+	BG[$p]=
+	((rc == 0)) || { cat "$WORK/$p.log" >&2; die "trellara-$p exited $rc after SIGTERM"; }
+done
+
+# ---------------------------------------------------------------- report
+
+MBC=$(median "${BC[@]}") MVC=$(median "${VC[@]}") MBD=$(median "${BD[@]}") MVD=$(median "${VD[@]}")
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
+met() { awk -v v="$1" -v g="$2" 'BEGIN{print (v <= g) ? "met" : "NOT met"}'; }
+R_CLEAN=$(ratio "$MVC" "$MBC")
+R_DIV=$(ratio "$MVD" "$MVC")
+printf '%-36s %9s %10s  %s\n' measurement "median s" "rows/s" "per round, s"
+row() { printf '%-36s %9.2f %10.0f  %s\n' "$1" "$2" "$(awk -v r="$ROWS" -v s="$2" 'BEGIN{print r / s}')" "$3"; }
+row "baseline (clean rounds)" "$MBC" "${BC[*]}"
+row "verify, clean (CONVERGED)" "$MVC" "${VC[*]}"
+row "baseline (divergent rounds)" "$MBD" "${BD[*]}"
+row "verify, 10 rows differ (DIVERGED)" "$MVD" "${VD[*]}"
+echo "table: pgbench_accounts, $ROWS rows, $MB MB heap on each side (pgbench scale $SCALE); baseline = COPY TO STDOUT > /dev/null" \
+	"on source and target at once; verify = exec to exit, fence wait included"
+echo "clean verify / baseline = $R_CLEAN (goal <= $CLEAN_GOAL: $(met "$R_CLEAN" "$CLEAN_GOAL"));" \
+	"divergent / clean verify = $R_DIV (goal <= $DIVERGED_GOAL: $(met "$R_DIV" "$DIVERGED_GOAL"));" \
+	"divergent verify / its rounds' baseline = $(ratio "$MVD" "$MBD")"
+echo "every clean verify: exit 0, CONVERGED, $ROWS rows each side; every divergent one: exit 1, DIVERGED," \
+	"exactly 10 content_differs naming aid $AID_LIST"
+echo "setup $SETUP_S s (trellara-snapshot --create-tables $SNAPSHOT_S s; capture + applyd running since);" \
+	"warm-up scan $WARMUP_S s; total $(secs "$T0" "$EPOCHREALTIME" | cut -d. -f1) s"
