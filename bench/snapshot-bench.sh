@@ -449,7 +449,9 @@ echo "pgcopydb: $PGCOPYDB_NOTE${PGCOPYDB:+ (clone, text COPY, --table-jobs/--ind
 if ((REPEAT > 1)); then
 	echo "per round, total s:"
 	for shape in 1 2; do
-		for m in "${METHODS[@]}"; do echo "  $shape table(s) $m: ${TOTAL[$shape,$m]}"; done
+		label="1 table"
+		((shape == 2)) && label="2 tables"
+		for m in "${METHODS[@]}"; do echo "  $label, ${m/_/ }: ${TOTAL[$shape,$m]% }"; done
 	done
 fi
 echo "source: pgbench scale $SCALE (+ pgbench_accounts2, a copy), set up in $SETUP_S s; every copy checked (row counts, primary key);" \

@@ -1111,8 +1111,17 @@ static int position_reader(struct applyd *a)
 		log_warn("consumer group \"%s\" is at %" PRIu64 ", ahead of the target's checkpoint (%" PRIu64 "): reading from the checkpoint",
 			 a->cfg->consumer_group, group_pos, a->cp.stream_offset);
 	int st = stream_reader_seek(a->reader, start);
+	/* Past the published end: frames a killed capture made durable but
+	 * did not index yet are published again once its successor has
+	 * recovered the stream; wait for that (bounded) before failing. */
+	for (int waited = 0; st == STREAM_ERANGE && waited < 300 && !*a->o->stop; waited++) {
+		notify_watchdog_tick(&a->watchdog);
+		stream_reader_wait(a->reader, 200);
+		st = stream_reader_seek(a->reader, start);
+	}
 	if (st != STREAM_OK) {
-		log_hint("the stream no longer holds offset %" PRIu64 " that the target still needs", start);
+		log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
+			 start);
 		return EXIT_DATAERR;
 	}
 	a->next_offset = start;
@@ -1136,6 +1145,7 @@ static void backoff(struct applyd *a, int attempt)
 	log_info("reconnecting to the target in %.1f s (attempt %d of %d)", delay, attempt, a->o->max_reconnect_attempts);
 	int64_t until = mono_us() + (int64_t)(delay * 1e6);
 	while (!*a->o->stop && mono_us() < until) {
+		notify_watchdog_tick(&a->watchdog);
 		struct timespec ts = { 0, 50 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
@@ -1162,6 +1172,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 		if (!said)
 			log_info("waiting for the stream \"%s\" to appear", a.cfg->stream_path);
 		said = true;
+		notify_watchdog_tick(&a.watchdog);
 		sleep(1);
 	}
 	free(segments);

@@ -94,8 +94,9 @@ static void write_metrics(struct capture *c, bool force)
 	metrics_add_u64(&m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(&m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
 	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, c->durable_lsn);
-	metrics_add_double(&m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update", METRIC_GAUGE, NULL, NULL,
-			   c->last_status_us ? (double)(now - c->last_status_us) / 1e6 : 0);
+	if (c->last_status_us)
+		metrics_add_double(&m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update",
+				   METRIC_GAUGE, NULL, NULL, (double)(now - c->last_status_us) / 1e6);
 	metrics_write_file(c->cfg->metrics_dir, "capture", &m, false);
 	metrics_free(&m);
 }
@@ -550,6 +551,7 @@ static void backoff_sleep(struct capture *c, int attempt)
 	log_info("reconnecting to the source in %.1f s (attempt %d of %d)", delay, attempt, c->o->max_reconnect_attempts);
 	int64_t until = mono_us() + (int64_t)(delay * 1e6);
 	while (!*c->o->stop && mono_us() < until) {
+		notify_watchdog_tick(&c->watchdog);
 		struct timespec ts = { 0, 50 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}

@@ -28,7 +28,7 @@ checkpoint() {
 # wait until the target's checkpoint passed the source's current WAL position
 caught_up() {
 	local lsn
-	lsn=$(psql_source "SELECT pg_current_wal_lsn()")
+	lsn=$(source_flushed_lsn)
 	wait_for -t "${1:-60}" -m "target caught up with $lsn" \
 		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
 }

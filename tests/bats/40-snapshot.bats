@@ -27,7 +27,7 @@ stream_and_compare() {
 	bg_start capture trellara-capture --config "$FLOW_FILE"
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	local lsn
-	lsn=$(psql_source "SELECT pg_current_wal_lsn()")
+	lsn=$(source_flushed_lsn)
 	wait_for -t 180 -m "target caught up with $lsn" \
 		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history
@@ -171,7 +171,7 @@ resume_after() {
 	[[ "$output" == *"reseeded public.pgbench_tellers"* ]]
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
 	wait "$load"
-	lsn=$(psql_source "SELECT pg_current_wal_lsn()")
+	lsn=$(source_flushed_lsn)
 	wait_for -t 180 "[ \"\$(psql_target \"SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint\")\" = t ]"
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history
 	bg_stop applyd TERM

@@ -82,7 +82,7 @@ kill_children() {
 # the target applied everything the source has written so far
 caught_up() {
 	local lsn
-	lsn=$(psql_source "SELECT pg_current_wal_lsn()")
+	lsn=$(source_flushed_lsn)
 	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
 		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
 }

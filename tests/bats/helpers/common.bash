@@ -604,3 +604,12 @@ bg_wait() {
 	unset "TRELLARA_BG[$name]"
 	return 0
 }
+
+# source_flushed_lsn: an LSN the source has flushed, past everything
+# written so far.  A committed transaction flushes the WAL (an idle
+# source may otherwise leave its tail unflushed, and walsenders only read
+# flushed WAL, so nothing downstream could ever reach pg_current_wal_lsn()).
+source_flushed_lsn() {
+	psql_source "SELECT pg_current_xact_id()" >/dev/null
+	psql_source "SELECT pg_current_wal_flush_lsn()"
+}
