@@ -357,7 +357,7 @@ run_pgcopydb() { # SHAPE DB
 		--no-owner --no-acl --skip-large-objects --skip-extensions
 	wait_bg pgcopydb || { tail -n 30 "$WORK/$db.log" >&2; die "pgcopydb clone failed"; }
 	t1=$EPOCHREALTIME
-	R_DATA= R_INDEX= R_TOTAL=$(secs "$t0" "$t1")
+	R_DATA='' R_INDEX='' R_TOTAL=$(secs "$t0" "$t1")
 }
 
 # check SHAPE DB: the copy is whole and has its primary keys; then drop it
@@ -409,7 +409,7 @@ med_or_dash() { # "v v v " or ""
 	# shellcheck disable=SC2086
 	if [[ -n ${1// /} ]]; then median $1; else echo -; fi
 }
-fmt() { [[ $1 == - ]] && echo - || awk -v v="$1" 'BEGIN{printf "%.2f", v}'; }
+fmt() { if [[ $1 == - ]]; then echo -; else awk -v v="$1" 'BEGIN{printf "%.2f", v}'; fi; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
 met() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN{ok = op == ">=" ? v >= g : v <= g; print ok ? "met" : "NOT met"}'; }
 declare -A MED=()

@@ -349,8 +349,8 @@ med_known() { # VALUE... ("-" = unknown); "-" when none is known
 	if ((${#k[@]})); then median "${k[@]}"; else echo -; fi
 }
 MCC=$(med_known "${CC[@]}") MCD=$(med_known "${CD[@]}")
-ratio() { [[ $1 == - || $2 == - ]] && echo - || awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
-met() { [[ $1 == - ]] && echo "unknown" || awk -v v="$1" -v g="$2" 'BEGIN{print (v <= g) ? "met" : "NOT met"}'; }
+ratio() { if [[ $1 == - || $2 == - ]]; then echo -; else awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; fi; }
+met() { if [[ $1 == - ]]; then echo unknown; else awk -v v="$1" -v g="$2" 'BEGIN{print (v <= g) ? "met" : "NOT met"}'; fi; }
 R_CLEAN=$(ratio "$MVC" "$MBC")
 R_DIV=$(ratio "$MVD" "$MVC")
 R_CLEAN_CMP=$(ratio "$MCC" "$MBC")

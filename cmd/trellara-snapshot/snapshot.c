@@ -351,9 +351,31 @@ int snapshot_run(const struct snapshot_options *o)
 		code = failed ? EXIT_TEMPFAIL : EXIT_NEGATIVE;
 		goto out;
 	}
-	if (o->create_tables && create_missing_tables(dst, cfg, "post-data", false, created) < 0) {
-		code = EXIT_CONFIG;
-		goto out;
+	/* indexes and constraints after the data: for the tables this run
+	 * created, and for those a killed earlier invocation created without
+	 * them (no index on the target, some on the source) */
+	if (o->create_tables) {
+		for (size_t i = 0; i < cfg->n_tables; i++) {
+			if (created[i])
+				continue;
+			char name[300];
+			table_names(cfg, i, name, sizeof name);
+			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
+			char *qualified = xasprintf("%s.%s", qs, qn);
+			const char *p[1] = { qualified };
+			PGresult *rt = pgconn_query(dst, "SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)", 1, p);
+			PGresult *rs = pgconn_query(src, "SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)", 1, p);
+			created[i] = rt && rs && atoi(PQgetvalue(rt, 0, 0)) == 0 && atoi(PQgetvalue(rs, 0, 0)) > 0;
+			PQclear(rt);
+			PQclear(rs);
+			free(qualified);
+			free(qs);
+			free(qn);
+		}
+		if (create_missing_tables(dst, cfg, "post-data", false, created) < 0) {
+			code = EXIT_CONFIG;
+			goto out;
+		}
 	}
 	if (move(dst, cfg, run_id, RUN_COPY_COMPLETE, NULL, 0, NULL, NULL) != 0)
 		goto out;

@@ -95,6 +95,8 @@ resume_after() {
 	source_load 3
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
 	[ "$(run_state)" = stream_handoff_ready ]
+	# keys and indexes exist whichever invocation created the tables
+	[ "$(psql_target "SELECT count(*) FROM pg_indexes WHERE tablename = 'pgbench_accounts'")" -eq 1 ]
 	source_load 3
 	stream_and_compare
 }
