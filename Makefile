@@ -136,3 +136,8 @@ clean:
 # The README's first command: install what is missing, build, run the demo.
 quickstart:
 	@scripts/quickstart.sh
+
+# stops what `make quickstart` left running and removes ./target/quickstart
+.PHONY: quickstart-stop
+quickstart-stop:
+	@scripts/quickstart-stop.sh
