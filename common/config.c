@@ -65,7 +65,7 @@ struct field {
 	uint64_t min, max;   /* K_UINT, K_INT; max 0 = none; K_STRING_LIST: min items */
 	enum value_check check;
 	const char *choice;  /* K_CHOICE: the accepted value */
-	const char *later;   /* K_CHOICE: a schema value not implemented yet */
+	const char *later;   /* K_CHOICE: a schema-valid value this implementation refuses (exit 78) */
 	const struct field *children; /* K_SECTION, K_TABLES */
 	/* K_SECTION: checks across the section's keys once it is read. */
 	int (*post)(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
