@@ -104,6 +104,11 @@ unsigned long fs_fdatasync_calls(void)
 
 int fs_write_durable(const char *path, const void *data, size_t len)
 {
+	return fs_write_atomic(path, data, len, true);
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len, bool durable)
+{
 	char *tmp = xasprintf("%s.tmp", path);
 	char *dir_copy = xstrdup(path);
 	int fd = -1, rc = -1;
@@ -114,7 +119,7 @@ int fs_write_durable(const char *path, const void *data, size_t len)
 	}
 	if (fs_pwrite_all(fd, data, len, 0, tmp) < 0)
 		goto out;
-	if (fsync(fd) < 0) {
+	if (durable && fsync(fd) < 0) {
 		log_error("cannot fsync \"%s\": %m", tmp);
 		goto out;
 	}
@@ -128,7 +133,7 @@ int fs_write_durable(const char *path, const void *data, size_t len)
 		log_error("cannot rename \"%s\" to \"%s\": %m", tmp, path);
 		goto out;
 	}
-	if (fs_fsync_dir(dirname(dir_copy)) < 0)
+	if (durable && fs_fsync_dir(dirname(dir_copy)) < 0)
 		goto out;
 	rc = 0;
 out:

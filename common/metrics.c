@@ -256,44 +256,11 @@ char *metrics_render(const struct metrics *m, size_t *len)
 
 int metrics_write_file(const char *dir, const char *program, const struct metrics *m, bool durable)
 {
-	int rc = -1, fd = -1;
 	char *path = xasprintf("%s/%s.prom", dir, program);
-	char *tmp = xasprintf("%s.tmp", path);
 	size_t len;
 	char *text = metrics_render(m, &len);
-	if (fs_mkdir_p(dir) < 0)
-		goto out;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		log_error("cannot create metrics file \"%s\": %m", tmp);
-		goto out;
-	}
-	if (fs_pwrite_all(fd, text, len, 0, tmp) < 0)
-		goto out;
-	if (durable && fsync(fd) < 0) {
-		log_error("cannot fsync metrics file \"%s\": %m", tmp);
-		goto out;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		log_error("cannot close metrics file \"%s\": %m", tmp);
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		log_error("cannot rename \"%s\" to \"%s\": %m", tmp, path);
-		goto out;
-	}
-	if (durable && fs_fsync_dir(dir) < 0)
-		goto out;
-	rc = 0;
-out:
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0)
-		unlink(tmp);
+	int rc = fs_mkdir_p(dir) < 0 ? -1 : fs_write_atomic(path, text, len, durable);
 	free(text);
-	free(tmp);
 	free(path);
 	return rc;
 }

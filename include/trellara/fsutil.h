@@ -8,6 +8,7 @@
 #ifndef TRELLARA_FSUTIL_H
 #define TRELLARA_FSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,6 +20,9 @@ int fs_fsync_dir(const char *path);
 /* Write path atomically and durably: path.tmp (0600), write, fsync,
  * rename over path, fsync the parent directory. */
 int fs_write_durable(const char *path, const void *data, size_t len);
+/* The same, atomic always, durable only when asked (no fsyncs otherwise:
+ * for files rewritten often whose loss in a crash costs nothing). */
+int fs_write_atomic(const char *path, const void *data, size_t len, bool durable);
 /* Read a whole (small) file into a new NUL-terminated buffer. */
 int fs_read_file(const char *path, char **data, size_t *len);
 /* Write all bytes at pos (retries short writes and EINTR). */
