@@ -912,11 +912,16 @@ static int idle_duties(struct applyd *a)
 		a->last_progress_us = now;
 	if (group_flush(a) < 0)
 		return EXIT_CANTCREAT;
-	if (a->in_txn || (a->batch_skipped && !a->chunk.active)) {
+	/* An open chunk set is one target transaction that commits only
+	 * after its commit marker: at the end of the stream between two of
+	 * its chunks nothing commits (DESIGN: never half a transaction). */
+	if (a->chunk.active) {
+		/* wait for the rest of the set */
+	} else if (a->in_txn || a->batch_skipped) {
 		int rc = commit_open_batch(a);
 		if (rc)
 			return rc;
-	} else if (!a->chunk.active && a->seen_lsn > a->cp.applied_through_lsn &&
+	} else if (a->seen_lsn > a->cp.applied_through_lsn &&
 		   now - a->last_idle_checkpoint_us >= 1000000) {
 		a->last_idle_checkpoint_us = now;
 		int rc = commit_open_batch(a);

@@ -137,6 +137,11 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 			c->storage_failed = true;
 			return -1;
 		}
+		if (type == FRAME_CHUNK) {
+			/* tests: a chunk set durable in part, its commit not yet */
+			fault_point("capture.after_chunk_sync");
+			fault_pause("capture.after_chunk_sync");
+		}
 	}
 	return 0;
 }

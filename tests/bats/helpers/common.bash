@@ -214,7 +214,15 @@ trellara_teardown() {
 	for name in "${!TRELLARA_BG[@]}"; do
 		bg_stop "$name" TERM 10 || status=1
 	done
-	# 2. the server logs of a failed test, from where this test began
+	# 2. the server logs of a failed test, from where this test began, and
+	# the end of each background program's log
+	if [[ -z ${BATS_TEST_COMPLETED:-} && -n ${TEST_DIR:-} ]]; then
+		for name in "$TEST_DIR"/*.log; do
+			[[ -f $name ]] || continue
+			printf '# --- %s (last 25 lines)\n' "${name##*/}"
+			tail -n 25 "$name" | sed 's/^/# /'
+		done
+	fi
 	if [[ -z ${BATS_TEST_COMPLETED:-} && -n ${SOURCE_PGDATA:-} ]]; then
 		_trellara_log_since source "$SOURCE_PGDATA/server.log" "${_TRELLARA_LOG_OFFSET_SOURCE:-0}"
 		_trellara_log_since target "$TARGET_PGDATA/server.log" "${_TRELLARA_LOG_OFFSET_TARGET:-0}"
