@@ -168,7 +168,9 @@ resume_after() {
 	load=$!
 	sleep 3
 	# damage the target copy; the reseed repairs it without stopping the flow
-	psql_target "UPDATE pgbench_tellers SET tbalance = tbalance + 1000000"
+	# (applyd updates the same rows in another order: a deadlock may pick
+	# this statement as its victim; it rolls back whole, so try again)
+	wait_for -t 30 'psql_target "UPDATE pgbench_tellers SET tbalance = tbalance + 1000000"'
 	run -0 trellara reseed --config "$FLOW_FILE" --table public.pgbench_tellers
 	[[ "$output" == *"reseeded public.pgbench_tellers"* ]]
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
