@@ -171,6 +171,21 @@ SQL
 	bg_stop capture TERM
 }
 
+@test "trellara check: --fix publishes a partitioned table through its root, flags a publication that does not, and a partition listed with its parent" {
+	measurements_init
+	write_flow_file "$FLOW_FILE" --tables "public.measurements" --set stream.min_free_bytes=1048576
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE" --fix
+	[ "$(psql_source "SELECT pubviaroot FROM pg_publication WHERE pubname = '$PUBLICATION_NAME'")" = t ]
+	[ "$(psql_source "SELECT string_agg(tablename, ',') FROM pg_publication_tables WHERE pubname = '$PUBLICATION_NAME'")" = measurements ]
+	psql_source "ALTER PUBLICATION $PUBLICATION_NAME SET (publish_via_partition_root = false)"
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output == *$'\nBLOCKER  publication_table public.measurements: partitioned table, but publication'*'publish_via_partition_root is off'* ]]
+	psql_source "ALTER PUBLICATION $PUBLICATION_NAME SET (publish_via_partition_root = true)"
+	write_flow_file "$FLOW_FILE" --tables "public.measurements,public.measurements_east" --set stream.min_free_bytes=1048576
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output == *$'\nBLOCKER  partition_listed public.measurements_east: public.measurements_east is a partition of public.measurements'* ]]
+}
+
 @test "a leaf partition listed on its own is copied alone; the other partitions on the target are left alone" {
 	measurements_init
 	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE measurements_south"
