@@ -163,6 +163,7 @@ struct table_facts {
 	bool in_publication;
 	char *row_filter;      /* owned: the publication's WHERE for it */
 	bool column_list;
+	char *partition_of;    /* owned: "schema.name" of a partitioned ancestor also configured */
 };
 
 struct source_facts {
@@ -219,6 +220,7 @@ static void table_facts_free(struct table_facts *t)
 	free(t->ident_index);
 	free(t->candidate_index);
 	free(t->row_filter);
+	free(t->partition_of);
 }
 
 static void source_facts_free(struct source_facts *f)
@@ -412,6 +414,24 @@ static int gather_table(PGconn *conn, const struct flow_config *cfg, struct sour
 		t->candidate_index = value(res, 0, 7);
 	}
 	PQclear(res);
+	if (t->exists && f->version_num >= 120000 && t->relkind != 'p') {
+		/* a partition of a configured partitioned table */
+		const char *ap[1] = { t->oid };
+		if (!(res = pgconn_query(conn,
+					 "SELECT n.nspname, c.relname FROM pg_catalog.pg_partition_ancestors($1::oid) a"
+					 " JOIN pg_catalog.pg_class c ON c.oid = a.relid"
+					 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE a.relid <> $1::oid",
+					 1, ap)))
+			return -1;
+		for (int r = 0; r < PQntuples(res) && !t->partition_of; r++)
+			for (size_t k = 0; k < cfg->n_tables; k++)
+				if (strcmp(cfg->tables[k].schema, PQgetvalue(res, r, 0)) == 0 &&
+				    strcmp(cfg->tables[k].name, PQgetvalue(res, r, 1)) == 0) {
+					t->partition_of = xasprintf("%s.%s", cfg->tables[k].schema, cfg->tables[k].name);
+					break;
+				}
+		PQclear(res);
+	}
 	if (!t->exists || !f->pub_exists)
 		return 0;
 
@@ -1003,6 +1023,15 @@ static void evaluate_table(PGconn *conn, const struct flow_config *cfg, const st
 	}
 	add_item(r, S, "table", t->display, CHECK_OK,
 		 xasprintf("exists (%s)", t->relkind == 'p' ? "partitioned table" : "table"), NULL, false);
+	if (t->partition_of) {
+		char *path = check_shell_quote(cfg->path);
+		add_item(r, S, "partition_listed", t->display, CHECK_BLOCKER,
+			 xasprintf("%s is a partition of %s, which dataset.tables lists as well: its rows are copied,"
+				   " published and verified through %s",
+				   t->display, t->partition_of, t->partition_of),
+			 xasprintf("remove %s from dataset.tables in %s", t->display, path), false);
+		free(path);
+	}
 
 	if (f->pub_exists) {
 		char *pub = pgconn_quote_ident(conn, cfg->publication);

@@ -92,6 +92,174 @@ static int columns_at_snapshot(PGconn *src, const char *qualified, char **cols, 
 	return 0;
 }
 
+/* pg_class.relkind of a relation ('\0' when it does not exist). */
+char copy_relkind(void *pgconn, const char *qualified)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(pgconn, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", 1, p);
+	char kind = res && PQntuples(res) == 1 ? PQgetvalue(res, 0, 0)[0] : '\0';
+	PQclear(res);
+	return kind;
+}
+
+/* "ONLY " for a relation read or emptied on its own; nothing for a
+ * partitioned table, whose rows are those of its partitions. */
+static const char *only_for(char relkind)
+{
+	return relkind == 'p' ? "" : "ONLY ";
+}
+
+/* 1 when the target relation holds a row, 0 when it is empty, -1 on error. */
+static int has_rows(PGconn *dst, const char *qualified, char relkind)
+{
+	char *sql = xasprintf("SELECT EXISTS (SELECT 1 FROM %s%s)", only_for(relkind), qualified);
+	PGresult *res = pgconn_query(dst, sql, 0, NULL);
+	free(sql);
+	int rc = res ? strcmp(PQgetvalue(res, 0, 0), "t") == 0 : -1;
+	PQclear(res);
+	return rc;
+}
+
+/* A foreign key from a relation outside the truncated set (a partitioned
+ * table's partitions belong to it) into one inside it: TRUNCATE refuses
+ * it.  0 none, 1 found (logged with the action), -1 on error. */
+static int outside_foreign_key(PGconn *dst, const char *regclass_array, const char *cfg_path)
+{
+	const char *p[1] = { regclass_array };
+	PGresult *res = pgconn_query(
+		dst,
+		"WITH listed AS (SELECT unnest($1::regclass[])::oid AS rel),"
+		" covered AS (SELECT rel AS oid FROM listed UNION"
+		"  SELECT t.relid FROM listed l, pg_partition_tree(l.rel) t"
+		"  WHERE (SELECT relkind FROM pg_class WHERE oid = l.rel) = 'p')"
+		" SELECT con.conname, rn.nspname || '.' || r.relname, fn.nspname || '.' || f.relname"
+		" FROM pg_constraint con JOIN pg_class r ON r.oid = con.conrelid JOIN pg_namespace rn ON rn.oid = r.relnamespace"
+		" JOIN pg_class f ON f.oid = con.confrelid JOIN pg_namespace fn ON fn.oid = f.relnamespace"
+		" WHERE con.contype = 'f' AND con.confrelid IN (SELECT oid FROM covered)"
+		" AND con.conrelid NOT IN (SELECT oid FROM covered)"
+		" ORDER BY con.conparentid <> 0, r.relname, con.conname LIMIT 1",
+		1, p);
+	if (!res)
+		return -1;
+	int rc = 0;
+	if (PQntuples(res) == 1) {
+		const char *con = PQgetvalue(res, 0, 0), *from = PQgetvalue(res, 0, 1), *to = PQgetvalue(res, 0, 2);
+		log_error("target table %s has foreign key \"%s\" into %s, which the snapshot must empty: TRUNCATE refuses it,"
+			  " and emptying only %s would leave the reference dangling",
+			  from, con, to, to);
+		log_hint("add %s to dataset.tables of %s (if it is there and copied already, copy every table with --force),"
+			 " or drop the constraint on the target for the copy and add it again afterwards:"
+			 " ALTER TABLE %s DROP CONSTRAINT \"%s\"",
+			 from, cfg_path, from, con);
+		rc = 1;
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* {"a"."b","c"."d"} for $1::regclass[]. */
+static void regclass_array_add(char **arr, const char *qualified)
+{
+	size_t len = strlen(qualified) * 2 + 4;
+	char *item = xmalloc(len), *o = item;
+	*o++ = '"';
+	for (const char *c = qualified; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			*o++ = '\\';
+		*o++ = *c;
+	}
+	*o++ = '"';
+	*o = '\0';
+	char *next = *arr ? xasprintf("%s,%s", *arr, item) : xstrdup(item);
+	free(*arr);
+	free(item);
+	*arr = next;
+}
+
+int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_table *tables, size_t n)
+{
+	PGconn *dst = pgconn;
+	char *list = NULL, *names = NULL, *sql = NULL;
+	int rc = -1;
+	bool open = false;
+	/* no TRUNCATE trigger of the target fires (as in PostgreSQL's apply); a
+	 * role that may not say so gets them */
+	PGresult *res = PQexec(dst, "SET session_replication_role = replica");
+	PQclear(res);
+	if (pgconn_command(dst, "BEGIN") < 0)
+		goto out;
+	open = true;
+	size_t n_full = 0;
+	for (size_t i = 0; i < n; i++) {
+		char *qs = pgconn_quote_ident(dst, tables[i].schema), *qn = pgconn_quote_ident(dst, tables[i].name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		free(qs);
+		free(qn);
+		char kind = copy_relkind(dst, qualified);
+		int full = kind ? has_rows(dst, qualified, kind) : 0; /* a missing table fails its own copy */
+		if (full < 0) {
+			free(qualified);
+			goto out;
+		}
+		if (full) {
+			char *item = xasprintf("%s%s", only_for(kind), qualified);
+			char *next = names ? xasprintf("%s, %s", names, item) : xstrdup(item);
+			free(item);
+			free(names);
+			names = next;
+			regclass_array_add(&list, qualified);
+			n_full++;
+		}
+		free(qualified);
+	}
+	if (n_full == 0) {
+		rc = 0;
+		goto out;
+	}
+	char *arr = xasprintf("{%s}", list);
+	int fk = outside_foreign_key(dst, arr, cfg->path);
+	free(arr);
+	if (fk) {
+		rc = fk;
+		goto out;
+	}
+	/* one statement: tables that reference each other are emptied together */
+	sql = xasprintf("TRUNCATE %s", names);
+	if (pgconn_command(dst, sql) < 0 || pgconn_command(dst, "COMMIT") < 0)
+		goto out;
+	open = false;
+	log_info("emptied %zu target tables before their copy: %s", n_full, names);
+	rc = 0;
+out:
+	if (open)
+		pgconn_command(dst, "ROLLBACK");
+	res = PQexec(dst, "RESET session_replication_role");
+	PQclear(res);
+	free(list);
+	free(names);
+	free(sql);
+	return rc;
+}
+
+/* Triggers (foreign-key checks included) that a COPY into the target
+ * relation fires when session_replication_role is not replica: those
+ * for INSERT, enabled.  NULL when none (or on error: logged, and the
+ * copy then fails on its own). */
+static char *insert_triggers(PGconn *dst, const char *qualified, char relkind)
+{
+	const char *p[1] = { qualified };
+	char *sql = xasprintf("WITH rels AS (SELECT to_regclass($1)::oid AS oid%s)"
+			      " SELECT string_agg(DISTINCT coalesce(con.conname, t.tgname), ', ')"
+			      " FROM pg_trigger t LEFT JOIN pg_constraint con ON con.oid = t.tgconstraint"
+			      " WHERE t.tgrelid IN (SELECT oid FROM rels) AND t.tgenabled <> 'D' AND (t.tgtype & 4) <> 0",
+			      relkind == 'p' ? " UNION SELECT relid FROM pg_partition_tree(to_regclass($1))" : "");
+	PGresult *res = pgconn_query(dst, sql, 1, p);
+	free(sql);
+	char *names = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? xstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	PQclear(res);
+	return names;
+}
+
 static void fail_table(struct copy_table *t, const char *what, const char *detail)
 {
 	snprintf(t->error, sizeof t->error, "%s%s%s", what, detail && *detail ? ": " : "", detail ? detail : "");
@@ -102,7 +270,7 @@ static void fail_table(struct copy_table *t, const char *what, const char *detai
 	log_error("table %s.%s: %s", t->schema, t->name, t->error);
 }
 
-static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PGconn *dst, PGconn *meta)
+static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PGconn *dst, PGconn *meta, bool replica)
 {
 	const struct flow_config *cfg = job->cfg;
 	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
@@ -132,13 +300,55 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		fail_table(t, "cannot read the table's columns at the snapshot", NULL);
 		goto out;
 	}
+	/* a partitioned table is read through its parent: every partition's
+	 * rows (attached later or not); any other table on its own, as
+	 * PostgreSQL's publication publishes it (inheritance children are
+	 * tables of their own) */
+	char src_kind = copy_relkind(src, qualified);
+	char dst_kind = copy_relkind(dst, qualified);
+	if (!dst_kind) {
+		fail_table(t, "the target table does not exist", NULL);
+		log_hint("create it (pg_dump --schema-only of the source), or run the snapshot with --create-tables");
+		goto out;
+	}
+	if (!replica) {
+		char *trig = insert_triggers(dst, qualified, dst_kind);
+		if (trig) {
+			char detail[300];
+			snprintf(detail, sizeof detail, "%s", trig);
+			free(trig);
+			fail_table(t, "the target table has triggers or foreign keys that COPY would fire, and the target role"
+				      " may not set session_replication_role = replica", detail);
+			log_hint("GRANT SET ON PARAMETER session_replication_role TO the target role (PostgreSQL 15 and later),"
+				 " or connect as a superuser");
+			goto out;
+		}
+	}
 	if (pgconn_command(dst, "BEGIN") < 0)
 		goto failed;
 	dst_open = true;
-	sql = xasprintf("TRUNCATE %s", qualified);
-	if (pgconn_command(dst, sql) < 0)
+	/* a run has emptied its tables together already (copy_empty_targets);
+	 * a reseed empties its table here, in the copy's transaction */
+	int full = has_rows(dst, qualified, dst_kind);
+	if (full < 0)
 		goto failed;
-	free(sql);
+	if (full) {
+		char *list = NULL;
+		regclass_array_add(&list, qualified);
+		char *arr = xasprintf("{%s}", list);
+		free(list);
+		int fk = outside_foreign_key(dst, arr, job->cfg->path);
+		free(arr);
+		if (fk) {
+			fail_table(t, "a foreign key into it from another target table stops its TRUNCATE", NULL);
+			goto out;
+		}
+		sql = xasprintf("TRUNCATE %s%s", only_for(dst_kind), qualified);
+		if (pgconn_command(dst, sql) < 0)
+			goto failed;
+		free(sql);
+		sql = NULL;
+	}
 	const char *fmt = t->binary ? " (FORMAT binary)" : "";
 	sql = xasprintf("COPY %s (%s) FROM STDIN%s", qualified, cols, fmt);
 	PGresult *res = PQexec(dst, sql);
@@ -149,7 +359,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	}
 	PQclear(res);
 	free(sql);
-	sql = xasprintf("COPY (SELECT %s FROM ONLY %s) TO STDOUT%s", cols, qualified, fmt);
+	sql = xasprintf("COPY (SELECT %s FROM %s%s) TO STDOUT%s", cols, only_for(src_kind), qualified, fmt);
 	res = PQexec(src, sql);
 	if (PQresultStatus(res) != PGRES_COPY_OUT) {
 		fail_table(t, "source COPY failed", PQerrorMessage(src));
@@ -264,6 +474,18 @@ static void *worker(void *arg)
 	PGconn *src = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
 	PGconn *meta = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
 	PGconn *dst = pgconn_connect(job->cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
+	/* COPY FROM fires the target's INSERT triggers and foreign-key checks
+	 * unless the session is a replica's, as PostgreSQL's apply worker is
+	 * (ENABLE ALWAYS triggers fire all the same); a role that may not set
+	 * it can still copy the tables that have none */
+	bool replica = false;
+	if (dst) {
+		PGresult *res = PQexec(dst, "SET session_replication_role = replica");
+		replica = PQresultStatus(res) == PGRES_COMMAND_OK;
+		if (!replica)
+			log_debug("target: cannot set session_replication_role = replica: %s", PQresultErrorMessage(res));
+		PQclear(res);
+	}
 	for (;;) {
 		pthread_mutex_lock(&sh->lock);
 		size_t i = sh->next++;
@@ -280,7 +502,7 @@ static void *worker(void *arg)
 			t->outcome = COPY_FAILED;
 			continue;
 		}
-		copy_one(job, t, src, dst, meta);
+		copy_one(job, t, src, dst, meta, replica);
 	}
 	PQfinish(src);
 	PQfinish(meta);

@@ -1,9 +1,17 @@
 /*
  * copy.h - copying tables at an exported snapshot (DESIGN §6 step 3):
- * each table's truncate + COPY + progress row commit in one target
- * transaction; several tables in parallel, one thread and one pair of
- * connections per worker.  Binary COPY when every column has a built-in
- * type, text otherwise.
+ * each table's COPY + progress row commit in one target transaction;
+ * several tables in parallel, one thread and one pair of connections
+ * per worker.  Binary COPY when every column has a built-in type, text
+ * otherwise.  A run empties the target tables it copies first, together
+ * (copy_empty_targets); a table still holding rows (a reseed) is
+ * truncated in its copy's transaction.
+ *
+ * A partitioned table is read and written through its parent (every
+ * partition's rows); any other table ONLY (an inheritance parent's own
+ * rows).  The target sessions run with session_replication_role =
+ * replica, so neither triggers nor foreign-key checks fire; a role that
+ * may not set it copies only tables without INSERT triggers.
  *
  * A table whose schema fingerprint differs before, at and after its copy
  * is rolled back and marked schema_changed: it is not handed off until a
@@ -43,6 +51,15 @@ struct copy_job {
 /* Copies every table; returns 0 when each has an outcome (look at them),
  * -1 when workers could not even start (logged). */
 int copy_tables(struct copy_job *job);
+
+/* Empties, in one TRUNCATE, the target tables of the list that hold
+ * rows (tables that reference each other go together).  0 done, 1 a
+ * foreign key from a table outside the list stops it (logged, with the
+ * constraint and the action; nothing emptied), -1 on error (logged). */
+int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_table *tables, size_t n);
+
+/* pg_class.relkind of a relation, '\0' when it does not exist. */
+char copy_relkind(void *pgconn, const char *qualified);
 
 /* md5 of a table's columns (name, type, not null) as the given
  * connection's snapshot sees them; NULL when the table does not exist. */

@@ -18,10 +18,16 @@
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -170,11 +176,194 @@ static int move(PGconn *conn, const struct flow_config *cfg, const char *run_id,
 			 relation, NULL, false);
 }
 
-/* --create-tables: the missing target tables from the source's
- * definitions (pg_dump), indexes and constraints after the data. */
-static int create_missing_tables(PGconn *dst, const struct flow_config *cfg, const char *section, bool only_missing,
-				 bool *created)
+/* a growing string (as trellara-check's) */
+struct sbuf {
+	char *s; /* owned */
+	size_t len, cap;
+};
+
+static void sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sbuf_addf(struct sbuf *b, const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		abort();
+	if (b->len + (size_t)n + 1 > b->cap) {
+		b->cap = 2 * (b->len + (size_t)n + 1);
+		b->s = xrealloc(b->s, b->cap);
+	}
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+static char *sbuf_detach(struct sbuf *b)
+{
+	char *s = b->s ? b->s : xstrdup("");
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}
+
+/* ---- --create-tables ---- */
+
+/* A connection string for a child's command line: every parameter of
+ * url except the password, which goes into *password (NULL when none)
+ * for the child's environment.  NULL when url cannot be parsed or
+ * carries an sslpassword (logged). */
+static char *conninfo_for_argv(const char *url, const char *role, char **password)
+{
+	char *err = NULL;
+	*password = NULL;
+	PQconninfoOption *opts = PQconninfoParse(url, &err);
+	if (!opts) {
+		log_error("cannot parse the %s connection string%s%s", role, err ? ": " : "", err ? err : "");
+		PQfreemem(err);
+		return NULL;
+	}
+	struct sbuf b = { 0 };
+	bool ok = true;
+	for (PQconninfoOption *o = opts; o->keyword; o++) {
+		if (!o->val || !*o->val)
+			continue;
+		if (strcmp(o->keyword, "password") == 0) {
+			free(*password);
+			*password = xstrdup(o->val);
+			continue;
+		}
+		if (strcmp(o->keyword, "sslpassword") == 0) {
+			log_error("the %s connection string has an sslpassword: --create-tables cannot pass it to pg_dump and psql"
+				  " without a command line",
+				  role);
+			ok = false;
+			break;
+		}
+		sbuf_addf(&b, "%s%s='", b.len ? " " : "", o->keyword);
+		for (const char *c = o->val; *c; c++)
+			sbuf_addf(&b, "%s%c", *c == '\'' || *c == '\\' ? "\\" : "", *c);
+		sbuf_addf(&b, "'");
+	}
+	PQconninfoFree(opts);
+	if (!ok) {
+		free(b.s);
+		free(*password);
+		*password = NULL;
+		return NULL;
+	}
+	return sbuf_detach(&b);
+}
+
+/* Runs argv (found on PATH) with PGPASSWORD set to password in its own
+ * environment only, files it creates private (umask 077), standard
+ * output to /dev/null when quiet; its exit status, or -1 when it could
+ * not run or died by a signal (logged). */
+static int run_child(char *const *argv, const char *password, bool quiet)
+{
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_error("cannot start %s: fork: %m", argv[0]);
+		return -1;
+	}
+	if (pid == 0) {
+		umask(077);
+		signal(SIGPIPE, SIG_DFL);
+		if (password)
+			setenv("PGPASSWORD", password, 1);
+		if (quiet) {
+			int fd = open("/dev/null", O_WRONLY);
+			if (fd >= 0) {
+				dup2(fd, STDOUT_FILENO);
+				close(fd);
+			}
+		}
+		execvp(argv[0], argv);
+		fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			log_error("waiting for %s: %m", argv[0]);
+			return -1;
+		}
+	}
+	if (WIFSIGNALED(status)) {
+		log_error("%s was killed by signal %d", argv[0], WTERMSIG(status));
+		return -1;
+	}
+	return WEXITSTATUS(status);
+}
+
+/* pg_dump's pattern for exactly this name: each part double-quoted,
+ * quotes doubled (wildcards and upper case are then literal). */
+static char *dump_pattern(const char *schema, const char *name)
+{
+	struct sbuf b = { 0 };
+	const char *parts[2] = { schema, name };
+	for (int i = 0; i < 2; i++) {
+		sbuf_addf(&b, "%s\"", i ? "." : "");
+		for (const char *c = parts[i]; *c; c++)
+			sbuf_addf(&b, "%s%c", *c == '"' ? "\"" : "", *c);
+		sbuf_addf(&b, "\"");
+	}
+	return sbuf_detach(&b);
+}
+
+/* The -t patterns of a table: itself, and for a partitioned table every
+ * partition below it (pg_dump -t does not follow them). */
+static int dump_patterns(PGconn *src, const struct table_config *t, char ***patterns, size_t *n)
+{
+	*patterns = xcalloc(1, sizeof **patterns);
+	(*patterns)[0] = dump_pattern(t->schema, t->name);
+	*n = 1;
+	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(src,
+				     "SELECT n.nspname, c.relname FROM pg_partition_tree(to_regclass($1)) pt"
+				     " JOIN pg_class c ON c.oid = pt.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
+				     " WHERE pt.relid <> to_regclass($1) ORDER BY pt.level, c.relname",
+				     1, p);
+	free(qualified);
+	free(qs);
+	free(qn);
+	if (!res)
+		return -1;
+	*patterns = xrealloc(*patterns, ((size_t)PQntuples(res) + 1) * sizeof **patterns);
+	for (int r = 0; r < PQntuples(res); r++)
+		(*patterns)[(*n)++] = dump_pattern(PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+	PQclear(res);
+	return 0;
+}
+
+/* --create-tables: the missing target tables from the source's
+ * definitions (pg_dump into a private file, psql -f it), indexes and
+ * constraints after the data.  No password on any command line. */
+static int create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
+				 bool only_missing, bool *created)
+{
+	int rc = -1;
+	char *src_pw = NULL, *dst_pw = NULL, *file = NULL, *dir = NULL;
+	char *src_ci = conninfo_for_argv(cfg->source_database_url, "source", &src_pw);
+	char *dst_ci = conninfo_for_argv(cfg->target_database_url, "target", &dst_pw);
+	if (!src_ci || !dst_ci)
+		goto out;
+	const char *tmp = getenv("TMPDIR");
+	dir = xasprintf("%s/trellara-snapshot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir)) { /* mode 0700 */
+		log_error("cannot create a private directory \"%s\" for pg_dump's output: %m", dir);
+		free(dir);
+		dir = NULL;
+		goto out;
+	}
+	file = xasprintf("%s/%s.sql", dir, section);
 	for (size_t i = 0; i < cfg->n_tables; i++) {
 		char name[300];
 		table_names(cfg, i, name, sizeof name);
@@ -187,29 +376,141 @@ static int create_missing_tables(PGconn *dst, const struct flow_config *cfg, con
 			free(qs);
 			free(qn);
 			if (!res)
-				return -1;
+				goto out;
 			created[i] = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 			PQclear(res);
 		}
 		if (!created[i])
 			continue;
-		/* the URLs go through the environment, never the command line */
-		setenv("TRELLARA_DUMP_SOURCE", cfg->source_database_url, 1);
-		setenv("TRELLARA_DUMP_TARGET", cfg->target_database_url, 1);
-		setenv("TRELLARA_DUMP_TABLE", name, 1);
-		setenv("TRELLARA_DUMP_SECTION", section, 1);
-		int rc = system("pg_dump --no-owner --no-privileges --schema-only --section=\"$TRELLARA_DUMP_SECTION\""
-				" -t \"$TRELLARA_DUMP_TABLE\" -d \"$TRELLARA_DUMP_SOURCE\" |"
-				" psql -X -q -v ON_ERROR_STOP=1 -d \"$TRELLARA_DUMP_TARGET\" >/dev/null");
-		unsetenv("TRELLARA_DUMP_SOURCE");
-		unsetenv("TRELLARA_DUMP_TARGET");
-		if (rc != 0) {
-			log_error("cannot create target table %s from the source definition (pg_dump %s)", name, section);
-			return -1;
+		char **patterns;
+		size_t n_patterns;
+		if (dump_patterns(src, &cfg->tables[i], &patterns, &n_patterns) < 0)
+			goto out;
+		char *section_opt = xasprintf("--section=%s", section);
+		size_t argc = 0;
+		char **argv = xcalloc(10 + 2 * n_patterns, sizeof *argv); /* 7 options, -t pairs, -d and its value, NULL */
+		argv[argc++] = "pg_dump";
+		argv[argc++] = "--no-owner";
+		argv[argc++] = "--no-privileges";
+		argv[argc++] = "--schema-only";
+		argv[argc++] = section_opt;
+		argv[argc++] = "-f";
+		argv[argc++] = file;
+		for (size_t k = 0; k < n_patterns; k++) {
+			argv[argc++] = "-t";
+			argv[argc++] = patterns[k];
+		}
+		argv[argc++] = "-d";
+		argv[argc++] = src_ci;
+		argv[argc] = NULL;
+		unlink(file);
+		int dump_status = run_child(argv, src_pw, false);
+		int restore_status = -2;
+		if (dump_status == 0) {
+			char *psql_argv[] = { "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", file, "-d",
+					      dst_ci, NULL };
+			restore_status = run_child(psql_argv, dst_pw, true);
+		}
+		unlink(file);
+		for (size_t k = 0; k < n_patterns; k++)
+			free(patterns[k]);
+		free(patterns);
+		free(argv);
+		free(section_opt);
+		if (dump_status != 0) {
+			log_error("cannot create target table %s from the source definition: pg_dump --section=%s failed (exit status %d)",
+				  name, section, dump_status);
+			goto out;
+		}
+		if (restore_status != 0) {
+			log_error("cannot create target table %s from the source definition: psql of pg_dump --section=%s failed"
+				  " (exit status %d)",
+				  name, section, restore_status);
+			goto out;
 		}
 		log_info("target table %s: %s created from the source definition", name, section);
 	}
-	return 0;
+	rc = 0;
+out:
+	if (dir && rmdir(dir) < 0)
+		log_warn("cannot remove directory \"%s\": %m", dir);
+	free(dir);
+	free(file);
+	free(src_ci);
+	free(dst_ci);
+	if (src_pw)
+		memset(src_pw, 0, strlen(src_pw));
+	if (dst_pw)
+		memset(dst_pw, 0, strlen(dst_pw));
+	free(src_pw);
+	free(dst_pw);
+	return rc;
+}
+
+/* A flow may list a partitioned table or its partitions, not both: the
+ * parent's copy holds the partitions' rows, and its publication
+ * (publish_via_partition_root) publishes their changes under its name.
+ * 0 fine, 1 both listed (logged), -1 on error. */
+static int partition_listed_twice(PGconn *src, const struct flow_config *cfg)
+{
+	int rc = 0;
+	for (size_t i = 0; i < cfg->n_tables && rc == 0; i++) {
+		char *qs = pgconn_quote_ident(src, cfg->tables[i].schema), *qn = pgconn_quote_ident(src, cfg->tables[i].name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		const char *p[1] = { qualified };
+		PGresult *res = pgconn_query(src,
+					     "SELECT n.nspname, c.relname FROM pg_partition_ancestors(to_regclass($1)) a"
+					     " JOIN pg_class c ON c.oid = a.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
+					     " WHERE a.relid <> to_regclass($1)",
+					     1, p);
+		free(qualified);
+		free(qs);
+		free(qn);
+		if (!res)
+			return -1;
+		for (int r = 0; r < PQntuples(res) && rc == 0; r++)
+			for (size_t k = 0; k < cfg->n_tables; k++)
+				if (strcmp(cfg->tables[k].schema, PQgetvalue(res, r, 0)) == 0 &&
+				    strcmp(cfg->tables[k].name, PQgetvalue(res, r, 1)) == 0) {
+					log_error("%s.%s is a partition of %s.%s, which dataset.tables lists as well: the parent's copy"
+						  " holds its rows and the publication publishes its changes under the parent's name",
+						  cfg->tables[i].schema, cfg->tables[i].name, cfg->tables[k].schema, cfg->tables[k].name);
+					log_hint("remove %s.%s from dataset.tables of %s", cfg->tables[i].schema, cfg->tables[i].name,
+						 cfg->path);
+					rc = 1;
+					break;
+				}
+		PQclear(res);
+	}
+	return rc;
+}
+
+/* Held for as long as dst stays open: the lock trellara-applyd holds
+ * while it applies this flow and group (its connect_target).  A copy
+ * made while applyd applies would be overwritten by the older changes
+ * it still has to apply with the old watermarks; applyd started during
+ * the copy refuses to start (exit 75).  0 held, 1 applyd holds it
+ * (logged), -1 on error. */
+static int hold_off_applyd(PGconn *dst, const struct flow_config *cfg)
+{
+	char *flow = config_flow_id(cfg);
+	char *key = xasprintf("trellara.applyd.%s.%s", flow, cfg->consumer_group);
+	const char *p[1] = { key };
+	PGresult *res = pgconn_query(dst, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p);
+	free(key);
+	int rc = -1;
+	if (res) {
+		rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? 0 : 1;
+		if (rc) {
+			log_error("trellara-applyd is applying flow \"%s\" group \"%s\" to this target: a copy now would be overwritten"
+				  " by the older changes it still applies",
+				  flow, cfg->consumer_group);
+			log_hint("stop trellara-applyd, run the snapshot again, then start applyd: it applies from the new watermarks");
+		}
+	}
+	PQclear(res);
+	free(flow);
+	return rc;
 }
 
 int snapshot_run(const struct snapshot_options *o)
@@ -237,6 +538,16 @@ int snapshot_run(const struct snapshot_options *o)
 		code = EXIT_OK;
 		goto out;
 	}
+	/* nothing is changed before these two hold */
+	int held = partition_listed_twice(src, cfg);
+	if (held) {
+		code = held > 0 ? EXIT_CONFIG : EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if ((held = hold_off_applyd(dst, cfg)) != 0) {
+		code = held > 0 ? EXIT_TEMPFAIL : EXIT_UNAVAILABLE;
+		goto out;
+	}
 	if (run.exists && o->force && run.state != RUN_PLANNED) {
 		/* a forced re-copy: the old evidence stays, the run starts over */
 		if (runs_move(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, RUN_FAILED_RECOVERABLE, NULL,
@@ -260,7 +571,7 @@ int snapshot_run(const struct snapshot_options *o)
 			goto out;
 		run.state = RUN_PLANNED;
 	}
-	if (o->create_tables && create_missing_tables(dst, cfg, "pre-data", true, created) < 0) {
+	if (o->create_tables && create_missing_tables(src, dst, cfg, "pre-data", true, created) < 0) {
 		code = EXIT_CONFIG;
 		goto out;
 	}
@@ -315,6 +626,13 @@ int snapshot_run(const struct snapshot_options *o)
 		snprintf(first, sizeof first, "%s.%s", tables[0].schema, tables[0].name);
 		if (move(dst, cfg, run_id, RUN_COPYING_TABLE, NULL, 0, NULL, first) != 0)
 			goto out;
+		/* the tables to copy, emptied together: foreign keys among them
+		 * do not stop it */
+		int emptied = copy_empty_targets(cfg, dst, tables, n);
+		if (emptied) {
+			code = emptied > 0 ? EXIT_CONFIG : EXIT_TEMPFAIL;
+			goto out;
+		}
 		struct copy_job job = {
 			.cfg = cfg, .run_id = run_id, .snapshot_name = ex.snapshot_name, .watermark_lsn = watermark,
 			.tables = tables, .n_tables = n, .workers = (unsigned)cfg->snapshot_workers,
@@ -372,7 +690,7 @@ int snapshot_run(const struct snapshot_options *o)
 			free(qs);
 			free(qn);
 		}
-		if (create_missing_tables(dst, cfg, "post-data", false, created) < 0) {
+		if (create_missing_tables(src, dst, cfg, "post-data", false, created) < 0) {
 			code = EXIT_CONFIG;
 			goto out;
 		}

@@ -31,8 +31,18 @@ static const char *const session_settings[] = {
 enum div_kind { DIV_MISSING = 0, DIV_EXTRA, DIV_DIFFERS };
 static const char *const div_names[] = { "missing_in_target", "extra_in_target", "content_differs" };
 
+/* Which rows of a table verify compares: all of a plain table's; every
+ * partition's of a partitioned table, read through the parent; an
+ * inheritance parent's own (ONLY), its children being tables of their
+ * own, as PostgreSQL's publication and the snapshot treat them. */
+enum scope { SCOPE_TABLE = 0, SCOPE_PARTITIONS, SCOPE_ONLY };
+static const char *const scope_names[] = { "table", "partitions", "only" };
+static const char *const scope_text[] = { "", " (all partitions)",
+					   " (its own rows only: inheritance children are not compared)" };
+
 struct table_result {
 	char name[300];
+	enum scope scope;
 	bool keyless;
 	bool error;
 	char error_text[512];
@@ -247,12 +257,14 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 	return 0;
 }
 
-/* Runs sql on both sides at once; results in *rs and *rt. */
-static int both(struct verify *v, const char *sql, int n, const char *const *params, PGresult **rs, PGresult **rt)
+/* Runs sql_src on the source and sql_dst on the target at once; results
+ * in *rs and *rt. */
+static int both(struct verify *v, const char *sql_src, const char *sql_dst, int n, const char *const *params, PGresult **rs,
+		PGresult **rt)
 {
 	*rs = *rt = NULL;
-	if (!PQsendQueryParams(v->src, sql, n, NULL, params, NULL, NULL, 0) ||
-	    !PQsendQueryParams(v->dst, sql, n, NULL, params, NULL, NULL, 0)) {
+	if (!PQsendQueryParams(v->src, sql_src, n, NULL, params, NULL, NULL, 0) ||
+	    !PQsendQueryParams(v->dst, sql_dst, n, NULL, params, NULL, NULL, 0)) {
 		log_error("cannot send a comparison query: %s", PQerrorMessage(v->src));
 		return -1;
 	}
@@ -339,13 +351,28 @@ static void narrow(struct table_result *r, PGresult *rs, PGresult *rt)
 	free(t);
 }
 
+/* relkind of the relation and whether it has inheritance children;
+ * relkind '\0' when it does not exist or on error. */
+static char relation_kind(PGconn *c, const char *qualified, bool *children)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(c,
+				     "SELECT relkind::text, EXISTS (SELECT 1 FROM pg_inherits WHERE inhparent = c.oid)"
+				     " FROM pg_class c WHERE oid = to_regclass($1)",
+				     1, p);
+	char kind = res && PQntuples(res) == 1 ? PQgetvalue(res, 0, 0)[0] : '\0';
+	*children = kind && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	return kind;
+}
+
 static void compare_table(struct verify *v, const struct table_config *t, struct table_result *r)
 {
 	snprintf(r->name, sizeof r->name, "%s.%s", t->schema, t->name);
 	char *qs = pgconn_quote_ident(v->src, t->schema), *qn = pgconn_quote_ident(v->src, t->name);
 	char *qualified = xasprintf("%s.%s", qs, qn);
 	struct columns cols = { 0 };
-	char *sql = NULL;
+	char *sql = NULL, *sql_dst = NULL;
 	PGresult *rs = NULL, *rt = NULL;
 	uint64_t *buckets = NULL, *buckets2 = NULL;
 	char(*hashes)[48] = NULL, (*hashes2)[48] = NULL;
@@ -355,11 +382,19 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 		goto out;
 	}
 	r->keyless = cols.key == NULL;
+	bool children = false, target_children = false;
+	char src_kind = relation_kind(v->src, qualified, &children);
+	char dst_kind = relation_kind(v->dst, qualified, &target_children);
+	r->scope = src_kind == 'p' ? SCOPE_PARTITIONS : children ? SCOPE_ONLY : SCOPE_TABLE;
+	/* each side through the parent when it is partitioned there */
+	const char *only_src = src_kind == 'p' ? "" : "ONLY ", *only_dst = dst_kind == 'p' ? "" : "ONLY ";
 	const char *bucket_of = cols.key ? cols.key : cols.covered;
 	/* per bucket of the key hash: row count and the sum of row hashes */
-	sql = xasprintf("SELECT hashtext(%s::text) & %d, count(*), sum(hashtextextended(%s::text, 0))::text FROM ONLY %s GROUP BY 1",
-			bucket_of, BUCKETS - 1, cols.covered, qualified);
-	if (both(v, sql, 0, NULL, &rs, &rt) < 0) {
+#define BUCKETS_SQL "SELECT hashtext(%s::text) & %d, count(*), sum(hashtextextended(%s::text, 0))::text FROM %s%s GROUP BY 1"
+	sql = xasprintf(BUCKETS_SQL, bucket_of, BUCKETS - 1, cols.covered, only_src, qualified);
+	sql_dst = xasprintf(BUCKETS_SQL, bucket_of, BUCKETS - 1, cols.covered, only_dst, qualified);
+#undef BUCKETS_SQL
+	if (both(v, sql, sql_dst, 0, NULL, &rs, &rt) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "%s",
 			 PQresultStatus(rt) != PGRES_TUPLES_OK ? "the target table cannot be read (missing?)" : "comparison failed");
@@ -406,15 +441,23 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 		*o++ = '}';
 		*o = '\0';
 		free(sql);
-		if (cols.key)
-			sql = xasprintf("SELECT %s::text, hashtextextended(%s::text, 0) FROM ONLY %s WHERE hashtext(%s::text) & %d = ANY ($1::int[])",
-					cols.key, cols.covered, qualified, cols.key, BUCKETS - 1);
-		else /* keyless: rows themselves; a multiset difference */
-			sql = xasprintf("SELECT %s::text || ' #' || row_number() OVER (PARTITION BY %s::text), '' FROM ONLY %s"
-					" WHERE hashtext(%s::text) & %d = ANY ($1::int[])",
-					cols.covered, cols.covered, qualified, cols.covered, BUCKETS - 1);
+		free(sql_dst);
+#define KEY_SQL "SELECT %s::text, hashtextextended(%s::text, 0) FROM %s%s WHERE hashtext(%s::text) & %d = ANY ($1::int[])"
+/* keyless: rows themselves; a multiset difference */
+#define KEYLESS_SQL                                                                                 \
+	"SELECT %s::text || ' #' || row_number() OVER (PARTITION BY %s::text), '' FROM %s%s" \
+	" WHERE hashtext(%s::text) & %d = ANY ($1::int[])"
+		if (cols.key) {
+			sql = xasprintf(KEY_SQL, cols.key, cols.covered, only_src, qualified, cols.key, BUCKETS - 1);
+			sql_dst = xasprintf(KEY_SQL, cols.key, cols.covered, only_dst, qualified, cols.key, BUCKETS - 1);
+		} else {
+			sql = xasprintf(KEYLESS_SQL, cols.covered, cols.covered, only_src, qualified, cols.covered, BUCKETS - 1);
+			sql_dst = xasprintf(KEYLESS_SQL, cols.covered, cols.covered, only_dst, qualified, cols.covered, BUCKETS - 1);
+		}
+#undef KEY_SQL
+#undef KEYLESS_SQL
 		const char *p[1] = { list };
-		int rc = both(v, sql, 1, p, &rs, &rt);
+		int rc = both(v, sql, sql_dst, 1, p, &rs, &rt);
 		free(list);
 		if (rc < 0) {
 			r->error = true;
@@ -431,6 +474,7 @@ out:
 	PQclear(rs);
 	PQclear(rt);
 	free(sql);
+	free(sql_dst);
 	free(cols.key);
 	free(cols.covered);
 	free(qualified);
@@ -540,8 +584,10 @@ int verify_run(const struct verify_options *o)
 			struct table_result *r = &v.results[i];
 			printf("%s{\"table\":", i ? "," : "");
 			json_write_string(stdout, r->name, strlen(r->name));
-			printf(",\"result\":\"%s\",\"keyless\":%s,\"source_rows\":%" PRIu64 ",\"target_rows\":%" PRIu64,
-			       table_ok(r) ? "converged" : "diverged", r->keyless ? "true" : "false", r->source_rows, r->target_rows);
+			printf(",\"result\":\"%s\",\"scope\":\"%s\",\"keyless\":%s,\"source_rows\":%" PRIu64
+			       ",\"target_rows\":%" PRIu64,
+			       table_ok(r) ? "converged" : "diverged", scope_names[r->scope], r->keyless ? "true" : "false",
+			       r->source_rows, r->target_rows);
 			if (r->error) {
 				printf(",\"error\":");
 				json_write_string(stdout, r->error_text, strlen(r->error_text));
@@ -580,15 +626,15 @@ int verify_run(const struct verify_options *o)
 		for (size_t i = 0; i < v.n_results; i++) {
 			struct table_result *r = &v.results[i];
 			if (table_ok(r)) {
-				printf("table %s: %" PRIu64 " rows, checksums match%s\n", r->name, r->source_rows,
+				printf("table %s: %" PRIu64 " rows%s, checksums match%s\n", r->name, r->source_rows, scope_text[r->scope],
 				       r->keyless ? " (no key: compared as a multiset of whole rows; a changed row shows as one missing and one extra)" : "");
 				continue;
 			}
 			if (r->error) {
 				printf("table %s: DIVERGED: %s\n", r->name, r->error_text);
 			} else {
-				printf("table %s: DIVERGED: source %" PRIu64 " rows, target %" PRIu64 " rows\n", r->name, r->source_rows,
-				       r->target_rows);
+				printf("table %s: DIVERGED: source %" PRIu64 " rows, target %" PRIu64 " rows%s\n", r->name, r->source_rows,
+				       r->target_rows, scope_text[r->scope]);
 				for (int k = 0; k < 3; k++) {
 					if (!r->count[k])
 						continue;

@@ -12,7 +12,9 @@
  * columns per bucket of the key hash, computed inside each server, with
  * differing buckets narrowed down to the divergent keys (missing,
  * extra, content differs).  A table without a usable key is compared as a
- * multiset of whole rows.
+ * multiset of whole rows.  A partitioned table is read through its parent
+ * (every partition's rows), any other table ONLY (an inheritance parent's
+ * own rows); the output names the scope of each table.
  */
 #ifndef TRELLARA_VERIFY_H
 #define TRELLARA_VERIFY_H
