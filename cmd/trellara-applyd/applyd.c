@@ -44,11 +44,16 @@
 #include <unistd.h>
 
 #define APPLY_RECONNECT (-1)
+/* a transient target error: roll back, back off, apply the same again */
+#define APPLY_RETRY (-2)
 
 struct table_info {
 	char *name;     /* owned: "schema.table" */
 	char **pk;      /* owned: key columns for identity-full matching */
 	int n_pk;
+	char **identity_always; /* owned: the target's GENERATED ALWAYS identity columns */
+	int n_identity_always;
+	bool partitioned;       /* the target table is partitioned */
 	uint64_t watermark_lsn;
 	bool warned_unconfigured;
 };
@@ -108,6 +113,7 @@ struct applyd {
 	int64_t last_idle_checkpoint_us, last_progress_us;
 	uint64_t progress_txns;
 	unsigned int rng;
+	int transient_retries;     /* in a row, since the last commit */
 };
 
 static int64_t mono_us(void)
@@ -159,6 +165,9 @@ static void tables_free(struct applyd *a)
 		for (int k = 0; k < a->tables[i].n_pk; k++)
 			free(a->tables[i].pk[k]);
 		free(a->tables[i].pk);
+		for (int k = 0; k < a->tables[i].n_identity_always; k++)
+			free(a->tables[i].identity_always[k]);
+		free(a->tables[i].identity_always);
 		free(a->tables[i].name);
 	}
 	free(a->tables);
@@ -166,9 +175,34 @@ static void tables_free(struct applyd *a)
 	a->n_tables = 0;
 }
 
+/* What the planner needs to know of the target table: whether it is
+ * partitioned, and its GENERATED ALWAYS identity columns.  A table that
+ * does not exist yet is neither (its changes fail as missing_table). */
+static int table_target_facts(struct applyd *a, struct table_info *t, const char *qualified)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = executor_query(&a->ex,
+				       "SELECT c.relkind = 'p', a.attname FROM pg_class c LEFT JOIN pg_attribute a"
+				       " ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attidentity = 'a'"
+				       " WHERE c.oid = to_regclass($1) ORDER BY a.attnum",
+				       1, p);
+	if (!res)
+		return -1;
+	for (int r = 0; r < PQntuples(res); r++) {
+		t->partitioned = strcmp(PQgetvalue(res, r, 0), "t") == 0;
+		if (PQgetisnull(res, r, 1))
+			continue;
+		t->identity_always = xrealloc(t->identity_always, (size_t)(t->n_identity_always + 1) * sizeof *t->identity_always);
+		t->identity_always[t->n_identity_always++] = xstrdup(PQgetvalue(res, r, 1));
+	}
+	PQclear(res);
+	return 0;
+}
+
 /* The configured tables, each with the key used to match rows under
  * replica identity full (flow file verify.primary_key, else the target's
- * primary key) and its snapshot watermark. */
+ * primary key), what the target's catalogs say of it (table_target_facts)
+ * and its snapshot watermark. */
 static int tables_load(struct applyd *a)
 {
 	tables_free(a);
@@ -177,7 +211,16 @@ static int tables_load(struct applyd *a)
 		const struct table_config *tc = &a->cfg->tables[i];
 		struct table_info *t = &a->tables[a->n_tables++];
 		t->name = xasprintf("%s.%s", tc->schema, tc->name);
+		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		free(qs);
+		free(qn);
+		if (table_target_facts(a, t, qualified) < 0) {
+			free(qualified);
+			return -1;
+		}
 		if (tc->verify_primary_key) {
+			free(qualified);
 			char *copy = xstrdup(tc->verify_primary_key), *save = NULL;
 			for (char *col = strtok_r(copy, ",", &save); col; col = strtok_r(NULL, ",", &save)) {
 				while (*col == ' ')
@@ -188,8 +231,6 @@ static int tables_load(struct applyd *a)
 			free(copy);
 			continue;
 		}
-		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
-		char *qualified = xasprintf("%s.%s", qs, qn);
 		const char *p[1] = { qualified };
 		PGresult *res = executor_query(&a->ex,
 					       "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
@@ -197,8 +238,6 @@ static int tables_load(struct applyd *a)
 					       " ORDER BY array_position(i.indkey, a.attnum)",
 					       1, p);
 		free(qualified);
-		free(qs);
-		free(qn);
 		if (!res)
 			return -1;
 		for (int r = 0; r < PQntuples(res); r++) {
@@ -246,6 +285,27 @@ static const char *reason_for(const char *sqlstate)
 	if (strcmp(sqlstate, "42703") == 0)
 		return "missing_column";
 	return "apply_error";
+}
+
+/* Errors of the target's state rather than of the transaction: the
+ * transaction is rolled back and applied again after a backoff, never
+ * quarantined.  (A lost connection is handled before this.) */
+static bool transient_error(const char *sqlstate)
+{
+	static const char *const states[] = {
+		"40001", "40P01", "40003", /* serialization failure, deadlock, completion unknown */
+		"55P03",                   /* lock not available: lock_timeout */
+		"57014",                   /* query canceled: statement_timeout */
+		"57P01", "57P02", "57P03", /* shutdown, crash, cannot connect now (recovery) */
+		"25006",                   /* read-only transaction: the target is a standby */
+		"58030",                   /* I/O error */
+	};
+	if (strncmp(sqlstate, "53", 2) == 0) /* insufficient resources: disk full, memory, connections */
+		return true;
+	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+		if (strcmp(sqlstate, states[i]) == 0)
+			return true;
+	return false;
 }
 
 static int quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset, const char *reason,
@@ -354,6 +414,7 @@ static int commit_batch(struct applyd *a)
 	a->stats->batches++;
 	a->progress_txns += a->batch_txns;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
+	a->transient_retries = 0;
 	/* The group only lags the target's checkpoint (the truth for dedup):
 	 * written at most every 200 ms under load, and when idle or stopping. */
 	a->group_pending = true;
@@ -430,6 +491,7 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 	uint32_t nrel = d.header.n_relations;
 	struct plan_relation *prel = xcalloc(nrel ? nrel : 1, sizeof *prel);
 	bool **keys = xcalloc(nrel ? nrel : 1, sizeof *keys);
+	bool **identity = xcalloc(nrel ? nrel : 1, sizeof *identity);
 	bool *skip = xcalloc(nrel ? nrel : 1, sizeof *skip);
 	for (uint32_t i = 0; i < nrel; i++) {
 		const struct env_relation *r = &d.header.relations[i];
@@ -455,6 +517,16 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 					keys[i][c] = any = true;
 		}
 		prel[i].key = any ? keys[i] : NULL;
+		prel[i].partitioned = t->partitioned;
+		if (t->n_identity_always) {
+			identity[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **identity);
+			for (int k = 0; k < t->n_identity_always; k++)
+				for (uint16_t c = 0; c < r->n_columns; c++)
+					if (strlen(t->identity_always[k]) == r->columns[c].name_len &&
+					    memcmp(t->identity_always[k], r->columns[c].name, r->columns[c].name_len) == 0)
+						identity[i][c] = true;
+			prel[i].identity_always = identity[i];
+		}
 	}
 	const struct env_change *c;
 	int step;
@@ -493,11 +565,18 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 		}
 		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, a->single_mode, &a->stmt, err, sizeof err);
 		if (planned < 0) {
-			/* a change we cannot express: the transaction cannot apply */
-			snprintf(a->ex.error.message, sizeof a->ex.error.message, "%s", err);
-			snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "TR003");
-			a->ex.error.failed = true;
-			a->ex.error.tag = offset;
+			/* a change we cannot express: the transaction cannot apply.
+			 * Roll back what was sent of it, so that no result is left
+			 * pending in the pipeline (an earlier statement's own error
+			 * comes first). */
+			executor_control(&a->ex, "ROLLBACK", offset);
+			executor_sync(&a->ex);
+			if (!a->ex.error.failed) {
+				snprintf(a->ex.error.message, sizeof a->ex.error.message, "%s", err);
+				snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "TR003");
+				a->ex.error.failed = true;
+				a->ex.error.tag = offset;
+			}
 			rc = 1;
 			break;
 		}
@@ -514,10 +593,13 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
 		rc = EXIT_DATAERR;
 	}
-	for (uint32_t i = 0; i < nrel; i++)
+	for (uint32_t i = 0; i < nrel; i++) {
 		free(keys[i]);
+		free(identity[i]);
+	}
 	free(kept);
 	free(keys);
+	free(identity);
 	free(skip);
 	free(prel);
 	env_decoder_free(&d);
@@ -531,6 +613,11 @@ static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, u
 	if (err.connection_lost) {
 		log_warn("target connection lost: %s", err.message);
 		return APPLY_RECONNECT;
+	}
+	if (transient_error(err.sqlstate)) {
+		log_warn("transient target error (SQLSTATE %s: %s): transaction %u rolled back, to be applied again", err.sqlstate,
+			 err.message, xid);
+		return APPLY_RETRY;
 	}
 	if (!a->single_mode) {
 		/* find the culprit: one source transaction per target transaction */
@@ -963,9 +1050,10 @@ static int apply_loop(struct applyd *a)
 			uint64_t keep = a->next_offset;
 			int rc = commit_batch(a);
 			if (rc == 1)
-				return handle_failure(a, a->last_xid, a->last_commit_lsn, keep) == APPLY_RECONNECT
-					       ? APPLY_RECONNECT
-					       : EXIT_NEGATIVE;
+			{
+				int failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+				return failed == APPLY_RECONNECT || failed == APPLY_RETRY ? APPLY_RECONNECT : EXIT_NEGATIVE;
+			}
 			if (rc == 0 && group_flush(a) < 0)
 				rc = EXIT_CANTCREAT;
 			return rc ? rc : EXIT_OK;
@@ -1027,11 +1115,44 @@ static int apply_loop(struct applyd *a)
 	}
 }
 
+/* Apply as PostgreSQL's own apply worker does: with the replica role the
+ * target's ordinary triggers and its foreign-key checks and actions do
+ * not fire (the source already ran them, and the stream carries what
+ * they did); ENABLE REPLICA and ENABLE ALWAYS triggers do.  A role that
+ * may not set it fails closed. */
+static int set_replica_role(struct applyd *a)
+{
+	PGresult *res = PQexec(a->conn, "SET session_replication_role = replica");
+	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+		PQclear(res);
+		return 0;
+	}
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	int rc = APPLY_RECONNECT;
+	if (state && strcmp(state, "42501") == 0) {
+		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
+		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
+			  role, msg ? msg : "permission denied");
+		log_hint("as a superuser on the target: GRANT SET ON PARAMETER session_replication_role TO %s (PostgreSQL 15 and later; before 15 the role must be a superuser); \"trellara check --config %s\" checks it",
+			 role, a->cfg->path);
+		free(role);
+		rc = EXIT_CONFIG;
+	} else {
+		log_error("target: cannot set session_replication_role: %s", msg ? msg : PQerrorMessage(a->conn));
+	}
+	PQclear(res);
+	return rc;
+}
+
 static int connect_target(struct applyd *a)
 {
 	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
 	if (!a->conn)
 		return APPLY_RECONNECT;
+	int role_rc = set_replica_role(a);
+	if (role_rc)
+		return role_rc;
 	if (pgconn_command(a->conn, "SET synchronous_commit = on") < 0 ||
 	    checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
 		return APPLY_RECONNECT;
@@ -1132,6 +1253,8 @@ static int position_reader(struct applyd *a)
 	a->next_offset = start;
 	a->last_commit_lsn = a->cp.last_commit_lsn;
 	a->seen_lsn = a->cp.applied_through_lsn;
+	/* whatever an interrupted batch counted was rolled back with it */
+	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
 	chunk_reset(a);
 	char l[LSN_FORMAT_LEN];
 	log_info("applying from stream offset %" PRIu64 " (checkpoint: commit %s, %" PRIu64 " transactions applied)", start,
@@ -1139,7 +1262,7 @@ static int position_reader(struct applyd *a)
 	return 0;
 }
 
-static void backoff(struct applyd *a, int attempt)
+static void backoff(struct applyd *a, int attempt, const char *what)
 {
 	double base = a->o->reconnect_base_ms / 1000.0, delay = base;
 	for (int i = 1; i < attempt && delay < 60 * base; i++)
@@ -1147,7 +1270,7 @@ static void backoff(struct applyd *a, int attempt)
 	if (delay > 60 * base)
 		delay = 60 * base;
 	delay *= 0.75 + 0.5 * ((double)rand_r(&a->rng) / RAND_MAX);
-	log_info("reconnecting to the target in %.1f s (attempt %d of %d)", delay, attempt, a->o->max_reconnect_attempts);
+	log_info("%s in %.1f s (attempt %d of %d)", what, delay, attempt, a->o->max_reconnect_attempts);
 	int64_t until = mono_us() + (int64_t)(delay * 1e6);
 	while (!*a->o->stop && mono_us() < until) {
 		notify_watchdog_tick(&a->watchdog);
@@ -1192,7 +1315,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 				code = EXIT_UNAVAILABLE;
 				goto out;
 			}
-			backoff(&a, attempt);
+			backoff(&a, attempt, "reconnecting to the target");
 			if (*o->stop)
 				break;
 		}
@@ -1211,6 +1334,18 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 			rc = apply_loop(&a);
 		}
 		disconnect_target(&a);
+		if (rc == APPLY_RETRY) {
+			/* the same bounded backoff as reconnecting, counted apart:
+			 * connecting works, the target keeps refusing the work */
+			if (++a.transient_retries > o->max_reconnect_attempts) {
+				log_error("the target kept failing with transient errors through %d attempts", o->max_reconnect_attempts);
+				code = EXIT_UNAVAILABLE;
+				goto out;
+			}
+			backoff(&a, a.transient_retries, "applying again");
+			attempt = 0;
+			continue;
+		}
 		if (rc != APPLY_RECONNECT) {
 			code = rc;
 			goto out;

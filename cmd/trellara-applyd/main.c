@@ -37,8 +37,10 @@ static const char usage_text[] =
 	"exit codes: 0 stopped by SIGTERM/SIGINT after finishing the current target\n"
 	"transaction, 1 a transaction is quarantined (see \"trellara quarantine list\"),\n"
 	"64 usage, 65 corrupt stream or tampered chunked transaction, 69 target\n"
-	"unavailable after bounded retries, 73 stream storage failure, 75 another\n"
-	"applyd holds this flow, 78 configuration error or source identity mismatch\n";
+	"unavailable (or failing with transient errors) after bounded retries, 73\n"
+	"stream storage failure, 75 another applyd holds this flow, 78 configuration\n"
+	"error, source identity mismatch, or a target role that may not set\n"
+	"session_replication_role\n";
 
 int main(int argc, char **argv)
 {

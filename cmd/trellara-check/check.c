@@ -1384,6 +1384,47 @@ static void evaluate_identity(const struct flow_config *cfg, struct check_report
 	free(who);
 }
 
+/* The target role must be allowed to set session_replication_role:
+ * trellara-applyd applies with the replica role and refuses to start
+ * without it (trellara-applyd(1)). */
+static void evaluate_target(const struct flow_config *cfg, struct check_report *r)
+{
+	PGconn *conn = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, CHECK_APPLICATION_NAME, "target");
+	if (!conn) {
+		add_item(r, "target", "target_replica_role", NULL, CHECK_WARN,
+			 xstrdup("the target cannot be reached: not checked whether its role may set session_replication_role, "
+				 "which trellara-applyd needs"),
+			 NULL, false);
+		return;
+	}
+	bool pg15 = PQserverVersion(conn) >= 150000;
+	PGresult *res = pgconn_query(conn,
+				     pg15 ? "SELECT current_user, has_parameter_privilege('session_replication_role', 'SET')"
+					  : "SELECT current_user, rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user",
+				     0, NULL);
+	if (!res || PQntuples(res) != 1) {
+		add_item(r, "target", "target_replica_role", NULL, CHECK_WARN,
+			 xstrdup("could not read the target role's privileges: not checked whether it may set session_replication_role"),
+			 NULL, false);
+	} else {
+		char *role = pgconn_quote_ident(conn, PQgetvalue(res, 0, 0));
+		if (value_bool(res, 0, 1))
+			add_item(r, "target", "target_replica_role", NULL, CHECK_OK,
+				 xasprintf("target role %s may set session_replication_role (trellara-applyd applies as a replica)", role),
+				 NULL, false);
+		else
+			add_item(r, "target", "target_replica_role", NULL, CHECK_BLOCKER,
+				 xasprintf("target role %s may not set session_replication_role: trellara-applyd would refuse to apply (exit 78)",
+					   role),
+				 pg15 ? xasprintf("GRANT SET ON PARAMETER session_replication_role TO %s;  -- on the target, as a superuser", role)
+				      : xasprintf("ALTER ROLE %s SUPERUSER;  -- on the target: before PostgreSQL 15 only a superuser may set it", role),
+				 false);
+		free(role);
+	}
+	PQclear(res);
+	PQfinish(conn);
+}
+
 /* ------------------------------------------------------------ run */
 
 /* Server notices ("event trigger ... does not exist, skipping") are
@@ -1437,6 +1478,7 @@ int check_run(const struct check_options *o, struct check_report *r)
 		evaluate_slot(conn, cfg, &facts, r);
 		evaluate_ddl(conn, &facts, r);
 	}
+	evaluate_target(cfg, r);
 	rc = 0;
 out:
 	if (rc < 0)

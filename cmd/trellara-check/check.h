@@ -4,7 +4,9 @@
  * check_run() connects to the flow's source, inspects it read-only
  * (server settings, privileges, publication, configured tables and their
  * replica identity, the slot, the DDL evidence trigger, the source
- * identity) and fills a struct check_report of named checks, each ok,
+ * identity; and, on the target, whether its role may set
+ * session_replication_role, which trellara-applyd needs) and fills a
+ * struct check_report of named checks, each ok,
  * warn or blocker with the command that fixes it.  With fix set it first
  * makes the changes --fix is allowed to make (publication, DDL trigger,
  * optionally the slot), only those that are missing, records each one in
@@ -28,7 +30,7 @@
 enum check_status { CHECK_OK = 0, CHECK_WARN, CHECK_BLOCKER };
 
 struct check_item {
-	const char *section; /* static: server, publication, tables, slot, ddl, identity, fix */
+	const char *section; /* static: server, publication, tables, slot, ddl, identity, target, fix */
 	const char *name;    /* static: a stable check name (trellara-check(1)) */
 	char *object;        /* owned; "schema.table", or NULL */
 	enum check_status status;

@@ -17,9 +17,25 @@
  *  - identity full with a key known for the target table (its primary
  *    key, or the flow file's verify.primary_key): those columns of the
  *    old tuple;
- *  - identity full with no key: every old column, NULL-safe; the change
- *    must match exactly one row, which is then changed by ctid.
+ *  - identity full with no key: every old column, NULL-safe; one row
+ *    that matches (identical duplicates: any one of them, as PostgreSQL's
+ *    apply does) is changed by (tableoid, ctid), so that a partitioned
+ *    table's rows in other partitions are never touched; no match raises
+ *    TR001.
+ * Tables are changed with ONLY (an inheritance parent's change is never
+ * applied to its children), partitioned target tables through the parent.
+ * TRUNCATE lists the relations of the message, each ONLY (partitioned
+ * tables: without, which truncates their partitions), with RESTART
+ * IDENTITY when the source used it and never CASCADE: the message already
+ * names every published table the source's cascade reached.
  * Unchanged-TOAST columns are left out of SET.
+ *
+ * GENERATED ALWAYS identity columns of the target: inserts say OVERRIDING
+ * SYSTEM VALUE (the source's value is kept); updates leave the column out
+ * of SET when its value is unchanged (known from the old tuple or the
+ * unchanged key; otherwise the WHERE clause checks it, so a change
+ * matches no row), and a change that would set it to another value fails
+ * planning (PostgreSQL refuses such an UPDATE).
  */
 #ifndef TRELLARA_PLANNER_H
 #define TRELLARA_PLANNER_H
@@ -32,6 +48,8 @@
 struct plan_relation {
 	const struct env_relation *rel; /* borrowed, from the decoder */
 	const bool *key;                /* per column: part of the match predicate; NULL = keyless full */
+	const bool *identity_always;    /* per column: GENERATED ALWAYS AS IDENTITY on the target; NULL = none */
+	bool partitioned;               /* the target table is partitioned (relkind 'p') */
 };
 
 struct plan_stmt {

@@ -71,17 +71,18 @@ int main(void)
 	struct env_decoder d;
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
 	bool key[3] = { true, false, false };
-	struct plan_relation rel = { &d.header.relations[0], key };
+	struct plan_relation rel = { .rel = &d.header.relations[0], .key = key };
 	struct plan_stmt s;
 	plan_stmt_init(&s);
 	char err[256];
 	const struct env_change *c;
 	const char *expected[] = {
 		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1, $2, NULL)",
-		"UPDATE \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3",
-		"UPDATE \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2, \"body\" = $3 WHERE \"id\" = $4",
-		"DELETE FROM \"we\"\"ird\".\"t\" WHERE \"id\" = $1",
-		"TRUNCATE \"we\"\"ird\".\"t\" RESTART IDENTITY CASCADE",
+		"UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3",
+		"UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2, \"body\" = $3 WHERE \"id\" = $4",
+		"DELETE FROM ONLY \"we\"\"ird\".\"t\" WHERE \"id\" = $1",
+		/* the source's CASCADE is not repeated: the message names every table it reached */
+		"TRUNCATE ONLY \"we\"\"ird\".\"t\" RESTART IDENTITY",
 	};
 	int i = 0;
 	while (env_decode_next(&d, &c) == 1) {
@@ -110,18 +111,78 @@ int main(void)
 	CHECK(i == 5);
 	env_decoder_free(&d);
 
+	/* a partitioned target table: through the parent, TRUNCATE without ONLY */
+	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
+	struct plan_relation part = { &d.header.relations[0], key, NULL, true };
+	const char *expected_part[] = {
+		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1, $2, NULL)",
+		"UPDATE \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3",
+		"UPDATE \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2, \"body\" = $3 WHERE \"id\" = $4",
+		"DELETE FROM \"we\"\"ird\".\"t\" WHERE \"id\" = $1",
+		"TRUNCATE \"we\"\"ird\".\"t\" RESTART IDENTITY",
+	};
+	i = 0;
+	while (env_decode_next(&d, &c) == 1) {
+		CHECK(plan_change("trellara", &part, 1, c, false, &s, err, sizeof err) == 0);
+		CHECK_STR((const char *)s.sql.data, expected_part[i]);
+		i++;
+	}
+	CHECK(i == 5);
+	env_decoder_free(&d);
+
+	/* GENERATED ALWAYS identity on the target's "id": inserts override
+	 * it; an update leaves it out of SET when it does not change, and
+	 * fails when it does */
+	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
+	bool always[3] = { true, false, false };
+	struct plan_relation ident = { &d.header.relations[0], key, always, false };
+	CHECK(env_decode_next(&d, &c) == 1);
+	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == 0);
+	CHECK_STR((const char *)s.sql.data,
+		  "INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") OVERRIDING SYSTEM VALUE VALUES ($1, $2, NULL)");
+	CHECK(env_decode_next(&d, &c) == 1); /* key 1 -> 2 */
+	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == -1);
+	CHECK(strstr(err, "GENERATED ALWAYS identity column \"id\" of we\"ird.t from 1 to 2") != NULL);
+	CHECK(env_decode_next(&d, &c) == 1); /* key unchanged */
+	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == 0);
+	CHECK_STR((const char *)s.sql.data,
+		  "UPDATE ONLY \"we\"\"ird\".\"t\" SET \"na\"\"me\" = $1, \"body\" = $2 WHERE \"id\" = $3");
+	CHECK_STR(s.values[2], "2");
+	env_decoder_free(&d);
+	/* an identity column outside the key, whose old value the change
+	 * does not carry: checked in WHERE */
+	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
+	bool always_body[3] = { false, false, true };
+	struct plan_relation guarded = { &d.header.relations[0], key, always_body, false };
+	CHECK(env_decode_next(&d, &c) == 1);
+	CHECK(env_decode_next(&d, &c) == 1);
+	CHECK(env_decode_next(&d, &c) == 1);
+	CHECK(plan_change("trellara", &guarded, 1, c, false, &s, err, sizeof err) == 0);
+	CHECK_STR((const char *)s.sql.data,
+		  "UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3 AND \"body\" = $4");
+	CHECK_STR(s.values[3], "x");
+	env_decoder_free(&d);
+
 	/* REPLICA IDENTITY FULL without a key: every old column, one row by ctid */
 	b.len = 0;
 	build(&b, 'f');
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
-	struct plan_relation keyless = { &d.header.relations[0], NULL };
+	struct plan_relation keyless = { .rel = &d.header.relations[0], .key = NULL };
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &keyless, 1, c, false, &s, err, sizeof err) == 0);
 	const char *sql = (const char *)s.sql.data;
-	CHECK(strstr(sql, "WITH c AS (SELECT ctid FROM \"we\"\"ird\".\"t\" WHERE \"id\" = $1 AND \"na\"\"me\" = $2 AND \"body\" IS NULL LIMIT 2)") != NULL);
+	/* one of identical rows, by (tableoid, ctid) */
+	CHECK(strstr(sql, "WITH c AS (SELECT tableoid, ctid FROM ONLY \"we\"\"ird\".\"t\" WHERE \"id\" = $1 AND \"na\"\"me\" = $2 AND \"body\" IS NULL LIMIT 1)") != NULL);
+	CHECK(strstr(sql, "m AS (UPDATE ONLY \"we\"\"ird\".\"t\" SET") != NULL);
+	CHECK(strstr(sql, " WHERE tableoid = (SELECT tableoid FROM c) AND ctid = (SELECT ctid FROM c) RETURNING 1)") != NULL);
 	CHECK(strstr(sql, "\"trellara\".expect_one((SELECT count(*) FROM c)") != NULL);
 	CHECK(!s.expect_one);
+	/* an identity column whose old value is in the old row: unchanged, left out */
+	bool always_id[3] = { true, false, false };
+	struct plan_relation keyless_ident = { &d.header.relations[0], NULL, always_id, true };
+	CHECK(plan_change("trellara", &keyless_ident, 1, c, false, &s, err, sizeof err) == -1); /* 1 -> 2 */
+	CHECK(strstr(err, "from 1 to 2") != NULL);
 	/* an update without an old row cannot be matched without a key */
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &keyless, 1, c, false, &s, err, sizeof err) == -1);
