@@ -251,7 +251,7 @@ void stream_report_free(struct stream_report *report)
 }
 
 int stream_retention_plan(const char *dir, const char *const *protected_groups, size_t n_protected,
-			  struct retention_plan *plan)
+			  bool allow_unprotected, struct retention_plan *plan)
 {
 	memset(plan, 0, sizeof *plan);
 	uint64_t *bases = NULL;
@@ -261,6 +261,13 @@ int stream_retention_plan(const char *dir, const char *const *protected_groups, 
 		goto out;
 	plan->keep_from = UINT64_MAX;
 	plan->limited_by = xstrdup("active segment");
+	if (n_protected == 0 && !allow_unprotected) {
+		/* nobody said what consumers need: keep everything */
+		plan->keep_from = n ? bases[0] : 0;
+		free(plan->limited_by);
+		plan->limited_by = xstrdup("no consumer group registered or protected (nothing deleted; "
+					   "--protect GROUP, or --no-groups-ok when no consumer needs the data)");
+	}
 	for (size_t i = 0; i < n_protected; i++) {
 		uint64_t pos;
 		bool exists;

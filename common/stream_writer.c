@@ -95,7 +95,10 @@ static int check_free_space(struct stream_writer *w, uint64_t needed)
 	if (free_bytes < needed || free_bytes - needed < w->options.min_free_bytes) {
 		log_error("stream \"%s\": free space %llu bytes would fall below min_free_bytes %llu; refusing to write",
 			  w->dir, (unsigned long long)free_bytes, (unsigned long long)w->options.min_free_bytes);
-		log_hint("free disk space or run \"trellara stream retention --dir %s --apply\"", w->dir);
+		/* with --dir and no --protect, retention protects every existing
+		 * group and deletes nothing while there is none */
+		log_hint("free disk space, or delete only what every consumer group has read: \"trellara stream retention --dir %s --apply\"",
+			 w->dir);
 		return STREAM_ENOSPC;
 	}
 	return STREAM_OK;

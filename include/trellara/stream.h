@@ -255,11 +255,16 @@ struct retention_plan {
 	size_t n_segments;
 	uint64_t bytes;
 	uint64_t keep_from; /* min protected position */
-	char *limited_by;   /* owned: the group holding it back, or "active segment" */
+	char *limited_by;   /* owned: the group holding it back, "active segment",
+			     * or "no consumer group ..." */
 };
 
+/* With no protected group (n_protected == 0) the plan deletes nothing:
+ * an unregistered consumer may still need every frame.  Only when the
+ * caller says no consumer exists (allow_unprotected) may every sealed
+ * segment go. */
 int stream_retention_plan(const char *dir, const char *const *protected_groups,
-			  size_t n_protected, struct retention_plan *plan);
+			  size_t n_protected, bool allow_unprotected, struct retention_plan *plan);
 int stream_retention_apply(const char *dir, const struct retention_plan *plan);
 void retention_plan_free(struct retention_plan *plan);
 
