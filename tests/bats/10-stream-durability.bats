@@ -135,3 +135,46 @@ append() {
 	[ "$(jq -r .type <<<"$output")" = chunk ]
 	run -65 bash -c "echo '{\"type\":\"txn\",\"payload_base64\":\"!!\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
 }
+
+# dir_fsynced_after_mkdir LOG CHILD PARENT: the strace LOG shows CHILD
+# created, then PARENT opened as a directory and that descriptor fsynced.
+dir_fsynced_after_mkdir() {
+	awk -v child="\"$2\"" -v parent="\"$3\"" '
+		!made && (index($0, "mkdir(" child ",") || index($0, "mkdirat(AT_FDCWD, " child ",")) && / = 0$/ { made = 1; next }
+		made && index($0, "openat(AT_FDCWD, " parent ", ") && /O_DIRECTORY/ { n = split($0, a, "= "); fd = a[n] + 0; next }
+		made && fd != "" && index($0, "fsync(" fd ")") && / = 0$/ { found = 1; exit }
+		END { exit !found }' "$1"
+}
+
+@test "creating a stream fsyncs the parent directory after making segments/ and groups/" {
+	run -0 bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | strace -f -o '$TEST_DIR/trace' -e trace=mkdir,mkdirat,openat,fsync trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	grep -q "mkdir.*\"$STREAM_DIR/segments\"" "$TEST_DIR/trace"
+	dir_fsynced_after_mkdir "$TEST_DIR/trace" "$STREAM_DIR/segments" "$STREAM_DIR"
+	dir_fsynced_after_mkdir "$TEST_DIR/trace" "$STREAM_DIR/groups" "$STREAM_DIR"
+	# and the stream directory's own entry in its parent
+	dir_fsynced_after_mkdir "$TEST_DIR/trace" "$STREAM_DIR" "$TEST_DIR"
+}
+
+@test "a symlink planted at the old fixed temporary name is not followed, and the write still succeeds" {
+	mkdir -m 0700 "$STREAM_DIR"
+	echo precious > "$TEST_DIR/victim"
+	ln -s "$TEST_DIR/victim" "$STREAM_DIR/meta.tmp"
+	run -0 bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	[ "$(cat "$TEST_DIR/victim")" = precious ]
+	[ -f "$STREAM_DIR/meta" ] && [ ! -L "$STREAM_DIR/meta" ]
+	grep -q '^format_version=1$' "$STREAM_DIR/meta"
+	# the planted link is left alone, no temporary file is left behind
+	[ -L "$STREAM_DIR/meta.tmp" ]
+	[ "$(ls -A "$STREAM_DIR" | grep -c tmp)" -eq 1 ]
+}
+
+@test "a preallocation failure in recovery is reported with its own error, not a stale errno" {
+	frames 30 0 200 > "$TEST_DIR/in"
+	run -137 bash -c "TRELLARA_FAULT=stream.mid_frame_write:2 trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --batch 10 --segment-bytes 1048576 < '$TEST_DIR/in' > /dev/null"
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.torn_bytes' <<<"$output")" -gt 0 ]
+	# a file-size limit below the segment size: re-preallocating after the
+	# cut fails with EFBIG, which posix_fallocate returns (errno is not set)
+	run -73 bash -c "ulimit -f 512; trap '' XFSZ; echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --segment-bytes 1048576"
+	[[ "$output" == *"File too large"* ]]
+}
