@@ -101,7 +101,8 @@ static int inspect_segment(const char *dir, uint64_t base, uint64_t expected, st
 	s->base_offset = base;
 	if (segment_file_open(&sf, dir, base) < 0)
 		goto out;
-	if (segment_scan_all(&sf, expected, &scan) < 0 || index_view_load(dir, base, &view) < 0)
+	if (index_view_load(dir, base, &view) < 0 ||
+	    segment_scan_all(&sf, expected, index_view_acked_end(&view), &scan) < 0)
 		goto out;
 	s->frames = scan.frames;
 	s->bytes = scan.end_position;

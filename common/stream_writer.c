@@ -221,7 +221,7 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 			goto out;
 		}
 	}
-	if (segment_scan_all(&sf, expected, &scan) < 0)
+	if (segment_scan_all(&sf, expected, index_view_acked_end(&view), &scan) < 0)
 		goto out;
 	if (scan.corrupt) {
 		log_error("stream segment \"%s\": %s at byte %llu, and valid frames follow: the stream is corrupt",
@@ -287,9 +287,11 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 		close(fd);
 		if (synced < 0)
 			goto out;
-		log_warn("stream segment \"%s\": truncated %llu torn bytes after byte %llu (offset %llu)", sf.path,
+		log_warn("stream segment \"%s\": truncated %llu torn bytes after byte %llu (offset %llu)%s", sf.path,
 			 (unsigned long long)scan.torn_bytes, (unsigned long long)scan.end_position,
-			 (unsigned long long)(base + scan.frames));
+			 (unsigned long long)(base + scan.frames),
+			 scan.torn_out_of_order ? ": unacknowledged frames past the last indexed one, written out of order by a crash"
+						: "");
 		rec->truncated_bytes += scan.torn_bytes;
 	} else if (last) {
 		/* frames a killed writer wrote but may not have synced */

@@ -44,9 +44,14 @@
  * fdatasyncs them before handing them out, so a consumer never acts on a
  * frame a crash could still take away).
  *
- * Corruption.  An invalid frame followed by a valid one (or in a sealed
- * segment) is corruption: STREAM_ECORRUPT, logged with file and byte
- * position.  An invalid frame with nothing valid after it is a torn tail:
+ * Corruption.  In the active segment the index's last consistent entry
+ * marks the acknowledged end (an entry is written only after its frame's
+ * fdatasync; a missing index or bad header: the end of the file).  An
+ * invalid frame before it followed by a valid one (or any invalid frame in
+ * a sealed segment) is corruption: STREAM_ECORRUPT, logged with file and
+ * byte position.  An invalid frame with nothing valid after it, or at or
+ * after the acknowledged end whatever follows (a crash before a batch's
+ * fdatasync may have put its pages on disk in any order), is a torn tail:
  * the end of the log; the next writer truncates it and says how many
  * bytes it cut.
  */

@@ -178,3 +178,58 @@ dir_fsynced_after_mkdir() {
 	run -73 bash -c "ulimit -f 512; trap '' XFSZ; echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --segment-bytes 1048576"
 	[[ "$output" == *"File too large"* ]]
 }
+
+# A batch written but never fdatasynced, then a power loss that persisted
+# its pages out of order: frame 22's bytes never reached the disk (zeros),
+# frames 23..29 did.
+power_loss_out_of_order() {
+	frames 50 0 200 > "$TEST_DIR/in"
+	run -137 bash -c "TRELLARA_FAULT=stream.after_write_before_sync:3 trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --batch 10 < '$TEST_DIR/in' > '$TEST_DIR/acked'"
+	[ "$(wc -l < "$TEST_DIR/acked")" -eq 20 ]
+	[ "$(tail -1 "$TEST_DIR/acked")" = 19 ]
+	seg="$STREAM_DIR/segments/00000000000000000000.log"
+	# the unsynced batch reached the disk whole (no power loss yet)
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 29 ]
+	pos15=$(trellara-stream locate --dir "$STREAM_DIR" --offset 15 --format json | jq .position)
+	pos22=$(trellara-stream locate --dir "$STREAM_DIR" --offset 22 --format json | jq .position)
+	pos23=$(trellara-stream locate --dir "$STREAM_DIR" --offset 23 --format json | jq .position)
+	end29=$(jq '.bytes' <<<"$output")
+	dd if=/dev/zero of="$seg" bs=1 seek="$pos22" count=$((pos23 - pos22)) conv=notrunc status=none
+}
+
+@test "power loss: unacknowledged frames on disk out of order are a torn tail, cut and reported" {
+	power_loss_out_of_order
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.corrupt' <<<"$output")" = false ]
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 21 ]
+	torn=$(jq '.torn_bytes' <<<"$output")
+	[ "$torn" -eq $((end29 - pos22)) ]
+	run -0 payloads "$STREAM_DIR"
+	[ "${#lines[@]}" -eq 22 ]
+	# the next writer cuts the tail, says how much, and continues at 22
+	run -0 --separate-stderr bash -c "echo '{\"type\":\"txn\",\"payload\":\"after\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	[ "$output" = 22 ]
+	[[ "$stderr" == *"truncated $torn torn bytes"* ]]
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.torn_bytes' <<<"$output")" = 0 ]
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 22 ]
+	# every acknowledged frame is intact
+	run -0 payloads "$STREAM_DIR"
+	for i in $(seq 0 19); do
+		[ "$(cut -d' ' -f1-2 <<<"${lines[$i]}")" = "frame $i" ]
+	done
+	[ "${lines[22]}" = after ]
+}
+
+@test "power loss: damage to an acknowledged frame before the tail stays corruption (65)" {
+	power_loss_out_of_order
+	# and an acknowledged (indexed) frame is damaged too
+	printf 'XXXXXXXX' | dd of="$seg" bs=1 seek=$((pos15 + 40)) conv=notrunc status=none
+	run -65 trellara-stream inspect-local --dir "$STREAM_DIR"
+	[[ "$output" == *"CORRUPT at byte $pos15"* ]]
+	run -65 bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	[[ "$output" == *"corrupt"* ]]
+	run -65 trellara-stream read --dir "$STREAM_DIR" --raw
+	[ "$(grep -c '^offset=' <<<"$output")" -eq 15 ]
+}
