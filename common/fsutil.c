@@ -10,9 +10,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+
+/* The directory holding path's last component ("." or "/" at the top);
+ * newly allocated. */
+static char *parent_of(const char *path)
+{
+	char *copy = xstrdup(path);
+	char *parent = xstrdup(dirname(copy));
+	free(copy);
+	return parent;
+}
 
 int fs_mkdir_p(const char *path)
 {
@@ -22,7 +33,14 @@ int fs_mkdir_p(const char *path)
 		if (*p == '/' || *p == '\0') {
 			char saved = *p;
 			*p = '\0';
-			if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
+			if (mkdir(copy, 0700) == 0) {
+				/* the new entry is durable only once its parent is fsynced */
+				char *parent = parent_of(copy);
+				int frc = fs_fsync_dir(parent);
+				free(parent);
+				if (frc < 0)
+					goto out;
+			} else if (errno != EEXIST) {
 				log_error("cannot create directory \"%s\": %m", copy);
 				goto out;
 			}
@@ -107,16 +125,49 @@ int fs_write_durable(const char *path, const void *data, size_t len)
 	return fs_write_atomic(path, data, len, true);
 }
 
+int fs_open_temp(const char *path, char **tmp_path)
+{
+	char *parent = parent_of(path);
+	char *copy = xstrdup(path);
+	const char *base = basename(copy);
+	int fd = -1;
+	*tmp_path = NULL;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		uint64_t r;
+		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+			log_error("cannot get random bytes for a temporary file name next to \"%s\": %m", path);
+			break;
+		}
+		char *tmp = xasprintf("%s/.%s.%016llx.tmp", parent, base, (unsigned long long)r);
+		/* O_EXCL|O_NOFOLLOW: never through a planted link, never an
+		 * existing file */
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			*tmp_path = tmp;
+			break;
+		}
+		if (errno != EEXIST) {
+			log_error("cannot create \"%s\": %m", tmp);
+			free(tmp);
+			break;
+		}
+		free(tmp);
+	}
+	if (fd < 0 && !*tmp_path && errno == EEXIST)
+		log_error("cannot create a temporary file next to \"%s\": every name tried exists", path);
+	free(copy);
+	free(parent);
+	return fd;
+}
+
 int fs_write_atomic(const char *path, const void *data, size_t len, bool durable)
 {
-	char *tmp = xasprintf("%s.tmp", path);
-	char *dir_copy = xstrdup(path);
-	int fd = -1, rc = -1;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		log_error("cannot create \"%s\": %m", tmp);
+	char *tmp = NULL;
+	char *parent = parent_of(path);
+	int rc = -1;
+	int fd = fs_open_temp(path, &tmp);
+	if (fd < 0)
 		goto out;
-	}
 	if (fs_pwrite_all(fd, data, len, 0, tmp) < 0)
 		goto out;
 	if (durable && fsync(fd) < 0) {
@@ -133,16 +184,16 @@ int fs_write_atomic(const char *path, const void *data, size_t len, bool durable
 		log_error("cannot rename \"%s\" to \"%s\": %m", tmp, path);
 		goto out;
 	}
-	if (durable && fs_fsync_dir(dirname(dir_copy)) < 0)
+	if (durable && fs_fsync_dir(parent) < 0)
 		goto out;
 	rc = 0;
 out:
 	if (fd >= 0)
 		close(fd);
-	if (rc < 0)
+	if (rc < 0 && tmp)
 		unlink(tmp);
 	free(tmp);
-	free(dir_copy);
+	free(parent);
 	return rc;
 }
 

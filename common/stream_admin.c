@@ -101,7 +101,8 @@ static int inspect_segment(const char *dir, uint64_t base, uint64_t expected, st
 	s->base_offset = base;
 	if (segment_file_open(&sf, dir, base) < 0)
 		goto out;
-	if (segment_scan_all(&sf, expected, &scan) < 0 || index_view_load(dir, base, &view) < 0)
+	if (index_view_load(dir, base, &view) < 0 ||
+	    segment_scan_all(&sf, expected, index_view_acked_end(&view), &scan) < 0)
 		goto out;
 	s->frames = scan.frames;
 	s->bytes = scan.end_position;
@@ -251,7 +252,7 @@ void stream_report_free(struct stream_report *report)
 }
 
 int stream_retention_plan(const char *dir, const char *const *protected_groups, size_t n_protected,
-			  struct retention_plan *plan)
+			  bool allow_unprotected, struct retention_plan *plan)
 {
 	memset(plan, 0, sizeof *plan);
 	uint64_t *bases = NULL;
@@ -261,6 +262,13 @@ int stream_retention_plan(const char *dir, const char *const *protected_groups, 
 		goto out;
 	plan->keep_from = UINT64_MAX;
 	plan->limited_by = xstrdup("active segment");
+	if (n_protected == 0 && !allow_unprotected) {
+		/* nobody said what consumers need: keep everything */
+		plan->keep_from = n ? bases[0] : 0;
+		free(plan->limited_by);
+		plan->limited_by = xstrdup("no consumer group registered or protected (nothing deleted; "
+					   "--protect GROUP, or --no-groups-ok when no consumer needs the data)");
+	}
 	for (size_t i = 0; i < n_protected; i++) {
 		uint64_t pos;
 		bool exists;

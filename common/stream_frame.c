@@ -467,7 +467,15 @@ bool stream_writer_active(const char *dir)
 	return active;
 }
 
-int segment_scan_all(struct segment_file *sf, uint64_t limit_frames, struct segment_scan *scan)
+uint64_t index_view_acked_end(const struct index_view *view)
+{
+	if (!view->present || !view->header_ok)
+		return UINT64_MAX;
+	return view->n ? view->positions[view->n - 1] + view->sizes[view->n - 1] : 0;
+}
+
+int segment_scan_all(struct segment_file *sf, uint64_t limit_frames, uint64_t acked_end,
+		     struct segment_scan *scan)
 {
 	memset(scan, 0, sizeof *scan);
 	size_t cap = 1024;
@@ -488,8 +496,12 @@ int segment_scan_all(struct segment_file *sf, uint64_t limit_frames, struct segm
 			uint64_t found_pos = 0;
 			if (segment_file_find_valid_after(sf, pos, sf->base + scan->frames, &found, &found_pos) < 0)
 				return -1;
-			/* A sealed segment (limit given) must hold limit_frames frames. */
-			if (found || limit_frames != UINT64_MAX) {
+			/* A sealed segment (limit given) must hold limit_frames
+			 * frames; in the last one only the acknowledged part
+			 * must be whole. */
+			if (limit_frames == UINT64_MAX && found && pos >= acked_end)
+				scan->torn_out_of_order = true;
+			else if (found || limit_frames != UINT64_MAX) {
 				scan->corrupt = true;
 				scan->corrupt_position = pos;
 				scan->corrupt_reason = fc == FRAME_ZERO ? "zeroed bytes where a frame belongs" : reason;

@@ -106,20 +106,33 @@ void index_view_free(struct index_view *view);
  * shared lock; never blocks). */
 bool stream_writer_active(const char *dir);
 
+/* The byte position up to which a segment's index proves its frames
+ * acknowledged: the end of the last consistent entry (an entry is written
+ * only after its frame's fdatasync).  UINT64_MAX - "everything" - when
+ * the index is missing or its header is bad: without the record nothing
+ * may be called unacknowledged. */
+uint64_t index_view_acked_end(const struct index_view *view);
+
 /* Scan a whole segment from the start: frames that validate in order,
- * where the valid data ends, torn bytes after it, and corruption (an
- * invalid frame followed by a valid one). */
+ * where the valid data ends, torn bytes after it, and corruption.
+ * For the last segment (limit_frames UINT64_MAX) an invalid frame at or
+ * after acked_end is a torn tail even when valid frames follow it: those
+ * bytes were never acknowledged and a crash may have written them in any
+ * order.  An invalid frame before acked_end with a valid frame after it,
+ * or any invalid frame in a sealed segment, is corruption. */
 struct segment_scan {
 	uint64_t frames;
 	uint64_t end_position;   /* byte after the last valid frame */
 	uint64_t torn_bytes;
+	bool torn_out_of_order;  /* valid frames follow in the torn tail */
 	bool corrupt;
 	uint64_t corrupt_position;
 	const char *corrupt_reason;
 	uint64_t *positions;     /* owned: frame positions (for index rebuild) */
 	uint32_t *sizes;         /* owned */
 };
-int segment_scan_all(struct segment_file *sf, uint64_t limit_frames, struct segment_scan *scan);
+int segment_scan_all(struct segment_file *sf, uint64_t limit_frames, uint64_t acked_end,
+		     struct segment_scan *scan);
 void segment_scan_free(struct segment_scan *scan);
 
 #endif

@@ -224,6 +224,17 @@ int stream_reader_next(struct stream_reader *r, struct stream_frame *frame)
 		uint64_t found_pos;
 		if (segment_file_find_valid_after(&r->sf, r->pos, r->next_offset, &found, &found_pos) < 0)
 			return STREAM_EIO;
+		if (found && !published && r->idx_header_ok) {
+			/* past the index: never acknowledged, so a torn tail
+			 * whatever follows (a crash may have written the
+			 * batch's pages in any order); the next writer cuts it */
+			if (!r->warned_torn) {
+				log_warn("stream segment \"%s\": frame at offset %llu (byte %llu) past the index is damaged (%s) and valid frames follow: unacknowledged frames written out of order, treated as a torn tail",
+					 r->sf.path, (unsigned long long)r->next_offset, (unsigned long long)r->pos, reason);
+				r->warned_torn = true;
+			}
+			return STREAM_END;
+		}
 		if (found)
 			return corrupt(r, fc == FRAME_ZERO ? "zeroed bytes where a frame belongs" : reason);
 		if (published && !r->warned_torn) {

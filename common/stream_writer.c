@@ -61,7 +61,7 @@ static int acquire_lock(struct stream_writer *w)
 {
 	char *path = xasprintf("%s/writer.lock", w->dir);
 	int rc = STREAM_EIO;
-	w->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	w->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (w->lock_fd < 0) {
 		log_error("cannot open stream lock \"%s\": %m", path);
 		goto out;
@@ -95,7 +95,10 @@ static int check_free_space(struct stream_writer *w, uint64_t needed)
 	if (free_bytes < needed || free_bytes - needed < w->options.min_free_bytes) {
 		log_error("stream \"%s\": free space %llu bytes would fall below min_free_bytes %llu; refusing to write",
 			  w->dir, (unsigned long long)free_bytes, (unsigned long long)w->options.min_free_bytes);
-		log_hint("free disk space or run \"trellara stream retention --dir %s --apply\"", w->dir);
+		/* with --dir and no --protect, retention protects every existing
+		 * group and deletes nothing while there is none */
+		log_hint("free disk space, or delete only what every consumer group has read: \"trellara stream retention --dir %s --apply\"",
+			 w->dir);
 		return STREAM_ENOSPC;
 	}
 	return STREAM_OK;
@@ -144,11 +147,11 @@ static int create_segment(struct stream_writer *w, uint64_t min_bytes)
 	rc = open_segment_fds(w, w->next_offset, true);
 	if (rc != STREAM_OK)
 		return rc;
+	/* posix_fallocate returns its error; it does not set errno */
 	int err = posix_fallocate(w->log_fd, 0, (off_t)size);
 	if (err) {
-		errno = err;
-		log_error("cannot preallocate %llu bytes for stream segment \"%s\": %m",
-			  (unsigned long long)size, w->log_path);
+		log_error("cannot preallocate %llu bytes for stream segment \"%s\": %s",
+			  (unsigned long long)size, w->log_path, strerror(err));
 		return err == ENOSPC ? STREAM_ENOSPC : STREAM_EIO;
 	}
 	uint8_t header[INDEX_HEADER_SIZE];
@@ -218,7 +221,7 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 			goto out;
 		}
 	}
-	if (segment_scan_all(&sf, expected, &scan) < 0)
+	if (segment_scan_all(&sf, expected, index_view_acked_end(&view), &scan) < 0)
 		goto out;
 	if (scan.corrupt) {
 		log_error("stream segment \"%s\": %s at byte %llu, and valid frames follow: the stream is corrupt",
@@ -267,16 +270,28 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 			goto out;
 		}
 		uint64_t size = sf.size;
-		int bad = ftruncate(fd, (off_t)scan.end_position) < 0 ||
-			  posix_fallocate(fd, 0, (off_t)size) != 0 || fs_fdatasync(fd, sf.path) < 0;
-		close(fd);
-		if (bad) {
+		if (ftruncate(fd, (off_t)scan.end_position) < 0) {
 			log_error("cannot truncate torn tail of stream segment \"%s\": %m", sf.path);
+			close(fd);
 			goto out;
 		}
-		log_warn("stream segment \"%s\": truncated %llu torn bytes after byte %llu (offset %llu)", sf.path,
+		/* posix_fallocate returns its error; it does not set errno */
+		int err = posix_fallocate(fd, 0, (off_t)size);
+		if (err) {
+			log_error("cannot preallocate %llu bytes again for stream segment \"%s\" after cutting its torn tail: %s",
+				  (unsigned long long)size, sf.path, strerror(err));
+			close(fd);
+			goto out;
+		}
+		int synced = fs_fdatasync(fd, sf.path);
+		close(fd);
+		if (synced < 0)
+			goto out;
+		log_warn("stream segment \"%s\": truncated %llu torn bytes after byte %llu (offset %llu)%s", sf.path,
 			 (unsigned long long)scan.torn_bytes, (unsigned long long)scan.end_position,
-			 (unsigned long long)(base + scan.frames));
+			 (unsigned long long)(base + scan.frames),
+			 scan.torn_out_of_order ? ": unacknowledged frames past the last indexed one, written out of order by a crash"
+						: "");
 		rec->truncated_bytes += scan.torn_bytes;
 	} else if (last) {
 		/* frames a killed writer wrote but may not have synced */
@@ -386,7 +401,10 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 			goto out;
 		}
 	}
-	if (fs_mkdir_p(w->segments_dir) < 0 || fs_mkdir_p(groups_dir) < 0)
+	/* fs_mkdir_p makes a directory it creates durable; fsync the stream
+	 * directory again anyway: a writer killed between a mkdir and that
+	 * fsync left an entry nobody made durable */
+	if (fs_mkdir_p(w->segments_dir) < 0 || fs_mkdir_p(groups_dir) < 0 || fs_fsync_dir(dir) < 0)
 		goto out;
 	rc = recover(w, rec);
 	if (rc != STREAM_OK)
@@ -498,10 +516,14 @@ static void discard_unacknowledged(struct stream_writer *w)
 	struct stat st;
 	if (fstat(w->log_fd, &st) < 0)
 		return;
-	if (ftruncate(w->log_fd, (off_t)w->write_pos) < 0 ||
-	    posix_fallocate(w->log_fd, 0, st.st_size > (off_t)w->write_pos ? st.st_size : (off_t)w->write_pos) != 0)
+	int err;
+	if (ftruncate(w->log_fd, (off_t)w->write_pos) < 0)
 		log_error("cannot cut unacknowledged bytes after byte %llu of \"%s\": %m",
 			  (unsigned long long)w->write_pos, w->log_path);
+	else if ((err = posix_fallocate(w->log_fd, 0,
+					 st.st_size > (off_t)w->write_pos ? st.st_size : (off_t)w->write_pos)) != 0)
+		log_error("cannot preallocate \"%s\" again after cutting unacknowledged bytes after byte %llu: %s",
+			  w->log_path, (unsigned long long)w->write_pos, strerror(err));
 	else
 		log_warn("stream segment \"%s\": unacknowledged bytes after byte %llu discarded", w->log_path,
 			 (unsigned long long)w->write_pos);

@@ -45,6 +45,8 @@ static const char usage_text[] =
 	"      --offset N          locate: the frame at offset N\n"
 	"      --lsn LSN           locate: the transaction at a source LSN\n"
 	"      --apply             retention: delete the segments (default: only report)\n"
+	"      --no-groups-ok      retention: with no consumer group to protect, delete every\n"
+	"                          sealed segment (default: delete nothing)\n"
 	"      --protect GROUP     retention, inspect-local with --dir: protect GROUP (repeatable;\n"
 	"                          default with --dir: every existing group)\n"
 	"      --segment-bytes N   append with --dir: segment size (default 67108864)\n"
@@ -80,7 +82,7 @@ static bool parse_u64(const char *text, uint64_t *out)
 
 enum {
 	OPT_FROM = 1000, OPT_COUNT, OPT_FOLLOW, OPT_RAW, OPT_OFFSET, OPT_LSN, OPT_APPLY, OPT_PROTECT,
-	OPT_SEGMENT_BYTES, OPT_MIN_FREE, OPT_BATCH
+	OPT_SEGMENT_BYTES, OPT_MIN_FREE, OPT_BATCH, OPT_NO_GROUPS_OK
 };
 
 int main(int argc, char **argv)
@@ -95,6 +97,7 @@ int main(int argc, char **argv)
 		{ "segment-bytes", required_argument, NULL, OPT_SEGMENT_BYTES },
 		{ "min-free-bytes", required_argument, NULL, OPT_MIN_FREE },
 		{ "batch", required_argument, NULL, OPT_BATCH }, { "verbose", no_argument, NULL, 'v' },
+		{ "no-groups-ok", no_argument, NULL, OPT_NO_GROUPS_OK },
 		{ "help", no_argument, NULL, 'h' },            { "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -124,6 +127,7 @@ int main(int argc, char **argv)
 		case OPT_FOLLOW: o.follow = true; break;
 		case OPT_RAW: o.raw = true; break;
 		case OPT_APPLY: o.apply = true; break;
+		case OPT_NO_GROUPS_OK: o.no_groups_ok = true; break;
 		case OPT_LSN: o.lsn = optarg; break;
 		case OPT_PROTECT:
 			protect = xrealloc(protect, (n_protect + 1) * sizeof *protect);

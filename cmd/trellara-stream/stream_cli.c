@@ -329,7 +329,7 @@ int stream_cli_retention(const struct stream_cli_options *o)
 		return EXIT_DATAERR;
 	struct retention_plan plan;
 	int code = EXIT_OK;
-	if (stream_retention_plan(o->dir, prot, n_prot, &plan) < 0) {
+	if (stream_retention_plan(o->dir, prot, n_prot, o->no_groups_ok, &plan) < 0) {
 		free_list(owned);
 		return EXIT_CANTCREAT;
 	}

@@ -24,6 +24,7 @@ struct stream_cli_options {
 	bool raw;
 	bool follow;
 	bool apply;
+	bool no_groups_ok;             /* retention: no consumer needs the data */
 	bool have_from, have_count, have_offset;
 	uint64_t from, count, offset;
 	const char *lsn;

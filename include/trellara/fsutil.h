@@ -13,12 +13,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* mkdir -p with mode 0700 for every directory it creates. */
+/* mkdir -p with mode 0700 for every directory it creates; each one it
+ * creates is made durable (its parent directory fsynced). */
 int fs_mkdir_p(const char *path);
 /* fsync a directory (after creating, renaming or removing entries). */
 int fs_fsync_dir(const char *path);
-/* Write path atomically and durably: path.tmp (0600), write, fsync,
- * rename over path, fsync the parent directory. */
+/* Create a temporary file next to path, ".<name>.<16 random hex>.tmp"
+ * (0600, O_EXCL|O_NOFOLLOW: a planted file or link is never opened, and
+ * the name cannot be guessed).  Returns the descriptor and the name
+ * (newly allocated), or -1 (logged). */
+int fs_open_temp(const char *path, char **tmp_path);
+/* Write path atomically and durably: a temporary file (fs_open_temp),
+ * write, fsync, rename over path, fsync the parent directory.  A crash
+ * can leave the temporary file behind; it is never read. */
 int fs_write_durable(const char *path, const void *data, size_t len);
 /* The same, atomic always, durable only when asked (no fsyncs otherwise:
  * for files rewritten often whose loss in a crash costs nothing). */

@@ -44,9 +44,14 @@
  * fdatasyncs them before handing them out, so a consumer never acts on a
  * frame a crash could still take away).
  *
- * Corruption.  An invalid frame followed by a valid one (or in a sealed
- * segment) is corruption: STREAM_ECORRUPT, logged with file and byte
- * position.  An invalid frame with nothing valid after it is a torn tail:
+ * Corruption.  In the active segment the index's last consistent entry
+ * marks the acknowledged end (an entry is written only after its frame's
+ * fdatasync; a missing index or bad header: the end of the file).  An
+ * invalid frame before it followed by a valid one (or any invalid frame in
+ * a sealed segment) is corruption: STREAM_ECORRUPT, logged with file and
+ * byte position.  An invalid frame with nothing valid after it, or at or
+ * after the acknowledged end whatever follows (a crash before a batch's
+ * fdatasync may have put its pages on disk in any order), is a torn tail:
  * the end of the log; the next writer truncates it and says how many
  * bytes it cut.
  */
@@ -255,11 +260,16 @@ struct retention_plan {
 	size_t n_segments;
 	uint64_t bytes;
 	uint64_t keep_from; /* min protected position */
-	char *limited_by;   /* owned: the group holding it back, or "active segment" */
+	char *limited_by;   /* owned: the group holding it back, "active segment",
+			     * or "no consumer group ..." */
 };
 
+/* With no protected group (n_protected == 0) the plan deletes nothing:
+ * an unregistered consumer may still need every frame.  Only when the
+ * caller says no consumer exists (allow_unprotected) may every sealed
+ * segment go. */
 int stream_retention_plan(const char *dir, const char *const *protected_groups,
-			  size_t n_protected, struct retention_plan *plan);
+			  size_t n_protected, bool allow_unprotected, struct retention_plan *plan);
 int stream_retention_apply(const char *dir, const struct retention_plan *plan);
 void retention_plan_free(struct retention_plan *plan);
 

@@ -135,3 +135,101 @@ append() {
 	[ "$(jq -r .type <<<"$output")" = chunk ]
 	run -65 bash -c "echo '{\"type\":\"txn\",\"payload_base64\":\"!!\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
 }
+
+# dir_fsynced_after_mkdir LOG CHILD PARENT: the strace LOG shows CHILD
+# created, then PARENT opened as a directory and that descriptor fsynced.
+dir_fsynced_after_mkdir() {
+	awk -v child="\"$2\"" -v parent="\"$3\"" '
+		!made && (index($0, "mkdir(" child ",") || index($0, "mkdirat(AT_FDCWD, " child ",")) && / = 0$/ { made = 1; next }
+		made && index($0, "openat(AT_FDCWD, " parent ", ") && /O_DIRECTORY/ { n = split($0, a, "= "); fd = a[n] + 0; next }
+		made && fd != "" && index($0, "fsync(" fd ")") && / = 0$/ { found = 1; exit }
+		END { exit !found }' "$1"
+}
+
+@test "creating a stream fsyncs the parent directory after making segments/ and groups/" {
+	run -0 bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | strace -f -o '$TEST_DIR/trace' -e trace=mkdir,mkdirat,openat,fsync trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	grep -q "mkdir.*\"$STREAM_DIR/segments\"" "$TEST_DIR/trace"
+	dir_fsynced_after_mkdir "$TEST_DIR/trace" "$STREAM_DIR/segments" "$STREAM_DIR"
+	dir_fsynced_after_mkdir "$TEST_DIR/trace" "$STREAM_DIR/groups" "$STREAM_DIR"
+	# and the stream directory's own entry in its parent
+	dir_fsynced_after_mkdir "$TEST_DIR/trace" "$STREAM_DIR" "$TEST_DIR"
+}
+
+@test "a symlink planted at the old fixed temporary name is not followed, and the write still succeeds" {
+	mkdir -m 0700 "$STREAM_DIR"
+	echo precious > "$TEST_DIR/victim"
+	ln -s "$TEST_DIR/victim" "$STREAM_DIR/meta.tmp"
+	run -0 bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	[ "$(cat "$TEST_DIR/victim")" = precious ]
+	[ -f "$STREAM_DIR/meta" ] && [ ! -L "$STREAM_DIR/meta" ]
+	grep -q '^format_version=1$' "$STREAM_DIR/meta"
+	# the planted link is left alone, no temporary file is left behind
+	[ -L "$STREAM_DIR/meta.tmp" ]
+	[ "$(ls -A "$STREAM_DIR" | grep -c tmp)" -eq 1 ]
+}
+
+@test "a preallocation failure in recovery is reported with its own error, not a stale errno" {
+	frames 30 0 200 > "$TEST_DIR/in"
+	run -137 bash -c "TRELLARA_FAULT=stream.mid_frame_write:2 trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --batch 10 --segment-bytes 1048576 < '$TEST_DIR/in' > /dev/null"
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.torn_bytes' <<<"$output")" -gt 0 ]
+	# a file-size limit below the segment size: re-preallocating after the
+	# cut fails with EFBIG, which posix_fallocate returns (errno is not set)
+	run -73 bash -c "ulimit -f 512; trap '' XFSZ; echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --segment-bytes 1048576"
+	[[ "$output" == *"File too large"* ]]
+}
+
+# A batch written but never fdatasynced, then a power loss that persisted
+# its pages out of order: frame 22's bytes never reached the disk (zeros),
+# frames 23..29 did.
+power_loss_out_of_order() {
+	frames 50 0 200 > "$TEST_DIR/in"
+	run -137 bash -c "TRELLARA_FAULT=stream.after_write_before_sync:3 trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0 --batch 10 < '$TEST_DIR/in' > '$TEST_DIR/acked'"
+	[ "$(wc -l < "$TEST_DIR/acked")" -eq 20 ]
+	[ "$(tail -1 "$TEST_DIR/acked")" = 19 ]
+	seg="$STREAM_DIR/segments/00000000000000000000.log"
+	# the unsynced batch reached the disk whole (no power loss yet)
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 29 ]
+	pos15=$(trellara-stream locate --dir "$STREAM_DIR" --offset 15 --format json | jq .position)
+	pos22=$(trellara-stream locate --dir "$STREAM_DIR" --offset 22 --format json | jq .position)
+	pos23=$(trellara-stream locate --dir "$STREAM_DIR" --offset 23 --format json | jq .position)
+	end29=$(jq '.bytes' <<<"$output")
+	dd if=/dev/zero of="$seg" bs=1 seek="$pos22" count=$((pos23 - pos22)) conv=notrunc status=none
+}
+
+@test "power loss: unacknowledged frames on disk out of order are a torn tail, cut and reported" {
+	power_loss_out_of_order
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.corrupt' <<<"$output")" = false ]
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 21 ]
+	torn=$(jq '.torn_bytes' <<<"$output")
+	[ "$torn" -eq $((end29 - pos22)) ]
+	run -0 payloads "$STREAM_DIR"
+	[ "${#lines[@]}" -eq 22 ]
+	# the next writer cuts the tail, says how much, and continues at 22
+	run -0 --separate-stderr bash -c "echo '{\"type\":\"txn\",\"payload\":\"after\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	[ "$output" = 22 ]
+	[[ "$stderr" == *"truncated $torn torn bytes"* ]]
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq '.torn_bytes' <<<"$output")" = 0 ]
+	[ "$(jq '.last_valid_offset' <<<"$output")" = 22 ]
+	# every acknowledged frame is intact
+	run -0 payloads "$STREAM_DIR"
+	for i in $(seq 0 19); do
+		[ "$(cut -d' ' -f1-2 <<<"${lines[$i]}")" = "frame $i" ]
+	done
+	[ "${lines[22]}" = after ]
+}
+
+@test "power loss: damage to an acknowledged frame before the tail stays corruption (65)" {
+	power_loss_out_of_order
+	# and an acknowledged (indexed) frame is damaged too
+	printf 'XXXXXXXX' | dd of="$seg" bs=1 seek=$((pos15 + 40)) conv=notrunc status=none
+	run -65 trellara-stream inspect-local --dir "$STREAM_DIR"
+	[[ "$output" == *"CORRUPT at byte $pos15"* ]]
+	run -65 bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
+	[[ "$output" == *"corrupt"* ]]
+	run -65 trellara-stream read --dir "$STREAM_DIR" --raw
+	[ "$(grep -c '^offset=' <<<"$output")" -eq 15 ]
+}

@@ -58,3 +58,39 @@ load helpers/nodb
 	run -0 trellara-stream inspect-local --dir "$STREAM_DIR"
 	[[ "$output" == *"group applyd: position 4, pending 6"* ]]
 }
+
+@test "with no consumer group registered, retention --apply deletes nothing unless told --no-groups-ok" {
+	frames 200 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 4 ]
+	[ -z "$(ls -A "$STREAM_DIR/groups")" ]
+	run -0 --separate-stderr trellara-stream retention --dir "$STREAM_DIR" --apply --format json
+	[ "$(jq '.segments | length' <<<"$output")" = 0 ]
+	[[ "$(jq -r .limited_by <<<"$output")" == *"no consumer group"* ]]
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 4 ]
+	run -0 payloads "$STREAM_DIR"
+	[ "${#lines[@]}" -eq 200 ]
+	# the operator says no consumer needs the data: sealed segments go
+	run -0 --separate-stderr trellara-stream retention --dir "$STREAM_DIR" --apply --no-groups-ok --format json
+	[ "$(jq '.segments | length' <<<"$output")" = 3 ]
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 1 ]
+	# --no-groups-ok never overrides a group that exists
+	echo 0 > "$STREAM_DIR/groups/applyd"
+	run -0 --separate-stderr trellara-stream retention --dir "$STREAM_DIR" --apply --no-groups-ok --format json
+	[ "$(jq '.segments | length' <<<"$output")" = 0 ]
+}
+
+@test "the disk-full hint names a retention command that keeps what consumers still need" {
+	frames 200 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	run -73 --separate-stderr bash -c "echo '{\"type\":\"txn\",\"payload\":\"x\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 18000000000000000000 --segment-bytes 65536"
+	hint=$(grep 'hint:' <<<"$stderr" | grep -o '"trellara stream retention[^"]*"' | tr -d '"')
+	[ -n "$hint" ]
+	# no consumer group yet: the hinted command deletes nothing
+	run -0 bash -c "$hint"
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 4 ]
+	# applyd has applied up to 70: only what lies wholly below it goes
+	echo 70 > "$STREAM_DIR/groups/applyd"
+	run -0 bash -c "$hint"
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 3 ]
+	run -0 trellara-stream read --dir "$STREAM_DIR" --from 70 --count 1 --raw --format json
+	[ "$(jq .offset <<<"$output")" = 70 ]
+}

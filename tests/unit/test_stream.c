@@ -322,18 +322,18 @@ static void test_groups_and_retention(void)
 	CHECK(stream_group_set(dir, "bad/name", 1) == STREAM_EINVAL);
 	const char *prot[] = { "applyd" };
 	struct retention_plan plan;
-	CHECK(stream_retention_plan(dir, prot, 1, &plan) == 0 && plan.n_segments == 0);
+	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0 && plan.n_segments == 0);
 	retention_plan_free(&plan);
 	/* 63 frames of 1032 bytes per 64 KiB segment: bases 0, 63, 126, 189 */
 	CHECK(stream_group_set(dir, "applyd", 130) == STREAM_OK);
 	CHECK(stream_group_get(dir, "applyd", &pos, &exists) == STREAM_OK && exists && pos == 130);
-	CHECK(stream_retention_plan(dir, prot, 1, &plan) == 0 && plan.n_segments == 2);
+	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0 && plan.n_segments == 2);
 	CHECK(plan.keep_from == 130);
 	CHECK(stream_retention_apply(dir, &plan) == 0);
 	retention_plan_free(&plan);
 	/* The active segment is never deleted, even when every group is past it. */
 	CHECK(stream_group_set(dir, "applyd", 200) == STREAM_OK);
-	CHECK(stream_retention_plan(dir, prot, 1, &plan) == 0);
+	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0);
 	CHECK(plan.n_segments == 1 && strcmp(plan.segments[0], "00000000000000000126") == 0);
 	retention_plan_free(&plan);
 	struct stream_reader *r;
