@@ -546,6 +546,12 @@ int stream_writer_sync(struct stream_writer *w)
 	}
 	w->batch_len = 0;
 	w->batch_frames = 0;
+	/* a batch that held a very large frame: give its memory back */
+	if (w->batch_cap > 2 * (size_t)FRAME_TARGET_PAYLOAD) {
+		free(w->batch);
+		w->batch = NULL;
+		w->batch_cap = 0;
+	}
 	if (++w->batches_since_index_sync >= STREAM_INDEX_SYNC_INTERVAL) {
 		w->batches_since_index_sync = 0;
 		if (fs_fdatasync(w->idx_fd, w->idx_path) < 0) {

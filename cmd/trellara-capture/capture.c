@@ -629,6 +629,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 
 	struct assembler_options ao = {
 		.source_id = cfg->source_id,
+		.flow = c.flow,
 		.spill_dir = cfg->stream_spill_dir,
 		.spill_threshold_changes = cfg->stream_spill_threshold_changes,
 		.strict_chunking = cfg->strict_chunking,
