@@ -417,7 +417,8 @@ int stream_writer_append(struct stream_writer *w, int type, uint16_t flags, cons
 	}
 	size_t size = FRAME_HEADER_SIZE + length;
 	if (w->batch_len + size > w->batch_cap) {
-		w->batch_cap = (w->batch_len + size) * 2;
+		/* room to grow, except for one very large frame */
+		w->batch_cap = (w->batch_len + size) * (size > FRAME_TARGET_PAYLOAD ? 1 : 2);
 		w->batch = xrealloc(w->batch, w->batch_cap);
 	}
 	if (w->batch_frames == w->batch_frames_cap) {

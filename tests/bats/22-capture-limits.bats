@@ -80,6 +80,12 @@ dataset_caught_up() {
 	[ "$src" = "$tgt" ]
 	[ "$(psql_source "SELECT string_agg(id || ' ' || label || ' ' || md5(data), ',' ORDER BY id) FROM blobs")" = \
 		"$(psql_target "SELECT string_agg(id || ' ' || label || ' ' || md5(data), ',' ORDER BY id) FROM blobs")" ]
+	# memory: a few copies of the one 200 MB change, not more
+	for p in capture applyd; do
+		hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$(bg_pid $p)/status")
+		echo "# $p peak RSS: $hwm_kb kB" >&3
+		[ "$hwm_kb" -lt $((1536 * 1024)) ]
+	done
 	bg_stop applyd TERM
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
