@@ -40,6 +40,17 @@ struct subxact {
 	uint64_t first_byte;   /* position in the change bytes (spill + memory) */
 };
 
+/* Where a (sub)transaction's entry in txn.subxacts is: an open-addressing
+ * table (linear probing) so that noting the xid of every change, and
+ * finding a subtransaction at Stream Abort, take constant time whatever
+ * the number of subtransactions.  Entries are never deleted: one whose
+ * index no longer holds its xid (cut by a Stream Abort) is stale, and the
+ * table is rebuilt from the array when it fills up. */
+struct subxact_slot {
+	uint32_t xid;
+	uint32_t index_plus1; /* 0: empty */
+};
+
 struct ddl_message {
 	uint64_t change; /* index of its Message change (Stream Abort cuts it too) */
 	uint64_t lsn;
@@ -62,8 +73,10 @@ struct txn {
 	int spill_fd;
 	char *spill_path;        /* owned */
 	uint64_t spill_bytes;
-	struct subxact *subxacts; /* owned */
-	size_t n_subxacts;
+	struct subxact *subxacts; /* owned; in order of first change */
+	size_t n_subxacts, subxacts_cap;
+	struct subxact_slot *slots; /* owned: xid -> subxacts index */
+	size_t slots_cap, slots_used;  /* slots_cap: 0 or a power of two */
 	struct ddl_message *ddl;  /* owned */
 	size_t n_ddl;
 };
@@ -77,6 +90,8 @@ struct assembler {
 	struct assembler_options options;
 	char *source_id; /* owned */
 	char *spill_dir; /* owned */
+	char *flow;      /* owned */
+	char *spill_prefix; /* owned: the flow's name in spill file names */
 	struct txn **txns; /* owned: open transactions (streamed ones and the current one) */
 	size_t n_txns;
 	struct txn *current;  /* the Begin..Commit transaction, if any */
@@ -95,15 +110,62 @@ static int errf(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-static void remove_stale_spill_files(const char *dir)
+/* The flow identity as it appears in spill file names: letters, digits,
+ * "_" and "-" as they are, every other byte as %XX, so the name has no
+ * "." and no "/"; a long one is cut and ends in "~" and the CRC-32C of the
+ * whole identity, to stay far below NAME_MAX. */
+#define SPILL_PREFIX_MAX 96
+
+static char *spill_prefix_of(const char *flow)
+{
+	struct buf b = { 0 };
+	for (const unsigned char *p = (const unsigned char *)flow; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		    *p == '-') {
+			buf_put_u8(&b, *p);
+		} else {
+			char esc[4];
+			snprintf(esc, sizeof esc, "%%%02X", *p);
+			buf_put(&b, esc, 3);
+		}
+		if (b.len > SPILL_PREFIX_MAX) {
+			char tail[16];
+			int n = snprintf(tail, sizeof tail, "~%08x", crc32c(0, flow, strlen(flow)));
+			b.len = SPILL_PREFIX_MAX - (size_t)n;
+			while (b.len > 0 && (b.data[b.len - 1] == '%' || (b.len > 1 && b.data[b.len - 2] == '%')))
+				b.len--; /* never cut an escape in half */
+			buf_put(&b, tail, (size_t)n);
+			break;
+		}
+	}
+	buf_put_u8(&b, 0);
+	return (char *)b.data;
+}
+
+/* Is NAME "<prefix>.<digits>.spill"? */
+static bool is_flow_spill_file(const char *name, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+	if (strncmp(name, prefix, pl) != 0 || name[pl] != '.')
+		return false;
+	const char *p = name + pl + 1;
+	if (*p < '0' || *p > '9')
+		return false;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return strcmp(p, ".spill") == 0;
+}
+
+/* Spill files of this flow's previous process: useless, the server sends
+ * those transactions again.  Other flows' files are left alone. */
+static void remove_stale_spill_files(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
-		size_t l = strlen(e->d_name);
-		if (l > 6 && strcmp(e->d_name + l - 6, ".spill") == 0) {
+		if (is_flow_spill_file(e->d_name, prefix)) {
 			char *p = xasprintf("%s/%s", dir, e->d_name);
 			unlink(p);
 			free(p);
@@ -114,23 +176,30 @@ static void remove_stale_spill_files(const char *dir)
 
 int assembler_open(struct assembler **out, const struct assembler_options *o, char *err, size_t errlen)
 {
+	if (!o->flow || !*o->flow)
+		return errf(err, errlen, "the transaction assembler needs the flow identity (it names the spill files)");
 	if (fs_mkdir_p(o->spill_dir) < 0)
 		return errf(err, errlen, "cannot create spill directory \"%s\"", o->spill_dir);
 	struct assembler *a = xcalloc(1, sizeof *a);
 	a->options = *o;
 	a->source_id = xstrdup(o->source_id);
 	a->spill_dir = xstrdup(o->spill_dir);
+	a->flow = xstrdup(o->flow);
+	a->spill_prefix = spill_prefix_of(o->flow);
 	a->options.source_id = a->source_id;
 	a->options.spill_dir = a->spill_dir;
+	a->options.flow = a->flow;
 	if (a->options.spill_threshold_changes == 0)
 		a->options.spill_threshold_changes = 1;
 	if (a->options.max_changes_per_chunk == 0)
 		a->options.max_changes_per_chunk = DEFAULT_MAX_CHANGES_PER_CHUNK;
 	if (a->options.max_frame_payload == 0 || a->options.max_frame_payload > MAX_FRAME_PAYLOAD)
 		a->options.max_frame_payload = MAX_FRAME_PAYLOAD;
-	/* Spill files of a previous process are useless: the server sends
-	 * those transactions again. */
-	remove_stale_spill_files(a->spill_dir);
+	if (a->options.target_frame_payload == 0 || a->options.target_frame_payload > FRAME_TARGET_PAYLOAD)
+		a->options.target_frame_payload = FRAME_TARGET_PAYLOAD;
+	if (a->options.target_frame_payload > a->options.max_frame_payload)
+		a->options.target_frame_payload = a->options.max_frame_payload;
+	remove_stale_spill_files(a->spill_dir, a->spill_prefix);
 	*out = a;
 	return 0;
 }
@@ -156,6 +225,7 @@ static void txn_free(struct txn *t)
 	free(t->relations);
 	buf_free(&t->memory);
 	free(t->subxacts);
+	free(t->slots);
 	for (size_t i = 0; i < t->n_ddl; i++)
 		free(t->ddl[i].content);
 	free(t->ddl);
@@ -230,6 +300,8 @@ void assembler_close(struct assembler *a)
 	free(a->generations);
 	free(a->source_id);
 	free(a->spill_dir);
+	free(a->flow);
+	free(a->spill_prefix);
 	free(a);
 }
 
@@ -278,8 +350,8 @@ static int spill(struct assembler *a, struct txn *t, char *err, size_t errlen)
 	if (t->memory.len == 0)
 		return 0;
 	if (t->spill_fd < 0) {
-		t->spill_path = xasprintf("%s/%u.spill", a->spill_dir, t->xid);
-		t->spill_fd = open(t->spill_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		t->spill_path = xasprintf("%s/%s.%u.spill", a->spill_dir, a->spill_prefix, t->xid);
+		t->spill_fd = open(t->spill_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (t->spill_fd < 0) {
 			errf(err, errlen, "cannot create spill file \"%s\": %s", t->spill_path, strerror(errno));
 			return ASSEMBLER_STORAGE_FAILED;
@@ -292,6 +364,9 @@ static int spill(struct assembler *a, struct txn *t, char *err, size_t errlen)
 	t->spill_bytes += t->memory.len;
 	t->memory.len = 0;
 	t->memory_changes = 0;
+	/* a single huge change grew the buffer: do not keep that */
+	if (t->memory.cap > 2 * ASSEMBLER_MAX_MEMORY_BYTES)
+		buf_free(&t->memory);
 	return 0;
 }
 
@@ -307,14 +382,69 @@ static void encode_tuple(struct buf *b, const struct pgoutput_tuple *tuple)
 	}
 }
 
-/* Record the change's (sub)transaction for Stream Abort. */
+static size_t subxact_hash(uint32_t xid, size_t cap)
+{
+	uint32_t h = xid * 0x9E3779B1U; /* Fibonacci hashing: consecutive xids spread out */
+	h ^= h >> 16;
+	return (size_t)h & (cap - 1);
+}
+
+/* The slot for xid: the one holding it, or the empty one ending its probe. */
+static struct subxact_slot *subxact_slot(const struct txn *t, uint32_t xid)
+{
+	size_t i = subxact_hash(xid, t->slots_cap);
+	while (t->slots[i].index_plus1 != 0 && t->slots[i].xid != xid)
+		i = (i + 1) & (t->slots_cap - 1);
+	return &t->slots[i];
+}
+
+/* The subxacts index of xid, or -1. */
+static long subxact_find(const struct txn *t, uint32_t xid)
+{
+	if (t->slots_cap == 0)
+		return -1;
+	const struct subxact_slot *s = subxact_slot(t, xid);
+	if (s->index_plus1 == 0)
+		return -1;
+	size_t i = s->index_plus1 - 1;
+	return i < t->n_subxacts && t->subxacts[i].xid == xid ? (long)i : -1; /* else stale */
+}
+
+static void subxact_slots_rebuild(struct txn *t)
+{
+	size_t cap = t->slots_cap ? t->slots_cap : 64;
+	while (cap < 4 * (t->n_subxacts + 1))
+		cap *= 2;
+	free(t->slots);
+	t->slots = xcalloc(cap, sizeof *t->slots);
+	t->slots_cap = cap;
+	t->slots_used = 0;
+	for (size_t k = 0; k < t->n_subxacts; k++) {
+		struct subxact_slot *s = subxact_slot(t, t->subxacts[k].xid);
+		if (s->index_plus1 == 0)
+			t->slots_used++;
+		*s = (struct subxact_slot){ t->subxacts[k].xid, (uint32_t)(k + 1) };
+	}
+}
+
+/* Record the change's (sub)transaction for Stream Abort: its first
+ * change, in constant time. */
 static void note_subxact(struct txn *t, uint32_t xid)
 {
-	for (size_t i = 0; i < t->n_subxacts; i++)
-		if (t->subxacts[i].xid == xid)
-			return;
-	t->subxacts = xrealloc(t->subxacts, (t->n_subxacts + 1) * sizeof *t->subxacts);
-	t->subxacts[t->n_subxacts++] = (struct subxact){ xid, t->changes, t->spill_bytes + t->memory.len };
+	if (subxact_find(t, xid) >= 0)
+		return;
+	if (2 * (t->slots_used + 1) > t->slots_cap)
+		subxact_slots_rebuild(t);
+	if (t->n_subxacts == t->subxacts_cap) {
+		t->subxacts_cap = t->subxacts_cap ? 2 * t->subxacts_cap : 16;
+		t->subxacts = xrealloc(t->subxacts, t->subxacts_cap * sizeof *t->subxacts);
+	}
+	size_t k = t->n_subxacts++;
+	t->subxacts[k] = (struct subxact){ xid, t->changes, t->spill_bytes + t->memory.len };
+	struct subxact_slot *s = subxact_slot(t, xid);
+	if (s->index_plus1 == 0)
+		t->slots_used++;
+	*s = (struct subxact_slot){ xid, (uint32_t)(k + 1) };
 }
 
 static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_session *session,
@@ -406,10 +536,8 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 /* Cut a streamed transaction back to the first change of subxid. */
 static int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errlen)
 {
-	size_t i = 0;
-	while (i < t->n_subxacts && t->subxacts[i].xid != subxid)
-		i++;
-	if (i == t->n_subxacts)
+	long i = subxact_find(t, subxid);
+	if (i < 0)
 		return 0; /* it made no changes */
 	uint64_t cut = t->subxacts[i].first_byte;
 	t->changes = t->subxacts[i].first_change;
@@ -428,12 +556,12 @@ static int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errle
 		free(t->ddl[--t->n_ddl].content);
 	/* memory_changes is a bound, not an exact count: recount lazily */
 	t->memory_changes = t->memory.len ? t->memory_changes : 0;
-	/* later subtransactions started after this one: cut too */
-	size_t keep = 0;
-	for (size_t k = 0; k < t->n_subxacts; k++)
-		if (t->subxacts[k].first_byte < cut)
-			t->subxacts[keep++] = t->subxacts[k];
-	t->n_subxacts = keep;
+	/* later subtransactions started after this one: cut too.  The array
+	 * is in order of first change, so they are its tail (each entry is
+	 * removed once: constant time per subtransaction); their slots go
+	 * stale. */
+	while (t->n_subxacts > 0 && t->subxacts[t->n_subxacts - 1].first_byte >= cut)
+		t->n_subxacts--;
 	return 0;
 }
 
@@ -564,7 +692,7 @@ static int emit_chunked(struct emit_ctx *e)
 		bool end = have == 0;
 		bool full = in_chunk > 0 &&
 			    (end || in_chunk >= a->options.max_changes_per_chunk ||
-			     chunk.len + clen > a->options.max_frame_payload);
+			     chunk.len + clen > a->options.target_frame_payload);
 		if (full) {
 			uint8_t *p = chunk.data + count_at;
 			p[0] = (uint8_t)(in_chunk >> 24);
@@ -677,7 +805,7 @@ static int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, u
 		uint64_t size = probe.len + 4 + t->spill_bytes + t->memory.len;
 		size_t head_len = probe.len;
 		buf_free(&probe);
-		if (!a->options.strict_chunking && size <= a->options.max_frame_payload)
+		if (!a->options.strict_chunking && size <= a->options.target_frame_payload)
 			rc = emit_single(&e, head_len);
 		else
 			rc = emit_chunked(&e);

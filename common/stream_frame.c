@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define SEGMENT_READ_BYTES ((size_t)1 << 20)
+
 static const char *const frame_type_names[] = { NULL, "txn", "chunk", "manifest", "commit_marker",
 						 "watermark", "ddl" };
 
@@ -186,7 +188,7 @@ int segment_file_open(struct segment_file *sf, const char *dir, uint64_t base)
 		sf->path = NULL;
 		return -1;
 	}
-	sf->buf_cap = 1 << 20;
+	sf->buf_cap = SEGMENT_READ_BYTES;
 	sf->buf = xmalloc(sf->buf_cap);
 	return segment_file_refresh_size(sf);
 }
@@ -221,8 +223,11 @@ static const uint8_t *segment_file_bytes(struct segment_file *sf, uint64_t pos, 
 	*err = false;
 	if (pos >= sf->buf_pos && pos + len <= sf->buf_pos + sf->buf_len)
 		return sf->buf + (pos - sf->buf_pos);
-	if (len > sf->buf_cap) {
-		sf->buf_cap = len;
+	/* The buffer grows to hold one large frame, and shrinks back after
+	 * it: memory is bounded by the frame being read, and reads stay
+	 * SEGMENT_READ_BYTES long. */
+	if (len > sf->buf_cap || (sf->buf_cap > SEGMENT_READ_BYTES && len <= SEGMENT_READ_BYTES)) {
+		sf->buf_cap = len > SEGMENT_READ_BYTES ? len : SEGMENT_READ_BYTES;
 		sf->buf = xrealloc(sf->buf, sf->buf_cap);
 	}
 	size_t want = sf->buf_cap;

@@ -435,7 +435,8 @@ int stream_writer_append(struct stream_writer *w, int type, uint16_t flags, cons
 	}
 	size_t size = FRAME_HEADER_SIZE + length;
 	if (w->batch_len + size > w->batch_cap) {
-		w->batch_cap = (w->batch_len + size) * 2;
+		/* room to grow, except for one very large frame */
+		w->batch_cap = (w->batch_len + size) * (size > FRAME_TARGET_PAYLOAD ? 1 : 2);
 		w->batch = xrealloc(w->batch, w->batch_cap);
 	}
 	if (w->batch_frames == w->batch_frames_cap) {
@@ -568,6 +569,12 @@ int stream_writer_sync(struct stream_writer *w)
 	}
 	w->batch_len = 0;
 	w->batch_frames = 0;
+	/* a batch that held a very large frame: give its memory back */
+	if (w->batch_cap > 2 * (size_t)FRAME_TARGET_PAYLOAD) {
+		free(w->batch);
+		w->batch = NULL;
+		w->batch_cap = 0;
+	}
 	if (++w->batches_since_index_sync >= STREAM_INDEX_SYNC_INTERVAL) {
 		w->batches_since_index_sync = 0;
 		if (fs_fdatasync(w->idx_fd, w->idx_path) < 0) {

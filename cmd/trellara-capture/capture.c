@@ -384,6 +384,10 @@ static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
 		log_error("replication slot \"%s\" at %s: %s", c->cfg->slot, lsn_format(data_start, lsn), err);
 		return EXIT_DATAERR;
 	}
+	/* Test hook: hold a transaction's commit (tests change things while
+	 * its changes sit in a spill file). */
+	if (c->msg.type == PGOUTPUT_COMMIT || c->msg.type == PGOUTPUT_STREAM_COMMIT)
+		fault_pause("capture.before_commit");
 	struct assembler_result result;
 	char aerr[512];
 	int rc = assembler_feed(c->assembler, &c->session, &c->msg, emit_frame, c, &result, aerr, sizeof aerr);
@@ -630,6 +634,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 
 	struct assembler_options ao = {
 		.source_id = cfg->source_id,
+		.flow = c.flow,
 		.spill_dir = cfg->stream_spill_dir,
 		.spill_threshold_changes = cfg->stream_spill_threshold_changes,
 		.strict_chunking = cfg->strict_chunking,

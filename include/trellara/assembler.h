@@ -8,15 +8,25 @@
  * Memory.  Every open transaction (one at a time outside streaming, any
  * number of streamed ones) keeps at most spill_threshold_changes encoded
  * changes (and at most ASSEMBLER_MAX_MEMORY_BYTES) in memory; the rest go
- * to a spill file <spill_dir>/<xid>.spill (0600, directory 0700) that is
- * removed at commit or abort.  A committed transaction is emitted from the
- * spill file through a bounded window, so memory stays bounded whatever
- * the transaction's size.
+ * to a spill file <spill_dir>/<flow>.<xid>.spill (0600, directory 0700)
+ * that is removed at commit or abort; <flow> is the flow identity with
+ * every byte but letters, digits, "_" and "-" written %XX.  Several flows
+ * may share a spill directory: open removes the spill files of this
+ * flow's earlier process, never another flow's.  A committed transaction
+ * is emitted from the spill file through a bounded window, so memory stays
+ * bounded whatever the transaction's size (and a single change's).
+ *
+ * Frames.  Changes are packed into frames of at most target_frame_payload
+ * (FRAME_TARGET_PAYLOAD); a transaction larger than that is emitted in the
+ * chunked form, and a single larger change gets a chunk of its own, up to
+ * max_frame_payload (MAX_FRAME_PAYLOAD, more than PostgreSQL can send in
+ * one message).
  *
  * Streamed transactions.  Changes of a stream block carry the xid of the
  * (sub)transaction that made them; Stream Abort of a subtransaction cuts
  * the transaction's changes back to that subtransaction's first change
- * (what PostgreSQL's own apply worker does), Stream Abort of the top
+ * (what PostgreSQL's own apply worker does; finding it and noting each
+ * change's subtransaction take constant time), Stream Abort of the top
  * transaction drops it and its spill file.  Nothing of a streamed
  * transaction is emitted before Stream Commit.
  *
@@ -47,11 +57,13 @@ typedef int (*assembler_emit_fn)(void *ctx, int frame_type, const uint8_t *paylo
 
 struct assembler_options {
 	const char *source_id;
+	const char *flow;      /* the flow identity (config_flow_id): names the spill files */
 	const char *spill_dir;
 	uint64_t spill_threshold_changes;
 	bool strict_chunking;
 	uint64_t max_changes_per_chunk;
-	size_t max_frame_payload; /* MAX_FRAME_PAYLOAD unless testing */
+	size_t max_frame_payload;    /* MAX_FRAME_PAYLOAD unless testing */
+	size_t target_frame_payload; /* FRAME_TARGET_PAYLOAD unless testing (at most max_frame_payload) */
 	uint64_t skip_through_commit_lsn; /* already in the stream: skip */
 };
 

@@ -37,8 +37,16 @@ enum trellara_exit {
 #define DEFAULT_MAX_BATCH_MESSAGES 100
 #define DEFAULT_MIN_FREE_BYTES (1024ULL * 1024 * 1024)
 #define MIN_SEGMENT_BYTES (64ULL * 1024)
-/* A frame's payload never exceeds this: readers need bounded memory. */
-#define MAX_FRAME_PAYLOAD (16U * 1024 * 1024)
+/* Frames are packed up to FRAME_TARGET_PAYLOAD: a transaction larger
+ * than that is written in the chunked form, a chunk holding changes up to
+ * this size.  A single change larger than that gets a chunk of its own,
+ * up to MAX_FRAME_PAYLOAD, which no payload ever exceeds: PostgreSQL sends
+ * one change in one logical decoding message, and such a message is
+ * always shorter than 1 GiB (MaxAllocSize); the rest is room for the
+ * envelope's head.  Readers hold one frame at a time, so their memory is
+ * bounded by the largest single change, never by a transaction. */
+#define FRAME_TARGET_PAYLOAD (16U * 1024 * 1024)
+#define MAX_FRAME_PAYLOAD (1024U * 1024 * 1024 + 64U * 1024 * 1024)
 
 /* Flow-file defaults. */
 #define DEFAULT_CHECKPOINT_SCHEMA "trellara"

@@ -130,11 +130,15 @@ static int spill_entries(void)
 	return n;
 }
 
-/* Size of <spill_dir>/<xid>.spill, or -1 when there is none. */
+/* The flow of every test, and its name in spill files (":" is %3A). */
+#define TEST_FLOW "src-test:ds.test"
+#define TEST_FLOW_IN_NAME "src-test%3Ads%2Etest"
+
+/* Size of <spill_dir>/<flow>.<xid>.spill, or -1 when there is none. */
 static long long spill_size(uint32_t xid)
 {
 	char path[128];
-	snprintf(path, sizeof path, "%s/%u.spill", spill_dir, xid);
+	snprintf(path, sizeof path, "%s/%s.%u.spill", spill_dir, TEST_FLOW_IN_NAME, xid);
 	struct stat st;
 	if (stat(path, &st) < 0)
 		return -1;
@@ -144,7 +148,7 @@ static long long spill_size(uint32_t xid)
 static mode_t spill_mode(uint32_t xid)
 {
 	char path[128];
-	snprintf(path, sizeof path, "%s/%u.spill", spill_dir, xid);
+	snprintf(path, sizeof path, "%s/%s.%u.spill", spill_dir, TEST_FLOW_IN_NAME, xid);
 	struct stat st;
 	if (stat(path, &st) < 0)
 		return 0;
@@ -309,7 +313,7 @@ static int run_fixture(const char *name, const struct assembler_options *o, stru
 
 static struct assembler_options options(uint64_t threshold)
 {
-	struct assembler_options o = { .source_id = "src-test", .spill_dir = spill_dir,
+	struct assembler_options o = { .source_id = "src-test", .flow = TEST_FLOW, .spill_dir = spill_dir,
 				       .spill_threshold_changes = threshold };
 	return o;
 }
@@ -777,7 +781,7 @@ static void test_dml(void)
 	run_fixture("dml", &o, &spilled, NULL, NULL);
 	CHECK(spilled.rc == 0 && spilled.spilled);
 	CHECK(spilled.max_memory_changes == 0);
-	run_fixture("dml", &(struct assembler_options){ .source_id = "src-test", .spill_dir = spill_dir,
+	run_fixture("dml", &(struct assembler_options){ .source_id = "src-test", .flow = TEST_FLOW, .spill_dir = spill_dir,
 							 .spill_threshold_changes = 1000 },
 		    &run, NULL, NULL);
 	bool same = run.sink.n == spilled.sink.n;
@@ -1356,29 +1360,42 @@ static void test_emit_failure(void)
 
 static void test_reset_and_stale(void)
 {
-	/* stale spill files of an earlier process are removed at open;
-	 * other files are left alone */
+	/* stale spill files of this flow's earlier process are removed at
+	 * open; other flows' spill files (a flow whose identity extends
+	 * this one's included) and other files are left alone */
 	char path[128];
-	snprintf(path, sizeof path, "%s/4242.spill", spill_dir);
+	snprintf(path, sizeof path, "%s/%s.4242.spill", spill_dir, TEST_FLOW_IN_NAME);
 	FILE *f = fopen(path, "w");
 	CHECK(f != NULL);
 	if (f) {
 		fputs("stale", f);
 		fclose(f);
 	}
-	char keep[128];
-	snprintf(keep, sizeof keep, "%s/keep.txt", spill_dir);
-	f = fopen(keep, "w");
-	if (f)
-		fclose(f);
+	const char *keep_names[] = { "keep.txt", "4242.spill", "src-test%3Aother.4242.spill",
+				     TEST_FLOW_IN_NAME "x.4242.spill", TEST_FLOW_IN_NAME ".4242.spill.tmp",
+				     TEST_FLOW_IN_NAME "..spill" };
+	char keep[6][128];
+	for (size_t k = 0; k < 6; k++) {
+		snprintf(keep[k], sizeof keep[k], "%s/%s", spill_dir, keep_names[k]);
+		f = fopen(keep[k], "w");
+		if (f)
+			fclose(f);
+	}
 	struct assembler *a = NULL;
 	char err[256];
 	struct assembler_options o = options(100);
 	CHECK(assembler_open(&a, &o, err, sizeof err) == 0);
 	CHECK(spill_size(4242) == -1);
-	CHECK(access(keep, F_OK) == 0);
-	unlink(keep);
+	for (size_t k = 0; k < 6; k++) {
+		CHECK(access(keep[k], F_OK) == 0);
+		unlink(keep[k]);
+	}
 	CHECK_SPILL_EMPTY();
+	/* no flow identity: refused, naming what is missing */
+	struct assembler *none = NULL;
+	o.flow = NULL;
+	CHECK(assembler_open(&none, &o, err, sizeof err) == -1 && strstr(err, "flow identity") != NULL);
+	o.flow = TEST_FLOW;
 
 	/* reset in the middle of a spilled streamed transaction */
 	struct fixture fx;
@@ -1819,6 +1836,232 @@ static void test_big_changes(void)
 	buf_free(&m.b);
 }
 
+/* ---- many subtransactions ------------------------------------------------ */
+
+/* One streamed transaction of 50 000 subtransactions with one insert each
+ * (what a plpgsql loop around BEGIN ... EXCEPTION makes), every 10th rolled
+ * back by Stream Abort, some top-level inserts in between, spilling: the
+ * kept rows, in order.  (Quadratic bookkeeping would make this test take
+ * minutes under the sanitizers.) */
+static void test_many_subxacts(void)
+{
+	struct fixture fx = { .proto_version = 2 };
+	struct msgb m = { .fx = &fx };
+	const uint32_t top = 5000, n = 50000;
+	size_t n_want = 0;
+	char **want = xcalloc(n + n / 1000, sizeof *want);
+	stream_start(&m, top, true);
+	stream_relation(&m, top);
+	for (uint32_t i = 1; i <= n; i++) {
+		char v[32];
+		snprintf(v, sizeof v, "s%u", i);
+		stream_insert(&m, top + i, v);
+		if (i % 10 == 0) {
+			stream_stop(&m);
+			stream_abort(&m, top, top + i);
+			stream_start(&m, top, false);
+		} else {
+			want[n_want++] = xasprintf("I#0 public.hand/1 new(t:%s)", v);
+		}
+		if (i % 1000 == 0) {
+			snprintf(v, sizeof v, "t%u", i);
+			stream_insert(&m, top, v);
+			want[n_want++] = xasprintf("I#0 public.hand/1 new(t:%s)", v);
+		}
+	}
+	/* a subtransaction that made no change, and one aborted twice */
+	stream_stop(&m);
+	stream_abort(&m, top, top + n + 7);
+	stream_abort(&m, top, top + 10);
+	stream_commit(&m, top, 0xC000);
+	for (int t = 0; t < 2; t++) {
+		struct assembler_options o = options(t == 0 ? 100 : 1000000);
+		struct run run;
+		struct txn_view *v = NULL;
+		run_messages(&fx, &o, &run, NULL, NULL);
+		CHECK(run.rc == 0);
+		CHECK(run.spilled == (t == 0));
+		CHECK(count_events(&run, ASSEMBLER_ABORTED) == n / 10 + 2);
+		long nv = views_of_run(&run, &v);
+		CHECK(nv == 1);
+		if (nv == 1) {
+			CHECK(v[0].xid == top && v[0].n_changes == n_want);
+			size_t bad = 0;
+			for (size_t i = 0; i < n_want && i < v[0].n_changes; i++)
+				if (strcmp(v[0].changes[i], want[i]) != 0 && bad++ == 0)
+					fprintf(stderr, "change %zu: %s, want %s\n", i, v[0].changes[i], want[i]);
+			CHECK(bad == 0);
+		}
+		views_free(v, nv > 0 ? (size_t)nv : 0);
+		run_free(&run);
+	}
+	for (size_t i = 0; i < n_want; i++)
+		free(want[i]);
+	free(want);
+	fixture_free(&fx);
+	buf_free(&m.b);
+}
+
+/* ---- two flows, one spill directory --------------------------------------- */
+
+struct flow_feed {
+	struct assembler *a;
+	struct pgoutput_session session;
+	struct pgoutput_message msg;
+	struct sink sink;
+};
+
+static void flow_feed_open(struct flow_feed *ff, const char *flow)
+{
+	char err[256];
+	memset(ff, 0, sizeof *ff);
+	ff->sink.fail_at = -1;
+	struct assembler_options o = options(1);
+	o.flow = flow;
+	CHECK(pgoutput_session_init(&ff->session, 2, err, sizeof err) == 0);
+	pgoutput_message_init(&ff->msg);
+	CHECK(assembler_open(&ff->a, &o, err, sizeof err) == 0);
+}
+
+static void flow_feed_messages(struct flow_feed *ff, const struct fixture *fx, size_t from, size_t to)
+{
+	char err[256];
+	for (size_t i = from; i < to && i < fx->count && ff->a; i++) {
+		struct assembler_result res;
+		CHECK(pgoutput_session_decode(&ff->session, fx->msgs[i], fx->lens[i], &ff->msg, err, sizeof err) == 0);
+		int rc = assembler_feed(ff->a, &ff->session, &ff->msg, collect, &ff->sink, &res, err, sizeof err);
+		if (rc != 0)
+			fprintf(stderr, "two flows: %s\n", err);
+		CHECK(rc == 0);
+	}
+}
+
+static void flow_feed_close(struct flow_feed *ff)
+{
+	assembler_close(ff->a);
+	pgoutput_message_release(&ff->msg);
+	pgoutput_session_free(&ff->session);
+	sink_free(&ff->sink);
+}
+
+/* The rows of the one transaction a flow emitted, joined by spaces. */
+static bool flow_rows_are(const struct flow_feed *ff, const char *const *want, size_t n_want)
+{
+	struct txn_view *v = NULL;
+	long n = parse_frames(&ff->sink, 0, ff->sink.n, &v);
+	bool ok = n == 1 && v[0].n_changes == n_want;
+	for (size_t i = 0; ok && i < n_want; i++)
+		ok = strcmp(v[0].changes[i], want[i]) == 0;
+	if (!ok && n == 1)
+		for (size_t i = 0; i < v[0].n_changes; i++)
+			fprintf(stderr, "  change %zu: %s\n", i, v[0].changes[i]);
+	views_free(v, n > 0 ? (size_t)n : 0);
+	return ok;
+}
+
+/* Two flows of one source decode the same transaction (same xid), each
+ * with its own rows, both spilling, interleaved; then one flow restarts
+ * while the other holds its spilled transaction. */
+static void test_two_flows_one_spill_dir(void)
+{
+	struct fixture fa = { .proto_version = 2 }, fb = { .proto_version = 2 };
+	struct msgb ma = { .fx = &fa }, mb = { .fx = &fb };
+	const char *rows_a[] = { "a1", "a2", "a3", "a4" }, *rows_b[] = { "b1", "b2", "b3", "b4" };
+	stream_start(&ma, 970, true);
+	stream_relation(&ma, 970);
+	stream_start(&mb, 970, true);
+	stream_relation(&mb, 970);
+	for (int i = 0; i < 4; i++) {
+		stream_insert(&ma, 970, rows_a[i]);
+		stream_insert(&mb, 970, rows_b[i]);
+	}
+	stream_stop(&ma);
+	stream_commit(&ma, 970, 0xD000);
+	stream_stop(&mb);
+	stream_commit(&mb, 970, 0xD000);
+	const char *want_a[] = { "I#0 public.hand/1 new(t:a1)", "I#0 public.hand/1 new(t:a2)", "I#0 public.hand/1 new(t:a3)",
+				 "I#0 public.hand/1 new(t:a4)" };
+	const char *want_b[] = { "I#0 public.hand/1 new(t:b1)", "I#0 public.hand/1 new(t:b2)", "I#0 public.hand/1 new(t:b3)",
+				 "I#0 public.hand/1 new(t:b4)" };
+	/* messages: 0 start, 1 relation, 2..5 inserts, 6 stop, 7 commit */
+	struct flow_feed a, b;
+	flow_feed_open(&a, "src-test:flow-a");
+	flow_feed_open(&b, "src-test:flow-b");
+	for (size_t i = 0; i < 6; i++) {
+		flow_feed_messages(&a, &fa, i, i + 1);
+		flow_feed_messages(&b, &fb, i, i + 1);
+	}
+	CHECK(spill_entries() == 2); /* one file each */
+	flow_feed_messages(&a, &fa, 6, 8);
+	flow_feed_messages(&b, &fb, 6, 8);
+	CHECK(flow_rows_are(&a, want_a, 4));
+	CHECK(flow_rows_are(&b, want_b, 4));
+	CHECK_SPILL_EMPTY();
+	flow_feed_close(&a);
+	flow_feed_close(&b);
+
+	/* b holds the transaction spilled; a restarts (a new assembler of
+	 * flow a opens the directory) and decodes the same xid again */
+	flow_feed_open(&b, "src-test:flow-b");
+	flow_feed_messages(&b, &fb, 0, 6);
+	CHECK(spill_entries() == 1);
+	flow_feed_open(&a, "src-test:flow-a");
+	CHECK(spill_entries() == 1); /* b's file is still there */
+	flow_feed_messages(&a, &fa, 0, 8);
+	CHECK(flow_rows_are(&a, want_a, 4));
+	flow_feed_messages(&b, &fb, 6, 8);
+	CHECK(flow_rows_are(&b, want_b, 4));
+	CHECK_SPILL_EMPTY();
+	flow_feed_close(&a);
+	flow_feed_close(&b);
+
+	/* names: unusual bytes are escaped, a long identity is cut with a
+	 * checksum; neither makes an invalid or clashing file name */
+	char longflow[600];
+	memset(longflow, 'x', sizeof longflow - 1);
+	longflow[sizeof longflow - 1] = '\0';
+	const char *odd[] = { "src/../x:ds", "src:ds with space", longflow };
+	for (size_t k = 0; k < 3; k++) {
+		flow_feed_open(&a, odd[k]);
+		flow_feed_messages(&a, &fa, 0, 6);
+		CHECK(spill_entries() == 1);
+		DIR *d = opendir(spill_dir);
+		struct dirent *e;
+		while (d && (e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.')
+				continue;
+			CHECK(strlen(e->d_name) < 128);
+			CHECK(strchr(e->d_name, ' ') == NULL);
+		}
+		if (d)
+			closedir(d);
+		flow_feed_messages(&a, &fa, 6, 8);
+		CHECK(flow_rows_are(&a, want_a, 4));
+		flow_feed_close(&a);
+		CHECK_SPILL_EMPTY();
+	}
+	/* two long identities that differ only at the end do not share names */
+	char longflow2[600];
+	memcpy(longflow2, longflow, sizeof longflow);
+	longflow2[sizeof longflow2 - 2] = 'y';
+	flow_feed_open(&a, longflow);
+	flow_feed_open(&b, longflow2);
+	flow_feed_messages(&a, &fa, 0, 6);
+	flow_feed_messages(&b, &fb, 0, 6);
+	CHECK(spill_entries() == 2);
+	flow_feed_messages(&a, &fa, 6, 8);
+	flow_feed_messages(&b, &fb, 6, 8);
+	CHECK(flow_rows_are(&a, want_a, 4));
+	CHECK(flow_rows_are(&b, want_b, 4));
+	flow_feed_close(&a);
+	flow_feed_close(&b);
+	CHECK_SPILL_EMPTY();
+	fixture_free(&fa);
+	fixture_free(&fb);
+	buf_free(&ma.b);
+	buf_free(&mb.b);
+}
+
 int main(void)
 {
 	snprintf(spill_dir, sizeof spill_dir, "%s", "/tmp/trellara-assembler-XXXXXX");
@@ -1841,6 +2084,8 @@ int main(void)
 	test_reset_and_stale();
 	test_hand_streams();
 	test_big_changes();
+	test_many_subxacts();
+	test_two_flows_one_spill_dir();
 	CHECK_SPILL_EMPTY();
 	CHECK(rmdir(spill_dir) == 0);
 	return unit_done("assembler");
