@@ -86,6 +86,12 @@ struct applyd {
 	struct apply_checkpoint cp;
 	struct table_info *tables; /* owned */
 	size_t n_tables;
+	/* the target's partitions of partitioned flow tables: changes named
+	 * after one of them mean the publication does not publish via the
+	 * root, and must stop apply, not be skipped as "outside the flow" */
+	char **partitions;       /* owned: "schema.partition" */
+	char **partition_roots;  /* owned: the flow table each belongs to */
+	size_t n_partitions;
 	char **unconfigured;       /* owned: tables already warned about */
 	size_t n_unconfigured;
 	struct quarantine_entry *replay; /* owned: replay_ready entries */
@@ -114,6 +120,7 @@ struct applyd {
 	uint64_t progress_txns;
 	unsigned int rng;
 	int transient_retries;     /* in a row, since the last commit */
+	char last_transient_sqlstate[6];
 };
 
 static int64_t mono_us(void)
@@ -173,6 +180,47 @@ static void tables_free(struct applyd *a)
 	free(a->tables);
 	a->tables = NULL;
 	a->n_tables = 0;
+	for (size_t i = 0; i < a->n_partitions; i++) {
+		free(a->partitions[i]);
+		free(a->partition_roots[i]);
+	}
+	free(a->partitions);
+	free(a->partition_roots);
+	a->partitions = a->partition_roots = NULL;
+	a->n_partitions = 0;
+}
+
+/* The partitions, at every level, of the partitioned flow table t. */
+static int table_partitions_load(struct applyd *a, const struct table_info *t, const char *qualified)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = executor_query(&a->ex,
+				       "SELECT n.nspname || '.' || c.relname FROM pg_partition_tree(to_regclass($1)) pt"
+				       " JOIN pg_class c ON c.oid = pt.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
+				       " WHERE pt.relid <> to_regclass($1)",
+				       1, p);
+	if (!res)
+		return -1;
+	for (int r = 0; r < PQntuples(res); r++) {
+		a->partitions = xrealloc(a->partitions, (a->n_partitions + 1) * sizeof *a->partitions);
+		a->partition_roots = xrealloc(a->partition_roots, (a->n_partitions + 1) * sizeof *a->partition_roots);
+		a->partitions[a->n_partitions] = xstrdup(PQgetvalue(res, r, 0));
+		a->partition_roots[a->n_partitions++] = xstrdup(t->name);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* The flow table whose partition relation r is (on the target), or NULL. */
+static const char *partition_root_of(const struct applyd *a, const struct env_relation *r)
+{
+	for (size_t i = 0; i < a->n_partitions; i++) {
+		const char *n = a->partitions[i];
+		if (strncmp(n, r->schema, r->schema_len) == 0 && n[r->schema_len] == '.' &&
+		    strncmp(n + r->schema_len + 1, r->name, r->name_len) == 0 && n[r->schema_len + 1 + r->name_len] == '\0')
+			return a->partition_roots[i];
+	}
+	return NULL;
 }
 
 /* What the planner needs to know of the target table: whether it is
@@ -215,7 +263,8 @@ static int tables_load(struct applyd *a)
 		char *qualified = xasprintf("%s.%s", qs, qn);
 		free(qs);
 		free(qn);
-		if (table_target_facts(a, t, qualified) < 0) {
+		if (table_target_facts(a, t, qualified) < 0 ||
+		    (t->partitioned && table_partitions_load(a, t, qualified) < 0)) {
 			free(qualified);
 			return -1;
 		}
@@ -290,7 +339,7 @@ static const char *reason_for(const char *sqlstate)
 /* Errors of the target's state rather than of the transaction: the
  * transaction is rolled back and applied again after a backoff, never
  * quarantined.  (A lost connection is handled before this.) */
-static bool transient_error(const char *sqlstate)
+bool applyd_transient_sqlstate(const char *sqlstate)
 {
 	static const char *const states[] = {
 		"40001", "40P01", "40003", /* serialization failure, deadlock, completion unknown */
@@ -299,9 +348,11 @@ static bool transient_error(const char *sqlstate)
 		"57P01", "57P02", "57P03", /* shutdown, crash, cannot connect now (recovery) */
 		"25006",                   /* read-only transaction: the target is a standby */
 		"58030",                   /* I/O error */
+		"53100", "53300",          /* disk full, too many connections */
+		/* not 53200 (out of memory) nor 53400 (a configured limit such
+		 * as max_locks_per_transaction): the transaction itself can
+		 * cause them, and retrying it would only fail again */
 	};
-	if (strncmp(sqlstate, "53", 2) == 0) /* insufficient resources: disk full, memory, connections */
-		return true;
 	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
 		if (strcmp(sqlstate, states[i]) == 0)
 			return true;
@@ -497,6 +548,15 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 		const struct env_relation *r = &d.header.relations[i];
 		prel[i].rel = r;
 		struct table_info *t = table_find(a, r->schema, r->schema_len, r->name, r->name_len);
+		const char *root = t ? NULL : partition_root_of(a, r);
+		if (root) {
+			log_error("stream offset %" PRIu64 ": changes to %.*s.%.*s, a partition of %s, arrive under the partition's own name: the publication does not publish via the partition root",
+				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
+			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
+				 a->cfg->publication, a->cfg->path, a->cfg->path, root);
+			rc = EXIT_CONFIG;
+			break;
+		}
 		if (!t) {
 			skip[i] = true;
 			continue;
@@ -529,10 +589,10 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 		}
 	}
 	const struct env_change *c;
-	int step;
+	int step = 0;
 	char err[512];
 	uint32_t *kept = NULL;
-	while ((step = env_decode_next(&d, &c)) == 1) {
+	while (rc == 0 && (step = env_decode_next(&d, &c)) == 1) {
 		if (decoded)
 			(*decoded)++;
 		struct env_change filtered;
@@ -614,7 +674,8 @@ static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, u
 		log_warn("target connection lost: %s", err.message);
 		return APPLY_RECONNECT;
 	}
-	if (transient_error(err.sqlstate)) {
+	if (applyd_transient_sqlstate(err.sqlstate)) {
+		snprintf(a->last_transient_sqlstate, sizeof a->last_transient_sqlstate, "%s", err.sqlstate);
 		log_warn("transient target error (SQLSTATE %s: %s): transaction %u rolled back, to be applied again", err.sqlstate,
 			 err.message, xid);
 		return APPLY_RETRY;
@@ -672,7 +733,7 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
 	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
-	if (rc == EXIT_DATAERR)
+	if (rc == EXIT_DATAERR || rc == EXIT_CONFIG)
 		return rc;
 	a->batch_txns++;
 	a->batch_changes += changes;
@@ -823,7 +884,7 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 		if (!ch->duplicate) {
 			int rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset, s.commit_lsn, &changes,
 					      &decoded);
-			if (rc == EXIT_DATAERR)
+			if (rc == EXIT_DATAERR || rc == EXIT_CONFIG)
 				return rc;
 			if (rc == 1) {
 				a->single_mode = true; /* a chunked transaction is always alone */
@@ -1049,10 +1110,14 @@ static int apply_loop(struct applyd *a)
 				return chunk_abandon(a, 0, "shutdown") ? EXIT_DATAERR : EXIT_OK;
 			uint64_t keep = a->next_offset;
 			int rc = commit_batch(a);
-			if (rc == 1)
-			{
+			if (rc == 1) {
 				int failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
-				return failed == APPLY_RECONNECT || failed == APPLY_RETRY ? APPLY_RECONNECT : EXIT_NEGATIVE;
+				if (failed == APPLY_RECONNECT || failed == APPLY_RETRY) {
+					/* rolled back: the next start applies it again */
+					log_error("the last batch could not commit while stopping (target unavailable): it was rolled back and is applied again at the next start");
+					return EXIT_UNAVAILABLE;
+				}
+				return EXIT_NEGATIVE;
 			}
 			if (rc == 0 && group_flush(a) < 0)
 				rc = EXIT_CANTCREAT;
@@ -1153,7 +1218,10 @@ static int connect_target(struct applyd *a)
 	int role_rc = set_replica_role(a);
 	if (role_rc)
 		return role_rc;
+	/* idle_in_transaction_session_timeout off: a chunk set holds its
+	 * target transaction open while capture is still writing it */
 	if (pgconn_command(a->conn, "SET synchronous_commit = on") < 0 ||
+	    pgconn_command(a->conn, "SET idle_in_transaction_session_timeout = 0") < 0 ||
 	    checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
 		return APPLY_RECONNECT;
 	/* one applier per flow and group */
@@ -1166,8 +1234,9 @@ static int connect_target(struct applyd *a)
 	bool locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!locked) {
-		log_error("another trellara-applyd is applying flow \"%s\" group \"%s\" to this target", a->flow,
-			  a->cfg->consumer_group);
+		log_error("flow \"%s\" group \"%s\" is held on this target by another trellara-applyd, or by a trellara-snapshot run copying its tables",
+			  a->flow, a->cfg->consumer_group);
+		log_hint("one applier per flow and group; a snapshot holds the flow until its copy ends: start applyd afterwards");
 		return EXIT_TEMPFAIL;
 	}
 	struct stream_meta meta;
@@ -1338,7 +1407,8 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 			/* the same bounded backoff as reconnecting, counted apart:
 			 * connecting works, the target keeps refusing the work */
 			if (++a.transient_retries > o->max_reconnect_attempts) {
-				log_error("the target kept failing with transient errors through %d attempts", o->max_reconnect_attempts);
+				log_error("the target kept failing with transient errors through %d attempts (last: SQLSTATE %s)",
+					  o->max_reconnect_attempts, a.last_transient_sqlstate);
 				code = EXIT_UNAVAILABLE;
 				goto out;
 			}

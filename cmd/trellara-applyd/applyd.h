@@ -14,6 +14,7 @@
 #include "trellara/config.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct applyd_options {
@@ -28,5 +29,10 @@ struct applyd_stats {
 };
 
 int applyd_run(const struct applyd_options *options, struct applyd_stats *stats);
+
+/* Whether a target error of this SQLSTATE is of the target's state (a
+ * deadlock, a timeout, a full disk, a shutdown: roll back, back off and
+ * apply the same again) rather than of the transaction (quarantine). */
+bool applyd_transient_sqlstate(const char *sqlstate);
 
 #endif

@@ -314,3 +314,24 @@ applyd_waits_for_locker() {
 	[ "$(psql_target "SELECT reason FROM trellara.quarantine")" = no_rows_matched ]
 	bg_stop capture TERM
 }
+
+@test "changes that arrive under a partition's own name (publication not via the root) stop applyd (78), never skipped" {
+	for side in source target; do
+		psql_$side "CREATE TABLE meas (id int, day date, v int, PRIMARY KEY (id, day)) PARTITION BY RANGE (day)" \
+			"CREATE TABLE meas_a PARTITION OF meas FOR VALUES FROM ('2026-01-01') TO ('2026-07-01')" \
+			"CREATE TABLE meas_b PARTITION OF meas FOR VALUES FROM ('2026-07-01') TO ('2027-01-01')"
+	done
+	psql_source "INSERT INTO meas SELECT g, date '2026-01-01' + g, g FROM generate_series(1, 300) g"
+	psql_target "INSERT INTO meas SELECT g, date '2026-01-01' + g, g FROM generate_series(1, 300) g"
+	# without publish_via_partition_root: pgoutput names each partition
+	flow public.meas meas
+	start_flow
+	psql_source "UPDATE meas SET v = -1 WHERE id = 5"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 78 ]
+	grep -q 'changes to public.meas_a, a partition of public.meas, arrive under the partition' "$TEST_DIR/applyd.log"
+	grep -q 'publish_via_partition_root' "$TEST_DIR/applyd.log"
+	# nothing skipped, nothing applied: the row is as it was
+	[ "$(psql_target "SELECT v FROM meas WHERE id = 5")" -eq 5 ]
+	[ "$(quarantined)" -eq 0 ]
+}

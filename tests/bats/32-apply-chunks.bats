@@ -49,6 +49,9 @@ applyd_took_chunks() {
 
 @test "a 1 M-row chunk set stays invisible while applyd waits between its chunks, then appears whole" {
 	ROWS=1000000
+	# a production-like target: idle transactions are cut after 1 s (applyd
+	# holds its open set longer than that while capture pauses)
+	psql_target "ALTER DATABASE $TARGET_DB SET idle_in_transaction_session_timeout = '1s'"
 	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 \
 		--set dataset.strict_chunking='{max_changes_per_chunk: 20000}' --set stream.max_batch_messages=1
 	TRELLARA_PAUSE=capture.after_chunk_sync TRELLARA_PAUSE_DIR="$TEST_DIR" \
@@ -81,7 +84,7 @@ applyd_took_chunks() {
 	bg_stop capture TERM
 }
 
-@test "capture killed in the middle of a chunk set: the replay applies it exactly once" {
+@test "capture, then applyd killed in the middle of a chunk set: the replay applies it exactly once" {
 	TRELLARA_FAULT=capture.after_chunk_sync:3 bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
 	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
@@ -94,6 +97,15 @@ applyd_took_chunks() {
 	wait_for -t 30 applyd_took_chunks
 	sleep 2
 	[ "$(psql_target "SELECT count(*) FROM big")" -eq 0 ]
+	# applyd killed too while it holds the open set: nothing of it committed
+	kill -KILL "$(bg_pid applyd)"
+	bg_wait applyd 10
+	[ "$BG_STATUS" -eq 137 ]
+	[ "$(psql_target "SELECT count(*) FROM big")" -eq 0 ]
+	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")" -eq 0 ]
+	# the restarted applyd reads the incomplete set again, and holds it
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	wait_for -t 30 applyd_took_chunks
 	# the restarted capture gets the transaction again from the slot
 	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
 	caught_up
