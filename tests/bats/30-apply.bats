@@ -25,14 +25,6 @@ checkpoint() {
 	psql_target "SELECT $1 FROM trellara.apply_checkpoint"
 }
 
-# wait until the target's checkpoint passed the source's current WAL position
-caught_up() {
-	local lsn
-	lsn=$(source_flushed_lsn)
-	wait_for -t "${1:-60}" -m "target caught up with $lsn" \
-		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
-}
-
 @test "inserts, updates, deletes, truncates: the target ends identical" {
 	start_flow
 	psql_source "INSERT INTO accounts SELECT g, 'owner ' || g, g * 1.5, NULL FROM generate_series(1, 500) g"

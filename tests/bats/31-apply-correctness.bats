@@ -33,13 +33,6 @@ start_flow() {
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 }
 
-caught_up() {
-	local lsn
-	lsn=$(source_flushed_lsn)
-	wait_for -t "${1:-60}" -m "target caught up with $lsn" \
-		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
-}
-
 quarantined() {
 	psql_target "SELECT count(*) FROM trellara.quarantine"
 }

@@ -20,13 +20,6 @@ setup() {
 	export TRELLARA_STATUS_INTERVAL_MS=200
 }
 
-caught_up() {
-	local lsn
-	lsn=$(source_flushed_lsn)
-	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
-		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
-}
-
 # Poll the target's row count until $TEST_DIR/poll.stop exists; one count
 # per line in $TEST_DIR/counts.
 poll_counts() {

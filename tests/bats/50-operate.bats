@@ -34,29 +34,8 @@ source_load() {
 	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
 }
 
-# key=value of the supervisor's state file
-state_value() {
-	sed -n "s/^$1=//p" "$METRICS_DIR/supervisor.state" 2>/dev/null
-}
-
-# the child NAME (capture, applyd) the state file names is alive, and is that program for this flow
-child_alive() {
-	local p
-	p=$(state_value "$1_pid")
-	[[ -n $p ]] && kill -0 "$p" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "trellara-$1 --config $FLOW_FILE"
-}
-
-running() {
-	[ "$(state_value state)" = running ] && child_alive capture && child_alive applyd
-}
-
 wait_running() {
 	wait_for -t "${1:-120}" -m "trellara run has both children running" running
-}
-
-applied_transactions() {
-	psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)"
 }
 
 # kill -9 the children named, then wait until the supervisor has new ones
@@ -77,14 +56,6 @@ kill_children() {
 	wait_for -t 60 -m "capture streams again" \
 		"[ \"\$(psql_source \"SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'\")\" = t ]"
 	wait_for -t 60 -m "applyd applies again" "[ \"\$(applied_transactions)\" -gt $applied ]"
-}
-
-# the target applied everything the source has written so far
-caught_up() {
-	local lsn
-	lsn=$(source_flushed_lsn)
-	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
-		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
 }
 
 pgbench_compare() {

@@ -91,25 +91,6 @@ shop_load() {
 		>"$TEST_DIR/pgbench.log" 2>&1
 }
 
-state_value() {
-	sed -n "s/^$1=//p" "$METRICS_DIR/supervisor.state" 2>/dev/null
-}
-
-child_alive() {
-	local p
-	p=$(state_value "$1_pid")
-	[[ -n $p ]] && kill -0 "$p" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "trellara-$1 --config $FLOW_FILE"
-}
-
-running() {
-	[ "$(state_value state)" = running ] && child_alive capture && child_alive applyd
-}
-
-applied_transactions() {
-	psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)"
-}
-
 kill_child() {
 	local old applied
 	applied=$(applied_transactions)
@@ -117,13 +98,6 @@ kill_child() {
 	kill -KILL "$old"
 	wait_for -t 60 -m "trellara-$1 restarted" "[ \"\$(state_value $1_pid)\" != '$old' ] && child_alive $1"
 	wait_for -t 60 -m "applyd applies again" "[ \"\$(applied_transactions)\" -gt $applied ]"
-}
-
-caught_up() {
-	local lsn
-	lsn=$(source_flushed_lsn)
-	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
-		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
 }
 
 @test "shop schema (FKs with cascades, triggers, identity, partitions, keyless duplicates) under load and kill -9: identical, CONVERGED, a deleted partition row named" {

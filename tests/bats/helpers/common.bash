@@ -621,3 +621,38 @@ source_flushed_lsn() {
 	psql_source "SELECT pg_current_xact_id()" >/dev/null
 	psql_source "SELECT pg_current_wal_flush_lsn()"
 }
+
+# caught_up [TIMEOUT]: wait (default 120 s) until the target's checkpoint
+# has applied everything the source has written so far.
+caught_up() {
+	local lsn
+	lsn=$(source_flushed_lsn)
+	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
+		"[ \"\$(psql_target \"SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)\")\" = t ]"
+}
+
+# applied_transactions: the target checkpoint's count (0 before any)
+applied_transactions() {
+	psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)"
+}
+
+# ---- trellara run (the supervisor writes $METRICS_DIR/supervisor.state)
+
+# state_value KEY: key=value of the supervisor's state file
+state_value() {
+	sed -n "s/^$1=//p" "$METRICS_DIR/supervisor.state" 2>/dev/null
+}
+
+# child_alive NAME: the child (capture, applyd) the state file names is
+# alive, and is that program for this flow
+child_alive() {
+	local p
+	p=$(state_value "$1_pid")
+	[[ -n $p ]] && kill -0 "$p" 2>/dev/null &&
+		tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "trellara-$1 --config $FLOW_FILE"
+}
+
+# running: the supervisor says running and both children are alive
+running() {
+	[ "$(state_value state)" = running ] && child_alive capture && child_alive applyd
+}
