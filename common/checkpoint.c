@@ -75,6 +75,16 @@ static const char *const migration_1[] = {
 	NULL
 };
 
+/* Migration 2: the apply checkpoint names the stream instance (and the
+ * slot, source system and timeline) its offsets belong to. */
+static const char *const migration_2[] = {
+	"ALTER TABLE @.apply_checkpoint ADD COLUMN stream_id text, ADD COLUMN slot_name text,"
+	" ADD COLUMN system_identifier text, ADD COLUMN timeline integer",
+	NULL
+};
+
+static const char *const *const migrations[] = { migration_1, migration_2 };
+
 static int exec_schema_sql(PGconn *conn, const char *sql, const char *schema)
 {
 	char *text = pgconn_schema_sql(conn, sql, schema);
@@ -110,13 +120,17 @@ int checkpoint_migrate(PGconn *conn, const char *schema)
 			  CHECKPOINT_SCHEMA_VERSION);
 		goto rollback;
 	}
-	if (version < 1) {
-		for (int i = 0; migration_1[i]; i++)
-			if (exec_schema_sql(conn, migration_1[i], schema) < 0)
+	for (int v = version + 1; v <= CHECKPOINT_SCHEMA_VERSION; v++) {
+		const char *const *steps = migrations[v - 1];
+		for (int i = 0; steps[i]; i++)
+			if (exec_schema_sql(conn, steps[i], schema) < 0)
 				goto rollback;
-		if (exec_schema_sql(conn, "INSERT INTO @.schema_migrations (version) VALUES (1)", schema) < 0)
+		char *record = xasprintf("INSERT INTO @.schema_migrations (version) VALUES (%d)", v);
+		int irc = exec_schema_sql(conn, record, schema);
+		free(record);
+		if (irc < 0)
 			goto rollback;
-		log_info("checkpoint schema \"%s\" created (version 1)", schema);
+		log_info("checkpoint schema \"%s\" %s (version %d)", schema, v == 1 ? "created" : "upgraded", v);
 	}
 	if (pgconn_command(conn, "COMMIT") < 0)
 		goto out;
@@ -147,7 +161,8 @@ int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids
 	PQclear(res);
 	res = query_schema(conn, schema,
 			   "SELECT last_commit_lsn, last_xid, stream_offset, applied_through_lsn, applied_transactions,"
-			   " applied_changes, skipped_duplicates FROM @.apply_checkpoint"
+			   " applied_changes, skipped_duplicates, coalesce(stream_id, ''), coalesce(slot_name, ''),"
+			   " coalesce(system_identifier, ''), coalesce(timeline, 0) FROM @.apply_checkpoint"
 			   " WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3",
 			   3, p);
 	if (!res)
@@ -160,6 +175,10 @@ int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids
 		cp->applied_transactions = strtoull(PQgetvalue(res, 0, 4), NULL, 10);
 		cp->applied_changes = strtoull(PQgetvalue(res, 0, 5), NULL, 10);
 		cp->skipped_duplicates = strtoull(PQgetvalue(res, 0, 6), NULL, 10);
+		snprintf(cp->stream_id, sizeof cp->stream_id, "%s", PQgetvalue(res, 0, 7));
+		snprintf(cp->slot_name, sizeof cp->slot_name, "%s", PQgetvalue(res, 0, 8));
+		snprintf(cp->system_identifier, sizeof cp->system_identifier, "%s", PQgetvalue(res, 0, 9));
+		cp->timeline = (uint32_t)strtoul(PQgetvalue(res, 0, 10), NULL, 10);
 		rc = 0;
 	} else {
 		log_error("apply checkpoint of %s:%s group \"%s\" could not be read", ids->source_id, ids->dataset_id,
@@ -167,6 +186,27 @@ int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids
 	}
 	PQclear(res);
 	return rc;
+}
+
+int checkpoint_bind_stream(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *stream_id,
+			   const char *slot_name, const char *system_identifier, uint32_t timeline,
+			   bool reset_offset)
+{
+	char tli[16];
+	snprintf(tli, sizeof tli, "%u", timeline);
+	const char *p[8] = { ids->source_id, ids->dataset_id, ids->group, stream_id, slot_name, system_identifier,
+			     timeline ? tli : NULL, reset_offset ? "t" : "f" };
+	PGresult *res = query_schema(conn, schema,
+				     "UPDATE @.apply_checkpoint SET stream_id = $4, slot_name = coalesce($5, slot_name),"
+				     " system_identifier = coalesce($6, system_identifier),"
+				     " timeline = coalesce($7::integer, timeline),"
+				     " stream_offset = CASE WHEN $8::boolean THEN 0 ELSE stream_offset END, updated_at = now()"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3",
+				     8, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
 }
 
 int checkpoint_check_source_identity(PGconn *conn, const char *schema, const char *source_id,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 int stream_meta_read(const char *dir, struct stream_meta *meta)
 {
@@ -39,6 +40,14 @@ int stream_meta_read(const char *dir, struct stream_meta *meta)
 			meta->system_identifier = xstrdup(value);
 		else if (strcmp(line, "database") == 0 && *value)
 			meta->database = xstrdup(value);
+		else if (strcmp(line, "stream_id") == 0 && *value)
+			meta->stream_id = xstrdup(value);
+		else if (strcmp(line, "slot") == 0 && *value)
+			meta->slot = xstrdup(value);
+		else if (strcmp(line, "timeline") == 0 && *value)
+			meta->timeline = xstrdup(value);
+		else if (strcmp(line, "start_lsn") == 0 && *value)
+			meta->start_lsn = xstrdup(value);
 	}
 	if (meta->format_version != STREAM_FORMAT_VERSION) {
 		log_error("stream identity \"%s\": unsupported format_version %d (this Trellara reads %d)",
@@ -53,14 +62,19 @@ out:
 	return rc;
 }
 
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
 int stream_meta_write(const char *dir, const struct stream_meta *meta)
 {
 	char *path = xasprintf("%s/meta", dir);
-	char *text = xasprintf("format_version=%d\nsource_id=%s\nflow=%s\nsystem_identifier=%s\ndatabase=%s\n",
-			       STREAM_FORMAT_VERSION, meta->source_id ? meta->source_id : "",
-			       meta->flow ? meta->flow : "",
-			       meta->system_identifier ? meta->system_identifier : "",
-			       meta->database ? meta->database : "");
+	char *text = xasprintf("format_version=%d\nsource_id=%s\nflow=%s\nsystem_identifier=%s\ndatabase=%s\n"
+			       "stream_id=%s\nslot=%s\ntimeline=%s\nstart_lsn=%s\n",
+			       STREAM_FORMAT_VERSION, or_empty(meta->source_id), or_empty(meta->flow),
+			       or_empty(meta->system_identifier), or_empty(meta->database), or_empty(meta->stream_id),
+			       or_empty(meta->slot), or_empty(meta->timeline), or_empty(meta->start_lsn));
 	int rc = fs_write_durable(path, text, strlen(text));
 	free(text);
 	free(path);
@@ -73,5 +87,22 @@ void stream_meta_free(struct stream_meta *meta)
 	free(meta->flow);
 	free(meta->system_identifier);
 	free(meta->database);
+	free(meta->stream_id);
+	free(meta->slot);
+	free(meta->timeline);
+	free(meta->start_lsn);
 	memset(meta, 0, sizeof *meta);
+}
+
+char *stream_id_generate(void)
+{
+	uint8_t r[16];
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+		log_error("cannot get random bytes for a stream id: %m");
+		return NULL;
+	}
+	char hex[33];
+	for (size_t i = 0; i < sizeof r; i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	return xstrdup(hex);
 }

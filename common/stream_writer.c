@@ -379,10 +379,15 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 		goto out;
 	rc = STREAM_EIO;
 	if (access(meta_path, F_OK) < 0) {
+		/* a new stream: a new identity nobody can mistake for another */
+		char *stream_id = stream_id_generate();
 		struct stream_meta meta = { .format_version = STREAM_FORMAT_VERSION,
 					    .source_id = (char *)options->source_id,
-					    .flow = (char *)options->flow };
-		if (stream_meta_write(dir, &meta) < 0)
+					    .flow = (char *)options->flow,
+					    .stream_id = stream_id };
+		int wrc = stream_id ? stream_meta_write(dir, &meta) : -1;
+		free(stream_id);
+		if (wrc < 0)
 			goto out;
 		if (fs_fsync_dir(dir) < 0)
 			goto out;
@@ -395,11 +400,21 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 		bool mismatch = (options->flow && meta.flow && strcmp(options->flow, meta.flow) != 0);
 		if (mismatch)
 			log_error("stream \"%s\" belongs to flow \"%s\", not \"%s\"", dir, meta.flow, options->flow);
+		int wrc = 0;
+		if (!mismatch && !meta.stream_id) {
+			/* made before streams had ids: give it one now */
+			meta.stream_id = stream_id_generate();
+			wrc = meta.stream_id ? stream_meta_write(dir, &meta) : -1;
+			if (wrc == 0)
+				log_info("stream \"%s\" given the stream id %s", dir, meta.stream_id);
+		}
 		stream_meta_free(&meta);
 		if (mismatch) {
 			rc = STREAM_EINVAL;
 			goto out;
 		}
+		if (wrc < 0)
+			goto out;
 	}
 	/* fs_mkdir_p makes a directory it creates durable; fsync the stream
 	 * directory again anyway: a writer killed between a mkdir and that

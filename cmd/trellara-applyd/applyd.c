@@ -1210,6 +1210,78 @@ static int set_replica_role(struct applyd *a)
 	return rc;
 }
 
+/* The checkpoint's offsets belong to one stream instance (its id in the
+ * stream's meta).  Binds an unbound checkpoint; refuses another instance
+ * unless nothing can be missing between the two (the target applied past
+ * where the new stream begins, or the target's copies cover it), and then
+ * reads the new stream from its start (dedup by commit LSN).  Returns 0,
+ * an exit code, or APPLY_RECONNECT. */
+static int bind_stream(struct applyd *a, const struct stream_meta *meta)
+{
+	struct apply_checkpoint *cp = &a->cp;
+	const char *path = a->cfg->stream_path;
+	if (!meta->stream_id)
+		return 0; /* no writer opened it since streams had ids */
+	if (cp->stream_id[0] && strcmp(cp->stream_id, meta->stream_id) == 0)
+		return 0;
+	if (cp->slot_name[0] && meta->slot && strcmp(cp->slot_name, meta->slot) != 0) {
+		log_error("the target's checkpoint of group \"%s\" was applied from replication slot \"%s\", but stream \"%s\" follows slot \"%s\"",
+			  a->cfg->consumer_group, cp->slot_name, path, meta->slot);
+		log_hint("point source.slot and stream.path back at the slot and stream this target was applied from");
+		return EXIT_CONFIG;
+	}
+	uint32_t timeline = meta->timeline ? (uint32_t)strtoul(meta->timeline, NULL, 10) : 0;
+	bool progress = cp->stream_offset || cp->applied_through_lsn || cp->last_commit_lsn;
+	if (!cp->stream_id[0] || !progress) {
+		/* first binding: a new checkpoint, or one written before
+		 * checkpoints named their stream (its offsets are taken to be
+		 * this stream's) */
+		if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
+					   meta->system_identifier, timeline, false) < 0)
+			return APPLY_RECONNECT;
+		snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
+		log_info("checkpoint of group \"%s\" bound to stream \"%s\" (id %s)", a->cfg->consumer_group, path,
+			 meta->stream_id);
+		return 0;
+	}
+	if (!meta->slot) {
+		log_info("stream \"%s\" (id %s) is not bound to a slot yet: waiting for capture", path, meta->stream_id);
+		return APPLY_RECONNECT;
+	}
+	uint64_t start = 0, covered = 0;
+	bool known = meta->start_lsn && lsn_parse(meta->start_lsn, &start);
+	char **rels;
+	uint64_t *lsns;
+	int n;
+	if (checkpoint_table_watermarks(a->conn, a->cfg->checkpoint_schema, &a->ids, &rels, &lsns, &n) < 0)
+		return APPLY_RECONNECT;
+	for (int i = 0; i < n; i++) {
+		if (i == 0 || lsns[i] < covered)
+			covered = lsns[i];
+		free(rels[i]);
+	}
+	free(rels);
+	free(lsns);
+	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], l3[LSN_FORMAT_LEN];
+	if (!known || (cp->applied_through_lsn < start && covered < start)) {
+		log_error("the target's checkpoint of group \"%s\" (offset %" PRIu64 ", applied through %s) belongs to stream instance %s, but stream \"%s\" is instance %s, starting at %s: its offsets are not the checkpoint's, and the changes in between would be skipped",
+			  a->cfg->consumer_group, cp->stream_offset, lsn_format(cp->applied_through_lsn, l1), cp->stream_id,
+			  path, meta->stream_id, known ? lsn_format(start, l2) : "an unknown position");
+		log_hint("restore the stream directory the target was applied from, or copy every table again (\"trellara snapshot --config %s --force\"); applyd then reads the new stream from its start",
+			 a->cfg->path);
+		return EXIT_DATAERR;
+	}
+	if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
+				   meta->system_identifier, timeline, true) < 0)
+		return APPLY_RECONNECT;
+	log_warn("stream \"%s\" was replaced (instance %s, was %s); it starts at %s, and the target is applied through %s with copies through %s: reading it from its start, skipping what is applied by commit LSN",
+		 path, meta->stream_id, cp->stream_id, lsn_format(start, l1), lsn_format(cp->applied_through_lsn, l2),
+		 lsn_format(covered, l3));
+	snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
+	cp->stream_offset = 0;
+	return 0;
+}
+
 static int connect_target(struct applyd *a)
 {
 	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
@@ -1251,11 +1323,13 @@ static int connect_target(struct applyd *a)
 		else if (rc < 0)
 			rc = APPLY_RECONNECT;
 	}
+	if (rc == 0 && checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
+		rc = APPLY_RECONNECT;
+	if (rc == 0)
+		rc = bind_stream(a, &meta);
 	stream_meta_free(&meta);
 	if (rc)
 		return rc;
-	if (checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
-		return APPLY_RECONNECT;
 	/* a quarantined transaction stops the flow until an operator acts */
 	struct quarantine_entry *q;
 	int nq;

@@ -58,6 +58,8 @@ struct capture {
 	struct notify_watchdog watchdog;
 	int64_t last_metrics_us;
 	bool ready_sent;
+	bool slot_existed;            /* ensure_slot found it (did not create it) */
+	uint64_t slot_confirmed_lsn;  /* its confirmed_flush_lsn then */
 };
 
 static int64_t mono_us(void)
@@ -312,12 +314,15 @@ static int ensure_slot(struct capture *c)
 		return -1;
 	int code = -1;
 	PGresult *res = pgconn_query(plain,
-				     "SELECT plugin, slot_type, database, active FROM pg_replication_slots WHERE slot_name = $1",
+				     "SELECT plugin, slot_type, database, active, coalesce(confirmed_flush_lsn, '0/0')"
+				     " FROM pg_replication_slots WHERE slot_name = $1",
 				     1, params);
 	if (!res)
 		goto out;
+	c->slot_existed = false;
 	if (PQntuples(res) == 1) {
 		const char *plugin = PQgetvalue(res, 0, 0), *type = PQgetvalue(res, 0, 1);
+		c->slot_existed = lsn_parse(PQgetvalue(res, 0, 4), &c->slot_confirmed_lsn);
 		if (strcmp(type, "logical") != 0 || strcmp(plugin, "pgoutput") != 0) {
 			log_error("replication slot \"%s\" is a %s slot with plugin \"%s\"; trellara needs a logical pgoutput slot",
 				  c->cfg->slot, type, plugin);
@@ -344,6 +349,110 @@ static int ensure_slot(struct capture *c)
 out:
 	PQclear(res);
 	PQfinish(plain);
+	return code;
+}
+
+/* The lowest watermark of the flow's latest table copies: changes at or
+ * below it are in the target's copies, whatever the stream holds.
+ * 0 when there are none (or no target connection: --start-now). */
+static int copies_cover_through(struct capture *c, uint64_t *covered)
+{
+	*covered = 0;
+	if (!c->target)
+		return 0;
+	struct flow_ids ids = { c->cfg->source_id, c->cfg->dataset_id, c->cfg->consumer_group };
+	char **rels;
+	uint64_t *lsns;
+	int n;
+	if (checkpoint_table_watermarks(c->target, c->cfg->checkpoint_schema, &ids, &rels, &lsns, &n) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (i == 0 || lsns[i] < *covered)
+			*covered = lsns[i];
+		free(rels[i]);
+	}
+	free(rels);
+	free(lsns);
+	return 0;
+}
+
+/* Slot, stream and copies must tell one story (stream meta binding):
+ * the stream follows this slot, and holds every change the slot has
+ * confirmed that the target's copies do not already contain.  Binds a
+ * new stream on first use.  Returns EXIT_OK, an exit code, or -1 (retry). */
+static int check_stream_binding(struct capture *c, const struct pg_identity *id)
+{
+	const char *path = c->cfg->stream_path;
+	struct stream_meta meta;
+	if (stream_meta_read(path, &meta) < 0)
+		return EXIT_DATAERR;
+	int code = EXIT_OK;
+	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], l3[LSN_FORMAT_LEN];
+	bool empty = c->durable_lsn == 0;
+	if (meta.slot && strcmp(meta.slot, c->cfg->slot) != 0) {
+		log_error("stream \"%s\" follows replication slot \"%s\", but the flow names slot \"%s\"", path, meta.slot,
+			  c->cfg->slot);
+		log_hint("point source.slot back at \"%s\", or give slot \"%s\" a stream.path of its own", meta.slot,
+			 c->cfg->slot);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	unsigned long old_tli = meta.timeline ? strtoul(meta.timeline, NULL, 10) : 0;
+	if (old_tli && id->timeline < old_tli) {
+		log_error("source timeline went back from %lu to %u for stream \"%s\": the source was restored to an older history",
+			  old_tli, id->timeline, path);
+		log_hint("a stream follows one history; copy again into a new stream.path (\"trellara snapshot --config %s --force\")",
+			 c->cfg->path);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	if (c->slot_existed && c->slot_confirmed_lsn > c->durable_lsn) {
+		uint64_t covered;
+		if (copies_cover_through(c, &covered) < 0) {
+			code = -1;
+			goto out;
+		}
+		if (empty && c->o->start_now) {
+			log_warn("stream \"%s\" is empty and slot \"%s\" has confirmed changes through %s: --start-now streams from there; earlier changes are not in this stream",
+				 path, c->cfg->slot, lsn_format(c->slot_confirmed_lsn, l1));
+		} else if (c->slot_confirmed_lsn > covered) {
+			log_error("replication slot \"%s\" has confirmed changes through %s, but stream \"%s\" (id %s) holds only through %s and the target's copies only through %s: the stream that received those changes is gone (deleted, replaced or restored from an older copy)",
+				  c->cfg->slot, lsn_format(c->slot_confirmed_lsn, l1), path, meta.stream_id ? meta.stream_id : "-",
+				  lsn_format(c->durable_lsn, l2), lsn_format(covered, l3));
+			log_hint("restore the stream directory capture wrote, or copy every table again so that the copies cover what the slot skipped: \"trellara snapshot --config %s --force\"",
+				 c->cfg->path);
+			code = EXIT_DATAERR;
+			goto out;
+		}
+	}
+	char tli[16];
+	snprintf(tli, sizeof tli, "%u", id->timeline);
+	bool bind = !meta.slot, moved = old_tli && id->timeline != old_tli;
+	if (bind || moved || !meta.timeline) {
+		if (bind) {
+			meta.slot = xstrdup(c->cfg->slot);
+			free(meta.start_lsn);
+			/* where this stream's data begins: the slot's confirmed
+			 * position; unknown for a slot created just now or a
+			 * stream that already held frames */
+			meta.start_lsn = c->slot_existed && empty ? xstrdup(lsn_format(c->slot_confirmed_lsn, l1)) : NULL;
+		}
+		if (moved)
+			log_warn("source timeline moved from %lu to %u (a promotion): stream \"%s\" follows it", old_tli,
+				 id->timeline, path);
+		free(meta.timeline);
+		meta.timeline = xstrdup(tli);
+		if (stream_meta_write(path, &meta) < 0) {
+			code = EXIT_CANTCREAT;
+			goto out;
+		}
+		if (bind)
+			log_info("stream \"%s\" (id %s) bound to slot \"%s\" from %s, timeline %u", path,
+				 meta.stream_id ? meta.stream_id : "-", c->cfg->slot,
+				 meta.start_lsn ? meta.start_lsn : "an unknown position", id->timeline);
+	}
+out:
+	stream_meta_free(&meta);
 	return code;
 }
 
@@ -674,6 +783,8 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		if ((code = check_identity(&c, &id)) != EXIT_OK)
 			goto out;
 		int slot = ensure_slot(&c);
+		if (slot == EXIT_OK)
+			slot = check_stream_binding(&c, &id);
 		if (slot > 0) {
 			code = slot;
 			goto out;

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CHECKPOINT_SCHEMA_VERSION 1
+#define CHECKPOINT_SCHEMA_VERSION 2
 
 /* SQLSTATEs raised by the schema's expect_one() (apply's row checks). */
 #define SQLSTATE_NO_ROWS_MATCHED "TR001"
@@ -36,10 +36,24 @@ struct apply_checkpoint {
 	uint64_t stream_offset;       /* next offset after the last applied transaction */
 	uint64_t applied_through_lsn; /* last commit or watermark the applier passed */
 	uint64_t applied_transactions, applied_changes, skipped_duplicates;
+	/* the stream the checkpoint's offsets belong to (empty: not bound yet,
+	 * a checkpoint written before version 2) */
+	char stream_id[64];
+	char slot_name[128];
+	char system_identifier[32];
+	uint32_t timeline;
 };
 
 /* Reads (creating a zero row if absent) the checkpoint of ids. */
 int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids, struct apply_checkpoint *cp);
+
+/* Binds the checkpoint of ids to a stream instance: its id, the slot it
+ * follows, the source system and timeline.  reset_offset: the offsets
+ * are the new stream's from now on (stream_offset back to 0); the LSNs
+ * (dedup) are kept. */
+int checkpoint_bind_stream(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *stream_id,
+			   const char *slot_name, const char *system_identifier, uint32_t timeline,
+			   bool reset_offset);
 
 /* Records the source identity, or fails (returns 1, logged) when the
  * schema already knows source_id as another system or database. */

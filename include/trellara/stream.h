@@ -126,16 +126,30 @@ bool index_decode_header(const uint8_t *in, uint64_t *base_offset);
 
 /* ---- stream identity ---- */
 
+/* The binding of a stream: stream_id is random, made when the writer
+ * creates the stream (or first opens one made before it existed) and
+ * never changes, so a stream directory deleted and created again, or
+ * replaced by another, has another id.  slot, timeline and start_lsn are
+ * opaque text to this module: capture records which replication slot
+ * the stream follows, the source's timeline, and the slot's confirmed
+ * position when it bound the stream (where the stream's data begins). */
 struct stream_meta {
 	int format_version;
 	char *source_id;          /* owned, may be NULL */
 	char *flow;               /* owned, may be NULL */
 	char *system_identifier;  /* owned, may be NULL until capture sets it */
 	char *database;           /* owned, may be NULL */
+	char *stream_id;          /* owned, may be NULL in a stream no writer opened since */
+	char *slot;               /* owned, may be NULL until capture binds it */
+	char *timeline;           /* owned, may be NULL */
+	char *start_lsn;          /* owned, may be NULL */
 };
 int stream_meta_read(const char *dir, struct stream_meta *meta);   /* -1: logged */
 int stream_meta_write(const char *dir, const struct stream_meta *meta); /* durable */
 void stream_meta_free(struct stream_meta *meta);
+/* A new random stream id (32 hex digits), newly allocated; NULL (logged)
+ * when the system has no random bytes to give. */
+char *stream_id_generate(void);
 
 /* ---- writer ---- */
 

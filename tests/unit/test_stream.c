@@ -322,6 +322,17 @@ static void test_groups_and_retention(void)
 	CHECK(stream_group_set(dir, "bad/name", 1) == STREAM_EINVAL);
 	const char *prot[] = { "applyd" };
 	struct retention_plan plan;
+	/* no protected group: nothing goes, unless no consumer exists */
+	CHECK(stream_retention_plan(dir, NULL, 0, false, &plan) == 0 && plan.n_segments == 0);
+	CHECK(strstr(plan.limited_by, "no consumer group") != NULL);
+	retention_plan_free(&plan);
+	CHECK(stream_retention_plan(dir, NULL, 0, true, &plan) == 0 && plan.n_segments == 3);
+	retention_plan_free(&plan);
+	/* the stream has an id, and keeps it across writers */
+	struct stream_meta meta;
+	CHECK(stream_meta_read(dir, &meta) == 0 && meta.stream_id && strlen(meta.stream_id) == 32);
+	char *id = meta.stream_id ? strdup(meta.stream_id) : NULL;
+	stream_meta_free(&meta);
 	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0 && plan.n_segments == 0);
 	retention_plan_free(&plan);
 	/* 63 frames of 1032 bytes per 64 KiB segment: bases 0, 63, 126, 189 */
@@ -345,6 +356,11 @@ static void test_groups_and_retention(void)
 	CHECK(stream_reader_seek(r, 201) == STREAM_ERANGE);
 	stream_reader_close(r);
 	stream_writer_close(w);
+	w = open_writer(dir, 64 * 1024, &rec);
+	stream_writer_close(w);
+	CHECK(stream_meta_read(dir, &meta) == 0 && meta.stream_id && id && strcmp(meta.stream_id, id) == 0);
+	stream_meta_free(&meta);
+	free(id);
 	cleanup(dir);
 }
 
