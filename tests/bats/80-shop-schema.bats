@@ -121,7 +121,8 @@ kill_child() {
 	# every table the same, partitions included, row for row (sorted COPY)
 	assert_tables_equal customers orders payments_2026_10 payments_2026_11 payments_2026_12 audit_log
 	[ "$(psql_target "SELECT count(*) FROM payments")" -eq "$(psql_source "SELECT count(*) FROM payments")" ]
-	[ "$(psql_target "SELECT count(*) FROM payments")" -ge 17000 ]
+	# (the workload deletes orders, and payments with them: no fixed count)
+	[ "$(psql_target "SELECT count(DISTINCT tableoid) FROM payments")" -eq 3 ]
 	# the keyless table still has its identical duplicates
 	[ "$(psql_target "SELECT count(*) - count(DISTINCT (customer_code, action)) FROM audit_log")" -gt 0 ]
 	run -0 trellara verify --config "$FLOW_FILE"
