@@ -189,27 +189,34 @@ int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_
 	if (pgconn_command(dst, "BEGIN") < 0)
 		goto out;
 	open = true;
-	size_t n_full = 0;
+	/* Every table of the run that exists on the target is in the one
+	 * TRUNCATE, the empty ones too: PostgreSQL refuses to truncate a
+	 * referenced table unless the referencing table is truncated with it,
+	 * rows or not.  Nothing is truncated when all of them are empty. */
+	size_t n_listed = 0, n_full = 0;
 	for (size_t i = 0; i < n; i++) {
 		char *qs = pgconn_quote_ident(dst, tables[i].schema), *qn = pgconn_quote_ident(dst, tables[i].name);
 		char *qualified = xasprintf("%s.%s", qs, qn);
 		free(qs);
 		free(qn);
 		char kind = copy_relkind(dst, qualified);
-		int full = kind ? has_rows(dst, qualified, kind) : 0; /* a missing table fails its own copy */
+		if (!kind) { /* a missing table fails its own copy */
+			free(qualified);
+			continue;
+		}
+		int full = has_rows(dst, qualified, kind);
 		if (full < 0) {
 			free(qualified);
 			goto out;
 		}
-		if (full) {
-			char *item = xasprintf("%s%s", only_for(kind), qualified);
-			char *next = names ? xasprintf("%s, %s", names, item) : xstrdup(item);
-			free(item);
-			free(names);
-			names = next;
-			regclass_array_add(&list, qualified);
-			n_full++;
-		}
+		char *item = xasprintf("%s%s", only_for(kind), qualified);
+		char *next = names ? xasprintf("%s, %s", names, item) : xstrdup(item);
+		free(item);
+		free(names);
+		names = next;
+		regclass_array_add(&list, qualified);
+		n_listed++;
+		n_full += full > 0;
 		free(qualified);
 	}
 	if (n_full == 0) {
@@ -228,7 +235,7 @@ int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_
 	if (pgconn_command(dst, sql) < 0 || pgconn_command(dst, "COMMIT") < 0)
 		goto out;
 	open = false;
-	log_info("emptied %zu target tables before their copy: %s", n_full, names);
+	log_info("emptied %zu target tables before their copy (%zu held rows): %s", n_listed, n_full, names);
 	rc = 0;
 out:
 	if (open)

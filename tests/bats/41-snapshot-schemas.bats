@@ -91,6 +91,26 @@ shop_equal() {
 	[ "$(psql_target "SELECT count(*) FROM orders WHERE total = id * 1.5 + 1")" -eq 10 ]
 }
 
+@test "--force with an empty flow table that references a full one (refunds into orders): emptied together, every table copied" {
+	shop_init
+	psql_source "CREATE TABLE refunds (id int PRIMARY KEY, order_id int NOT NULL REFERENCES orders (id), amount numeric(10,2))" \
+		"ALTER PUBLICATION $PUBLICATION_NAME ADD TABLE refunds"
+	target_schema_from_source refunds
+	write_flow_file "$FLOW_FILE" --tables "public.customers,public.orders,public.payments,public.refunds" \
+		--set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"copied public.refunds: 0 rows"* ]]
+	shop_equal
+	# refunds stays empty on the target, orders is full: TRUNCATE orders needs refunds with it
+	psql_source "UPDATE orders SET total = total + 2 WHERE id <= 5"
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	[[ "$output" == *"copied public.orders: $(psql_source "SELECT count(*) FROM orders") rows"* ]]
+	[[ "$output" == *"copied public.refunds: 0 rows"* ]]
+	shop_equal
+	assert_tables_equal refunds
+	[ "$(psql_target "SELECT count(*) FROM orders WHERE total = id * 1.5 + 2")" -eq 5 ]
+}
+
 @test "an UPDATE of a row missing from a partitioned target table quarantines" {
 	shop_init
 	run -0 trellara-snapshot --config "$FLOW_FILE"
