@@ -120,10 +120,11 @@ static int has_rows(PGconn *dst, const char *qualified, char relkind)
 	return rc;
 }
 
-/* A foreign key from a relation outside the truncated set (a partitioned
- * table's partitions belong to it) into one inside it: TRUNCATE refuses
- * it.  0 none, 1 found (logged with the action), -1 on error. */
-static int outside_foreign_key(PGconn *dst, const char *regclass_array, const char *cfg_path)
+/* A foreign key from a relation outside the set (a partitioned table's
+ * partitions belong to it) into one inside it: the constraint, the
+ * referencing and the referenced table into the buffers.  0 none, 1
+ * found, -1 on error (logged). */
+static int referencing_key(PGconn *dst, const char *regclass_array, char *con, char *from, char *to, size_t len)
 {
 	const char *p[1] = { regclass_array };
 	PGresult *res = pgconn_query(
@@ -141,9 +142,24 @@ static int outside_foreign_key(PGconn *dst, const char *regclass_array, const ch
 		1, p);
 	if (!res)
 		return -1;
-	int rc = 0;
-	if (PQntuples(res) == 1) {
-		const char *con = PQgetvalue(res, 0, 0), *from = PQgetvalue(res, 0, 1), *to = PQgetvalue(res, 0, 2);
+	int rc = PQntuples(res) == 1;
+	if (rc) {
+		snprintf(con, len, "%s", PQgetvalue(res, 0, 0));
+		snprintf(from, len, "%s", PQgetvalue(res, 0, 1));
+		snprintf(to, len, "%s", PQgetvalue(res, 0, 2));
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* A foreign key from a relation outside the truncated set into one
+ * inside it: TRUNCATE refuses it.  0 none, 1 found (logged with the
+ * action), -1 on error. */
+static int outside_foreign_key(PGconn *dst, const char *regclass_array, const char *cfg_path)
+{
+	char con[300], from[300], to[300];
+	int rc = referencing_key(dst, regclass_array, con, from, to, sizeof con);
+	if (rc == 1) {
 		log_error("target table %s has foreign key \"%s\" into %s, which the snapshot must empty: TRUNCATE refuses it,"
 			  " and emptying only %s would leave the reference dangling",
 			  from, con, to, to);
@@ -151,9 +167,7 @@ static int outside_foreign_key(PGconn *dst, const char *regclass_array, const ch
 			 " or drop the constraint on the target for the copy and add it again afterwards:"
 			 " ALTER TABLE %s DROP CONSTRAINT \"%s\"",
 			 from, cfg_path, from, con);
-		rc = 1;
 	}
-	PQclear(res);
 	return rc;
 }
 
@@ -340,17 +354,39 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	if (full < 0)
 		goto failed;
 	if (full) {
+		/* TRUNCATE refuses a table that another target table references
+		 * (the other tables of the flow are not copied again), so such a
+		 * table is emptied with DELETE instead, in this transaction, with
+		 * the replica role: the referential-action triggers do not fire,
+		 * the referencing rows stay, and the rows copied next satisfy
+		 * them as the source's rows do */
 		char *list = NULL;
 		regclass_array_add(&list, qualified);
 		char *arr = xasprintf("{%s}", list);
 		free(list);
-		int fk = outside_foreign_key(dst, arr, job->cfg->path);
+		char con[300], from[300], to[300];
+		int fk = referencing_key(dst, arr, con, from, to, sizeof con);
 		free(arr);
-		if (fk) {
-			fail_table(t, "a foreign key into it from another target table stops its TRUNCATE", NULL);
+		if (fk < 0)
+			goto failed;
+		if (fk && !replica) {
+			char detail[700];
+			snprintf(detail, sizeof detail, "foreign key \"%s\" of %s", con, from);
+			fail_table(t, "another target table references it, and emptying it without firing the foreign key's"
+				      " actions needs session_replication_role = replica, which the target role may not set",
+				   detail);
+			log_hint("GRANT SET ON PARAMETER session_replication_role TO the target role (PostgreSQL 15 and later),"
+				 " or connect as a superuser");
 			goto out;
 		}
-		sql = xasprintf("TRUNCATE %s%s", only_for(dst_kind), qualified);
+		if (fk) {
+			log_info("table %s.%s: referenced by foreign key \"%s\" of %s: emptied with DELETE (replica role)"
+				 " instead of TRUNCATE",
+				 t->schema, t->name, con, from);
+			sql = xasprintf("DELETE FROM %s%s", only_for(dst_kind), qualified);
+		} else {
+			sql = xasprintf("TRUNCATE %s%s", only_for(dst_kind), qualified);
+		}
 		if (pgconn_command(dst, sql) < 0)
 			goto failed;
 		free(sql);
