@@ -264,9 +264,10 @@ out:
 
 /* Triggers (foreign-key checks included) that a COPY into the target
  * relation fires when session_replication_role is not replica: those
- * for INSERT, enabled.  NULL when none (or on error: logged, and the
- * copy then fails on its own). */
-static char *insert_triggers(PGconn *dst, const char *qualified, char relkind)
+ * for INSERT, enabled.  0 with *names their names, NULL when there are
+ * none; -1 when they cannot be read (logged): the copy must not run
+ * then, as it would fire whatever is there. */
+static int insert_triggers(PGconn *dst, const char *qualified, char relkind, char **names)
 {
 	const char *p[1] = { qualified };
 	char *sql = xasprintf("WITH rels AS (SELECT to_regclass($1)::oid AS oid%s)"
@@ -276,9 +277,15 @@ static char *insert_triggers(PGconn *dst, const char *qualified, char relkind)
 			      relkind == 'p' ? " UNION SELECT relid FROM pg_partition_tree(to_regclass($1))" : "");
 	PGresult *res = pgconn_query(dst, sql, 1, p);
 	free(sql);
-	char *names = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? xstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	*names = NULL;
+	if (!res || PQntuples(res) != 1) {
+		PQclear(res);
+		return -1;
+	}
+	if (!PQgetisnull(res, 0, 0))
+		*names = xstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
-	return names;
+	return 0;
 }
 
 static void fail_table(struct copy_table *t, const char *what, const char *detail)
@@ -333,7 +340,13 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		goto out;
 	}
 	if (!replica) {
-		char *trig = insert_triggers(dst, qualified, dst_kind);
+		char *trig;
+		if (insert_triggers(dst, qualified, dst_kind, &trig) < 0) {
+			fail_table(t, "cannot read the triggers of the target table", PQerrorMessage(dst));
+			log_hint("the target role may not set session_replication_role = replica, so a copy must know which"
+				 " triggers it would fire: let it read pg_catalog.pg_trigger, or grant it that parameter");
+			goto out;
+		}
 		if (trig) {
 			char detail[300];
 			snprintf(detail, sizeof detail, "%s", trig);

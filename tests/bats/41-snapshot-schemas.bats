@@ -140,6 +140,28 @@ shop_equal() {
 	bg_stop capture TERM
 }
 
+@test "a target role that may not set the replica role and cannot read the target's triggers: the table fails, its triggers never fire" {
+	export COPY_ROLE="copier_$TEST_N"
+	psql_source "CREATE TABLE accounts (id int PRIMARY KEY, last_update timestamptz NOT NULL)" \
+		"INSERT INTO accounts SELECT g, '2020-01-01'::timestamptz + g * interval '1 minute' FROM generate_series(1, 50) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
+	psql_target "CREATE FUNCTION set_last_update() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN NEW.last_update := now(); RETURN NEW; END\$\$"
+	target_schema_from_source accounts
+	psql_target "CREATE TRIGGER accounts_last_update BEFORE INSERT ON accounts FOR EACH ROW EXECUTE FUNCTION set_last_update()"
+	psql_admin target "DROP ROLE IF EXISTS $COPY_ROLE" "CREATE ROLE $COPY_ROLE LOGIN"
+	psql_target "GRANT CREATE ON DATABASE $TARGET_DB TO $COPY_ROLE" "GRANT ALL ON accounts TO $COPY_ROLE" \
+		"REVOKE SELECT ON pg_catalog.pg_trigger FROM PUBLIC"
+	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
+		--set target.database_url="\"$TARGET_URL&user=$COPY_ROLE\""
+	run -75 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"FAILED public.accounts: cannot read the triggers of the target table"* ]]
+	[ "$(psql_target "SELECT count(*) FROM accounts")" -eq 0 ]
+	psql_target "GRANT SELECT ON pg_catalog.pg_trigger TO PUBLIC"
+	run -75 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"FAILED public.accounts: the target table has triggers"*"accounts_last_update"* ]]
+	[ "$(psql_target "SELECT count(*) FROM accounts")" -eq 0 ]
+}
+
 @test "an UPDATE of a row missing from a partitioned target table quarantines" {
 	shop_init
 	run -0 trellara-snapshot --config "$FLOW_FILE"
