@@ -268,6 +268,41 @@ SQL
 	[ "$(psql_target "SELECT v FROM measurements_north")" = 77 ]
 }
 
+# events, partitioned by region; events_eu partitioned again by id
+sub_partitioned_init() {
+	psql_source <<'SQL'
+CREATE TABLE events (id int NOT NULL, region text NOT NULL, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us');
+CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu') PARTITION BY RANGE (id);
+CREATE TABLE events_eu_low PARTITION OF events_eu FOR VALUES FROM (0) TO (100);
+CREATE TABLE events_eu_high PARTITION OF events_eu FOR VALUES FROM (100) TO (1000);
+INSERT INTO events SELECT g, (ARRAY['us', 'eu'])[1 + g % 2] FROM generate_series(1, 300) g;
+SQL
+	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE events WITH (publish_via_partition_root = true)"
+	target_schema_from_source 'events*'
+}
+
+@test "a sub-partitioned middle table listed with its root: check and the snapshot both refuse it" {
+	sub_partitioned_init
+	write_flow_file "$FLOW_FILE" --tables "public.events,public.events_eu" --set stream.min_free_bytes=1048576
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output == *$'\nBLOCKER  partition_listed public.events_eu: public.events_eu is a partition of public.events'* ]]
+	run -78 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"public.events_eu is a partition of public.events"* ]]
+	# a leaf below it, listed with the middle table: the same
+	write_flow_file "$FLOW_FILE" --tables "public.events_eu,public.events_eu_low" --set stream.min_free_bytes=1048576
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output == *$'\nBLOCKER  partition_listed public.events_eu_low: public.events_eu_low is a partition of public.events_eu'* ]]
+	run -78 trellara-snapshot --config "$FLOW_FILE"
+	# the root alone passes both and copies every level
+	write_flow_file "$FLOW_FILE" --tables "public.events" --set stream.min_free_bytes=1048576
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output != *partition_listed* ]]
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"copied public.events: 300 rows"* ]]
+	assert_tables_equal events events_us events_eu_low events_eu_high
+}
+
 @test "a flow listing a partitioned table and one of its partitions is refused" {
 	measurements_init
 	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE measurements WITH (publish_via_partition_root = true)"
