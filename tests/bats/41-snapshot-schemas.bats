@@ -257,8 +257,10 @@ SQL
 	[[ $output == *$'\nBLOCKER  partition_listed public.measurements_east: public.measurements_east is a partition of public.measurements'* ]]
 }
 
-@test "a leaf partition listed on its own is copied alone; the other partitions on the target are left alone" {
+@test "a leaf partition listed on its own is copied alone, its changes stream under its own name, and verify compares it; the other partitions on the target are left alone" {
 	measurements_init
+	# published directly, not through the root: pgoutput sends the leaf's
+	# own changes under its name, and of a row moved out of it only the DELETE
 	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE measurements_south"
 	write_flow_file "$FLOW_FILE" --tables "public.measurements_south" --set stream.min_free_bytes=1048576
 	psql_target "INSERT INTO measurements VALUES (1, 'north', 77)"
@@ -266,6 +268,31 @@ SQL
 	[[ "$output" == *"copied public.measurements_south: $(psql_source "SELECT count(*) FROM measurements_south") rows"* ]]
 	assert_tables_equal measurements_south
 	[ "$(psql_target "SELECT v FROM measurements_north")" = 77 ]
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	# ids 4, 7 are south, 3 north: moved out of south, into south, changed in place, deleted, inserted
+	psql_source "UPDATE measurements SET region = 'north' WHERE id = 4 AND region = 'south'" \
+		"UPDATE measurements SET region = 'south', v = -3 WHERE id = 3 AND region = 'north'" \
+		"UPDATE measurements_south SET v = v + 1000 WHERE id < 100" \
+		"DELETE FROM measurements WHERE id = 7" \
+		"INSERT INTO measurements VALUES (7000, 'south', 1), (7001, 'north', 1)"
+	caught_up
+	assert_tables_equal measurements_south
+	[ "$(psql_target "SELECT v FROM measurements_south WHERE id = 3")" = 997 ]
+	[ "$(psql_target "SELECT count(*) FROM measurements_south WHERE id IN (4, 7)")" -eq 0 ]
+	# nothing of the other partitions reached the target
+	[ "$(psql_target "SELECT string_agg(id || ':' || v, ',') FROM measurements_north")" = 1:77 ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r .result <<<"$output")" = CONVERGED ]
+	[ "$(jq -r '.tables[0].scope' <<<"$output")" = table ]
+	[ "$(jq -r '.tables[0].source_rows' <<<"$output")" -eq "$(psql_source "SELECT count(*) FROM measurements_south")" ]
+	# a row of the leaf changed on the target is found
+	psql_target "UPDATE measurements_south SET v = 0 WHERE id = 3"
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r '.tables[0].divergences[0].keys[0]' <<<"$output")" = "(3,south)" ]
+	bg_stop applyd TERM
+	bg_stop capture TERM
 }
 
 # events, partitioned by region; events_eu partitioned again by id
