@@ -68,3 +68,10 @@ teardown() {
 	run -1 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"table public.notes: DIVERGED"* ]]
 }
+
+@test "a flow table missing on the target: verify says so, and compares the other tables" {
+	psql_target "DROP TABLE notes CASCADE"
+	run -1 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"table public.notes: DIVERGED: the target table does not exist"* ]]
+	[[ "$output" == *"table public.measurements: 400 rows (all partitions), checksums match"* ]]
+}
