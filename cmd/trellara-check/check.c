@@ -414,8 +414,9 @@ static int gather_table(PGconn *conn, const struct flow_config *cfg, struct sour
 		t->candidate_index = value(res, 0, 7);
 	}
 	PQclear(res);
-	if (t->exists && f->version_num >= 120000 && t->relkind != 'p') {
-		/* a partition of a configured partitioned table */
+	if (t->exists && f->version_num >= 120000) {
+		/* a partition of a configured partitioned table, at any level: a
+		 * sub-partitioned middle table too (the snapshot refuses both) */
 		const char *ap[1] = { t->oid };
 		if (!(res = pgconn_query(conn,
 					 "SELECT n.nspname, c.relname FROM pg_catalog.pg_partition_ancestors($1::oid) a"

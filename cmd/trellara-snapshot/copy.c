@@ -120,10 +120,11 @@ static int has_rows(PGconn *dst, const char *qualified, char relkind)
 	return rc;
 }
 
-/* A foreign key from a relation outside the truncated set (a partitioned
- * table's partitions belong to it) into one inside it: TRUNCATE refuses
- * it.  0 none, 1 found (logged with the action), -1 on error. */
-static int outside_foreign_key(PGconn *dst, const char *regclass_array, const char *cfg_path)
+/* A foreign key from a relation outside the set (a partitioned table's
+ * partitions belong to it) into one inside it: the constraint, the
+ * referencing and the referenced table into the buffers.  0 none, 1
+ * found, -1 on error (logged). */
+static int referencing_key(PGconn *dst, const char *regclass_array, char *con, char *from, char *to, size_t len)
 {
 	const char *p[1] = { regclass_array };
 	PGresult *res = pgconn_query(
@@ -141,9 +142,24 @@ static int outside_foreign_key(PGconn *dst, const char *regclass_array, const ch
 		1, p);
 	if (!res)
 		return -1;
-	int rc = 0;
-	if (PQntuples(res) == 1) {
-		const char *con = PQgetvalue(res, 0, 0), *from = PQgetvalue(res, 0, 1), *to = PQgetvalue(res, 0, 2);
+	int rc = PQntuples(res) == 1;
+	if (rc) {
+		snprintf(con, len, "%s", PQgetvalue(res, 0, 0));
+		snprintf(from, len, "%s", PQgetvalue(res, 0, 1));
+		snprintf(to, len, "%s", PQgetvalue(res, 0, 2));
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* A foreign key from a relation outside the truncated set into one
+ * inside it: TRUNCATE refuses it.  0 none, 1 found (logged with the
+ * action), -1 on error. */
+static int outside_foreign_key(PGconn *dst, const char *regclass_array, const char *cfg_path)
+{
+	char con[300], from[300], to[300];
+	int rc = referencing_key(dst, regclass_array, con, from, to, sizeof con);
+	if (rc == 1) {
 		log_error("target table %s has foreign key \"%s\" into %s, which the snapshot must empty: TRUNCATE refuses it,"
 			  " and emptying only %s would leave the reference dangling",
 			  from, con, to, to);
@@ -151,9 +167,7 @@ static int outside_foreign_key(PGconn *dst, const char *regclass_array, const ch
 			 " or drop the constraint on the target for the copy and add it again afterwards:"
 			 " ALTER TABLE %s DROP CONSTRAINT \"%s\"",
 			 from, cfg_path, from, con);
-		rc = 1;
 	}
-	PQclear(res);
 	return rc;
 }
 
@@ -189,27 +203,34 @@ int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_
 	if (pgconn_command(dst, "BEGIN") < 0)
 		goto out;
 	open = true;
-	size_t n_full = 0;
+	/* Every table of the run that exists on the target is in the one
+	 * TRUNCATE, the empty ones too: PostgreSQL refuses to truncate a
+	 * referenced table unless the referencing table is truncated with it,
+	 * rows or not.  Nothing is truncated when all of them are empty. */
+	size_t n_listed = 0, n_full = 0;
 	for (size_t i = 0; i < n; i++) {
 		char *qs = pgconn_quote_ident(dst, tables[i].schema), *qn = pgconn_quote_ident(dst, tables[i].name);
 		char *qualified = xasprintf("%s.%s", qs, qn);
 		free(qs);
 		free(qn);
 		char kind = copy_relkind(dst, qualified);
-		int full = kind ? has_rows(dst, qualified, kind) : 0; /* a missing table fails its own copy */
+		if (!kind) { /* a missing table fails its own copy */
+			free(qualified);
+			continue;
+		}
+		int full = has_rows(dst, qualified, kind);
 		if (full < 0) {
 			free(qualified);
 			goto out;
 		}
-		if (full) {
-			char *item = xasprintf("%s%s", only_for(kind), qualified);
-			char *next = names ? xasprintf("%s, %s", names, item) : xstrdup(item);
-			free(item);
-			free(names);
-			names = next;
-			regclass_array_add(&list, qualified);
-			n_full++;
-		}
+		char *item = xasprintf("%s%s", only_for(kind), qualified);
+		char *next = names ? xasprintf("%s, %s", names, item) : xstrdup(item);
+		free(item);
+		free(names);
+		names = next;
+		regclass_array_add(&list, qualified);
+		n_listed++;
+		n_full += full > 0;
 		free(qualified);
 	}
 	if (n_full == 0) {
@@ -228,7 +249,7 @@ int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_
 	if (pgconn_command(dst, sql) < 0 || pgconn_command(dst, "COMMIT") < 0)
 		goto out;
 	open = false;
-	log_info("emptied %zu target tables before their copy: %s", n_full, names);
+	log_info("emptied %zu target tables before their copy (%zu held rows): %s", n_listed, n_full, names);
 	rc = 0;
 out:
 	if (open)
@@ -243,9 +264,10 @@ out:
 
 /* Triggers (foreign-key checks included) that a COPY into the target
  * relation fires when session_replication_role is not replica: those
- * for INSERT, enabled.  NULL when none (or on error: logged, and the
- * copy then fails on its own). */
-static char *insert_triggers(PGconn *dst, const char *qualified, char relkind)
+ * for INSERT, enabled.  0 with *names their names, NULL when there are
+ * none; -1 when they cannot be read (logged): the copy must not run
+ * then, as it would fire whatever is there. */
+static int insert_triggers(PGconn *dst, const char *qualified, char relkind, char **names)
 {
 	const char *p[1] = { qualified };
 	char *sql = xasprintf("WITH rels AS (SELECT to_regclass($1)::oid AS oid%s)"
@@ -255,9 +277,15 @@ static char *insert_triggers(PGconn *dst, const char *qualified, char relkind)
 			      relkind == 'p' ? " UNION SELECT relid FROM pg_partition_tree(to_regclass($1))" : "");
 	PGresult *res = pgconn_query(dst, sql, 1, p);
 	free(sql);
-	char *names = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? xstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	*names = NULL;
+	if (!res || PQntuples(res) != 1) {
+		PQclear(res);
+		return -1;
+	}
+	if (!PQgetisnull(res, 0, 0))
+		*names = xstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
-	return names;
+	return 0;
 }
 
 static void fail_table(struct copy_table *t, const char *what, const char *detail)
@@ -312,7 +340,13 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		goto out;
 	}
 	if (!replica) {
-		char *trig = insert_triggers(dst, qualified, dst_kind);
+		char *trig;
+		if (insert_triggers(dst, qualified, dst_kind, &trig) < 0) {
+			fail_table(t, "cannot read the triggers of the target table", PQerrorMessage(dst));
+			log_hint("the target role may not set session_replication_role = replica, so a copy must know which"
+				 " triggers it would fire: let it read pg_catalog.pg_trigger, or grant it that parameter");
+			goto out;
+		}
 		if (trig) {
 			char detail[300];
 			snprintf(detail, sizeof detail, "%s", trig);
@@ -333,17 +367,39 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	if (full < 0)
 		goto failed;
 	if (full) {
+		/* TRUNCATE refuses a table that another target table references
+		 * (the other tables of the flow are not copied again), so such a
+		 * table is emptied with DELETE instead, in this transaction, with
+		 * the replica role: the referential-action triggers do not fire,
+		 * the referencing rows stay, and the rows copied next satisfy
+		 * them as the source's rows do */
 		char *list = NULL;
 		regclass_array_add(&list, qualified);
 		char *arr = xasprintf("{%s}", list);
 		free(list);
-		int fk = outside_foreign_key(dst, arr, job->cfg->path);
+		char con[300], from[300], to[300];
+		int fk = referencing_key(dst, arr, con, from, to, sizeof con);
 		free(arr);
-		if (fk) {
-			fail_table(t, "a foreign key into it from another target table stops its TRUNCATE", NULL);
+		if (fk < 0)
+			goto failed;
+		if (fk && !replica) {
+			char detail[700];
+			snprintf(detail, sizeof detail, "foreign key \"%s\" of %s", con, from);
+			fail_table(t, "another target table references it, and emptying it without firing the foreign key's"
+				      " actions needs session_replication_role = replica, which the target role may not set",
+				   detail);
+			log_hint("GRANT SET ON PARAMETER session_replication_role TO the target role (PostgreSQL 15 and later),"
+				 " or connect as a superuser");
 			goto out;
 		}
-		sql = xasprintf("TRUNCATE %s%s", only_for(dst_kind), qualified);
+		if (fk) {
+			log_info("table %s.%s: referenced by foreign key \"%s\" of %s: emptied with DELETE (replica role)"
+				 " instead of TRUNCATE",
+				 t->schema, t->name, con, from);
+			sql = xasprintf("DELETE FROM %s%s", only_for(dst_kind), qualified);
+		} else {
+			sql = xasprintf("TRUNCATE %s%s", only_for(dst_kind), qualified);
+		}
 		if (pgconn_command(dst, sql) < 0)
 			goto failed;
 		free(sql);

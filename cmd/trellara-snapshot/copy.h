@@ -5,7 +5,7 @@
  * per worker.  Binary COPY when every column has a built-in type, text
  * otherwise.  A run empties the target tables it copies first, together
  * (copy_empty_targets); a table still holding rows (a reseed) is
- * truncated in its copy's transaction.
+ * emptied in its copy's transaction.
  *
  * A partitioned table is read and written through its parent (every
  * partition's rows); any other table ONLY (an inheritance parent's own
@@ -52,8 +52,10 @@ struct copy_job {
  * -1 when workers could not even start (logged). */
 int copy_tables(struct copy_job *job);
 
-/* Empties, in one TRUNCATE, the target tables of the list that hold
- * rows (tables that reference each other go together).  0 done, 1 a
+/* When a target table of the list holds rows, empties every one of
+ * them that exists on the target in one TRUNCATE (tables that reference
+ * each other go together, empty ones included); nothing when all are
+ * empty.  0 done, 1 a
  * foreign key from a table outside the list stops it (logged, with the
  * constraint and the action; nothing emptied), -1 on error (logged). */
 int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_table *tables, size_t n);

@@ -351,19 +351,23 @@ static void narrow(struct table_result *r, PGresult *rs, PGresult *rt)
 	free(t);
 }
 
-/* relkind of the relation and whether it has inheritance children;
- * relkind '\0' when it does not exist or on error. */
-static char relation_kind(PGconn *c, const char *qualified, bool *children)
+/* relkind of the relation ('\0' when it does not exist) and, when
+ * children is not NULL, whether it has inheritance children: 0, or -1 when the catalog cannot be read
+ * (logged). */
+static int relation_kind(PGconn *c, const char *qualified, char *kind, bool *children)
 {
 	const char *p[1] = { qualified };
 	PGresult *res = pgconn_query(c,
 				     "SELECT relkind::text, EXISTS (SELECT 1 FROM pg_inherits WHERE inhparent = c.oid)"
 				     " FROM pg_class c WHERE oid = to_regclass($1)",
 				     1, p);
-	char kind = res && PQntuples(res) == 1 ? PQgetvalue(res, 0, 0)[0] : '\0';
-	*children = kind && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	if (!res)
+		return -1;
+	*kind = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0)[0] : '\0';
+	if (children)
+		*children = *kind && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	PQclear(res);
-	return kind;
+	return 0;
 }
 
 static void compare_table(struct verify *v, const struct table_config *t, struct table_result *r)
@@ -382,9 +386,22 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 		goto out;
 	}
 	r->keyless = cols.key == NULL;
-	bool children = false, target_children = false;
-	char src_kind = relation_kind(v->src, qualified, &children);
-	char dst_kind = relation_kind(v->dst, qualified, &target_children);
+	/* which rows are compared depends on the kinds: never guessed; the
+	 * scope is the source's (the target's inheritance children do not
+	 * change which rows the source has) */
+	bool children = false;
+	char src_kind, dst_kind;
+	if (relation_kind(v->src, qualified, &src_kind, &children) < 0 ||
+	    relation_kind(v->dst, qualified, &dst_kind, NULL) < 0) {
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "cannot read the table's kind from the catalog");
+		goto out;
+	}
+	if (!dst_kind) {
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "the target table does not exist");
+		goto out;
+	}
 	r->scope = src_kind == 'p' ? SCOPE_PARTITIONS : children ? SCOPE_ONLY : SCOPE_TABLE;
 	/* each side through the parent when it is partitioned there */
 	const char *only_src = src_kind == 'p' ? "" : "ONLY ", *only_dst = dst_kind == 'p' ? "" : "ONLY ";

@@ -91,6 +91,77 @@ shop_equal() {
 	[ "$(psql_target "SELECT count(*) FROM orders WHERE total = id * 1.5 + 1")" -eq 10 ]
 }
 
+@test "--force with an empty flow table that references a full one (refunds into orders): emptied together, every table copied" {
+	shop_init
+	psql_source "CREATE TABLE refunds (id int PRIMARY KEY, order_id int NOT NULL REFERENCES orders (id), amount numeric(10,2))" \
+		"ALTER PUBLICATION $PUBLICATION_NAME ADD TABLE refunds"
+	target_schema_from_source refunds
+	write_flow_file "$FLOW_FILE" --tables "public.customers,public.orders,public.payments,public.refunds" \
+		--set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"copied public.refunds: 0 rows"* ]]
+	shop_equal
+	# refunds stays empty on the target, orders is full: TRUNCATE orders needs refunds with it
+	psql_source "UPDATE orders SET total = total + 2 WHERE id <= 5"
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	[[ "$output" == *"copied public.orders: $(psql_source "SELECT count(*) FROM orders") rows"* ]]
+	[[ "$output" == *"copied public.refunds: 0 rows"* ]]
+	shop_equal
+	assert_tables_equal refunds
+	[ "$(psql_target "SELECT count(*) FROM orders WHERE total = id * 1.5 + 2")" -eq 5 ]
+}
+
+# a target table with rows that differ from the source's, and a foreign
+# key into it from another flow table: the reseed the verify names
+@test "reseed of a table that another flow table references (customers, referenced by orders): copied again, orders untouched" {
+	shop_init
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "UPDATE orders SET total = total + 1 WHERE id = 1"
+	caught_up
+	# the target diverges: a changed row, a missing one (orders of customer 9 keep their reference)
+	psql_target "UPDATE customers SET email = 'diverged' WHERE id = 5" \
+		"SET session_replication_role = replica" "DELETE FROM customers WHERE id = 9"
+	orders_before=$(sorted_copy target orders | md5sum)
+	run -1 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"recover: trellara reseed --config $FLOW_FILE --table public.customers"* ]]
+	run -0 trellara-snapshot reseed --config "$FLOW_FILE" --table public.customers
+	[[ "$output" == *"reseeded public.customers: 300 rows"* ]]
+	assert_tables_equal customers orders
+	[ "$(sorted_copy target orders | md5sum)" = "$orders_before" ]
+	# the flow goes on from the reseed's watermark
+	psql_source "UPDATE customers SET email = 'after' WHERE id = 9" "UPDATE orders SET total = 0 WHERE customer_id = 9"
+	caught_up
+	shop_equal
+	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r .result <<<"$output")" = CONVERGED ]
+	bg_stop applyd TERM
+	bg_stop capture TERM
+}
+
+@test "a target role that may not set the replica role and cannot read the target's triggers: the table fails, its triggers never fire" {
+	export COPY_ROLE="copier_$TEST_N"
+	psql_source "CREATE TABLE accounts (id int PRIMARY KEY, last_update timestamptz NOT NULL)" \
+		"INSERT INTO accounts SELECT g, '2020-01-01'::timestamptz + g * interval '1 minute' FROM generate_series(1, 50) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
+	psql_target "CREATE FUNCTION set_last_update() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN NEW.last_update := now(); RETURN NEW; END\$\$"
+	target_schema_from_source accounts
+	psql_target "CREATE TRIGGER accounts_last_update BEFORE INSERT ON accounts FOR EACH ROW EXECUTE FUNCTION set_last_update()"
+	psql_admin target "DROP ROLE IF EXISTS $COPY_ROLE" "CREATE ROLE $COPY_ROLE LOGIN"
+	psql_target "GRANT CREATE ON DATABASE $TARGET_DB TO $COPY_ROLE" "GRANT ALL ON accounts TO $COPY_ROLE" \
+		"REVOKE SELECT ON pg_catalog.pg_trigger FROM PUBLIC"
+	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
+		--set target.database_url="\"$TARGET_URL&user=$COPY_ROLE\""
+	run -75 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"FAILED public.accounts: cannot read the triggers of the target table"* ]]
+	[ "$(psql_target "SELECT count(*) FROM accounts")" -eq 0 ]
+	psql_target "GRANT SELECT ON pg_catalog.pg_trigger TO PUBLIC"
+	run -75 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"FAILED public.accounts: the target table has triggers"*"accounts_last_update"* ]]
+	[ "$(psql_target "SELECT count(*) FROM accounts")" -eq 0 ]
+}
+
 @test "an UPDATE of a row missing from a partitioned target table quarantines" {
 	shop_init
 	run -0 trellara-snapshot --config "$FLOW_FILE"
@@ -186,8 +257,10 @@ SQL
 	[[ $output == *$'\nBLOCKER  partition_listed public.measurements_east: public.measurements_east is a partition of public.measurements'* ]]
 }
 
-@test "a leaf partition listed on its own is copied alone; the other partitions on the target are left alone" {
+@test "a leaf partition listed on its own is copied alone, its changes stream under its own name, and verify compares it; the other partitions on the target are left alone" {
 	measurements_init
+	# published directly, not through the root: pgoutput sends the leaf's
+	# own changes under its name, and of a row moved out of it only the DELETE
 	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE measurements_south"
 	write_flow_file "$FLOW_FILE" --tables "public.measurements_south" --set stream.min_free_bytes=1048576
 	psql_target "INSERT INTO measurements VALUES (1, 'north', 77)"
@@ -195,6 +268,66 @@ SQL
 	[[ "$output" == *"copied public.measurements_south: $(psql_source "SELECT count(*) FROM measurements_south") rows"* ]]
 	assert_tables_equal measurements_south
 	[ "$(psql_target "SELECT v FROM measurements_north")" = 77 ]
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	# ids 4, 7 are south, 3 north: moved out of south, into south, changed in place, deleted, inserted
+	psql_source "UPDATE measurements SET region = 'north' WHERE id = 4 AND region = 'south'" \
+		"UPDATE measurements SET region = 'south', v = -3 WHERE id = 3 AND region = 'north'" \
+		"UPDATE measurements_south SET v = v + 1000 WHERE id < 100" \
+		"DELETE FROM measurements WHERE id = 7" \
+		"INSERT INTO measurements VALUES (7000, 'south', 1), (7001, 'north', 1)"
+	caught_up
+	assert_tables_equal measurements_south
+	[ "$(psql_target "SELECT v FROM measurements_south WHERE id = 3")" = 997 ]
+	[ "$(psql_target "SELECT count(*) FROM measurements_south WHERE id IN (4, 7)")" -eq 0 ]
+	# nothing of the other partitions reached the target
+	[ "$(psql_target "SELECT string_agg(id || ':' || v, ',') FROM measurements_north")" = 1:77 ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r .result <<<"$output")" = CONVERGED ]
+	[ "$(jq -r '.tables[0].scope' <<<"$output")" = table ]
+	[ "$(jq -r '.tables[0].source_rows' <<<"$output")" -eq "$(psql_source "SELECT count(*) FROM measurements_south")" ]
+	# a row of the leaf changed on the target is found
+	psql_target "UPDATE measurements_south SET v = 0 WHERE id = 3"
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r '.tables[0].divergences[0].keys[0]' <<<"$output")" = "(3,south)" ]
+	bg_stop applyd TERM
+	bg_stop capture TERM
+}
+
+# events, partitioned by region; events_eu partitioned again by id
+sub_partitioned_init() {
+	psql_source <<'SQL'
+CREATE TABLE events (id int NOT NULL, region text NOT NULL, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us');
+CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu') PARTITION BY RANGE (id);
+CREATE TABLE events_eu_low PARTITION OF events_eu FOR VALUES FROM (0) TO (100);
+CREATE TABLE events_eu_high PARTITION OF events_eu FOR VALUES FROM (100) TO (1000);
+INSERT INTO events SELECT g, (ARRAY['us', 'eu'])[1 + g % 2] FROM generate_series(1, 300) g;
+SQL
+	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE events WITH (publish_via_partition_root = true)"
+	target_schema_from_source 'events*'
+}
+
+@test "a sub-partitioned middle table listed with its root: check and the snapshot both refuse it" {
+	sub_partitioned_init
+	write_flow_file "$FLOW_FILE" --tables "public.events,public.events_eu" --set stream.min_free_bytes=1048576
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output == *$'\nBLOCKER  partition_listed public.events_eu: public.events_eu is a partition of public.events'* ]]
+	run -78 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"public.events_eu is a partition of public.events"* ]]
+	# a leaf below it, listed with the middle table: the same
+	write_flow_file "$FLOW_FILE" --tables "public.events_eu,public.events_eu_low" --set stream.min_free_bytes=1048576
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output == *$'\nBLOCKER  partition_listed public.events_eu_low: public.events_eu_low is a partition of public.events_eu'* ]]
+	run -78 trellara-snapshot --config "$FLOW_FILE"
+	# the root alone passes both and copies every level
+	write_flow_file "$FLOW_FILE" --tables "public.events" --set stream.min_free_bytes=1048576
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE"
+	[[ $output != *partition_listed* ]]
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"copied public.events: 300 rows"* ]]
+	assert_tables_equal events events_us events_eu_low events_eu_high
 }
 
 @test "a flow listing a partitioned table and one of its partitions is refused" {
