@@ -85,6 +85,16 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The decision cores link without libpq (DESIGN §2): these links name their
+# objects one by one and no library, so a call into libpq (or into anything
+# that needs it) fails the build.
+NOLIBPQ_BINS := build/tests/ack_policy_nolibpq
+
+build/tests/ack_policy_nolibpq: build/obj/tests/unit/test_ack_policy.o build/obj/common/ack_policy.o
+	@mkdir -p $(@D)
+	$(if $(Q),@echo "  LINK    $@ (no libpq)")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+
 build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) build/libtrellara-san.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
@@ -95,8 +105,8 @@ build/bench/%: build/obj/bench/%.o build/libtrellara.a
 
 unit: unit-plain unit-san
 
-unit-plain: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+unit-plain: $(UNIT_BINS) $(NOLIBPQ_BINS)
+	@set -e; for t in $(UNIT_BINS) $(NOLIBPQ_BINS); do echo "== $$t"; $$t; done
 
 unit-san: $(UNIT_SAN_BINS)
 	@set -e; for t in $(UNIT_SAN_BINS); do echo "== $$t (asan+ubsan)"; \

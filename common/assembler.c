@@ -2,6 +2,7 @@
  * assembler.c - pgoutput messages to stream frames (assembler.h).
  */
 #include "trellara/assembler.h"
+#include "trellara/ack_policy.h"
 
 #include "trellara/checksum.h"
 #include "trellara/defaults.h"
@@ -774,7 +775,7 @@ static int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, u
 	result->commit_lsn = commit_lsn;
 	result->end_lsn = end_lsn;
 	result->changes = t->changes;
-	if (commit_lsn <= a->options.skip_through_commit_lsn) {
+	if (ack_policy_is_duplicate(a->options.skip_through_commit_lsn, commit_lsn)) {
 		result->event = ASSEMBLER_SKIPPED;
 		txn_remove(a, t);
 		return 0;

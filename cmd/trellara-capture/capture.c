@@ -6,6 +6,7 @@
  */
 #include "capture.h"
 
+#include "trellara/ack_policy.h"
 #include "trellara/assembler.h"
 #include "trellara/defaults.h"
 #include "trellara/envelope.h"
@@ -42,19 +43,13 @@ struct capture {
 	struct pgoutput_session session;
 	struct pgoutput_message msg;
 	PGconn *conn;
-	uint64_t durable_lsn;         /* acknowledged: end of the last durable txn or watermark */
-	uint64_t pending_lsn;         /* end LSN the pending batch makes durable */
-	uint64_t recorded_lsn;        /* highest LSN a frame appended so far records */
-	uint64_t batch_txns;          /* committed transactions in the pending batch */
-	uint64_t reported_lsn;        /* last flush position sent */
-	int64_t last_status_us, last_watermark_us;
+	struct ack_policy ack;        /* what may be reported, when a watermark is due */
 	unsigned int rng;             /* backoff jitter */
 	bool storage_failed;
 	unsigned messages_since_check;
 	PGconn *target;               /* the run check (not with --start-now) */
 	char run_id[128];
 	bool run_handoff_ready;       /* move the run to streaming once streaming */
-	int64_t batch_started_us;     /* first transaction of the pending batch */
 	struct notify_watchdog watchdog;
 	int64_t last_metrics_us;
 	bool ready_sent;
@@ -95,10 +90,10 @@ static void write_metrics(struct capture *c, bool force)
 	metrics_add_u64(&m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
 	metrics_add_u64(&m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(&m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
-	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, c->durable_lsn);
-	if (c->last_status_us)
+	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, c->ack.durable_lsn);
+	if (c->ack.last_status_us)
 		metrics_add_double(&m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update",
-				   METRIC_GAUGE, NULL, NULL, (double)(now - c->last_status_us) / 1e6);
+				   METRIC_GAUGE, NULL, NULL, (double)(now - c->ack.last_status_us) / 1e6);
 	metrics_write_file(c->cfg->metrics_dir, "capture", &m, false);
 	metrics_free(&m);
 }
@@ -160,8 +155,7 @@ static int append_watermark(struct capture *c, uint64_t lsn)
 	}
 	c->stats->frames++;
 	c->stats->watermarks++;
-	c->recorded_lsn = lsn;
-	c->last_watermark_us = mono_us();
+	ack_policy_on_watermark_appended(&c->ack, lsn, mono_us());
 	return 0;
 }
 
@@ -170,19 +164,17 @@ static int append_watermark(struct capture *c, uint64_t lsn)
  * without a frame (an empty transaction) gets a watermark frame. */
 static int flush_batch(struct capture *c)
 {
-	if (stream_writer_pending(c->writer) == 0 && c->pending_lsn <= c->durable_lsn)
+	if (!ack_policy_flush_needed(&c->ack, stream_writer_pending(c->writer)))
 		return 0;
-	if (c->pending_lsn > c->recorded_lsn && append_watermark(c, c->pending_lsn) < 0)
+	uint64_t watermark_lsn;
+	if (ack_policy_watermark_needed(&c->ack, &watermark_lsn) && append_watermark(c, watermark_lsn) < 0)
 		return -1;
 	if (stream_writer_sync(c->writer) != STREAM_OK) {
 		c->storage_failed = true;
 		return -1;
 	}
 	c->stats->batches++;
-	if (c->pending_lsn > c->durable_lsn)
-		c->durable_lsn = c->pending_lsn;
-	c->batch_txns = 0;
-	c->stats->durable_lsn = c->durable_lsn;
+	c->stats->durable_lsn = ack_policy_on_durable(&c->ack);
 	fault_point("capture.after_append_before_ack");
 	return 0;
 }
@@ -190,20 +182,20 @@ static int flush_batch(struct capture *c)
 static int send_status(struct capture *c, bool reply_requested)
 {
 	uint8_t m[34];
+	uint64_t lsn_reported = ack_policy_report_lsn(&c->ack);
 	m[0] = 'r';
-	put_be64(m + 1, c->durable_lsn);  /* written */
-	put_be64(m + 9, c->durable_lsn);  /* flushed */
-	put_be64(m + 17, c->durable_lsn); /* applied */
+	put_be64(m + 1, lsn_reported);  /* written */
+	put_be64(m + 9, lsn_reported);  /* flushed */
+	put_be64(m + 17, lsn_reported); /* applied */
 	put_be64(m + 25, (uint64_t)(wall_us() - PG_EPOCH_OFFSET_US));
 	m[33] = reply_requested ? 1 : 0;
 	if (PQputCopyData(c->conn, (const char *)m, sizeof m) <= 0 || PQflush(c->conn) != 0) {
 		log_warn("cannot send standby status update: %s", PQerrorMessage(c->conn));
 		return -1;
 	}
-	c->reported_lsn = c->durable_lsn;
-	c->last_status_us = mono_us();
+	ack_policy_on_reported(&c->ack, mono_us());
 	char lsn[LSN_FORMAT_LEN];
-	log_debug("standby status: flushed %s", lsn_format(c->durable_lsn, lsn));
+	log_debug("standby status: flushed %s", lsn_format(lsn_reported, lsn));
 	return 0;
 }
 
@@ -211,7 +203,6 @@ static int write_watermark(struct capture *c, uint64_t lsn)
 {
 	if (append_watermark(c, lsn) < 0)
 		return -1;
-	c->pending_lsn = lsn;
 	return flush_batch(c);
 }
 
@@ -220,10 +211,9 @@ static int write_watermark(struct capture *c, uint64_t lsn)
  * transaction's end or a watermark).  Scans segments from the newest
  * back until one holds a committed transaction (segments of watermarks
  * alone do not say which transactions are in the stream). */
-static int stream_positions(const char *dir, uint64_t *last_commit, uint64_t *durable)
+static int stream_positions(const char *dir, struct ack_restart_point *rp)
 {
-	*last_commit = 0;
-	*durable = 0;
+	*rp = (struct ack_restart_point){ 0 };
 	uint64_t *bases = NULL;
 	size_t n = 0;
 	int rc = -1;
@@ -249,15 +239,11 @@ static int stream_positions(const char *dir, uint64_t *last_commit, uint64_t *du
 				goto out;
 			}
 			if (t == FRAME_WATERMARK) {
-				if (s.lsn > *durable)
-					*durable = s.lsn;
+				ack_restart_point_add_watermark(rp, s.lsn);
 				continue;
 			}
 			found_commit = true;
-			if (s.commit_lsn > *last_commit)
-				*last_commit = s.commit_lsn;
-			if (s.end_lsn > *durable)
-				*durable = s.end_lsn;
+			ack_restart_point_add_txn(rp, s.commit_lsn, s.end_lsn);
 		}
 		if (st != STREAM_END)
 			goto out;
@@ -388,7 +374,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 		return EXIT_DATAERR;
 	int code = EXIT_OK;
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], l3[LSN_FORMAT_LEN];
-	bool empty = c->durable_lsn == 0;
+	bool empty = c->ack.durable_lsn == 0;
 	if (meta.slot && strcmp(meta.slot, c->cfg->slot) != 0) {
 		log_error("stream \"%s\" follows replication slot \"%s\", but the flow names slot \"%s\"", path, meta.slot,
 			  c->cfg->slot);
@@ -406,7 +392,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 		code = EXIT_CONFIG;
 		goto out;
 	}
-	if (c->slot_existed && c->slot_confirmed_lsn > c->durable_lsn) {
+	if (c->slot_existed && c->slot_confirmed_lsn > c->ack.durable_lsn) {
 		uint64_t covered;
 		if (copies_cover_through(c, &covered) < 0) {
 			code = -1;
@@ -418,7 +404,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 		} else if (c->slot_confirmed_lsn > covered) {
 			log_error("replication slot \"%s\" has confirmed changes through %s, but stream \"%s\" (id %s) holds only through %s and the target's copies only through %s: the stream that received those changes is gone (deleted, replaced or restored from an older copy)",
 				  c->cfg->slot, lsn_format(c->slot_confirmed_lsn, l1), path, meta.stream_id ? meta.stream_id : "-",
-				  lsn_format(c->durable_lsn, l2), lsn_format(covered, l3));
+				  lsn_format(c->ack.durable_lsn, l2), lsn_format(covered, l3));
 			log_hint("restore the stream directory capture wrote, or copy every table again so that the copies cover what the slot skipped: \"trellara snapshot --config %s --force\"",
 				 c->cfg->path);
 			code = EXIT_DATAERR;
@@ -510,27 +496,17 @@ static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
 	if (result.event == ASSEMBLER_COMMITTED) {
 		c->stats->transactions++;
 		c->stats->changes += result.changes;
-		if (result.end_lsn > c->pending_lsn)
-			c->pending_lsn = result.end_lsn;
-		if (result.end_lsn > c->recorded_lsn)
-			c->recorded_lsn = result.end_lsn;
-		if (c->batch_txns++ == 0)
-			c->batch_started_us = mono_us();
-		if (c->batch_txns >= c->cfg->max_batch_transactions ||
-		    stream_writer_pending(c->writer) >= c->cfg->max_batch_messages)
-			if (flush_batch(c) < 0)
-				return EXIT_CANTCREAT;
+		if (ack_policy_on_appended(&c->ack, result.end_lsn, stream_writer_pending(c->writer), mono_us()) &&
+		    flush_batch(c) < 0)
+			return EXIT_CANTCREAT;
 	} else if (result.event == ASSEMBLER_EMPTY) {
-		if (result.end_lsn > c->pending_lsn)
-			c->pending_lsn = result.end_lsn;
+		ack_policy_on_passed(&c->ack, result.end_lsn);
 	} else if (result.event == ASSEMBLER_SKIPPED) {
 		c->stats->skipped_duplicates++;
 		char lsn[LSN_FORMAT_LEN];
 		log_info("skipped transaction %u (commit %s): already in the stream", result.xid,
 			 lsn_format(result.commit_lsn, lsn));
-		/* confirming it again is safe: it is durable in the stream */
-		if (result.end_lsn > c->pending_lsn)
-			c->pending_lsn = result.end_lsn;
+		ack_policy_on_passed(&c->ack, result.end_lsn);
 	}
 	return EXIT_OK;
 }
@@ -543,18 +519,15 @@ static int handle_keepalive(struct capture *c, const uint8_t *data, size_t len)
 	}
 	uint64_t wal_end = get_be64(data + 1);
 	bool reply = data[17] != 0;
-	/* With nothing open and nothing pending, everything up to wal_end
-	 * has been received: record it durably, then confirm it. */
-	if (!assembler_in_transaction(c->assembler) && wal_end > c->durable_lsn) {
+	struct ack_keepalive_decision d =
+		ack_policy_on_keepalive(&c->ack, wal_end, reply, assembler_in_transaction(c->assembler));
+	if (d.record) {
 		if (flush_batch(c) < 0)
 			return EXIT_CANTCREAT;
-		if (wal_end > c->durable_lsn &&
-		    (reply || mono_us() - c->last_watermark_us >= (int64_t)c->o->watermark_interval_ms * 1000)) {
-			if (write_watermark(c, wal_end) < 0)
-				return EXIT_CANTCREAT;
-		}
+		if (ack_policy_keepalive_watermark(&c->ack, wal_end, reply, mono_us()) && write_watermark(c, wal_end) < 0)
+			return EXIT_CANTCREAT;
 	}
-	if (reply && send_status(c, false) < 0)
+	if (d.reply && send_status(c, false) < 0)
 		return -1;
 	return EXIT_OK;
 }
@@ -582,7 +555,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			/* under continuous traffic too, acknowledge at least once per interval */
 			if (++c->messages_since_check >= 1000) {
 				c->messages_since_check = 0;
-				if (mono_us() - c->last_status_us >= (int64_t)c->o->status_interval_ms * 1000) {
+				if (ack_policy_status_interval_elapsed(&c->ack, mono_us())) {
 					if (flush_batch(c) < 0) {
 						PQfreemem(buf);
 						return EXIT_CANTCREAT;
@@ -620,27 +593,22 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		/* Nothing more right now.  Under load the next message is usually
 		 * a moment away: give the batch up to 2 ms more before its
 		 * fdatasync (group commit), then end it. */
-		if (c->batch_txns > 0 && c->batch_txns < c->cfg->max_batch_transactions) {
-			int64_t waited = mono_us() - c->batch_started_us;
-			if (waited < 2000) {
-				struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
-				if (poll(&more, 1, 1) > 0) {
-					if (PQconsumeInput(c->conn) == 0) {
-						log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
-						if (flush_batch(c) < 0)
-							return EXIT_CANTCREAT;
-						return -1;
-					}
-					continue;
+		if (ack_policy_batch_may_wait(&c->ack, mono_us())) {
+			struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
+			if (poll(&more, 1, 1) > 0) {
+				if (PQconsumeInput(c->conn) == 0) {
+					log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
+					if (flush_batch(c) < 0)
+						return EXIT_CANTCREAT;
+					return -1;
 				}
+				continue;
 			}
 		}
 		if (flush_batch(c) < 0)
 			return EXIT_CANTCREAT;
-		int64_t now = mono_us();
-		if (c->durable_lsn > c->reported_lsn || now - c->last_status_us >= (int64_t)c->o->status_interval_ms * 1000)
-			if (send_status(c, false) < 0)
-				return -1;
+		if (ack_policy_status_due(&c->ack, mono_us()) && send_status(c, false) < 0)
+			return -1;
 		struct pollfd pfd = { .fd = PQsocket(c->conn), .events = POLLIN };
 		int wait_ms = c->o->status_interval_ms;
 		if (wait_ms > 1000)
@@ -730,16 +698,22 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			: rc == STREAM_EINVAL ? EXIT_CONFIG : EXIT_CANTCREAT;
 		goto out;
 	}
-	uint64_t last_commit;
-	if (stream_positions(cfg->stream_path, &last_commit, &c.durable_lsn) < 0) {
+	struct ack_restart_point restart;
+	if (stream_positions(cfg->stream_path, &restart) < 0) {
 		code = EXIT_DATAERR;
 		goto out;
 	}
-	c.pending_lsn = c.recorded_lsn = c.durable_lsn;
-	stats->durable_lsn = c.durable_lsn;
+	struct ack_policy_options apo = {
+		.status_interval_us = (int64_t)o->status_interval_ms * 1000,
+		.watermark_interval_us = (int64_t)o->watermark_interval_ms * 1000,
+		.max_batch_transactions = cfg->max_batch_transactions,
+		.max_batch_messages = cfg->max_batch_messages,
+	};
+	ack_policy_init(&c.ack, &apo, &restart);
+	stats->durable_lsn = c.ack.durable_lsn;
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
 	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", cfg->stream_path,
-		 rec.next_offset, lsn_format(last_commit, l1), lsn_format(c.durable_lsn, l2));
+		 rec.next_offset, lsn_format(restart.last_commit_lsn, l1), lsn_format(c.ack.durable_lsn, l2));
 
 	struct assembler_options ao = {
 		.source_id = cfg->source_id,
@@ -748,7 +722,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		.spill_threshold_changes = cfg->stream_spill_threshold_changes,
 		.strict_chunking = cfg->strict_chunking,
 		.max_changes_per_chunk = cfg->max_changes_per_chunk,
-		.skip_through_commit_lsn = last_commit,
+		.skip_through_commit_lsn = c.ack.stream_last_commit_lsn,
 	};
 	char aerr[512];
 	if (assembler_open(&c.assembler, &ao, aerr, sizeof aerr) < 0) {
@@ -814,7 +788,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		 * it again from the slot's confirmed position. */
 		pgoutput_session_reset(&c.session);
 		assembler_reset(c.assembler);
-		c.last_status_us = 0;
+		ack_policy_on_connect(&c.ack);
 		bool progress = false;
 		int result = stream_loop(&c, &progress);
 		PQfinish(c.conn);
@@ -835,7 +809,7 @@ out:
 	log_info("capture stopped: %" PRIu64 " transactions (%" PRIu64 " changes, %" PRIu64 " frames) appended, %" PRIu64
 		 " skipped as duplicates, %" PRIu64 " watermarks, durable through %s",
 		 stats->transactions, stats->changes, stats->frames, stats->skipped_duplicates, stats->watermarks,
-		 lsn_format(c.durable_lsn, l1));
+		 lsn_format(c.ack.durable_lsn, l1));
 	assembler_close(c.assembler);
 	stream_writer_close(c.writer);
 	PQfinish(c.target);

@@ -64,7 +64,7 @@ struct assembler_options {
 	uint64_t max_changes_per_chunk;
 	size_t max_frame_payload;    /* MAX_FRAME_PAYLOAD unless testing */
 	size_t target_frame_payload; /* FRAME_TARGET_PAYLOAD unless testing (at most max_frame_payload) */
-	uint64_t skip_through_commit_lsn; /* already in the stream: skip */
+	uint64_t skip_through_commit_lsn; /* the stream's last commit: ack_policy_is_duplicate() skips */
 };
 
 enum assembler_event {
