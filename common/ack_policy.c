@@ -32,6 +32,12 @@ void ack_policy_init(struct ack_policy *p, const struct ack_policy_options *o, c
 	p->durable_lsn = p->pending_lsn = p->recorded_lsn = rp->durable_lsn;
 }
 
+void ack_policy_on_commit_appended(struct ack_policy *p, uint64_t commit_lsn)
+{
+	if (commit_lsn > p->stream_last_commit_lsn)
+		p->stream_last_commit_lsn = commit_lsn;
+}
+
 void ack_policy_on_connect(struct ack_policy *p)
 {
 	p->last_status_us = 0;

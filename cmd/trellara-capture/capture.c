@@ -176,6 +176,7 @@ static int flush_batch(struct capture *c)
 	c->stats->batches++;
 	c->stats->durable_lsn = ack_policy_on_durable(&c->ack);
 	fault_point("capture.after_append_before_ack");
+	fault_pause("capture.after_append_before_ack");
 	return 0;
 }
 
@@ -494,6 +495,7 @@ static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
 		return EXIT_DATAERR;
 	}
 	if (result.event == ASSEMBLER_COMMITTED) {
+		ack_policy_on_commit_appended(&c->ack, result.commit_lsn);
 		c->stats->transactions++;
 		c->stats->changes += result.changes;
 		if (ack_policy_on_appended(&c->ack, result.end_lsn, stream_writer_pending(c->writer), mono_us()) &&
@@ -789,6 +791,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		pgoutput_session_reset(&c.session);
 		assembler_reset(c.assembler);
 		ack_policy_on_connect(&c.ack);
+		assembler_set_skip_through(c.assembler, c.ack.stream_last_commit_lsn);
 		bool progress = false;
 		int result = stream_loop(&c, &progress);
 		PQfinish(c.conn);

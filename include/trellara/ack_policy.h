@@ -65,7 +65,7 @@ struct ack_policy_options {
 
 struct ack_policy {
 	struct ack_policy_options options;
-	uint64_t stream_last_commit_lsn; /* at startup: commits at or below are duplicates */
+	uint64_t stream_last_commit_lsn; /* commits at or below are in the stream: duplicates */
 	uint64_t durable_lsn;   /* acknowledged: end of the last durable txn or watermark */
 	uint64_t pending_lsn;   /* end LSN the pending batch makes durable */
 	uint64_t recorded_lsn;  /* highest LSN a frame appended so far records */
@@ -80,8 +80,16 @@ struct ack_policy {
  * rp->durable_lsn, nothing reported yet. */
 void ack_policy_init(struct ack_policy *p, const struct ack_policy_options *o, const struct ack_restart_point *rp);
 
-/* A new replication connection: its first idle moment sends a status. */
+/* A new replication connection: its first idle moment sends a status.
+ * The server sends again everything after the slot's confirmed position,
+ * which may be behind what this process appended: the caller skips
+ * commits at or below stream_last_commit_lsn (kept current by
+ * ack_policy_on_commit_appended), so none is appended twice. */
 void ack_policy_on_connect(struct ack_policy *p);
+
+/* A committed transaction (txn frame or commit marker) is in the stream
+ * writer: commits at or below it are duplicates from now on. */
+void ack_policy_on_commit_appended(struct ack_policy *p, uint64_t commit_lsn);
 
 /* ---- transactions ---- */
 

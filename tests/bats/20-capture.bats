@@ -231,6 +231,31 @@ print("0x%08x" % (crc ^ 0xFFFFFFFF))')
 	[ "$BG_STATUS" -eq 0 ]
 }
 
+@test "after a reconnect the server's resent transactions are skipped, not appended again" {
+	# capture pauses after a durable batch, before its status update; the
+	# pause is open (resume present) until the test arms it
+	touch "$TEST_DIR/capture.after_append_before_ack.resume"
+	TRELLARA_PAUSE=capture.after_append_before_ack TRELLARA_PAUSE_DIR="$TEST_DIR" \
+		bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	rm -f "$TEST_DIR/capture.after_append_before_ack.resume" "$TEST_DIR/capture.after_append_before_ack.paused"
+	psql_source "INSERT INTO accounts VALUES (1, 'before', 0, NULL)"
+	wait_for "[ -e '$TEST_DIR/capture.after_append_before_ack.paused' ]"
+	# durable in the stream, not acknowledged: the server will send it again
+	[ "$(txn_count)" -eq 1 ]
+	psql_source "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'" >/dev/null
+	touch "$TEST_DIR/capture.after_append_before_ack.resume"
+	wait_for -m "reconnected" "grep -q 'reconnecting to the source' '$TEST_DIR/capture.log'"
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO accounts VALUES (2, 'after', 0, NULL)"
+	wait_for -t 60 '[ "$(frames_json | jq -r "select(.type == \"txn\") | .changes[].new.owner" | grep -c "^after$")" -eq 1 ]'
+	# each transaction once in the stream; the resent one skipped
+	[ "$(frames_json | jq -r 'select(.type == "txn") | .changes[].new.owner' | tr '\n' ' ')" = "before after " ]
+	grep -q "already in the stream" "$TEST_DIR/capture.log"
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
+
 @test "a source that stays away ends capture with 69 after bounded retries" {
 	write_flow_file "$FLOW_FILE" --tables "public.accounts" --set stream.min_free_bytes=1048576 \
 		--set source.database_url="\"postgresql:///nosuchdb?host=$SOURCE_HOST&port=$SOURCE_PORT\""
