@@ -43,9 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define APPLY_RECONNECT (-1)
-/* a transient target error: roll back, back off, apply the same again */
-#define APPLY_RETRY (-2)
 
 struct table_info {
 	char *name;     /* owned: "schema.table" */
@@ -359,8 +356,8 @@ bool applyd_transient_sqlstate(const char *sqlstate)
 	return false;
 }
 
-static int quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset, const char *reason,
-		      const char *detail, int exit_code)
+static struct apply_outcome quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
+				       const char *reason, const char *detail, int exit_code)
 {
 	char lsn[LSN_FORMAT_LEN];
 	lsn_format(commit_lsn, lsn);
@@ -368,13 +365,13 @@ static int quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint6
 		PQexitPipelineMode(a->conn);
 	if (checkpoint_quarantine_add(a->conn, a->cfg->checkpoint_schema, &a->ids, xid, commit_lsn, offset, reason,
 				      detail) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	a->stats->quarantined++;
 	log_error("transaction %u (commit %s, stream offset %" PRIu64 ") quarantined: %s: %s", xid, lsn, offset, reason,
 		  detail);
 	log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\"",
 		 a->cfg->path, a->cfg->path, xid, lsn);
-	return exit_code;
+	return apply_exit(exit_code);
 }
 
 static const struct quarantine_entry *replay_entry(struct applyd *a, uint32_t xid, uint64_t commit_lsn)
@@ -414,12 +411,13 @@ static int begin_txn(struct applyd *a, uint64_t offset)
 /* Writes the checkpoint, commits, then moves the group. */
 static int group_flush(struct applyd *a);
 
-static int commit_batch(struct applyd *a)
+/* APPLY_FAILED: the statement error is in a->ex.error. */
+static struct apply_outcome commit_batch(struct applyd *a)
 {
 	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
 		    a->next_offset > a->cp.stream_offset;
 	if (!work)
-		return 0;
+		return apply_ok();
 	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
 		goto failed;
 	uint64_t applied_through = a->seen_lsn > a->cp.applied_through_lsn ? a->seen_lsn : a->cp.applied_through_lsn;
@@ -470,11 +468,11 @@ static int commit_batch(struct applyd *a)
 	 * written at most every 200 ms under load, and when idle or stopping. */
 	a->group_pending = true;
 	if (mono_us() - a->last_group_write_us >= 200000 && group_flush(a) < 0)
-		return EXIT_CANTCREAT;
-	return 0;
+		return apply_exit(EXIT_CANTCREAT);
+	return apply_ok();
 failed:
 	a->in_txn = false;
-	return 1; /* the caller looks at a->ex.error */
+	return apply_failed(); /* the caller looks at a->ex.error */
 }
 
 static int group_flush(struct applyd *a)
@@ -488,21 +486,21 @@ static int group_flush(struct applyd *a)
 	return 0;
 }
 
-static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
+static struct apply_outcome handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
 
 /* Commit what is open; a failure goes to handle_failure (culprit hunt,
  * quarantine or reconnect). */
-static int commit_open_batch(struct applyd *a)
+static struct apply_outcome commit_open_batch(struct applyd *a)
 {
 	uint64_t keep = a->next_offset;
-	int rc = commit_batch(a);
-	if (rc == 1)
+	struct apply_outcome rc = commit_batch(a);
+	if (rc.status == APPLY_FAILED)
 		return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 	return rc;
 }
 
 /* Drop the open batch and rewind the reader to where it started. */
-static int rewind_batch(struct applyd *a, uint64_t to)
+static struct apply_outcome rewind_batch(struct applyd *a, uint64_t to)
 {
 	a->in_txn = false;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
@@ -510,7 +508,7 @@ static int rewind_batch(struct applyd *a, uint64_t to)
 	a->seen_lsn = a->cp.applied_through_lsn;
 	a->next_offset = to;
 	memset(&a->ex.error, 0, sizeof a->ex.error);
-	return stream_reader_seek(a->reader, to) == STREAM_OK ? 0 : EXIT_DATAERR;
+	return stream_reader_seek(a->reader, to) == STREAM_OK ? apply_ok() : apply_exit(EXIT_DATAERR);
 }
 
 /* Changes to a table outside dataset.tables are not applied; say so
@@ -528,16 +526,17 @@ static void warn_unconfigured(struct applyd *a, const struct env_relation *r)
 	a->unconfigured[a->n_unconfigured++] = name;
 }
 
-/* Apply the changes of one envelope inside the open target transaction. */
-static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset, uint64_t commit_lsn,
-			uint64_t *changes, uint64_t *decoded)
+/* Apply the changes of one envelope inside the open target transaction.
+ * APPLY_FAILED: the statement error is in a->ex.error. */
+static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset,
+					 uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded)
 {
 	struct env_decoder d;
-	int rc = 0;
+	struct apply_outcome rc = apply_ok();
 	if (env_decode_begin(&d, payload, len) < 0) {
 		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
 		env_decoder_free(&d);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	uint32_t nrel = d.header.n_relations;
 	struct plan_relation *prel = xcalloc(nrel ? nrel : 1, sizeof *prel);
@@ -554,7 +553,7 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
 			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
 				 a->cfg->publication, a->cfg->path, a->cfg->path, root);
-			rc = EXIT_CONFIG;
+			rc = apply_exit(EXIT_CONFIG);
 			break;
 		}
 		if (!t) {
@@ -592,7 +591,7 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 	int step = 0;
 	char err[512];
 	uint32_t *kept = NULL;
-	while (rc == 0 && (step = env_decode_next(&d, &c)) == 1) {
+	while (apply_is_ok(rc) && (step = env_decode_next(&d, &c)) == 1) {
 		if (decoded)
 			(*decoded)++;
 		struct env_change filtered;
@@ -637,21 +636,21 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 				a->ex.error.failed = true;
 				a->ex.error.tag = offset;
 			}
-			rc = 1;
+			rc = apply_failed();
 			break;
 		}
 		if (planned == 1)
 			continue;
 		if (executor_exec(&a->ex, (const char *)a->stmt.sql.data, (int)a->stmt.n_params, a->stmt.values, offset,
 				  a->stmt.expect_one, a->stmt.what.len ? (const char *)a->stmt.what.data : NULL) < 0) {
-			rc = 1;
+			rc = apply_failed();
 			break;
 		}
 		(*changes)++;
 	}
-	if (step < 0 && rc == 0) {
+	if (step < 0 && apply_is_ok(rc)) {
 		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
-		rc = EXIT_DATAERR;
+		rc = apply_exit(EXIT_DATAERR);
 	}
 	for (uint32_t i = 0; i < nrel; i++) {
 		free(keys[i]);
@@ -667,18 +666,18 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 }
 
 /* A batch or a single transaction failed: decide what to do. */
-static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
+static struct apply_outcome handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
 {
 	struct executor_error err = a->ex.error;
 	if (err.connection_lost) {
 		log_warn("target connection lost: %s", err.message);
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	}
 	if (applyd_transient_sqlstate(err.sqlstate)) {
 		snprintf(a->last_transient_sqlstate, sizeof a->last_transient_sqlstate, "%s", err.sqlstate);
 		log_warn("transient target error (SQLSTATE %s: %s): transaction %u rolled back, to be applied again", err.sqlstate,
 			 err.message, xid);
-		return APPLY_RETRY;
+		return apply_retry();
 	}
 	if (!a->single_mode) {
 		/* find the culprit: one source transaction per target transaction */
@@ -693,30 +692,30 @@ static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, u
 	return quarantine(a, xid, commit_lsn, offset, reason_for(err.sqlstate), detail, EXIT_NEGATIVE);
 }
 
-static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
+static struct apply_outcome fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
 static int tables_load(struct applyd *a);
 
-static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
+static struct apply_outcome apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 {
 	struct env_frame_summary s;
 	char err[256];
 	if (env_frame_summary(FRAME_TXN, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
 		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", f->header.offset, f->segment, f->position, err);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
 		log_error("stream offset %" PRIu64 ": transaction of source \"%.*s\" in the stream of source \"%s\"",
 			  f->header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (s.commit_lsn <= a->last_commit_lsn) {
 		a->batch_skipped++;
 		a->next_offset = f->header.offset + 1;
-		return 0;
+		return apply_ok();
 	}
 	bool hold = false;
-	int rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
-	if (rc != 0 || hold)
+	struct apply_outcome rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
+	if (!apply_is_ok(rc) || hold)
 		return rc;
 	const struct quarantine_entry *replay = replay_entry(a, s.xid, s.commit_lsn);
 	bool alone = replay != NULL || a->single_mode;
@@ -724,16 +723,16 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 		/* what came before goes in its own target transaction */
 		uint64_t keep = a->next_offset;
 		rc = commit_batch(a);
-		if (rc == 1)
+		if (rc.status == APPLY_FAILED)
 			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
-		if (rc != 0)
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 	if (begin_txn(a, f->header.offset) < 0)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
 	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
-	if (rc == EXIT_DATAERR || rc == EXIT_CONFIG)
+	if (rc.status == APPLY_EXIT)
 		return rc;
 	a->batch_txns++;
 	a->batch_changes += changes;
@@ -742,13 +741,13 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 	if (s.end_lsn > a->seen_lsn)
 		a->seen_lsn = s.end_lsn;
 	a->next_offset = f->header.offset + 1;
-	if (replay && rc == 0)
-		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? 1 : 0;
-	if (rc == 0 && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
+	if (replay && apply_is_ok(rc))
+		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? apply_failed() : apply_ok();
+	if (apply_is_ok(rc) && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
 		rc = commit_batch(a);
-	if (rc == 1)
+	if (rc.status == APPLY_FAILED)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
-	if (rc == 0 && replay) {
+	if (apply_is_ok(rc) && replay) {
 		log_info("quarantined transaction %u replayed and resolved", s.xid);
 		replay = NULL;
 	}
@@ -771,7 +770,7 @@ static void chunk_reset(struct applyd *a)
 	a->chunk.cap = cap;
 }
 
-static int chunk_fail(struct applyd *a, const char *detail)
+static struct apply_outcome chunk_fail(struct applyd *a, const char *detail)
 {
 	uint32_t xid = a->chunk.xid;
 	uint64_t lsn = a->chunk.commit_lsn, first = a->chunk.first_offset;
@@ -786,10 +785,10 @@ static int chunk_fail(struct applyd *a, const char *detail)
 
 /* The set in progress will not complete here: roll it back.  What
  * follows decides whether that is a replay (fine) or a gap (not). */
-static int chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
+static struct apply_outcome chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
 {
 	if (!a->chunk.active)
-		return 0;
+		return apply_ok();
 	if (next_lsn >= a->chunk.commit_lsn && !a->chunk.duplicate) {
 		char detail[256];
 		snprintf(detail, sizeof detail, "incomplete chunk set (%u chunks, no commit marker) followed by %s", a->chunk.next_index,
@@ -805,22 +804,22 @@ static int chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
 		a->batch_txns = a->batch_changes = 0;
 	}
 	chunk_reset(a);
-	return 0;
+	return apply_ok();
 }
 
-static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
+static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 {
 	struct env_frame_summary s;
 	char err[256];
 	uint64_t offset = f->header.offset;
 	if (env_frame_summary(f->header.type, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
 		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", offset, f->segment, f->position, err);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
 		log_error("stream offset %" PRIu64 ": frame of source \"%.*s\" in the stream of source \"%s\"", offset,
 			  (int)s.source_id_len, s.source_id, a->cfg->source_id);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	struct chunk_state *ch = &a->chunk;
 	int type = f->header.type;
@@ -830,12 +829,12 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			if (same) {
 				log_warn("transaction %u: chunk set starts again at offset %" PRIu64 " (a replay): the incomplete one is discarded",
 					 s.xid, offset);
-				int rc = chunk_abandon(a, 0, "its replay");
-				if (rc)
+				struct apply_outcome rc = chunk_abandon(a, 0, "its replay");
+				if (!apply_is_ok(rc))
 					return rc;
 			} else {
-				int rc = chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
-				if (rc)
+				struct apply_outcome rc = chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
+				if (!apply_is_ok(rc))
 					return rc;
 			}
 		}
@@ -848,8 +847,8 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			}
 			/* what came before commits on its own */
 			if (a->in_txn) {
-				int rc = commit_open_batch(a);
-				if (rc)
+				struct apply_outcome rc = commit_open_batch(a);
+				if (!apply_is_ok(rc))
 					return rc;
 			}
 			ch->active = true;
@@ -860,8 +859,8 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 			ch->duplicate = s.commit_lsn <= a->last_commit_lsn;
 			if (!ch->duplicate) {
 				bool hold = false;
-				int rc = fence_check(a, s.commit_lsn, offset, &hold);
-				if (rc != 0 || hold) {
+				struct apply_outcome rc = fence_check(a, s.commit_lsn, offset, &hold);
+				if (!apply_is_ok(rc) || hold) {
 					chunk_reset(a);
 					return rc;
 				}
@@ -882,11 +881,11 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 		ch->crcs[ch->next_index] = crc32c(0, f->payload, f->header.payload_length);
 		uint64_t changes = 0, decoded = 0;
 		if (!ch->duplicate) {
-			int rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset, s.commit_lsn, &changes,
-					      &decoded);
-			if (rc == EXIT_DATAERR || rc == EXIT_CONFIG)
+			struct apply_outcome rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
+							       s.commit_lsn, &changes, &decoded);
+			if (rc.status == APPLY_EXIT)
 				return rc;
-			if (rc == 1) {
+			if (rc.status == APPLY_FAILED) {
 				a->single_mode = true; /* a chunked transaction is always alone */
 				return handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
 			}
@@ -908,7 +907,7 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 		ch->changes += changes;
 		ch->next_index++;
 		a->next_offset = offset + 1;
-		return 0;
+		return apply_ok();
 	}
 	if (!ch->active || ch->xid != s.xid || ch->commit_lsn != s.commit_lsn) {
 		ch->xid = s.xid;
@@ -937,7 +936,7 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 		ch->manifest_ok = true;
 		ch->manifest_crc = crc32c(0, f->payload, f->header.payload_length);
 		a->next_offset = offset + 1;
-		return 0;
+		return apply_ok();
 	}
 	/* commit marker */
 	if (!ch->manifest_ok)
@@ -948,7 +947,7 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 	if (ch->duplicate) {
 		a->batch_skipped++;
 		chunk_reset(a);
-		return 0;
+		return apply_ok();
 	}
 	a->batch_txns++;
 	a->batch_changes += ch->changes;
@@ -962,8 +961,8 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 	const struct quarantine_entry *replay = replay_entry(a, xid, lsn);
 	if (replay && resolve_quarantine(a, replay, offset) < 0)
 		return handle_failure(a, xid, lsn, first);
-	int rc = commit_batch(a);
-	if (rc == 1) {
+	struct apply_outcome rc = commit_batch(a);
+	if (rc.status == APPLY_FAILED) {
 		a->single_mode = true;
 		return handle_failure(a, xid, lsn, first);
 	}
@@ -972,24 +971,24 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 
 /* ---- fences (DESIGN §9) ---- */
 
-static int fence_refresh(struct applyd *a)
+static struct apply_outcome fence_refresh(struct applyd *a)
 {
 	char state[16];
 	if (PQexitPipelineMode(a->conn) != 1)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	int rc = checkpoint_fence_get(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->fence_present, &a->fence_lsn, state,
 				      sizeof state);
 	if (PQenterPipelineMode(a->conn) != 1)
-		return APPLY_RECONNECT;
-	return rc < 0 ? APPLY_RECONNECT : 0;
+		return apply_reconnect();
+	return rc < 0 ? apply_reconnect() : apply_ok();
 }
 
 /* Hold: everything before commit_lsn is committed; report "held" and
  * wait until the fence is released.  The caller re-reads its frame. */
-static int fence_hold(struct applyd *a)
+static struct apply_outcome fence_hold(struct applyd *a)
 {
 	if (PQexitPipelineMode(a->conn) != 1)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	char l[LSN_FORMAT_LEN];
 	log_info("held at fence %s (applied through %s)", lsn_format(a->fence_lsn, l),
 		 lsn_format(a->cp.applied_through_lsn, (char[LSN_FORMAT_LEN]){ 0 }));
@@ -1014,66 +1013,66 @@ static int fence_hold(struct applyd *a)
 		nanosleep(&ts, NULL);
 	}
 	if (PQenterPipelineMode(a->conn) != 1 || rc < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	if (!a->fence_present || a->fence_lsn > held_lsn) {
 		log_info("fence released: applying again");
 		/* a reseed may have moved table watermarks while we held */
 		if (tables_load(a) < 0)
-			return APPLY_RECONNECT;
+			return apply_reconnect();
 	}
-	return 0;
+	return apply_ok();
 }
 
 /* Before applying a transaction that commits at or after the fence:
  * commit what is open, hold, and have the caller read the frame again. */
-static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
+static struct apply_outcome fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
 {
 	*hold = false;
 	if (!a->in_txn) {
-		int rc = fence_refresh(a);
-		if (rc)
+		struct apply_outcome rc = fence_refresh(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 	if (!a->fence_present || commit_lsn < a->fence_lsn)
-		return 0;
+		return apply_ok();
 	*hold = true;
 	if (a->in_txn || a->batch_skipped) {
-		int rc = commit_open_batch(a);
-		if (rc)
+		struct apply_outcome rc = commit_open_batch(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	}
-	int rc = fence_hold(a);
-	if (rc)
+	struct apply_outcome rc = fence_hold(a);
+	if (!apply_is_ok(rc))
 		return rc;
 	if (stream_reader_seek(a->reader, frame_offset) != STREAM_OK)
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	a->next_offset = frame_offset;
-	return 0;
+	return apply_ok();
 }
 
 /* ---- the loop ---- */
 
-static int idle_duties(struct applyd *a)
+static struct apply_outcome idle_duties(struct applyd *a)
 {
 	int64_t now = mono_us();
 	if (a->last_progress_us == 0)
 		a->last_progress_us = now;
 	if (group_flush(a) < 0)
-		return EXIT_CANTCREAT;
+		return apply_exit(EXIT_CANTCREAT);
 	/* An open chunk set is one target transaction that commits only
 	 * after its commit marker: at the end of the stream between two of
 	 * its chunks nothing commits (DESIGN: never half a transaction). */
 	if (a->chunk.active) {
 		/* wait for the rest of the set */
 	} else if (a->in_txn || a->batch_skipped) {
-		int rc = commit_open_batch(a);
-		if (rc)
+		struct apply_outcome rc = commit_open_batch(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	} else if (a->seen_lsn > a->cp.applied_through_lsn &&
 		   now - a->last_idle_checkpoint_us >= 1000000) {
 		a->last_idle_checkpoint_us = now;
-		int rc = commit_open_batch(a);
-		if (rc)
+		struct apply_outcome rc = commit_open_batch(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 	if (now - a->last_progress_us >= 10000000) {
@@ -1087,19 +1086,20 @@ static int idle_duties(struct applyd *a)
 	}
 	/* a fence the applier already stands at: hold there */
 	if (!a->chunk.active && !a->in_txn) {
-		int rc = fence_refresh(a);
-		if (rc)
+		struct apply_outcome rc = fence_refresh(a);
+		if (!apply_is_ok(rc))
 			return rc;
 		if (a->fence_present && a->cp.applied_through_lsn >= a->fence_lsn) {
 			rc = fence_hold(a);
-			if (rc)
+			if (!apply_is_ok(rc))
 				return rc;
 		}
 	}
-	return 0;
+	return apply_ok();
 }
 
-static int apply_loop(struct applyd *a)
+/* Until stopped (APPLY_OK) or anything else than a frame applied. */
+static struct apply_outcome apply_loop(struct applyd *a)
 {
 	for (;;) {
 		notify_watchdog_tick(&a->watchdog);
@@ -1107,41 +1107,41 @@ static int apply_loop(struct applyd *a)
 		if (*a->o->stop) {
 			notify_send("STOPPING=1");
 			if (a->chunk.active)
-				return chunk_abandon(a, 0, "shutdown") ? EXIT_DATAERR : EXIT_OK;
+				return apply_is_ok(chunk_abandon(a, 0, "shutdown")) ? apply_ok() : apply_exit(EXIT_DATAERR);
 			uint64_t keep = a->next_offset;
-			int rc = commit_batch(a);
-			if (rc == 1) {
-				int failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
-				if (failed == APPLY_RECONNECT || failed == APPLY_RETRY) {
+			struct apply_outcome rc = commit_batch(a);
+			if (rc.status == APPLY_FAILED) {
+				struct apply_outcome failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+				if (failed.status == APPLY_RECONNECT || failed.status == APPLY_RETRY) {
 					/* rolled back: the next start applies it again */
 					log_error("the last batch could not commit while stopping (target unavailable): it was rolled back and is applied again at the next start");
-					return EXIT_UNAVAILABLE;
+					return apply_exit(EXIT_UNAVAILABLE);
 				}
-				return EXIT_NEGATIVE;
+				return apply_exit(EXIT_NEGATIVE);
 			}
-			if (rc == 0 && group_flush(a) < 0)
-				rc = EXIT_CANTCREAT;
-			return rc ? rc : EXIT_OK;
+			if (apply_is_ok(rc) && group_flush(a) < 0)
+				rc = apply_exit(EXIT_CANTCREAT);
+			return rc;
 		}
 		struct stream_frame f;
 		int st = stream_reader_next(a->reader, &f);
 		if (st == STREAM_END) {
-			int rc = idle_duties(a);
-			if (rc)
+			struct apply_outcome rc = idle_duties(a);
+			if (!apply_is_ok(rc))
 				return rc;
 			stream_reader_wait(a->reader, 200);
 			continue;
 		}
 		if (st != STREAM_OK)
-			return st == STREAM_ECORRUPT ? EXIT_DATAERR : EXIT_CANTCREAT;
-		int rc = 0;
+			return apply_exit(st == STREAM_ECORRUPT ? EXIT_DATAERR : EXIT_CANTCREAT);
+		struct apply_outcome rc = apply_ok();
 		switch (f.header.type) {
 		case FRAME_TXN:
 			if (a->chunk.active) {
 				struct env_frame_summary s;
 				char err[256];
 				if (env_frame_summary(FRAME_TXN, f.payload, f.header.payload_length, &s, err, sizeof err) == 0 &&
-				    (rc = chunk_abandon(a, s.commit_lsn, "a later transaction")) != 0)
+				    !apply_is_ok(rc = chunk_abandon(a, s.commit_lsn, "a later transaction")))
 					return rc;
 			}
 			rc = apply_txn_frame(a, &f);
@@ -1156,9 +1156,9 @@ static int apply_loop(struct applyd *a)
 			char err[256];
 			if (env_frame_summary(FRAME_WATERMARK, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
 				log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
-				return EXIT_DATAERR;
+				return apply_exit(EXIT_DATAERR);
 			}
-			if (a->chunk.active && (rc = chunk_abandon(a, s.lsn, "a watermark past its commit")) != 0)
+			if (a->chunk.active && !apply_is_ok(rc = chunk_abandon(a, s.lsn, "a watermark past its commit")))
 				return rc;
 			if (s.lsn > a->seen_lsn)
 				a->seen_lsn = s.lsn;
@@ -1173,9 +1173,9 @@ static int apply_loop(struct applyd *a)
 			break;
 		default:
 			log_error("stream offset %" PRIu64 ": unknown frame type %u", f.header.offset, f.header.type);
-			return EXIT_DATAERR;
+			return apply_exit(EXIT_DATAERR);
 		}
-		if (rc)
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 }
@@ -1185,16 +1185,16 @@ static int apply_loop(struct applyd *a)
  * not fire (the source already ran them, and the stream carries what
  * they did); ENABLE REPLICA and ENABLE ALWAYS triggers do.  A role that
  * may not set it fails closed. */
-static int set_replica_role(struct applyd *a)
+static struct apply_outcome set_replica_role(struct applyd *a)
 {
 	PGresult *res = PQexec(a->conn, "SET session_replication_role = replica");
 	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
-		return 0;
+		return apply_ok();
 	}
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	int rc = APPLY_RECONNECT;
+	struct apply_outcome rc = apply_reconnect();
 	if (state && strcmp(state, "42501") == 0) {
 		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
 		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
@@ -1202,7 +1202,7 @@ static int set_replica_role(struct applyd *a)
 		log_hint("as a superuser on the target: GRANT SET ON PARAMETER session_replication_role TO %s (PostgreSQL 15 and later; before 15 the role must be a superuser); \"trellara check --config %s\" checks it",
 			 role, a->cfg->path);
 		free(role);
-		rc = EXIT_CONFIG;
+		rc = apply_exit(EXIT_CONFIG);
 	} else {
 		log_error("target: cannot set session_replication_role: %s", msg ? msg : PQerrorMessage(a->conn));
 	}
@@ -1214,21 +1214,21 @@ static int set_replica_role(struct applyd *a)
  * stream's meta).  Binds an unbound checkpoint; refuses another instance
  * unless nothing can be missing between the two (the target applied past
  * where the new stream begins, or the target's copies cover it), and then
- * reads the new stream from its start (dedup by commit LSN).  Returns 0,
- * an exit code, or APPLY_RECONNECT. */
-static int bind_stream(struct applyd *a, const struct stream_meta *meta)
+ * reads the new stream from its start (dedup by commit LSN).  Returns
+ * APPLY_OK, APPLY_EXIT or APPLY_RECONNECT. */
+static struct apply_outcome bind_stream(struct applyd *a, const struct stream_meta *meta)
 {
 	struct apply_checkpoint *cp = &a->cp;
 	const char *path = a->cfg->stream_path;
 	if (!meta->stream_id)
-		return 0; /* no writer opened it since streams had ids */
+		return apply_ok(); /* no writer opened it since streams had ids */
 	if (cp->stream_id[0] && strcmp(cp->stream_id, meta->stream_id) == 0)
-		return 0;
+		return apply_ok();
 	if (cp->slot_name[0] && meta->slot && strcmp(cp->slot_name, meta->slot) != 0) {
 		log_error("the target's checkpoint of group \"%s\" was applied from replication slot \"%s\", but stream \"%s\" follows slot \"%s\"",
 			  a->cfg->consumer_group, cp->slot_name, path, meta->slot);
 		log_hint("point source.slot and stream.path back at the slot and stream this target was applied from");
-		return EXIT_CONFIG;
+		return apply_exit(EXIT_CONFIG);
 	}
 	uint32_t timeline = meta->timeline ? (uint32_t)strtoul(meta->timeline, NULL, 10) : 0;
 	bool progress = cp->stream_offset || cp->applied_through_lsn || cp->last_commit_lsn;
@@ -1238,15 +1238,15 @@ static int bind_stream(struct applyd *a, const struct stream_meta *meta)
 		 * this stream's) */
 		if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
 					   meta->system_identifier, timeline, false) < 0)
-			return APPLY_RECONNECT;
+			return apply_reconnect();
 		snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
 		log_info("checkpoint of group \"%s\" bound to stream \"%s\" (id %s)", a->cfg->consumer_group, path,
 			 meta->stream_id);
-		return 0;
+		return apply_ok();
 	}
 	if (!meta->slot) {
 		log_info("stream \"%s\" (id %s) is not bound to a slot yet: waiting for capture", path, meta->stream_id);
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	}
 	uint64_t start = 0, covered = 0;
 	bool known = meta->start_lsn && lsn_parse(meta->start_lsn, &start);
@@ -1254,7 +1254,7 @@ static int bind_stream(struct applyd *a, const struct stream_meta *meta)
 	uint64_t *lsns;
 	int n;
 	if (checkpoint_table_watermarks(a->conn, a->cfg->checkpoint_schema, &a->ids, &rels, &lsns, &n) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	for (int i = 0; i < n; i++) {
 		if (i == 0 || lsns[i] < covered)
 			covered = lsns[i];
@@ -1269,72 +1269,72 @@ static int bind_stream(struct applyd *a, const struct stream_meta *meta)
 			  path, meta->stream_id, known ? lsn_format(start, l2) : "an unknown position");
 		log_hint("restore the stream directory the target was applied from, or copy every table again (\"trellara snapshot --config %s --force\"); applyd then reads the new stream from its start",
 			 a->cfg->path);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
 				   meta->system_identifier, timeline, true) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	log_warn("stream \"%s\" was replaced (instance %s, was %s); it starts at %s, and the target is applied through %s with copies through %s: reading it from its start, skipping what is applied by commit LSN",
 		 path, meta->stream_id, cp->stream_id, lsn_format(start, l1), lsn_format(cp->applied_through_lsn, l2),
 		 lsn_format(covered, l3));
 	snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
 	cp->stream_offset = 0;
-	return 0;
+	return apply_ok();
 }
 
-static int connect_target(struct applyd *a)
+static struct apply_outcome connect_target(struct applyd *a)
 {
 	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
 	if (!a->conn)
-		return APPLY_RECONNECT;
-	int role_rc = set_replica_role(a);
-	if (role_rc)
+		return apply_reconnect();
+	struct apply_outcome role_rc = set_replica_role(a);
+	if (!apply_is_ok(role_rc))
 		return role_rc;
 	/* idle_in_transaction_session_timeout off: a chunk set holds its
 	 * target transaction open while capture is still writing it */
 	if (pgconn_command(a->conn, "SET synchronous_commit = on") < 0 ||
 	    pgconn_command(a->conn, "SET idle_in_transaction_session_timeout = 0") < 0 ||
 	    checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	/* one applier per flow and group */
 	char *key = xasprintf("trellara.applyd.%s.%s", a->flow, a->cfg->consumer_group);
 	const char *p[1] = { key };
 	PGresult *res = pgconn_query(a->conn, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p);
 	free(key);
 	if (!res)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	bool locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!locked) {
 		log_error("flow \"%s\" group \"%s\" is held on this target by another trellara-applyd, or by a trellara-snapshot run copying its tables",
 			  a->flow, a->cfg->consumer_group);
 		log_hint("one applier per flow and group; a snapshot holds the flow until its copy ends: start applyd afterwards");
-		return EXIT_TEMPFAIL;
+		return apply_exit(EXIT_TEMPFAIL);
 	}
 	struct stream_meta meta;
 	if (stream_meta_read(a->cfg->stream_path, &meta) < 0)
-		return EXIT_DATAERR;
-	int rc = 0;
+		return apply_exit(EXIT_DATAERR);
+	struct apply_outcome rc = apply_ok();
 	if (meta.system_identifier) {
-		rc = checkpoint_check_source_identity(a->conn, a->cfg->checkpoint_schema, a->cfg->source_id,
-						      meta.system_identifier, meta.database ? meta.database : "");
-		if (rc == 1)
-			rc = EXIT_CONFIG;
-		else if (rc < 0)
-			rc = APPLY_RECONNECT;
+		int identity = checkpoint_check_source_identity(a->conn, a->cfg->checkpoint_schema, a->cfg->source_id,
+								meta.system_identifier, meta.database ? meta.database : "");
+		if (identity == 1)
+			rc = apply_exit(EXIT_CONFIG);
+		else if (identity < 0)
+			rc = apply_reconnect();
 	}
-	if (rc == 0 && checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
-		rc = APPLY_RECONNECT;
-	if (rc == 0)
+	if (apply_is_ok(rc) && checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
+		rc = apply_reconnect();
+	if (apply_is_ok(rc))
 		rc = bind_stream(a, &meta);
 	stream_meta_free(&meta);
-	if (rc)
+	if (!apply_is_ok(rc))
 		return rc;
 	/* a quarantined transaction stops the flow until an operator acts */
 	struct quarantine_entry *q;
 	int nq;
 	if (checkpoint_quarantine_list(a->conn, a->cfg->checkpoint_schema, &a->ids, true, &q, &nq) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	free(a->replay);
 	a->replay = NULL;
 	a->n_replay = 0;
@@ -1345,17 +1345,17 @@ static int connect_target(struct applyd *a)
 				  lsn_format(q[i].commit_lsn, l), q[i].reason);
 			log_hint("see \"trellara quarantine list --config %s\"", a->cfg->path);
 			free(q);
-			return EXIT_NEGATIVE;
+			return apply_exit(EXIT_NEGATIVE);
 		}
 	}
 	a->replay = q;
 	a->n_replay = nq;
 	if (executor_init(&a->ex, a->conn) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	a->ex_ready = true;
 	if (tables_load(a) < 0)
-		return APPLY_RECONNECT;
-	return 0;
+		return apply_reconnect();
+	return apply_ok();
 }
 
 static void disconnect_target(struct applyd *a)
@@ -1368,12 +1368,12 @@ static void disconnect_target(struct applyd *a)
 	a->in_txn = false;
 }
 
-static int position_reader(struct applyd *a)
+static struct apply_outcome position_reader(struct applyd *a)
 {
 	uint64_t group_pos;
 	bool exists;
 	if (stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists) != STREAM_OK)
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	/* no group file yet: the group is at the beginning */
 	uint64_t start = group_pos < a->cp.stream_offset ? group_pos : a->cp.stream_offset;
 	if (exists && group_pos > a->cp.stream_offset)
@@ -1391,7 +1391,7 @@ static int position_reader(struct applyd *a)
 	if (st != STREAM_OK) {
 		log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
 			 start);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	a->next_offset = start;
 	a->last_commit_lsn = a->cp.last_commit_lsn;
@@ -1402,7 +1402,7 @@ static int position_reader(struct applyd *a)
 	char l[LSN_FORMAT_LEN];
 	log_info("applying from stream offset %" PRIu64 " (checkpoint: commit %s, %" PRIu64 " transactions applied)", start,
 		 lsn_format(a->cp.last_commit_lsn, l), a->cp.applied_transactions);
-	return 0;
+	return apply_ok();
 }
 
 static void backoff(struct applyd *a, int attempt, const char *what)
@@ -1422,7 +1422,7 @@ static void backoff(struct applyd *a, int attempt, const char *what)
 	}
 }
 
-int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
+struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 {
 	struct applyd a = { .o = o, .cfg = o->config, .stats = stats };
 	memset(stats, 0, sizeof *stats);
@@ -1431,7 +1431,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 	a.rng = (unsigned)(mono_us() ^ getpid());
 	notify_watchdog_init(&a.watchdog);
 	plan_stmt_init(&a.stmt);
-	int code = EXIT_OK;
+	struct apply_outcome code = apply_ok();
 	/* the stream may not exist before capture first ran: wait for it */
 	bool said = false;
 	char *segments = xasprintf("%s/segments", a.cfg->stream_path);
@@ -1455,7 +1455,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 		if (attempt > 0) {
 			if (attempt > o->max_reconnect_attempts) {
 				log_error("target unavailable after %d reconnect attempts", o->max_reconnect_attempts);
-				code = EXIT_UNAVAILABLE;
+				code = apply_exit(EXIT_UNAVAILABLE);
 				goto out;
 			}
 			backoff(&a, attempt, "reconnecting to the target");
@@ -1463,10 +1463,10 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 				break;
 		}
 		attempt++;
-		int rc = connect_target(&a);
-		if (rc == 0)
+		struct apply_outcome rc = connect_target(&a);
+		if (apply_is_ok(rc))
 			rc = position_reader(&a);
-		if (rc == 0) {
+		if (apply_is_ok(rc)) {
 			attempt = 1;
 			/* ready: connected, checkpoint read, stream positioned */
 			if (!a.ready_sent) {
@@ -1477,20 +1477,20 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 			rc = apply_loop(&a);
 		}
 		disconnect_target(&a);
-		if (rc == APPLY_RETRY) {
+		if (rc.status == APPLY_RETRY) {
 			/* the same bounded backoff as reconnecting, counted apart:
 			 * connecting works, the target keeps refusing the work */
 			if (++a.transient_retries > o->max_reconnect_attempts) {
 				log_error("the target kept failing with transient errors through %d attempts (last: SQLSTATE %s)",
 					  o->max_reconnect_attempts, a.last_transient_sqlstate);
-				code = EXIT_UNAVAILABLE;
+				code = apply_exit(EXIT_UNAVAILABLE);
 				goto out;
 			}
 			backoff(&a, a.transient_retries, "applying again");
 			attempt = 0;
 			continue;
 		}
-		if (rc != APPLY_RECONNECT) {
+		if (rc.status != APPLY_RECONNECT) {
 			code = rc;
 			goto out;
 		}
