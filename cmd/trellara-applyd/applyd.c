@@ -17,10 +17,16 @@
  * rolls them back.  An incomplete chunk set followed by a replay of the
  * same transaction is discarded and the replay applied; one followed by
  * anything later fails closed.
+ *
+ * The decisions (dedup, per-relation verdicts, key and identity
+ * columns, TRUNCATE filtering, what a failed statement leads to) are
+ * apply_core's, which knows nothing of libpq; this file gathers the
+ * facts they need from the target and carries out their answers.
  */
 #include "applyd.h"
 #include "executor.h"
 
+#include "trellara/apply_core.h"
 #include "trellara/checkpoint.h"
 #include "trellara/checksum.h"
 #include "trellara/defaults.h"
@@ -43,17 +49,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-struct table_info {
-	char *name;     /* owned: "schema.table" */
-	char **pk;      /* owned: key columns for identity-full matching */
-	int n_pk;
-	char **identity_always; /* owned: the target's GENERATED ALWAYS identity columns */
-	int n_identity_always;
-	bool partitioned;       /* the target table is partitioned */
-	uint64_t watermark_lsn;
-	bool warned_unconfigured;
-};
 
 struct chunk_state {
 	bool active;     /* a target transaction holds its chunks */
@@ -81,14 +76,9 @@ struct applyd {
 	bool ex_ready;
 	struct stream_reader *reader;
 	struct apply_checkpoint cp;
-	struct table_info *tables; /* owned */
-	size_t n_tables;
-	/* the target's partitions of partitioned flow tables: changes named
-	 * after one of them mean the publication does not publish via the
-	 * root, and must stop apply, not be skipped as "outside the flow" */
-	char **partitions;       /* owned: "schema.partition" */
-	char **partition_roots;  /* owned: the flow table each belongs to */
-	size_t n_partitions;
+	/* the flow's tables and the target's partitions of its partitioned
+	 * ones, as the target's catalogs and the checkpoint say (apply_core) */
+	struct apply_tables tables;
 	char **unconfigured;       /* owned: tables already warned about */
 	size_t n_unconfigured;
 	struct quarantine_entry *replay; /* owned: replay_ready entries */
@@ -151,44 +141,8 @@ static void write_metrics(struct applyd *a, bool force)
 
 /* ---- tables: keys and watermarks ---- */
 
-static struct table_info *table_find(struct applyd *a, const char *schema, size_t schema_len, const char *name,
-				     size_t name_len)
-{
-	for (size_t i = 0; i < a->n_tables; i++) {
-		const char *n = a->tables[i].name;
-		if (strncmp(n, schema, schema_len) == 0 && n[schema_len] == '.' &&
-		    strncmp(n + schema_len + 1, name, name_len) == 0 && n[schema_len + 1 + name_len] == '\0')
-			return &a->tables[i];
-	}
-	return NULL;
-}
-
-static void tables_free(struct applyd *a)
-{
-	for (size_t i = 0; i < a->n_tables; i++) {
-		for (int k = 0; k < a->tables[i].n_pk; k++)
-			free(a->tables[i].pk[k]);
-		free(a->tables[i].pk);
-		for (int k = 0; k < a->tables[i].n_identity_always; k++)
-			free(a->tables[i].identity_always[k]);
-		free(a->tables[i].identity_always);
-		free(a->tables[i].name);
-	}
-	free(a->tables);
-	a->tables = NULL;
-	a->n_tables = 0;
-	for (size_t i = 0; i < a->n_partitions; i++) {
-		free(a->partitions[i]);
-		free(a->partition_roots[i]);
-	}
-	free(a->partitions);
-	free(a->partition_roots);
-	a->partitions = a->partition_roots = NULL;
-	a->n_partitions = 0;
-}
-
 /* The partitions, at every level, of the partitioned flow table t. */
-static int table_partitions_load(struct applyd *a, const struct table_info *t, const char *qualified)
+static int table_partitions_load(struct applyd *a, const struct apply_table *t, const char *qualified)
 {
 	const char *p[1] = { qualified };
 	PGresult *res = executor_query(&a->ex,
@@ -198,32 +152,21 @@ static int table_partitions_load(struct applyd *a, const struct table_info *t, c
 				       1, p);
 	if (!res)
 		return -1;
+	struct apply_tables *ts = &a->tables;
 	for (int r = 0; r < PQntuples(res); r++) {
-		a->partitions = xrealloc(a->partitions, (a->n_partitions + 1) * sizeof *a->partitions);
-		a->partition_roots = xrealloc(a->partition_roots, (a->n_partitions + 1) * sizeof *a->partition_roots);
-		a->partitions[a->n_partitions] = xstrdup(PQgetvalue(res, r, 0));
-		a->partition_roots[a->n_partitions++] = xstrdup(t->name);
+		ts->partitions = xrealloc(ts->partitions, (ts->n_partitions + 1) * sizeof *ts->partitions);
+		ts->partition_roots = xrealloc(ts->partition_roots, (ts->n_partitions + 1) * sizeof *ts->partition_roots);
+		ts->partitions[ts->n_partitions] = xstrdup(PQgetvalue(res, r, 0));
+		ts->partition_roots[ts->n_partitions++] = xstrdup(t->name);
 	}
 	PQclear(res);
 	return 0;
 }
 
-/* The flow table whose partition relation r is (on the target), or NULL. */
-static const char *partition_root_of(const struct applyd *a, const struct env_relation *r)
-{
-	for (size_t i = 0; i < a->n_partitions; i++) {
-		const char *n = a->partitions[i];
-		if (strncmp(n, r->schema, r->schema_len) == 0 && n[r->schema_len] == '.' &&
-		    strncmp(n + r->schema_len + 1, r->name, r->name_len) == 0 && n[r->schema_len + 1 + r->name_len] == '\0')
-			return a->partition_roots[i];
-	}
-	return NULL;
-}
-
 /* What the planner needs to know of the target table: whether it is
  * partitioned, and its GENERATED ALWAYS identity columns.  A table that
  * does not exist yet is neither (its changes fail as missing_table). */
-static int table_target_facts(struct applyd *a, struct table_info *t, const char *qualified)
+static int table_target_facts(struct applyd *a, struct apply_table *t, const char *qualified)
 {
 	const char *p[1] = { qualified };
 	PGresult *res = executor_query(&a->ex,
@@ -250,11 +193,12 @@ static int table_target_facts(struct applyd *a, struct table_info *t, const char
  * and its snapshot watermark. */
 static int tables_load(struct applyd *a)
 {
-	tables_free(a);
-	a->tables = xcalloc(a->cfg->n_tables ? a->cfg->n_tables : 1, sizeof *a->tables);
+	struct apply_tables *ts = &a->tables;
+	apply_tables_free(ts);
+	ts->tables = xcalloc(a->cfg->n_tables ? a->cfg->n_tables : 1, sizeof *ts->tables);
 	for (size_t i = 0; i < a->cfg->n_tables; i++) {
 		const struct table_config *tc = &a->cfg->tables[i];
-		struct table_info *t = &a->tables[a->n_tables++];
+		struct apply_table *t = &ts->tables[ts->n_tables++];
 		t->name = xasprintf("%s.%s", tc->schema, tc->name);
 		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
 		char *qualified = xasprintf("%s.%s", qs, qn);
@@ -306,9 +250,9 @@ static int tables_load(struct applyd *a)
 	if (rc < 0)
 		return -1;
 	for (int i = 0; i < n; i++) {
-		for (size_t k = 0; k < a->n_tables; k++)
-			if (strcmp(a->tables[k].name, rels[i]) == 0)
-				a->tables[k].watermark_lsn = lsns[i];
+		for (size_t k = 0; k < ts->n_tables; k++)
+			if (strcmp(ts->tables[k].name, rels[i]) == 0)
+				ts->tables[k].watermark_lsn = lsns[i];
 		free(rels[i]);
 	}
 	free(rels);
@@ -317,44 +261,6 @@ static int tables_load(struct applyd *a)
 }
 
 /* ---- quarantine ---- */
-
-static const char *reason_for(const char *sqlstate)
-{
-	if (strcmp(sqlstate, "42P01") == 0)
-		return "missing_table";
-	if (strcmp(sqlstate, SQLSTATE_NO_ROWS_MATCHED) == 0)
-		return "no_rows_matched";
-	if (strcmp(sqlstate, SQLSTATE_AMBIGUOUS_MATCH) == 0)
-		return "ambiguous_match";
-	if (strncmp(sqlstate, "23", 2) == 0)
-		return "constraint_violation";
-	if (strcmp(sqlstate, "42703") == 0)
-		return "missing_column";
-	return "apply_error";
-}
-
-/* Errors of the target's state rather than of the transaction: the
- * transaction is rolled back and applied again after a backoff, never
- * quarantined.  (A lost connection is handled before this.) */
-bool applyd_transient_sqlstate(const char *sqlstate)
-{
-	static const char *const states[] = {
-		"40001", "40P01", "40003", /* serialization failure, deadlock, completion unknown */
-		"55P03",                   /* lock not available: lock_timeout */
-		"57014",                   /* query canceled: statement_timeout */
-		"57P01", "57P02", "57P03", /* shutdown, crash, cannot connect now (recovery) */
-		"25006",                   /* read-only transaction: the target is a standby */
-		"58030",                   /* I/O error */
-		"53100", "53300",          /* disk full, too many connections */
-		/* not 53200 (out of memory) nor 53400 (a configured limit such
-		 * as max_locks_per_transaction): the transaction itself can
-		 * cause them, and retrying it would only fail again */
-	};
-	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
-		if (strcmp(sqlstate, states[i]) == 0)
-			return true;
-	return false;
-}
 
 static struct apply_outcome quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
 				       const char *reason, const char *detail, int exit_code)
@@ -542,13 +448,14 @@ static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payloa
 	struct plan_relation *prel = xcalloc(nrel ? nrel : 1, sizeof *prel);
 	bool **keys = xcalloc(nrel ? nrel : 1, sizeof *keys);
 	bool **identity = xcalloc(nrel ? nrel : 1, sizeof *identity);
-	bool *skip = xcalloc(nrel ? nrel : 1, sizeof *skip);
+	enum apply_relation_verdict *verdict = xcalloc(nrel ? nrel : 1, sizeof *verdict);
 	for (uint32_t i = 0; i < nrel; i++) {
 		const struct env_relation *r = &d.header.relations[i];
 		prel[i].rel = r;
-		struct table_info *t = table_find(a, r->schema, r->schema_len, r->name, r->name_len);
-		const char *root = t ? NULL : partition_root_of(a, r);
-		if (root) {
+		struct apply_table *t;
+		const char *root;
+		verdict[i] = apply_core_relation(&a->tables, r, commit_lsn, &t, &root);
+		if (verdict[i] == APPLY_RELATION_UNPUBLISHED_PARTITION) {
 			log_error("stream offset %" PRIu64 ": changes to %.*s.%.*s, a partition of %s, arrive under the partition's own name: the publication does not publish via the partition root",
 				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
 			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
@@ -556,34 +463,14 @@ static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payloa
 			rc = apply_exit(EXIT_CONFIG);
 			break;
 		}
-		if (!t) {
-			skip[i] = true;
+		if (verdict[i] == APPLY_RELATION_UNCONFIGURED)
 			continue;
-		}
-		if (commit_lsn < t->watermark_lsn)
-			skip[i] = true; /* the snapshot copy already holds it */
 		keys[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **keys);
-		bool any = false;
-		if (r->replident == 'f') {
-			for (int k = 0; k < t->n_pk; k++)
-				for (uint16_t c = 0; c < r->n_columns; c++)
-					if (strlen(t->pk[k]) == r->columns[c].name_len &&
-					    memcmp(t->pk[k], r->columns[c].name, r->columns[c].name_len) == 0)
-						keys[i][c] = any = true;
-		} else {
-			for (uint16_t c = 0; c < r->n_columns; c++)
-				if (r->columns[c].key)
-					keys[i][c] = any = true;
-		}
-		prel[i].key = any ? keys[i] : NULL;
+		prel[i].key = apply_core_key_columns(t, r, keys[i]) ? keys[i] : NULL;
 		prel[i].partitioned = t->partitioned;
 		if (t->n_identity_always) {
 			identity[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **identity);
-			for (int k = 0; k < t->n_identity_always; k++)
-				for (uint16_t c = 0; c < r->n_columns; c++)
-					if (strlen(t->identity_always[k]) == r->columns[c].name_len &&
-					    memcmp(t->identity_always[k], r->columns[c].name, r->columns[c].name_len) == 0)
-						identity[i][c] = true;
+			apply_core_identity_always(t, r, identity[i]);
 			prel[i].identity_always = identity[i];
 		}
 	}
@@ -596,23 +483,19 @@ static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payloa
 			(*decoded)++;
 		struct env_change filtered;
 		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
-			if (skip[c->relation]) {
-				const struct env_relation *r = &d.header.relations[c->relation];
-				if (!table_find(a, r->schema, r->schema_len, r->name, r->name_len)) {
-					warn_unconfigured(a, r);
-					a->stats->skipped_unconfigured++;
-				} else {
-					a->batch_filtered++;
-				}
+			if (verdict[c->relation] == APPLY_RELATION_UNCONFIGURED) {
+				warn_unconfigured(a, &d.header.relations[c->relation]);
+				a->stats->skipped_unconfigured++;
+				continue;
+			}
+			if (verdict[c->relation] == APPLY_RELATION_BELOW_WATERMARK) {
+				a->batch_filtered++;
 				continue;
 			}
 		} else if (c->op == ENV_TRUNCATE) {
 			/* only the tables of this flow, and only above their watermarks */
 			kept = xrealloc(kept, (c->n_truncate ? c->n_truncate : 1) * sizeof *kept);
-			uint32_t n_kept = 0;
-			for (uint32_t k = 0; k < c->n_truncate; k++)
-				if (!skip[c->truncate_relations[k]])
-					kept[n_kept++] = c->truncate_relations[k];
+			uint32_t n_kept = apply_core_truncate_filter(verdict, c->truncate_relations, c->n_truncate, kept);
 			if (n_kept == 0) {
 				a->batch_filtered++;
 				continue;
@@ -632,7 +515,7 @@ static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payloa
 			executor_sync(&a->ex);
 			if (!a->ex.error.failed) {
 				snprintf(a->ex.error.message, sizeof a->ex.error.message, "%s", err);
-				snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "TR003");
+				snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "%s", SQLSTATE_UNPLANNABLE);
 				a->ex.error.failed = true;
 				a->ex.error.tag = offset;
 			}
@@ -659,7 +542,7 @@ static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payloa
 	free(kept);
 	free(keys);
 	free(identity);
-	free(skip);
+	free(verdict);
 	free(prel);
 	env_decoder_free(&d);
 	return rc;
@@ -669,27 +552,28 @@ static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payloa
 static struct apply_outcome handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
 {
 	struct executor_error err = a->ex.error;
-	if (err.connection_lost) {
+	switch (apply_core_on_failure(err.connection_lost, err.sqlstate, a->single_mode)) {
+	case APPLY_FAILURE_RECONNECT:
 		log_warn("target connection lost: %s", err.message);
 		return apply_reconnect();
-	}
-	if (applyd_transient_sqlstate(err.sqlstate)) {
+	case APPLY_FAILURE_RETRY:
 		snprintf(a->last_transient_sqlstate, sizeof a->last_transient_sqlstate, "%s", err.sqlstate);
 		log_warn("transient target error (SQLSTATE %s: %s): transaction %u rolled back, to be applied again", err.sqlstate,
 			 err.message, xid);
 		return apply_retry();
-	}
-	if (!a->single_mode) {
+	case APPLY_FAILURE_ONE_AT_A_TIME:
 		/* find the culprit: one source transaction per target transaction */
 		log_warn("a batch of %" PRIu64 " transactions failed (%s: %s); retrying them one at a time", a->batch_txns,
 			 err.sqlstate, err.message);
 		a->single_mode = true;
 		a->single_until = a->next_offset;
 		return rewind_batch(a, a->batch_first_offset);
+	case APPLY_FAILURE_QUARANTINE:
+		break;
 	}
 	char detail[1200];
 	snprintf(detail, sizeof detail, "SQLSTATE %s: %s", err.sqlstate, err.message);
-	return quarantine(a, xid, commit_lsn, offset, reason_for(err.sqlstate), detail, EXIT_NEGATIVE);
+	return quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail, EXIT_NEGATIVE);
 }
 
 static struct apply_outcome fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
@@ -708,7 +592,7 @@ static struct apply_outcome apply_txn_frame(struct applyd *a, const struct strea
 			  f->header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
 		return apply_exit(EXIT_DATAERR);
 	}
-	if (s.commit_lsn <= a->last_commit_lsn) {
+	if (apply_core_is_duplicate(s.commit_lsn, a->last_commit_lsn)) {
 		a->batch_skipped++;
 		a->next_offset = f->header.offset + 1;
 		return apply_ok();
@@ -856,7 +740,7 @@ static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct str
 			ch->commit_lsn = s.commit_lsn;
 			ch->end_lsn = s.end_lsn;
 			ch->first_offset = offset;
-			ch->duplicate = s.commit_lsn <= a->last_commit_lsn;
+			ch->duplicate = apply_core_is_duplicate(s.commit_lsn, a->last_commit_lsn);
 			if (!ch->duplicate) {
 				bool hold = false;
 				struct apply_outcome rc = fence_check(a, s.commit_lsn, offset, &hold);
@@ -1505,7 +1389,7 @@ out:
 	if (a.conn)
 		disconnect_target(&a);
 	stream_reader_close(a.reader);
-	tables_free(&a);
+	apply_tables_free(&a.tables);
 	for (size_t i = 0; i < a.n_unconfigured; i++)
 		free(a.unconfigured[i]);
 	free(a.unconfigured);

@@ -33,9 +33,4 @@ struct applyd_stats {
  * reconnects and transient retries are handled inside, bounded. */
 struct apply_outcome applyd_run(const struct applyd_options *options, struct applyd_stats *stats);
 
-/* Whether a target error of this SQLSTATE is of the target's state (a
- * deadlock, a timeout, a full disk, a shutdown: roll back, back off and
- * apply the same again) rather than of the transaction (quarantine). */
-bool applyd_transient_sqlstate(const char *sqlstate);
-
 #endif
