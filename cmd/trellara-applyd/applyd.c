@@ -26,6 +26,7 @@
 #include "applyd.h"
 #include "executor.h"
 
+#include "trellara/apply_chunks.h"
 #include "trellara/apply_core.h"
 #include "trellara/checkpoint.h"
 #include "trellara/checksum.h"
@@ -49,21 +50,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-struct chunk_state {
-	bool active;     /* a target transaction holds its chunks */
-	bool duplicate;  /* already applied: skip the set */
-	uint32_t xid;
-	uint64_t commit_lsn, end_lsn;
-	uint64_t first_offset;
-	uint32_t next_index;
-	uint32_t *crcs;  /* owned */
-	uint32_t *counts;
-	size_t cap;
-	bool manifest_ok;
-	uint32_t manifest_crc;
-	uint64_t changes;
-};
 
 struct applyd {
 	const struct applyd_options *o;
@@ -95,7 +81,7 @@ struct applyd {
 	/* one transaction per target transaction until this offset */
 	uint64_t single_until;
 	bool single_mode;
-	struct chunk_state chunk;
+	struct chunk_set chunk;
 	struct notify_watchdog watchdog;
 	int64_t last_metrics_us;
 	bool ready_sent;
@@ -644,16 +630,6 @@ static struct apply_outcome apply_txn_frame(struct applyd *a, const struct strea
 
 /* ---- chunked transactions ---- */
 
-static void chunk_reset(struct applyd *a)
-{
-	uint32_t *crcs = a->chunk.crcs, *counts = a->chunk.counts;
-	size_t cap = a->chunk.cap;
-	memset(&a->chunk, 0, sizeof a->chunk);
-	a->chunk.crcs = crcs;
-	a->chunk.counts = counts;
-	a->chunk.cap = cap;
-}
-
 static struct apply_outcome chunk_fail(struct applyd *a, const char *detail)
 {
 	uint32_t xid = a->chunk.xid;
@@ -663,7 +639,7 @@ static struct apply_outcome chunk_fail(struct applyd *a, const char *detail)
 		executor_sync(&a->ex);
 		a->in_txn = false;
 	}
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	return quarantine(a, xid, lsn, first, "chunk_integrity", detail, EXIT_DATAERR);
 }
 
@@ -673,7 +649,7 @@ static struct apply_outcome chunk_abandon(struct applyd *a, uint64_t next_lsn, c
 {
 	if (!a->chunk.active)
 		return apply_ok();
-	if (next_lsn >= a->chunk.commit_lsn && !a->chunk.duplicate) {
+	if (chunk_set_abandon_is_gap(&a->chunk, next_lsn)) {
 		char detail[256];
 		snprintf(detail, sizeof detail, "incomplete chunk set (%u chunks, no commit marker) followed by %s", a->chunk.next_index,
 			 what);
@@ -687,7 +663,7 @@ static struct apply_outcome chunk_abandon(struct applyd *a, uint64_t next_lsn, c
 		a->in_txn = false;
 		a->batch_txns = a->batch_changes = 0;
 	}
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	return apply_ok();
 }
 
@@ -705,12 +681,13 @@ static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct str
 			  (int)s.source_id_len, s.source_id, a->cfg->source_id);
 		return apply_exit(EXIT_DATAERR);
 	}
-	struct chunk_state *ch = &a->chunk;
+	struct chunk_set *ch = &a->chunk;
 	int type = f->header.type;
+	char detail[256];
 	if (type == FRAME_CHUNK) {
-		bool same = ch->active && ch->xid == s.xid && ch->commit_lsn == s.commit_lsn;
-		if (ch->active && (!same || s.chunk_index == 0)) {
-			if (same) {
+		bool replay;
+		if (chunk_set_interrupted(ch, s.xid, s.commit_lsn, s.chunk_index, &replay)) {
+			if (replay) {
 				log_warn("transaction %u: chunk set starts again at offset %" PRIu64 " (a replay): the incomplete one is discarded",
 					 s.xid, offset);
 				struct apply_outcome rc = chunk_abandon(a, 0, "its replay");
@@ -723,46 +700,29 @@ static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct str
 			}
 		}
 		if (!ch->active) {
-			if (s.chunk_index != 0) {
-				ch->xid = s.xid;
-				ch->commit_lsn = s.commit_lsn;
-				ch->first_offset = offset;
-				return chunk_fail(a, "chunk set does not start with chunk 0");
-			}
+			if (!chunk_set_check_start(ch, s.xid, s.commit_lsn, offset, s.chunk_index, detail, sizeof detail))
+				return chunk_fail(a, detail);
 			/* what came before commits on its own */
 			if (a->in_txn) {
 				struct apply_outcome rc = commit_open_batch(a);
 				if (!apply_is_ok(rc))
 					return rc;
 			}
-			ch->active = true;
-			ch->xid = s.xid;
-			ch->commit_lsn = s.commit_lsn;
-			ch->end_lsn = s.end_lsn;
-			ch->first_offset = offset;
-			ch->duplicate = apply_core_is_duplicate(s.commit_lsn, a->last_commit_lsn);
+			chunk_set_begin(ch, s.xid, s.commit_lsn, s.end_lsn, offset, a->last_commit_lsn);
 			if (!ch->duplicate) {
 				bool hold = false;
 				struct apply_outcome rc = fence_check(a, s.commit_lsn, offset, &hold);
 				if (!apply_is_ok(rc) || hold) {
-					chunk_reset(a);
+					chunk_set_reset(&a->chunk);
 					return rc;
 				}
 				if (begin_txn(a, offset) < 0)
 					return handle_failure(a, s.xid, s.commit_lsn, offset);
 			}
 		}
-		if (s.chunk_index != ch->next_index) {
-			char detail[128];
-			snprintf(detail, sizeof detail, "chunk %u where chunk %u belongs", s.chunk_index, ch->next_index);
+		if (!chunk_set_check_index(ch, s.chunk_index, detail, sizeof detail))
 			return chunk_fail(a, detail);
-		}
-		if (ch->next_index == ch->cap) {
-			ch->cap = ch->cap ? ch->cap * 2 : 64;
-			ch->crcs = xrealloc(ch->crcs, ch->cap * sizeof *ch->crcs);
-			ch->counts = xrealloc(ch->counts, ch->cap * sizeof *ch->counts);
-		}
-		ch->crcs[ch->next_index] = crc32c(0, f->payload, f->header.payload_length);
+		uint32_t crc = crc32c(0, f->payload, f->header.payload_length);
 		uint64_t changes = 0, decoded = 0;
 		if (!ch->duplicate) {
 			struct apply_outcome rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
@@ -787,50 +747,31 @@ static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct str
 					decoded++;
 			env_decoder_free(&d);
 		}
-		ch->counts[ch->next_index] = (uint32_t)decoded;
-		ch->changes += changes;
-		ch->next_index++;
+		chunk_set_add(ch, crc, (uint32_t)decoded, changes);
 		a->next_offset = offset + 1;
 		return apply_ok();
 	}
-	if (!ch->active || ch->xid != s.xid || ch->commit_lsn != s.commit_lsn) {
-		ch->xid = s.xid;
-		ch->commit_lsn = s.commit_lsn;
-		ch->first_offset = offset;
+	if (!chunk_set_owns(ch, s.xid, s.commit_lsn, offset))
 		return chunk_fail(a, type == FRAME_MANIFEST ? "manifest without its chunks" : "commit marker without its chunks");
-	}
 	if (type == FRAME_MANIFEST) {
 		struct env_manifest m;
 		if (env_decode_manifest(f->payload, f->header.payload_length, &m, err, sizeof err) < 0)
 			return chunk_fail(a, err);
-		char detail[256] = "";
-		if (m.chunk_count != ch->next_index)
-			snprintf(detail, sizeof detail, "manifest lists %u chunks, %u arrived", m.chunk_count, ch->next_index);
-		for (uint32_t i = 0; !*detail && i < m.chunk_count; i++) {
-			if (m.chunks[i].crc != ch->crcs[i])
-				snprintf(detail, sizeof detail, "chunk %u checksum 0x%08x differs from the manifest's 0x%08x", i,
-					 ch->crcs[i], m.chunks[i].crc);
-			else if (!ch->duplicate && m.chunks[i].changes != ch->counts[i])
-				snprintf(detail, sizeof detail, "chunk %u holds %u changes, the manifest says %u", i, ch->counts[i],
-					 m.chunks[i].changes);
-		}
+		bool ok = chunk_set_check_manifest(ch, &m, crc32c(0, f->payload, f->header.payload_length), detail,
+						   sizeof detail);
 		env_manifest_free(&m);
-		if (*detail)
+		if (!ok)
 			return chunk_fail(a, detail);
-		ch->manifest_ok = true;
-		ch->manifest_crc = crc32c(0, f->payload, f->header.payload_length);
 		a->next_offset = offset + 1;
 		return apply_ok();
 	}
 	/* commit marker */
-	if (!ch->manifest_ok)
-		return chunk_fail(a, "commit marker before the manifest");
-	if (s.manifest_crc != ch->manifest_crc || s.chunk_count != ch->next_index)
-		return chunk_fail(a, "commit marker does not match the manifest");
+	if (!chunk_set_check_marker(ch, s.manifest_crc, s.chunk_count, detail, sizeof detail))
+		return chunk_fail(a, detail);
 	a->next_offset = offset + 1;
 	if (ch->duplicate) {
 		a->batch_skipped++;
-		chunk_reset(a);
+		chunk_set_reset(&a->chunk);
 		return apply_ok();
 	}
 	a->batch_txns++;
@@ -841,7 +782,7 @@ static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct str
 		a->seen_lsn = ch->end_lsn;
 	uint32_t xid = ch->xid;
 	uint64_t lsn = ch->commit_lsn, first = ch->first_offset;
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	const struct quarantine_entry *replay = replay_entry(a, xid, lsn);
 	if (replay && resolve_quarantine(a, replay, offset) < 0)
 		return handle_failure(a, xid, lsn, first);
@@ -1282,7 +1223,7 @@ static struct apply_outcome position_reader(struct applyd *a)
 	a->seen_lsn = a->cp.applied_through_lsn;
 	/* whatever an interrupted batch counted was rolled back with it */
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	char l[LSN_FORMAT_LEN];
 	log_info("applying from stream offset %" PRIu64 " (checkpoint: commit %s, %" PRIu64 " transactions applied)", start,
 		 lsn_format(a->cp.last_commit_lsn, l), a->cp.applied_transactions);
@@ -1394,8 +1335,7 @@ out:
 		free(a.unconfigured[i]);
 	free(a.unconfigured);
 	free(a.replay);
-	free(a.chunk.crcs);
-	free(a.chunk.counts);
+	chunk_set_free(&a.chunk);
 	plan_stmt_free(&a.stmt);
 	free(a.flow);
 	return code;
