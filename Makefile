@@ -88,9 +88,20 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
 # The decision cores link without libpq (DESIGN §2): these links name their
 # objects one by one and no library, so a call into libpq (or into anything
 # that needs it) fails the build.
-NOLIBPQ_BINS := build/tests/ack_policy_nolibpq
+NOLIBPQ_BINS := build/tests/ack_policy_nolibpq build/tests/apply_core_nolibpq build/tests/apply_chunks_nolibpq
 
 build/tests/ack_policy_nolibpq: build/obj/tests/unit/test_ack_policy.o build/obj/common/ack_policy.o
+	@mkdir -p $(@D)
+	$(if $(Q),@echo "  LINK    $@ (no libpq)")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+
+build/tests/apply_core_nolibpq: build/obj/tests/unit/test_apply_core.o build/obj/common/apply_core.o
+	@mkdir -p $(@D)
+	$(if $(Q),@echo "  LINK    $@ (no libpq)")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+
+build/tests/apply_chunks_nolibpq: build/obj/tests/unit/test_apply_chunks.o build/obj/common/apply_chunks.o \
+		build/obj/common/apply_core.o build/obj/common/xalloc.o
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  LINK    $@ (no libpq)")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^

@@ -17,10 +17,17 @@
  * rolls them back.  An incomplete chunk set followed by a replay of the
  * same transaction is discarded and the replay applied; one followed by
  * anything later fails closed.
+ *
+ * The decisions (dedup, per-relation verdicts, key and identity
+ * columns, TRUNCATE filtering, what a failed statement leads to) are
+ * apply_core's, which knows nothing of libpq; this file gathers the
+ * facts they need from the target and carries out their answers.
  */
 #include "applyd.h"
 #include "executor.h"
 
+#include "trellara/apply_chunks.h"
+#include "trellara/apply_core.h"
 #include "trellara/checkpoint.h"
 #include "trellara/checksum.h"
 #include "trellara/defaults.h"
@@ -43,35 +50,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define APPLY_RECONNECT (-1)
-/* a transient target error: roll back, back off, apply the same again */
-#define APPLY_RETRY (-2)
-
-struct table_info {
-	char *name;     /* owned: "schema.table" */
-	char **pk;      /* owned: key columns for identity-full matching */
-	int n_pk;
-	char **identity_always; /* owned: the target's GENERATED ALWAYS identity columns */
-	int n_identity_always;
-	bool partitioned;       /* the target table is partitioned */
-	uint64_t watermark_lsn;
-	bool warned_unconfigured;
-};
-
-struct chunk_state {
-	bool active;     /* a target transaction holds its chunks */
-	bool duplicate;  /* already applied: skip the set */
-	uint32_t xid;
-	uint64_t commit_lsn, end_lsn;
-	uint64_t first_offset;
-	uint32_t next_index;
-	uint32_t *crcs;  /* owned */
-	uint32_t *counts;
-	size_t cap;
-	bool manifest_ok;
-	uint32_t manifest_crc;
-	uint64_t changes;
-};
 
 struct applyd {
 	const struct applyd_options *o;
@@ -84,14 +62,9 @@ struct applyd {
 	bool ex_ready;
 	struct stream_reader *reader;
 	struct apply_checkpoint cp;
-	struct table_info *tables; /* owned */
-	size_t n_tables;
-	/* the target's partitions of partitioned flow tables: changes named
-	 * after one of them mean the publication does not publish via the
-	 * root, and must stop apply, not be skipped as "outside the flow" */
-	char **partitions;       /* owned: "schema.partition" */
-	char **partition_roots;  /* owned: the flow table each belongs to */
-	size_t n_partitions;
+	/* the flow's tables and the target's partitions of its partitioned
+	 * ones, as the target's catalogs and the checkpoint say (apply_core) */
+	struct apply_tables tables;
 	char **unconfigured;       /* owned: tables already warned about */
 	size_t n_unconfigured;
 	struct quarantine_entry *replay; /* owned: replay_ready entries */
@@ -108,7 +81,7 @@ struct applyd {
 	/* one transaction per target transaction until this offset */
 	uint64_t single_until;
 	bool single_mode;
-	struct chunk_state chunk;
+	struct chunk_set chunk;
 	struct notify_watchdog watchdog;
 	int64_t last_metrics_us;
 	bool ready_sent;
@@ -154,44 +127,8 @@ static void write_metrics(struct applyd *a, bool force)
 
 /* ---- tables: keys and watermarks ---- */
 
-static struct table_info *table_find(struct applyd *a, const char *schema, size_t schema_len, const char *name,
-				     size_t name_len)
-{
-	for (size_t i = 0; i < a->n_tables; i++) {
-		const char *n = a->tables[i].name;
-		if (strncmp(n, schema, schema_len) == 0 && n[schema_len] == '.' &&
-		    strncmp(n + schema_len + 1, name, name_len) == 0 && n[schema_len + 1 + name_len] == '\0')
-			return &a->tables[i];
-	}
-	return NULL;
-}
-
-static void tables_free(struct applyd *a)
-{
-	for (size_t i = 0; i < a->n_tables; i++) {
-		for (int k = 0; k < a->tables[i].n_pk; k++)
-			free(a->tables[i].pk[k]);
-		free(a->tables[i].pk);
-		for (int k = 0; k < a->tables[i].n_identity_always; k++)
-			free(a->tables[i].identity_always[k]);
-		free(a->tables[i].identity_always);
-		free(a->tables[i].name);
-	}
-	free(a->tables);
-	a->tables = NULL;
-	a->n_tables = 0;
-	for (size_t i = 0; i < a->n_partitions; i++) {
-		free(a->partitions[i]);
-		free(a->partition_roots[i]);
-	}
-	free(a->partitions);
-	free(a->partition_roots);
-	a->partitions = a->partition_roots = NULL;
-	a->n_partitions = 0;
-}
-
 /* The partitions, at every level, of the partitioned flow table t. */
-static int table_partitions_load(struct applyd *a, const struct table_info *t, const char *qualified)
+static int table_partitions_load(struct applyd *a, const struct apply_table *t, const char *qualified)
 {
 	const char *p[1] = { qualified };
 	PGresult *res = executor_query(&a->ex,
@@ -201,32 +138,21 @@ static int table_partitions_load(struct applyd *a, const struct table_info *t, c
 				       1, p);
 	if (!res)
 		return -1;
+	struct apply_tables *ts = &a->tables;
 	for (int r = 0; r < PQntuples(res); r++) {
-		a->partitions = xrealloc(a->partitions, (a->n_partitions + 1) * sizeof *a->partitions);
-		a->partition_roots = xrealloc(a->partition_roots, (a->n_partitions + 1) * sizeof *a->partition_roots);
-		a->partitions[a->n_partitions] = xstrdup(PQgetvalue(res, r, 0));
-		a->partition_roots[a->n_partitions++] = xstrdup(t->name);
+		ts->partitions = xrealloc(ts->partitions, (ts->n_partitions + 1) * sizeof *ts->partitions);
+		ts->partition_roots = xrealloc(ts->partition_roots, (ts->n_partitions + 1) * sizeof *ts->partition_roots);
+		ts->partitions[ts->n_partitions] = xstrdup(PQgetvalue(res, r, 0));
+		ts->partition_roots[ts->n_partitions++] = xstrdup(t->name);
 	}
 	PQclear(res);
 	return 0;
 }
 
-/* The flow table whose partition relation r is (on the target), or NULL. */
-static const char *partition_root_of(const struct applyd *a, const struct env_relation *r)
-{
-	for (size_t i = 0; i < a->n_partitions; i++) {
-		const char *n = a->partitions[i];
-		if (strncmp(n, r->schema, r->schema_len) == 0 && n[r->schema_len] == '.' &&
-		    strncmp(n + r->schema_len + 1, r->name, r->name_len) == 0 && n[r->schema_len + 1 + r->name_len] == '\0')
-			return a->partition_roots[i];
-	}
-	return NULL;
-}
-
 /* What the planner needs to know of the target table: whether it is
  * partitioned, and its GENERATED ALWAYS identity columns.  A table that
  * does not exist yet is neither (its changes fail as missing_table). */
-static int table_target_facts(struct applyd *a, struct table_info *t, const char *qualified)
+static int table_target_facts(struct applyd *a, struct apply_table *t, const char *qualified)
 {
 	const char *p[1] = { qualified };
 	PGresult *res = executor_query(&a->ex,
@@ -253,11 +179,12 @@ static int table_target_facts(struct applyd *a, struct table_info *t, const char
  * and its snapshot watermark. */
 static int tables_load(struct applyd *a)
 {
-	tables_free(a);
-	a->tables = xcalloc(a->cfg->n_tables ? a->cfg->n_tables : 1, sizeof *a->tables);
+	struct apply_tables *ts = &a->tables;
+	apply_tables_free(ts);
+	ts->tables = xcalloc(a->cfg->n_tables ? a->cfg->n_tables : 1, sizeof *ts->tables);
 	for (size_t i = 0; i < a->cfg->n_tables; i++) {
 		const struct table_config *tc = &a->cfg->tables[i];
-		struct table_info *t = &a->tables[a->n_tables++];
+		struct apply_table *t = &ts->tables[ts->n_tables++];
 		t->name = xasprintf("%s.%s", tc->schema, tc->name);
 		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
 		char *qualified = xasprintf("%s.%s", qs, qn);
@@ -309,9 +236,9 @@ static int tables_load(struct applyd *a)
 	if (rc < 0)
 		return -1;
 	for (int i = 0; i < n; i++) {
-		for (size_t k = 0; k < a->n_tables; k++)
-			if (strcmp(a->tables[k].name, rels[i]) == 0)
-				a->tables[k].watermark_lsn = lsns[i];
+		for (size_t k = 0; k < ts->n_tables; k++)
+			if (strcmp(ts->tables[k].name, rels[i]) == 0)
+				ts->tables[k].watermark_lsn = lsns[i];
 		free(rels[i]);
 	}
 	free(rels);
@@ -321,46 +248,8 @@ static int tables_load(struct applyd *a)
 
 /* ---- quarantine ---- */
 
-static const char *reason_for(const char *sqlstate)
-{
-	if (strcmp(sqlstate, "42P01") == 0)
-		return "missing_table";
-	if (strcmp(sqlstate, SQLSTATE_NO_ROWS_MATCHED) == 0)
-		return "no_rows_matched";
-	if (strcmp(sqlstate, SQLSTATE_AMBIGUOUS_MATCH) == 0)
-		return "ambiguous_match";
-	if (strncmp(sqlstate, "23", 2) == 0)
-		return "constraint_violation";
-	if (strcmp(sqlstate, "42703") == 0)
-		return "missing_column";
-	return "apply_error";
-}
-
-/* Errors of the target's state rather than of the transaction: the
- * transaction is rolled back and applied again after a backoff, never
- * quarantined.  (A lost connection is handled before this.) */
-bool applyd_transient_sqlstate(const char *sqlstate)
-{
-	static const char *const states[] = {
-		"40001", "40P01", "40003", /* serialization failure, deadlock, completion unknown */
-		"55P03",                   /* lock not available: lock_timeout */
-		"57014",                   /* query canceled: statement_timeout */
-		"57P01", "57P02", "57P03", /* shutdown, crash, cannot connect now (recovery) */
-		"25006",                   /* read-only transaction: the target is a standby */
-		"58030",                   /* I/O error */
-		"53100", "53300",          /* disk full, too many connections */
-		/* not 53200 (out of memory) nor 53400 (a configured limit such
-		 * as max_locks_per_transaction): the transaction itself can
-		 * cause them, and retrying it would only fail again */
-	};
-	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
-		if (strcmp(sqlstate, states[i]) == 0)
-			return true;
-	return false;
-}
-
-static int quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset, const char *reason,
-		      const char *detail, int exit_code)
+static struct apply_outcome quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
+				       const char *reason, const char *detail, int exit_code)
 {
 	char lsn[LSN_FORMAT_LEN];
 	lsn_format(commit_lsn, lsn);
@@ -368,13 +257,13 @@ static int quarantine(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint6
 		PQexitPipelineMode(a->conn);
 	if (checkpoint_quarantine_add(a->conn, a->cfg->checkpoint_schema, &a->ids, xid, commit_lsn, offset, reason,
 				      detail) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	a->stats->quarantined++;
 	log_error("transaction %u (commit %s, stream offset %" PRIu64 ") quarantined: %s: %s", xid, lsn, offset, reason,
 		  detail);
 	log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\"",
 		 a->cfg->path, a->cfg->path, xid, lsn);
-	return exit_code;
+	return apply_exit(exit_code);
 }
 
 static const struct quarantine_entry *replay_entry(struct applyd *a, uint32_t xid, uint64_t commit_lsn)
@@ -414,12 +303,13 @@ static int begin_txn(struct applyd *a, uint64_t offset)
 /* Writes the checkpoint, commits, then moves the group. */
 static int group_flush(struct applyd *a);
 
-static int commit_batch(struct applyd *a)
+/* APPLY_FAILED: the statement error is in a->ex.error. */
+static struct apply_outcome commit_batch(struct applyd *a)
 {
 	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
 		    a->next_offset > a->cp.stream_offset;
 	if (!work)
-		return 0;
+		return apply_ok();
 	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
 		goto failed;
 	uint64_t applied_through = a->seen_lsn > a->cp.applied_through_lsn ? a->seen_lsn : a->cp.applied_through_lsn;
@@ -470,11 +360,11 @@ static int commit_batch(struct applyd *a)
 	 * written at most every 200 ms under load, and when idle or stopping. */
 	a->group_pending = true;
 	if (mono_us() - a->last_group_write_us >= 200000 && group_flush(a) < 0)
-		return EXIT_CANTCREAT;
-	return 0;
+		return apply_exit(EXIT_CANTCREAT);
+	return apply_ok();
 failed:
 	a->in_txn = false;
-	return 1; /* the caller looks at a->ex.error */
+	return apply_failed(); /* the caller looks at a->ex.error */
 }
 
 static int group_flush(struct applyd *a)
@@ -488,21 +378,21 @@ static int group_flush(struct applyd *a)
 	return 0;
 }
 
-static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
+static struct apply_outcome handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
 
 /* Commit what is open; a failure goes to handle_failure (culprit hunt,
  * quarantine or reconnect). */
-static int commit_open_batch(struct applyd *a)
+static struct apply_outcome commit_open_batch(struct applyd *a)
 {
 	uint64_t keep = a->next_offset;
-	int rc = commit_batch(a);
-	if (rc == 1)
+	struct apply_outcome rc = commit_batch(a);
+	if (rc.status == APPLY_FAILED)
 		return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 	return rc;
 }
 
 /* Drop the open batch and rewind the reader to where it started. */
-static int rewind_batch(struct applyd *a, uint64_t to)
+static struct apply_outcome rewind_batch(struct applyd *a, uint64_t to)
 {
 	a->in_txn = false;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
@@ -510,7 +400,7 @@ static int rewind_batch(struct applyd *a, uint64_t to)
 	a->seen_lsn = a->cp.applied_through_lsn;
 	a->next_offset = to;
 	memset(&a->ex.error, 0, sizeof a->ex.error);
-	return stream_reader_seek(a->reader, to) == STREAM_OK ? 0 : EXIT_DATAERR;
+	return stream_reader_seek(a->reader, to) == STREAM_OK ? apply_ok() : apply_exit(EXIT_DATAERR);
 }
 
 /* Changes to a table outside dataset.tables are not applied; say so
@@ -528,63 +418,45 @@ static void warn_unconfigured(struct applyd *a, const struct env_relation *r)
 	a->unconfigured[a->n_unconfigured++] = name;
 }
 
-/* Apply the changes of one envelope inside the open target transaction. */
-static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset, uint64_t commit_lsn,
-			uint64_t *changes, uint64_t *decoded)
+/* Apply the changes of one envelope inside the open target transaction.
+ * APPLY_FAILED: the statement error is in a->ex.error. */
+static struct apply_outcome send_changes(struct applyd *a, const uint8_t *payload, size_t len, uint64_t offset,
+					 uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded)
 {
 	struct env_decoder d;
-	int rc = 0;
+	struct apply_outcome rc = apply_ok();
 	if (env_decode_begin(&d, payload, len) < 0) {
 		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
 		env_decoder_free(&d);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	uint32_t nrel = d.header.n_relations;
 	struct plan_relation *prel = xcalloc(nrel ? nrel : 1, sizeof *prel);
 	bool **keys = xcalloc(nrel ? nrel : 1, sizeof *keys);
 	bool **identity = xcalloc(nrel ? nrel : 1, sizeof *identity);
-	bool *skip = xcalloc(nrel ? nrel : 1, sizeof *skip);
+	enum apply_relation_verdict *verdict = xcalloc(nrel ? nrel : 1, sizeof *verdict);
 	for (uint32_t i = 0; i < nrel; i++) {
 		const struct env_relation *r = &d.header.relations[i];
 		prel[i].rel = r;
-		struct table_info *t = table_find(a, r->schema, r->schema_len, r->name, r->name_len);
-		const char *root = t ? NULL : partition_root_of(a, r);
-		if (root) {
+		struct apply_table *t;
+		const char *root;
+		verdict[i] = apply_core_relation(&a->tables, r, commit_lsn, &t, &root);
+		if (verdict[i] == APPLY_RELATION_UNPUBLISHED_PARTITION) {
 			log_error("stream offset %" PRIu64 ": changes to %.*s.%.*s, a partition of %s, arrive under the partition's own name: the publication does not publish via the partition root",
 				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
 			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
 				 a->cfg->publication, a->cfg->path, a->cfg->path, root);
-			rc = EXIT_CONFIG;
+			rc = apply_exit(EXIT_CONFIG);
 			break;
 		}
-		if (!t) {
-			skip[i] = true;
+		if (verdict[i] == APPLY_RELATION_UNCONFIGURED)
 			continue;
-		}
-		if (commit_lsn < t->watermark_lsn)
-			skip[i] = true; /* the snapshot copy already holds it */
 		keys[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **keys);
-		bool any = false;
-		if (r->replident == 'f') {
-			for (int k = 0; k < t->n_pk; k++)
-				for (uint16_t c = 0; c < r->n_columns; c++)
-					if (strlen(t->pk[k]) == r->columns[c].name_len &&
-					    memcmp(t->pk[k], r->columns[c].name, r->columns[c].name_len) == 0)
-						keys[i][c] = any = true;
-		} else {
-			for (uint16_t c = 0; c < r->n_columns; c++)
-				if (r->columns[c].key)
-					keys[i][c] = any = true;
-		}
-		prel[i].key = any ? keys[i] : NULL;
+		prel[i].key = apply_core_key_columns(t, r, keys[i]) ? keys[i] : NULL;
 		prel[i].partitioned = t->partitioned;
 		if (t->n_identity_always) {
 			identity[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **identity);
-			for (int k = 0; k < t->n_identity_always; k++)
-				for (uint16_t c = 0; c < r->n_columns; c++)
-					if (strlen(t->identity_always[k]) == r->columns[c].name_len &&
-					    memcmp(t->identity_always[k], r->columns[c].name, r->columns[c].name_len) == 0)
-						identity[i][c] = true;
+			apply_core_identity_always(t, r, identity[i]);
 			prel[i].identity_always = identity[i];
 		}
 	}
@@ -592,28 +464,24 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 	int step = 0;
 	char err[512];
 	uint32_t *kept = NULL;
-	while (rc == 0 && (step = env_decode_next(&d, &c)) == 1) {
+	while (apply_is_ok(rc) && (step = env_decode_next(&d, &c)) == 1) {
 		if (decoded)
 			(*decoded)++;
 		struct env_change filtered;
 		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
-			if (skip[c->relation]) {
-				const struct env_relation *r = &d.header.relations[c->relation];
-				if (!table_find(a, r->schema, r->schema_len, r->name, r->name_len)) {
-					warn_unconfigured(a, r);
-					a->stats->skipped_unconfigured++;
-				} else {
-					a->batch_filtered++;
-				}
+			if (verdict[c->relation] == APPLY_RELATION_UNCONFIGURED) {
+				warn_unconfigured(a, &d.header.relations[c->relation]);
+				a->stats->skipped_unconfigured++;
+				continue;
+			}
+			if (verdict[c->relation] == APPLY_RELATION_BELOW_WATERMARK) {
+				a->batch_filtered++;
 				continue;
 			}
 		} else if (c->op == ENV_TRUNCATE) {
 			/* only the tables of this flow, and only above their watermarks */
 			kept = xrealloc(kept, (c->n_truncate ? c->n_truncate : 1) * sizeof *kept);
-			uint32_t n_kept = 0;
-			for (uint32_t k = 0; k < c->n_truncate; k++)
-				if (!skip[c->truncate_relations[k]])
-					kept[n_kept++] = c->truncate_relations[k];
+			uint32_t n_kept = apply_core_truncate_filter(verdict, c->truncate_relations, c->n_truncate, kept);
 			if (n_kept == 0) {
 				a->batch_filtered++;
 				continue;
@@ -633,25 +501,25 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 			executor_sync(&a->ex);
 			if (!a->ex.error.failed) {
 				snprintf(a->ex.error.message, sizeof a->ex.error.message, "%s", err);
-				snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "TR003");
+				snprintf(a->ex.error.sqlstate, sizeof a->ex.error.sqlstate, "%s", SQLSTATE_UNPLANNABLE);
 				a->ex.error.failed = true;
 				a->ex.error.tag = offset;
 			}
-			rc = 1;
+			rc = apply_failed();
 			break;
 		}
 		if (planned == 1)
 			continue;
 		if (executor_exec(&a->ex, (const char *)a->stmt.sql.data, (int)a->stmt.n_params, a->stmt.values, offset,
 				  a->stmt.expect_one, a->stmt.what.len ? (const char *)a->stmt.what.data : NULL) < 0) {
-			rc = 1;
+			rc = apply_failed();
 			break;
 		}
 		(*changes)++;
 	}
-	if (step < 0 && rc == 0) {
+	if (step < 0 && apply_is_ok(rc)) {
 		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
-		rc = EXIT_DATAERR;
+		rc = apply_exit(EXIT_DATAERR);
 	}
 	for (uint32_t i = 0; i < nrel; i++) {
 		free(keys[i]);
@@ -660,63 +528,64 @@ static int send_changes(struct applyd *a, const uint8_t *payload, size_t len, ui
 	free(kept);
 	free(keys);
 	free(identity);
-	free(skip);
+	free(verdict);
 	free(prel);
 	env_decoder_free(&d);
 	return rc;
 }
 
 /* A batch or a single transaction failed: decide what to do. */
-static int handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
+static struct apply_outcome handle_failure(struct applyd *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
 {
 	struct executor_error err = a->ex.error;
-	if (err.connection_lost) {
+	switch (apply_core_on_failure(err.connection_lost, err.sqlstate, a->single_mode)) {
+	case APPLY_FAILURE_RECONNECT:
 		log_warn("target connection lost: %s", err.message);
-		return APPLY_RECONNECT;
-	}
-	if (applyd_transient_sqlstate(err.sqlstate)) {
+		return apply_reconnect();
+	case APPLY_FAILURE_RETRY:
 		snprintf(a->last_transient_sqlstate, sizeof a->last_transient_sqlstate, "%s", err.sqlstate);
 		log_warn("transient target error (SQLSTATE %s: %s): transaction %u rolled back, to be applied again", err.sqlstate,
 			 err.message, xid);
-		return APPLY_RETRY;
-	}
-	if (!a->single_mode) {
+		return apply_retry();
+	case APPLY_FAILURE_ONE_AT_A_TIME:
 		/* find the culprit: one source transaction per target transaction */
 		log_warn("a batch of %" PRIu64 " transactions failed (%s: %s); retrying them one at a time", a->batch_txns,
 			 err.sqlstate, err.message);
 		a->single_mode = true;
 		a->single_until = a->next_offset;
 		return rewind_batch(a, a->batch_first_offset);
+	case APPLY_FAILURE_QUARANTINE:
+		break;
 	}
 	char detail[1200];
 	snprintf(detail, sizeof detail, "SQLSTATE %s: %s", err.sqlstate, err.message);
-	return quarantine(a, xid, commit_lsn, offset, reason_for(err.sqlstate), detail, EXIT_NEGATIVE);
+	return quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail, EXIT_NEGATIVE);
 }
 
-static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
+static struct apply_outcome fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
 static int tables_load(struct applyd *a);
 
-static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
+static struct apply_outcome apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 {
 	struct env_frame_summary s;
 	char err[256];
 	if (env_frame_summary(FRAME_TXN, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
 		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", f->header.offset, f->segment, f->position, err);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
 		log_error("stream offset %" PRIu64 ": transaction of source \"%.*s\" in the stream of source \"%s\"",
 			  f->header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
-	if (s.commit_lsn <= a->last_commit_lsn) {
+	if (apply_core_is_duplicate(s.commit_lsn, a->last_commit_lsn)) {
 		a->batch_skipped++;
 		a->next_offset = f->header.offset + 1;
-		return 0;
+		return apply_ok();
 	}
 	bool hold = false;
-	int rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
-	if (rc != 0 || hold)
+	struct apply_outcome rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
+	if (!apply_is_ok(rc) || hold)
 		return rc;
 	const struct quarantine_entry *replay = replay_entry(a, s.xid, s.commit_lsn);
 	bool alone = replay != NULL || a->single_mode;
@@ -724,16 +593,16 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 		/* what came before goes in its own target transaction */
 		uint64_t keep = a->next_offset;
 		rc = commit_batch(a);
-		if (rc == 1)
+		if (rc.status == APPLY_FAILED)
 			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
-		if (rc != 0)
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 	if (begin_txn(a, f->header.offset) < 0)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
 	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
-	if (rc == EXIT_DATAERR || rc == EXIT_CONFIG)
+	if (rc.status == APPLY_EXIT)
 		return rc;
 	a->batch_txns++;
 	a->batch_changes += changes;
@@ -742,13 +611,13 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 	if (s.end_lsn > a->seen_lsn)
 		a->seen_lsn = s.end_lsn;
 	a->next_offset = f->header.offset + 1;
-	if (replay && rc == 0)
-		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? 1 : 0;
-	if (rc == 0 && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
+	if (replay && apply_is_ok(rc))
+		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? apply_failed() : apply_ok();
+	if (apply_is_ok(rc) && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
 		rc = commit_batch(a);
-	if (rc == 1)
+	if (rc.status == APPLY_FAILED)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
-	if (rc == 0 && replay) {
+	if (apply_is_ok(rc) && replay) {
 		log_info("quarantined transaction %u replayed and resolved", s.xid);
 		replay = NULL;
 	}
@@ -761,17 +630,7 @@ static int apply_txn_frame(struct applyd *a, const struct stream_frame *f)
 
 /* ---- chunked transactions ---- */
 
-static void chunk_reset(struct applyd *a)
-{
-	uint32_t *crcs = a->chunk.crcs, *counts = a->chunk.counts;
-	size_t cap = a->chunk.cap;
-	memset(&a->chunk, 0, sizeof a->chunk);
-	a->chunk.crcs = crcs;
-	a->chunk.counts = counts;
-	a->chunk.cap = cap;
-}
-
-static int chunk_fail(struct applyd *a, const char *detail)
+static struct apply_outcome chunk_fail(struct applyd *a, const char *detail)
 {
 	uint32_t xid = a->chunk.xid;
 	uint64_t lsn = a->chunk.commit_lsn, first = a->chunk.first_offset;
@@ -780,17 +639,17 @@ static int chunk_fail(struct applyd *a, const char *detail)
 		executor_sync(&a->ex);
 		a->in_txn = false;
 	}
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	return quarantine(a, xid, lsn, first, "chunk_integrity", detail, EXIT_DATAERR);
 }
 
 /* The set in progress will not complete here: roll it back.  What
  * follows decides whether that is a replay (fine) or a gap (not). */
-static int chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
+static struct apply_outcome chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
 {
 	if (!a->chunk.active)
-		return 0;
-	if (next_lsn >= a->chunk.commit_lsn && !a->chunk.duplicate) {
+		return apply_ok();
+	if (chunk_set_abandon_is_gap(&a->chunk, next_lsn)) {
 		char detail[256];
 		snprintf(detail, sizeof detail, "incomplete chunk set (%u chunks, no commit marker) followed by %s", a->chunk.next_index,
 			 what);
@@ -804,89 +663,73 @@ static int chunk_abandon(struct applyd *a, uint64_t next_lsn, const char *what)
 		a->in_txn = false;
 		a->batch_txns = a->batch_changes = 0;
 	}
-	chunk_reset(a);
-	return 0;
+	chunk_set_reset(&a->chunk);
+	return apply_ok();
 }
 
-static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
+static struct apply_outcome apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 {
 	struct env_frame_summary s;
 	char err[256];
 	uint64_t offset = f->header.offset;
 	if (env_frame_summary(f->header.type, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
 		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", offset, f->segment, f->position, err);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
 		log_error("stream offset %" PRIu64 ": frame of source \"%.*s\" in the stream of source \"%s\"", offset,
 			  (int)s.source_id_len, s.source_id, a->cfg->source_id);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
-	struct chunk_state *ch = &a->chunk;
+	struct chunk_set *ch = &a->chunk;
 	int type = f->header.type;
+	char detail[256];
 	if (type == FRAME_CHUNK) {
-		bool same = ch->active && ch->xid == s.xid && ch->commit_lsn == s.commit_lsn;
-		if (ch->active && (!same || s.chunk_index == 0)) {
-			if (same) {
+		bool replay;
+		if (chunk_set_interrupted(ch, s.xid, s.commit_lsn, s.chunk_index, &replay)) {
+			if (replay) {
 				log_warn("transaction %u: chunk set starts again at offset %" PRIu64 " (a replay): the incomplete one is discarded",
 					 s.xid, offset);
-				int rc = chunk_abandon(a, 0, "its replay");
-				if (rc)
+				struct apply_outcome rc = chunk_abandon(a, 0, "its replay");
+				if (!apply_is_ok(rc))
 					return rc;
 			} else {
-				int rc = chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
-				if (rc)
+				struct apply_outcome rc = chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
+				if (!apply_is_ok(rc))
 					return rc;
 			}
 		}
 		if (!ch->active) {
-			if (s.chunk_index != 0) {
-				ch->xid = s.xid;
-				ch->commit_lsn = s.commit_lsn;
-				ch->first_offset = offset;
-				return chunk_fail(a, "chunk set does not start with chunk 0");
-			}
+			if (!chunk_set_check_start(ch, s.xid, s.commit_lsn, offset, s.chunk_index, detail, sizeof detail))
+				return chunk_fail(a, detail);
 			/* what came before commits on its own */
 			if (a->in_txn) {
-				int rc = commit_open_batch(a);
-				if (rc)
+				struct apply_outcome rc = commit_open_batch(a);
+				if (!apply_is_ok(rc))
 					return rc;
 			}
-			ch->active = true;
-			ch->xid = s.xid;
-			ch->commit_lsn = s.commit_lsn;
-			ch->end_lsn = s.end_lsn;
-			ch->first_offset = offset;
-			ch->duplicate = s.commit_lsn <= a->last_commit_lsn;
+			chunk_set_begin(ch, s.xid, s.commit_lsn, s.end_lsn, offset, a->last_commit_lsn);
 			if (!ch->duplicate) {
 				bool hold = false;
-				int rc = fence_check(a, s.commit_lsn, offset, &hold);
-				if (rc != 0 || hold) {
-					chunk_reset(a);
+				struct apply_outcome rc = fence_check(a, s.commit_lsn, offset, &hold);
+				if (!apply_is_ok(rc) || hold) {
+					chunk_set_reset(&a->chunk);
 					return rc;
 				}
 				if (begin_txn(a, offset) < 0)
 					return handle_failure(a, s.xid, s.commit_lsn, offset);
 			}
 		}
-		if (s.chunk_index != ch->next_index) {
-			char detail[128];
-			snprintf(detail, sizeof detail, "chunk %u where chunk %u belongs", s.chunk_index, ch->next_index);
+		if (!chunk_set_check_index(ch, s.chunk_index, detail, sizeof detail))
 			return chunk_fail(a, detail);
-		}
-		if (ch->next_index == ch->cap) {
-			ch->cap = ch->cap ? ch->cap * 2 : 64;
-			ch->crcs = xrealloc(ch->crcs, ch->cap * sizeof *ch->crcs);
-			ch->counts = xrealloc(ch->counts, ch->cap * sizeof *ch->counts);
-		}
-		ch->crcs[ch->next_index] = crc32c(0, f->payload, f->header.payload_length);
+		uint32_t crc = crc32c(0, f->payload, f->header.payload_length);
 		uint64_t changes = 0, decoded = 0;
 		if (!ch->duplicate) {
-			int rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset, s.commit_lsn, &changes,
-					      &decoded);
-			if (rc == EXIT_DATAERR || rc == EXIT_CONFIG)
+			struct apply_outcome rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
+							       s.commit_lsn, &changes, &decoded);
+			if (rc.status == APPLY_EXIT)
 				return rc;
-			if (rc == 1) {
+			if (rc.status == APPLY_FAILED) {
 				a->single_mode = true; /* a chunked transaction is always alone */
 				return handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
 			}
@@ -904,51 +747,32 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 					decoded++;
 			env_decoder_free(&d);
 		}
-		ch->counts[ch->next_index] = (uint32_t)decoded;
-		ch->changes += changes;
-		ch->next_index++;
+		chunk_set_add(ch, crc, (uint32_t)decoded, changes);
 		a->next_offset = offset + 1;
-		return 0;
+		return apply_ok();
 	}
-	if (!ch->active || ch->xid != s.xid || ch->commit_lsn != s.commit_lsn) {
-		ch->xid = s.xid;
-		ch->commit_lsn = s.commit_lsn;
-		ch->first_offset = offset;
+	if (!chunk_set_owns(ch, s.xid, s.commit_lsn, offset))
 		return chunk_fail(a, type == FRAME_MANIFEST ? "manifest without its chunks" : "commit marker without its chunks");
-	}
 	if (type == FRAME_MANIFEST) {
 		struct env_manifest m;
 		if (env_decode_manifest(f->payload, f->header.payload_length, &m, err, sizeof err) < 0)
 			return chunk_fail(a, err);
-		char detail[256] = "";
-		if (m.chunk_count != ch->next_index)
-			snprintf(detail, sizeof detail, "manifest lists %u chunks, %u arrived", m.chunk_count, ch->next_index);
-		for (uint32_t i = 0; !*detail && i < m.chunk_count; i++) {
-			if (m.chunks[i].crc != ch->crcs[i])
-				snprintf(detail, sizeof detail, "chunk %u checksum 0x%08x differs from the manifest's 0x%08x", i,
-					 ch->crcs[i], m.chunks[i].crc);
-			else if (!ch->duplicate && m.chunks[i].changes != ch->counts[i])
-				snprintf(detail, sizeof detail, "chunk %u holds %u changes, the manifest says %u", i, ch->counts[i],
-					 m.chunks[i].changes);
-		}
+		bool ok = chunk_set_check_manifest(ch, &m, crc32c(0, f->payload, f->header.payload_length), detail,
+						   sizeof detail);
 		env_manifest_free(&m);
-		if (*detail)
+		if (!ok)
 			return chunk_fail(a, detail);
-		ch->manifest_ok = true;
-		ch->manifest_crc = crc32c(0, f->payload, f->header.payload_length);
 		a->next_offset = offset + 1;
-		return 0;
+		return apply_ok();
 	}
 	/* commit marker */
-	if (!ch->manifest_ok)
-		return chunk_fail(a, "commit marker before the manifest");
-	if (s.manifest_crc != ch->manifest_crc || s.chunk_count != ch->next_index)
-		return chunk_fail(a, "commit marker does not match the manifest");
+	if (!chunk_set_check_marker(ch, s.manifest_crc, s.chunk_count, detail, sizeof detail))
+		return chunk_fail(a, detail);
 	a->next_offset = offset + 1;
 	if (ch->duplicate) {
 		a->batch_skipped++;
-		chunk_reset(a);
-		return 0;
+		chunk_set_reset(&a->chunk);
+		return apply_ok();
 	}
 	a->batch_txns++;
 	a->batch_changes += ch->changes;
@@ -958,12 +782,12 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 		a->seen_lsn = ch->end_lsn;
 	uint32_t xid = ch->xid;
 	uint64_t lsn = ch->commit_lsn, first = ch->first_offset;
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	const struct quarantine_entry *replay = replay_entry(a, xid, lsn);
 	if (replay && resolve_quarantine(a, replay, offset) < 0)
 		return handle_failure(a, xid, lsn, first);
-	int rc = commit_batch(a);
-	if (rc == 1) {
+	struct apply_outcome rc = commit_batch(a);
+	if (rc.status == APPLY_FAILED) {
 		a->single_mode = true;
 		return handle_failure(a, xid, lsn, first);
 	}
@@ -972,24 +796,24 @@ static int apply_chunk_frame(struct applyd *a, const struct stream_frame *f)
 
 /* ---- fences (DESIGN §9) ---- */
 
-static int fence_refresh(struct applyd *a)
+static struct apply_outcome fence_refresh(struct applyd *a)
 {
 	char state[16];
 	if (PQexitPipelineMode(a->conn) != 1)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	int rc = checkpoint_fence_get(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->fence_present, &a->fence_lsn, state,
 				      sizeof state);
 	if (PQenterPipelineMode(a->conn) != 1)
-		return APPLY_RECONNECT;
-	return rc < 0 ? APPLY_RECONNECT : 0;
+		return apply_reconnect();
+	return rc < 0 ? apply_reconnect() : apply_ok();
 }
 
 /* Hold: everything before commit_lsn is committed; report "held" and
  * wait until the fence is released.  The caller re-reads its frame. */
-static int fence_hold(struct applyd *a)
+static struct apply_outcome fence_hold(struct applyd *a)
 {
 	if (PQexitPipelineMode(a->conn) != 1)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	char l[LSN_FORMAT_LEN];
 	log_info("held at fence %s (applied through %s)", lsn_format(a->fence_lsn, l),
 		 lsn_format(a->cp.applied_through_lsn, (char[LSN_FORMAT_LEN]){ 0 }));
@@ -1014,66 +838,66 @@ static int fence_hold(struct applyd *a)
 		nanosleep(&ts, NULL);
 	}
 	if (PQenterPipelineMode(a->conn) != 1 || rc < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	if (!a->fence_present || a->fence_lsn > held_lsn) {
 		log_info("fence released: applying again");
 		/* a reseed may have moved table watermarks while we held */
 		if (tables_load(a) < 0)
-			return APPLY_RECONNECT;
+			return apply_reconnect();
 	}
-	return 0;
+	return apply_ok();
 }
 
 /* Before applying a transaction that commits at or after the fence:
  * commit what is open, hold, and have the caller read the frame again. */
-static int fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
+static struct apply_outcome fence_check(struct applyd *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
 {
 	*hold = false;
 	if (!a->in_txn) {
-		int rc = fence_refresh(a);
-		if (rc)
+		struct apply_outcome rc = fence_refresh(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 	if (!a->fence_present || commit_lsn < a->fence_lsn)
-		return 0;
+		return apply_ok();
 	*hold = true;
 	if (a->in_txn || a->batch_skipped) {
-		int rc = commit_open_batch(a);
-		if (rc)
+		struct apply_outcome rc = commit_open_batch(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	}
-	int rc = fence_hold(a);
-	if (rc)
+	struct apply_outcome rc = fence_hold(a);
+	if (!apply_is_ok(rc))
 		return rc;
 	if (stream_reader_seek(a->reader, frame_offset) != STREAM_OK)
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	a->next_offset = frame_offset;
-	return 0;
+	return apply_ok();
 }
 
 /* ---- the loop ---- */
 
-static int idle_duties(struct applyd *a)
+static struct apply_outcome idle_duties(struct applyd *a)
 {
 	int64_t now = mono_us();
 	if (a->last_progress_us == 0)
 		a->last_progress_us = now;
 	if (group_flush(a) < 0)
-		return EXIT_CANTCREAT;
+		return apply_exit(EXIT_CANTCREAT);
 	/* An open chunk set is one target transaction that commits only
 	 * after its commit marker: at the end of the stream between two of
 	 * its chunks nothing commits (DESIGN: never half a transaction). */
 	if (a->chunk.active) {
 		/* wait for the rest of the set */
 	} else if (a->in_txn || a->batch_skipped) {
-		int rc = commit_open_batch(a);
-		if (rc)
+		struct apply_outcome rc = commit_open_batch(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	} else if (a->seen_lsn > a->cp.applied_through_lsn &&
 		   now - a->last_idle_checkpoint_us >= 1000000) {
 		a->last_idle_checkpoint_us = now;
-		int rc = commit_open_batch(a);
-		if (rc)
+		struct apply_outcome rc = commit_open_batch(a);
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 	if (now - a->last_progress_us >= 10000000) {
@@ -1087,19 +911,20 @@ static int idle_duties(struct applyd *a)
 	}
 	/* a fence the applier already stands at: hold there */
 	if (!a->chunk.active && !a->in_txn) {
-		int rc = fence_refresh(a);
-		if (rc)
+		struct apply_outcome rc = fence_refresh(a);
+		if (!apply_is_ok(rc))
 			return rc;
 		if (a->fence_present && a->cp.applied_through_lsn >= a->fence_lsn) {
 			rc = fence_hold(a);
-			if (rc)
+			if (!apply_is_ok(rc))
 				return rc;
 		}
 	}
-	return 0;
+	return apply_ok();
 }
 
-static int apply_loop(struct applyd *a)
+/* Until stopped (APPLY_OK) or anything else than a frame applied. */
+static struct apply_outcome apply_loop(struct applyd *a)
 {
 	for (;;) {
 		notify_watchdog_tick(&a->watchdog);
@@ -1107,41 +932,41 @@ static int apply_loop(struct applyd *a)
 		if (*a->o->stop) {
 			notify_send("STOPPING=1");
 			if (a->chunk.active)
-				return chunk_abandon(a, 0, "shutdown") ? EXIT_DATAERR : EXIT_OK;
+				return apply_is_ok(chunk_abandon(a, 0, "shutdown")) ? apply_ok() : apply_exit(EXIT_DATAERR);
 			uint64_t keep = a->next_offset;
-			int rc = commit_batch(a);
-			if (rc == 1) {
-				int failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
-				if (failed == APPLY_RECONNECT || failed == APPLY_RETRY) {
+			struct apply_outcome rc = commit_batch(a);
+			if (rc.status == APPLY_FAILED) {
+				struct apply_outcome failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+				if (failed.status == APPLY_RECONNECT || failed.status == APPLY_RETRY) {
 					/* rolled back: the next start applies it again */
 					log_error("the last batch could not commit while stopping (target unavailable): it was rolled back and is applied again at the next start");
-					return EXIT_UNAVAILABLE;
+					return apply_exit(EXIT_UNAVAILABLE);
 				}
-				return EXIT_NEGATIVE;
+				return apply_exit(EXIT_NEGATIVE);
 			}
-			if (rc == 0 && group_flush(a) < 0)
-				rc = EXIT_CANTCREAT;
-			return rc ? rc : EXIT_OK;
+			if (apply_is_ok(rc) && group_flush(a) < 0)
+				rc = apply_exit(EXIT_CANTCREAT);
+			return rc;
 		}
 		struct stream_frame f;
 		int st = stream_reader_next(a->reader, &f);
 		if (st == STREAM_END) {
-			int rc = idle_duties(a);
-			if (rc)
+			struct apply_outcome rc = idle_duties(a);
+			if (!apply_is_ok(rc))
 				return rc;
 			stream_reader_wait(a->reader, 200);
 			continue;
 		}
 		if (st != STREAM_OK)
-			return st == STREAM_ECORRUPT ? EXIT_DATAERR : EXIT_CANTCREAT;
-		int rc = 0;
+			return apply_exit(st == STREAM_ECORRUPT ? EXIT_DATAERR : EXIT_CANTCREAT);
+		struct apply_outcome rc = apply_ok();
 		switch (f.header.type) {
 		case FRAME_TXN:
 			if (a->chunk.active) {
 				struct env_frame_summary s;
 				char err[256];
 				if (env_frame_summary(FRAME_TXN, f.payload, f.header.payload_length, &s, err, sizeof err) == 0 &&
-				    (rc = chunk_abandon(a, s.commit_lsn, "a later transaction")) != 0)
+				    !apply_is_ok(rc = chunk_abandon(a, s.commit_lsn, "a later transaction")))
 					return rc;
 			}
 			rc = apply_txn_frame(a, &f);
@@ -1156,9 +981,9 @@ static int apply_loop(struct applyd *a)
 			char err[256];
 			if (env_frame_summary(FRAME_WATERMARK, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
 				log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
-				return EXIT_DATAERR;
+				return apply_exit(EXIT_DATAERR);
 			}
-			if (a->chunk.active && (rc = chunk_abandon(a, s.lsn, "a watermark past its commit")) != 0)
+			if (a->chunk.active && !apply_is_ok(rc = chunk_abandon(a, s.lsn, "a watermark past its commit")))
 				return rc;
 			if (s.lsn > a->seen_lsn)
 				a->seen_lsn = s.lsn;
@@ -1173,9 +998,9 @@ static int apply_loop(struct applyd *a)
 			break;
 		default:
 			log_error("stream offset %" PRIu64 ": unknown frame type %u", f.header.offset, f.header.type);
-			return EXIT_DATAERR;
+			return apply_exit(EXIT_DATAERR);
 		}
-		if (rc)
+		if (!apply_is_ok(rc))
 			return rc;
 	}
 }
@@ -1185,16 +1010,16 @@ static int apply_loop(struct applyd *a)
  * not fire (the source already ran them, and the stream carries what
  * they did); ENABLE REPLICA and ENABLE ALWAYS triggers do.  A role that
  * may not set it fails closed. */
-static int set_replica_role(struct applyd *a)
+static struct apply_outcome set_replica_role(struct applyd *a)
 {
 	PGresult *res = PQexec(a->conn, "SET session_replication_role = replica");
 	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
-		return 0;
+		return apply_ok();
 	}
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	int rc = APPLY_RECONNECT;
+	struct apply_outcome rc = apply_reconnect();
 	if (state && strcmp(state, "42501") == 0) {
 		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
 		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
@@ -1202,7 +1027,7 @@ static int set_replica_role(struct applyd *a)
 		log_hint("as a superuser on the target: GRANT SET ON PARAMETER session_replication_role TO %s (PostgreSQL 15 and later; before 15 the role must be a superuser); \"trellara check --config %s\" checks it",
 			 role, a->cfg->path);
 		free(role);
-		rc = EXIT_CONFIG;
+		rc = apply_exit(EXIT_CONFIG);
 	} else {
 		log_error("target: cannot set session_replication_role: %s", msg ? msg : PQerrorMessage(a->conn));
 	}
@@ -1214,21 +1039,21 @@ static int set_replica_role(struct applyd *a)
  * stream's meta).  Binds an unbound checkpoint; refuses another instance
  * unless nothing can be missing between the two (the target applied past
  * where the new stream begins, or the target's copies cover it), and then
- * reads the new stream from its start (dedup by commit LSN).  Returns 0,
- * an exit code, or APPLY_RECONNECT. */
-static int bind_stream(struct applyd *a, const struct stream_meta *meta)
+ * reads the new stream from its start (dedup by commit LSN).  Returns
+ * APPLY_OK, APPLY_EXIT or APPLY_RECONNECT. */
+static struct apply_outcome bind_stream(struct applyd *a, const struct stream_meta *meta)
 {
 	struct apply_checkpoint *cp = &a->cp;
 	const char *path = a->cfg->stream_path;
 	if (!meta->stream_id)
-		return 0; /* no writer opened it since streams had ids */
+		return apply_ok(); /* no writer opened it since streams had ids */
 	if (cp->stream_id[0] && strcmp(cp->stream_id, meta->stream_id) == 0)
-		return 0;
+		return apply_ok();
 	if (cp->slot_name[0] && meta->slot && strcmp(cp->slot_name, meta->slot) != 0) {
 		log_error("the target's checkpoint of group \"%s\" was applied from replication slot \"%s\", but stream \"%s\" follows slot \"%s\"",
 			  a->cfg->consumer_group, cp->slot_name, path, meta->slot);
 		log_hint("point source.slot and stream.path back at the slot and stream this target was applied from");
-		return EXIT_CONFIG;
+		return apply_exit(EXIT_CONFIG);
 	}
 	uint32_t timeline = meta->timeline ? (uint32_t)strtoul(meta->timeline, NULL, 10) : 0;
 	bool progress = cp->stream_offset || cp->applied_through_lsn || cp->last_commit_lsn;
@@ -1238,15 +1063,15 @@ static int bind_stream(struct applyd *a, const struct stream_meta *meta)
 		 * this stream's) */
 		if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
 					   meta->system_identifier, timeline, false) < 0)
-			return APPLY_RECONNECT;
+			return apply_reconnect();
 		snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
 		log_info("checkpoint of group \"%s\" bound to stream \"%s\" (id %s)", a->cfg->consumer_group, path,
 			 meta->stream_id);
-		return 0;
+		return apply_ok();
 	}
 	if (!meta->slot) {
 		log_info("stream \"%s\" (id %s) is not bound to a slot yet: waiting for capture", path, meta->stream_id);
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	}
 	uint64_t start = 0, covered = 0;
 	bool known = meta->start_lsn && lsn_parse(meta->start_lsn, &start);
@@ -1254,7 +1079,7 @@ static int bind_stream(struct applyd *a, const struct stream_meta *meta)
 	uint64_t *lsns;
 	int n;
 	if (checkpoint_table_watermarks(a->conn, a->cfg->checkpoint_schema, &a->ids, &rels, &lsns, &n) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	for (int i = 0; i < n; i++) {
 		if (i == 0 || lsns[i] < covered)
 			covered = lsns[i];
@@ -1269,72 +1094,72 @@ static int bind_stream(struct applyd *a, const struct stream_meta *meta)
 			  path, meta->stream_id, known ? lsn_format(start, l2) : "an unknown position");
 		log_hint("restore the stream directory the target was applied from, or copy every table again (\"trellara snapshot --config %s --force\"); applyd then reads the new stream from its start",
 			 a->cfg->path);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
 				   meta->system_identifier, timeline, true) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	log_warn("stream \"%s\" was replaced (instance %s, was %s); it starts at %s, and the target is applied through %s with copies through %s: reading it from its start, skipping what is applied by commit LSN",
 		 path, meta->stream_id, cp->stream_id, lsn_format(start, l1), lsn_format(cp->applied_through_lsn, l2),
 		 lsn_format(covered, l3));
 	snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
 	cp->stream_offset = 0;
-	return 0;
+	return apply_ok();
 }
 
-static int connect_target(struct applyd *a)
+static struct apply_outcome connect_target(struct applyd *a)
 {
 	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
 	if (!a->conn)
-		return APPLY_RECONNECT;
-	int role_rc = set_replica_role(a);
-	if (role_rc)
+		return apply_reconnect();
+	struct apply_outcome role_rc = set_replica_role(a);
+	if (!apply_is_ok(role_rc))
 		return role_rc;
 	/* idle_in_transaction_session_timeout off: a chunk set holds its
 	 * target transaction open while capture is still writing it */
 	if (pgconn_command(a->conn, "SET synchronous_commit = on") < 0 ||
 	    pgconn_command(a->conn, "SET idle_in_transaction_session_timeout = 0") < 0 ||
 	    checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	/* one applier per flow and group */
 	char *key = xasprintf("trellara.applyd.%s.%s", a->flow, a->cfg->consumer_group);
 	const char *p[1] = { key };
 	PGresult *res = pgconn_query(a->conn, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p);
 	free(key);
 	if (!res)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	bool locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!locked) {
 		log_error("flow \"%s\" group \"%s\" is held on this target by another trellara-applyd, or by a trellara-snapshot run copying its tables",
 			  a->flow, a->cfg->consumer_group);
 		log_hint("one applier per flow and group; a snapshot holds the flow until its copy ends: start applyd afterwards");
-		return EXIT_TEMPFAIL;
+		return apply_exit(EXIT_TEMPFAIL);
 	}
 	struct stream_meta meta;
 	if (stream_meta_read(a->cfg->stream_path, &meta) < 0)
-		return EXIT_DATAERR;
-	int rc = 0;
+		return apply_exit(EXIT_DATAERR);
+	struct apply_outcome rc = apply_ok();
 	if (meta.system_identifier) {
-		rc = checkpoint_check_source_identity(a->conn, a->cfg->checkpoint_schema, a->cfg->source_id,
-						      meta.system_identifier, meta.database ? meta.database : "");
-		if (rc == 1)
-			rc = EXIT_CONFIG;
-		else if (rc < 0)
-			rc = APPLY_RECONNECT;
+		int identity = checkpoint_check_source_identity(a->conn, a->cfg->checkpoint_schema, a->cfg->source_id,
+								meta.system_identifier, meta.database ? meta.database : "");
+		if (identity == 1)
+			rc = apply_exit(EXIT_CONFIG);
+		else if (identity < 0)
+			rc = apply_reconnect();
 	}
-	if (rc == 0 && checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
-		rc = APPLY_RECONNECT;
-	if (rc == 0)
+	if (apply_is_ok(rc) && checkpoint_load(a->conn, a->cfg->checkpoint_schema, &a->ids, &a->cp) < 0)
+		rc = apply_reconnect();
+	if (apply_is_ok(rc))
 		rc = bind_stream(a, &meta);
 	stream_meta_free(&meta);
-	if (rc)
+	if (!apply_is_ok(rc))
 		return rc;
 	/* a quarantined transaction stops the flow until an operator acts */
 	struct quarantine_entry *q;
 	int nq;
 	if (checkpoint_quarantine_list(a->conn, a->cfg->checkpoint_schema, &a->ids, true, &q, &nq) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	free(a->replay);
 	a->replay = NULL;
 	a->n_replay = 0;
@@ -1345,17 +1170,17 @@ static int connect_target(struct applyd *a)
 				  lsn_format(q[i].commit_lsn, l), q[i].reason);
 			log_hint("see \"trellara quarantine list --config %s\"", a->cfg->path);
 			free(q);
-			return EXIT_NEGATIVE;
+			return apply_exit(EXIT_NEGATIVE);
 		}
 	}
 	a->replay = q;
 	a->n_replay = nq;
 	if (executor_init(&a->ex, a->conn) < 0)
-		return APPLY_RECONNECT;
+		return apply_reconnect();
 	a->ex_ready = true;
 	if (tables_load(a) < 0)
-		return APPLY_RECONNECT;
-	return 0;
+		return apply_reconnect();
+	return apply_ok();
 }
 
 static void disconnect_target(struct applyd *a)
@@ -1368,12 +1193,12 @@ static void disconnect_target(struct applyd *a)
 	a->in_txn = false;
 }
 
-static int position_reader(struct applyd *a)
+static struct apply_outcome position_reader(struct applyd *a)
 {
 	uint64_t group_pos;
 	bool exists;
 	if (stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists) != STREAM_OK)
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	/* no group file yet: the group is at the beginning */
 	uint64_t start = group_pos < a->cp.stream_offset ? group_pos : a->cp.stream_offset;
 	if (exists && group_pos > a->cp.stream_offset)
@@ -1391,18 +1216,18 @@ static int position_reader(struct applyd *a)
 	if (st != STREAM_OK) {
 		log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
 			 start);
-		return EXIT_DATAERR;
+		return apply_exit(EXIT_DATAERR);
 	}
 	a->next_offset = start;
 	a->last_commit_lsn = a->cp.last_commit_lsn;
 	a->seen_lsn = a->cp.applied_through_lsn;
 	/* whatever an interrupted batch counted was rolled back with it */
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
-	chunk_reset(a);
+	chunk_set_reset(&a->chunk);
 	char l[LSN_FORMAT_LEN];
 	log_info("applying from stream offset %" PRIu64 " (checkpoint: commit %s, %" PRIu64 " transactions applied)", start,
 		 lsn_format(a->cp.last_commit_lsn, l), a->cp.applied_transactions);
-	return 0;
+	return apply_ok();
 }
 
 static void backoff(struct applyd *a, int attempt, const char *what)
@@ -1422,7 +1247,7 @@ static void backoff(struct applyd *a, int attempt, const char *what)
 	}
 }
 
-int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
+struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 {
 	struct applyd a = { .o = o, .cfg = o->config, .stats = stats };
 	memset(stats, 0, sizeof *stats);
@@ -1431,7 +1256,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 	a.rng = (unsigned)(mono_us() ^ getpid());
 	notify_watchdog_init(&a.watchdog);
 	plan_stmt_init(&a.stmt);
-	int code = EXIT_OK;
+	struct apply_outcome code = apply_ok();
 	/* the stream may not exist before capture first ran: wait for it */
 	bool said = false;
 	char *segments = xasprintf("%s/segments", a.cfg->stream_path);
@@ -1455,7 +1280,7 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 		if (attempt > 0) {
 			if (attempt > o->max_reconnect_attempts) {
 				log_error("target unavailable after %d reconnect attempts", o->max_reconnect_attempts);
-				code = EXIT_UNAVAILABLE;
+				code = apply_exit(EXIT_UNAVAILABLE);
 				goto out;
 			}
 			backoff(&a, attempt, "reconnecting to the target");
@@ -1463,10 +1288,10 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 				break;
 		}
 		attempt++;
-		int rc = connect_target(&a);
-		if (rc == 0)
+		struct apply_outcome rc = connect_target(&a);
+		if (apply_is_ok(rc))
 			rc = position_reader(&a);
-		if (rc == 0) {
+		if (apply_is_ok(rc)) {
 			attempt = 1;
 			/* ready: connected, checkpoint read, stream positioned */
 			if (!a.ready_sent) {
@@ -1477,20 +1302,20 @@ int applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
 			rc = apply_loop(&a);
 		}
 		disconnect_target(&a);
-		if (rc == APPLY_RETRY) {
+		if (rc.status == APPLY_RETRY) {
 			/* the same bounded backoff as reconnecting, counted apart:
 			 * connecting works, the target keeps refusing the work */
 			if (++a.transient_retries > o->max_reconnect_attempts) {
 				log_error("the target kept failing with transient errors through %d attempts (last: SQLSTATE %s)",
 					  o->max_reconnect_attempts, a.last_transient_sqlstate);
-				code = EXIT_UNAVAILABLE;
+				code = apply_exit(EXIT_UNAVAILABLE);
 				goto out;
 			}
 			backoff(&a, a.transient_retries, "applying again");
 			attempt = 0;
 			continue;
 		}
-		if (rc != APPLY_RECONNECT) {
+		if (rc.status != APPLY_RECONNECT) {
 			code = rc;
 			goto out;
 		}
@@ -1505,13 +1330,12 @@ out:
 	if (a.conn)
 		disconnect_target(&a);
 	stream_reader_close(a.reader);
-	tables_free(&a);
+	apply_tables_free(&a.tables);
 	for (size_t i = 0; i < a.n_unconfigured; i++)
 		free(a.unconfigured[i]);
 	free(a.unconfigured);
 	free(a.replay);
-	free(a.chunk.crcs);
-	free(a.chunk.counts);
+	chunk_set_free(&a.chunk);
 	plan_stmt_free(&a.stmt);
 	free(a.flow);
 	return code;

@@ -11,6 +11,7 @@
 #ifndef TRELLARA_APPLYD_H
 #define TRELLARA_APPLYD_H
 
+#include "trellara/apply_outcome.h"
 #include "trellara/config.h"
 
 #include <signal.h>
@@ -28,11 +29,8 @@ struct applyd_stats {
 	uint64_t transactions, changes, skipped_duplicates, skipped_by_watermark, skipped_unconfigured, batches, quarantined;
 };
 
-int applyd_run(const struct applyd_options *options, struct applyd_stats *stats);
-
-/* Whether a target error of this SQLSTATE is of the target's state (a
- * deadlock, a timeout, a full disk, a shutdown: roll back, back off and
- * apply the same again) rather than of the transaction (quarantine). */
-bool applyd_transient_sqlstate(const char *sqlstate);
+/* Until stopped (APPLY_OK) or apply must end (APPLY_EXIT with its code);
+ * reconnects and transient retries are handled inside, bounded. */
+struct apply_outcome applyd_run(const struct applyd_options *options, struct applyd_stats *stats);
 
 #endif

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 		.stop = &stop_requested,
 	};
 	struct applyd_stats stats;
-	int code = applyd_run(&options, &stats);
+	int code = apply_outcome_exit_code(applyd_run(&options, &stats));
 	config_free(&config);
 	return code;
 }

@@ -16,9 +16,7 @@
 
 #define CHECKPOINT_SCHEMA_VERSION 2
 
-/* SQLSTATEs raised by the schema's expect_one() (apply's row checks). */
-#define SQLSTATE_NO_ROWS_MATCHED "TR001"
-#define SQLSTATE_AMBIGUOUS_MATCH "TR002"
+/* The SQLSTATEs its expect_one() raises: apply_core.h. */
 
 struct flow_ids {
 	const char *source_id;

@@ -1,0 +1,163 @@
+/*
+ * apply_core.c - applyd's decisions (apply_core.h).
+ */
+#include "trellara/apply_core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void apply_tables_free(struct apply_tables *t)
+{
+	for (size_t i = 0; i < t->n_tables; i++) {
+		struct apply_table *table = &t->tables[i];
+		for (int k = 0; k < table->n_pk; k++)
+			free(table->pk[k]);
+		free(table->pk);
+		for (int k = 0; k < table->n_identity_always; k++)
+			free(table->identity_always[k]);
+		free(table->identity_always);
+		free(table->name);
+	}
+	free(t->tables);
+	for (size_t i = 0; i < t->n_partitions; i++) {
+		free(t->partitions[i]);
+		free(t->partition_roots[i]);
+	}
+	free(t->partitions);
+	free(t->partition_roots);
+	memset(t, 0, sizeof *t);
+}
+
+/* Whether qualified ("schema.name", NUL-terminated) names schema.name. */
+static bool names(const char *qualified, const char *schema, size_t schema_len, const char *name, size_t name_len)
+{
+	return strncmp(qualified, schema, schema_len) == 0 && qualified[schema_len] == '.' &&
+	       strncmp(qualified + schema_len + 1, name, name_len) == 0 && qualified[schema_len + 1 + name_len] == '\0';
+}
+
+struct apply_table *apply_tables_find(const struct apply_tables *t, const char *schema, size_t schema_len,
+				      const char *name, size_t name_len)
+{
+	for (size_t i = 0; i < t->n_tables; i++)
+		if (names(t->tables[i].name, schema, schema_len, name, name_len))
+			return &t->tables[i];
+	return NULL;
+}
+
+const char *apply_tables_partition_root(const struct apply_tables *t, const struct env_relation *r)
+{
+	for (size_t i = 0; i < t->n_partitions; i++)
+		if (names(t->partitions[i], r->schema, r->schema_len, r->name, r->name_len))
+			return t->partition_roots[i];
+	return NULL;
+}
+
+bool apply_core_is_duplicate(uint64_t commit_lsn, uint64_t last_commit_lsn)
+{
+	return commit_lsn <= last_commit_lsn;
+}
+
+enum apply_relation_verdict apply_core_relation(const struct apply_tables *t, const struct env_relation *r,
+						uint64_t commit_lsn, struct apply_table **table, const char **root)
+{
+	*table = apply_tables_find(t, r->schema, r->schema_len, r->name, r->name_len);
+	*root = NULL;
+	if (!*table) {
+		*root = apply_tables_partition_root(t, r);
+		return *root ? APPLY_RELATION_UNPUBLISHED_PARTITION : APPLY_RELATION_UNCONFIGURED;
+	}
+	if (commit_lsn < (*table)->watermark_lsn)
+		return APPLY_RELATION_BELOW_WATERMARK; /* the snapshot copy already holds it */
+	return APPLY_RELATION_APPLY;
+}
+
+/* Marks in mask[] r's columns named in cols[0..n); whether any. */
+static bool mark_columns(char *const *cols, int n, const struct env_relation *r, bool *mask)
+{
+	bool any = false;
+	for (int k = 0; k < n; k++)
+		for (uint16_t c = 0; c < r->n_columns; c++)
+			if (strlen(cols[k]) == r->columns[c].name_len &&
+			    memcmp(cols[k], r->columns[c].name, r->columns[c].name_len) == 0)
+				mask[c] = any = true;
+	return any;
+}
+
+bool apply_core_key_columns(const struct apply_table *table, const struct env_relation *r, bool *key)
+{
+	for (uint16_t c = 0; c < r->n_columns; c++)
+		key[c] = false;
+	if (r->replident == 'f')
+		return mark_columns(table->pk, table->n_pk, r, key);
+	bool any = false;
+	for (uint16_t c = 0; c < r->n_columns; c++)
+		if (r->columns[c].key)
+			key[c] = any = true;
+	return any;
+}
+
+bool apply_core_identity_always(const struct apply_table *table, const struct env_relation *r, bool *mask)
+{
+	for (uint16_t c = 0; c < r->n_columns; c++)
+		mask[c] = false;
+	return mark_columns(table->identity_always, table->n_identity_always, r, mask);
+}
+
+uint32_t apply_core_truncate_filter(const enum apply_relation_verdict *verdicts, const uint32_t *relations, uint32_t n,
+				    uint32_t *kept)
+{
+	uint32_t n_kept = 0;
+	for (uint32_t k = 0; k < n; k++)
+		if (verdicts[relations[k]] == APPLY_RELATION_APPLY)
+			kept[n_kept++] = relations[k];
+	return n_kept;
+}
+
+/* Errors of the target's state rather than of the transaction: the
+ * transaction is rolled back and applied again after a backoff, never
+ * quarantined.  (A lost connection is handled before this.) */
+bool apply_core_transient_sqlstate(const char *sqlstate)
+{
+	static const char *const states[] = {
+		"40001", "40P01", "40003", /* serialization failure, deadlock, completion unknown */
+		"55P03",                   /* lock not available: lock_timeout */
+		"57014",                   /* query canceled: statement_timeout */
+		"57P01", "57P02", "57P03", /* shutdown, crash, cannot connect now (recovery) */
+		"25006",                   /* read-only transaction: the target is a standby */
+		"58030",                   /* I/O error */
+		"53100", "53300",          /* disk full, too many connections */
+		/* not 53200 (out of memory) nor 53400 (a configured limit such
+		 * as max_locks_per_transaction): the transaction itself can
+		 * cause them, and retrying it would only fail again */
+	};
+	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+		if (strcmp(sqlstate, states[i]) == 0)
+			return true;
+	return false;
+}
+
+const char *apply_core_quarantine_reason(const char *sqlstate)
+{
+	if (strcmp(sqlstate, "42P01") == 0)
+		return "missing_table";
+	if (strcmp(sqlstate, SQLSTATE_NO_ROWS_MATCHED) == 0)
+		return "no_rows_matched";
+	if (strcmp(sqlstate, SQLSTATE_AMBIGUOUS_MATCH) == 0)
+		return "ambiguous_match";
+	if (strncmp(sqlstate, "23", 2) == 0)
+		return "constraint_violation";
+	if (strcmp(sqlstate, "42703") == 0)
+		return "missing_column";
+	return "apply_error";
+}
+
+enum apply_failure_action apply_core_on_failure(bool connection_lost, const char *sqlstate, bool single_mode)
+{
+	if (connection_lost)
+		return APPLY_FAILURE_RECONNECT;
+	if (apply_core_transient_sqlstate(sqlstate))
+		return APPLY_FAILURE_RETRY;
+	if (!single_mode)
+		return APPLY_FAILURE_ONE_AT_A_TIME;
+	return APPLY_FAILURE_QUARANTINE;
+}
