@@ -420,8 +420,12 @@ int stream_writer_open_fs(struct stream_fs *fs, const char *dir, const struct st
 	}
 	/* fs_mkdir_p makes a directory it creates durable; fsync the stream
 	 * directory again anyway: a writer killed between a mkdir and that
-	 * fsync left an entry nobody made durable */
-	if (sfs_mkdir_p(fs, w->segments_dir) < 0 || sfs_mkdir_p(fs, groups_dir) < 0 || sfs_fsync_dir(fs, dir) < 0)
+	 * fsync left an entry nobody made durable.  The same for segments/:
+	 * a writer that died (or failed) between creating a segment and
+	 * fsyncing segments/ left a segment whose entry a power loss can
+	 * still take away, with every frame this writer acknowledges in it */
+	if (sfs_mkdir_p(fs, w->segments_dir) < 0 || sfs_mkdir_p(fs, groups_dir) < 0 || sfs_fsync_dir(fs, dir) < 0 ||
+	    sfs_fsync_dir(fs, w->segments_dir) < 0)
 		goto out;
 	rc = recover(w, rec);
 	if (rc != STREAM_OK)
