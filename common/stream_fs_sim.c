@@ -7,8 +7,9 @@
  * entry binds a path to an inode twice: the volatile binding changes at
  * once (create, rename, unlink, mkdir), the durable one follows it when
  * the directory is fsynced.  A crash (stream_fs_sim_crash) turns the
- * simulation's state into the disk's: on a power loss each entry keeps
- * its durable binding or (by a coin) its volatile one, and each file
+ * simulation's state into the disk's: on a power loss a seeded prefix of
+ * the unsynced directory changes survives (they reach the disk in order,
+ * as a journal writes them; a rename is one change), and each file
  * keeps its durable image with none, all, a torn prefix, or a random set
  * of 512-byte sectors of what was written since its last sync (SQLite's
  * test VFS does the same).  Everything is driven by a splitmix64
@@ -42,6 +43,14 @@ struct sim_entry {
 	int dur_ino;
 };
 
+/* A directory change not yet made durable: entry `entry` now binds
+ * `ino`.  Changes of one call (a rename's two entries) share a seq. */
+struct sim_pending {
+	size_t entry;
+	int ino;
+	uint64_t seq;
+};
+
 struct sim_fd {
 	bool open;
 	int ino;
@@ -58,6 +67,9 @@ struct sim_fs {
 	size_t n_inodes;
 	struct sim_entry *entries;
 	size_t n_entries;
+	struct sim_pending *pending;
+	size_t n_pending;
+	uint64_t seq;
 	struct sim_fd *fds;
 	size_t n_fds;
 	bool dead;
@@ -129,6 +141,15 @@ static struct sim_entry *entry_get(struct sim_fs *s, const char *path)
 	e->path = xstrdup(path);
 	e->vol_ino = e->dur_ino = -1;
 	return e;
+}
+
+/* Bind path to ino now (volatile); durable after its directory's fsync. */
+static void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
+{
+	struct sim_entry *e = entry_get(s, path);
+	e->vol_ino = ino;
+	s->pending = xrealloc(s->pending, (s->n_pending + 1) * sizeof *s->pending);
+	s->pending[s->n_pending++] = (struct sim_pending){ (size_t)(e - s->entries), ino, seq };
 }
 
 static int lookup(struct sim_fs *s, const char *path)
@@ -258,7 +279,7 @@ static int sim_open(struct stream_fs *fs, const char *path, int flags, int mode)
 			return -1;
 		}
 		ino = inode_new(s, false);
-		entry_get(s, path)->vol_ino = ino;
+		entry_set(s, path, ino, ++s->seq);
 	}
 	bool is_dir = s->inodes[ino].is_dir;
 	if ((flags & O_DIRECTORY) && !is_dir) {
@@ -384,9 +405,15 @@ static int sim_sync(struct stream_fs *fs, int fd, enum sim_op op)
 			dir = s->entries[i].path;
 	if (!dir)
 		return 0;
-	for (size_t i = 0; i < s->n_entries; i++)
-		if (is_child(s->entries[i].path, dir))
-			s->entries[i].dur_ino = s->entries[i].vol_ino;
+	size_t kept = 0;
+	for (size_t i = 0; i < s->n_pending; i++) {
+		struct sim_pending *p = &s->pending[i];
+		if (is_child(s->entries[p->entry].path, dir))
+			s->entries[p->entry].dur_ino = p->ino;
+		else
+			s->pending[kept++] = *p;
+	}
+	s->n_pending = kept;
 	return 0;
 }
 
@@ -511,7 +538,7 @@ static int sim_mkdir(struct stream_fs *fs, const char *path, int mode)
 		return -1;
 	}
 	int ino = inode_new(s, true);
-	entry_get(s, path)->vol_ino = ino;
+	entry_set(s, path, ino, ++s->seq);
 	return 0;
 }
 
@@ -530,8 +557,9 @@ static int sim_rename(struct stream_fs *fs, const char *from, const char *to)
 		errno = ENOENT;
 		return -1;
 	}
-	entry_get(s, to)->vol_ino = ino;
-	entry_find(s, from)->vol_ino = -1;
+	uint64_t seq = ++s->seq; /* one change: a crash keeps both halves or neither */
+	entry_set(s, to, ino, seq);
+	entry_set(s, from, -1, seq);
 	return 0;
 }
 
@@ -549,7 +577,7 @@ static int sim_unlink(struct stream_fs *fs, const char *path)
 		errno = EISDIR;
 		return -1;
 	}
-	e->vol_ino = -1;
+	entry_set(s, path, -1, ++s->seq);
 	return 0;
 }
 
@@ -662,6 +690,7 @@ void stream_fs_sim_free(struct stream_fs *fs)
 	for (size_t i = 0; i < s->n_entries; i++)
 		free(s->entries[i].path);
 	free(s->entries);
+	free(s->pending);
 	free(s->fds);
 	free(s);
 }
@@ -737,11 +766,19 @@ void stream_fs_sim_crash(struct stream_fs *fs, enum sim_crash_mode mode, uint64_
 	struct sim_fs *s = S(fs);
 	uint64_t rng = seed;
 	if (mode == SIM_CRASH_POWER) {
-		for (size_t i = 0; i < s->n_entries; i++) {
-			struct sim_entry *e = &s->entries[i];
-			if (e->vol_ino != e->dur_ino && below(&rng, 2) == 0)
-				e->vol_ino = e->dur_ino; /* the unsynced change is lost */
+		/* directory changes reach the disk in order (a journal): a
+		 * seeded prefix of the unsynced ones survives */
+		uint64_t lo = s->n_pending ? s->pending[0].seq : 0, hi = lo;
+		for (size_t i = 0; i < s->n_pending; i++) {
+			lo = s->pending[i].seq < lo ? s->pending[i].seq : lo;
+			hi = s->pending[i].seq > hi ? s->pending[i].seq : hi;
 		}
+		uint64_t cut = s->n_pending ? lo + below(&rng, hi - lo + 2) : 0;
+		for (size_t i = 0; i < s->n_pending; i++)
+			if (s->pending[i].seq < cut)
+				s->entries[s->pending[i].entry].dur_ino = s->pending[i].ino;
+		for (size_t i = 0; i < s->n_entries; i++)
+			s->entries[i].vol_ino = s->entries[i].dur_ino;
 		for (size_t i = 0; i < s->n_inodes; i++)
 			inode_power_loss(&s->inodes[i], &rng);
 	} else {
@@ -751,6 +788,7 @@ void stream_fs_sim_crash(struct stream_fs *fs, enum sim_crash_mode mode, uint64_
 	}
 	for (size_t i = 0; i < s->n_entries; i++)
 		s->entries[i].dur_ino = s->entries[i].vol_ino;
+	s->n_pending = 0;
 	/* no descriptor, no lock survives the process */
 	for (size_t i = 0; i < s->n_fds; i++) {
 		s->fds[i].open = false;
