@@ -343,6 +343,8 @@ static uint64_t used_bytes(struct sim_fs *s)
 
 static void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos)
 {
+	if (len == 0)
+		return;
 	if (pos + len > n->vol_size)
 		vol_resize(n, pos + len);
 	memcpy(n->vol + pos, buf, len);
@@ -720,7 +722,8 @@ static void inode_power_loss(struct sim_inode *n, uint64_t *rng)
 	if (!clean) {
 		uint64_t size = below(rng, 2) ? n->vol_size : n->dur_size;
 		uint8_t *img = xcalloc(1, (size_t)(size ? size : 1));
-		memcpy(img, n->dur, (size_t)(n->dur_size < size ? n->dur_size : size));
+		if (n->dur_size && size)
+			memcpy(img, n->dur, (size_t)(n->dur_size < size ? n->dur_size : size));
 		uint64_t lo = n->dirty_lo < n->dirty_hi ? n->dirty_lo : 0;
 		uint64_t hi = n->dirty_lo < n->dirty_hi ? n->dirty_hi : 0;
 		if (hi > size)
@@ -781,14 +784,12 @@ void stream_fs_sim_crash(struct stream_fs *fs, enum sim_crash_mode mode, uint64_
 			s->entries[i].vol_ino = s->entries[i].dur_ino;
 		for (size_t i = 0; i < s->n_inodes; i++)
 			inode_power_loss(&s->inodes[i], &rng);
-	} else {
-		/* the kernel survives: everything written reaches the disk */
-		for (size_t i = 0; i < s->n_inodes; i++)
-			inode_sync(&s->inodes[i]);
+		for (size_t i = 0; i < s->n_entries; i++)
+			s->entries[i].dur_ino = s->entries[i].vol_ino;
+		s->n_pending = 0;
 	}
-	for (size_t i = 0; i < s->n_entries; i++)
-		s->entries[i].dur_ino = s->entries[i].vol_ino;
-	s->n_pending = 0;
+	/* a kill: the kernel keeps every write and every entry, still
+	 * volatile (a later power loss can take what nobody synced) */
 	/* no descriptor, no lock survives the process */
 	for (size_t i = 0; i < s->n_fds; i++) {
 		s->fds[i].open = false;

@@ -102,7 +102,8 @@ struct stream_fs *stream_fs_sim_new(uint64_t seed, uint64_t capacity_bytes);
 void stream_fs_sim_free(struct stream_fs *fs);
 
 enum sim_crash_mode {
-	SIM_CRASH_KILL = 0, /* process death: the kernel keeps every write (volatile survives) */
+	SIM_CRASH_KILL = 0, /* process death: the kernel keeps every write and entry,
+			     * still volatile (a later power loss may drop it) */
 	SIM_CRASH_POWER     /* power loss: per file, the unsynced part is dropped whole,
 			     * kept whole, torn at a prefix, or kept sector by sector
 			     * in any order; unsynced directory entries are lost */
