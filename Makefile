@@ -88,7 +88,16 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
 # The decision cores link without libpq (DESIGN §2): these links name their
 # objects one by one and no library, so a call into libpq (or into anything
 # that needs it) fails the build.
-NOLIBPQ_BINS := build/tests/ack_policy_nolibpq build/tests/apply_core_nolibpq build/tests/apply_chunks_nolibpq
+NOLIBPQ_BINS := build/tests/ack_policy_nolibpq build/tests/apply_core_nolibpq build/tests/apply_chunks_nolibpq \
+	build/tests/stream_sim_nolibpq
+
+# The stream library and its simulated file system: no libpq, no libyaml, no zlib.
+STREAM_NOLIBPQ_OBJ := $(patsubst %.c,build/obj/%.o,$(sort $(wildcard common/stream_*.c)) \
+	common/checksum.c common/log.c common/xalloc.c common/fault.c common/fsutil.c)
+build/tests/stream_sim_nolibpq: build/obj/tests/unit/test_stream_sim.o $(STREAM_NOLIBPQ_OBJ)
+	@mkdir -p $(@D)
+	$(if $(Q),@echo "  LINK    $@ (no libpq)")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
 
 build/tests/ack_policy_nolibpq: build/obj/tests/unit/test_ack_policy.o build/obj/common/ack_policy.o
 	@mkdir -p $(@D)

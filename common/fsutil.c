@@ -99,16 +99,20 @@ int fs_pwrite_all(int fd, const void *buf, size_t len, off_t pos, const char *pa
  * with EIO (a test hook; the counter is its only state). */
 static unsigned long fsync_calls;
 
-int fs_fdatasync(int fd, const char *path)
+int fs_fdatasync_nolog(int fd)
 {
 	const char *fail = getenv(ENV_TEST_FSYNC_FAIL);
 	fsync_calls++;
 	if (fail && strtoul(fail, NULL, 10) == fsync_calls) {
 		errno = EIO;
-		log_error("cannot fdatasync \"%s\": %m", path);
 		return -1;
 	}
-	if (fdatasync(fd) < 0) {
+	return fdatasync(fd);
+}
+
+int fs_fdatasync(int fd, const char *path)
+{
+	if (fs_fdatasync_nolog(fd) < 0) {
 		log_error("cannot fdatasync \"%s\": %m", path);
 		return -1;
 	}

@@ -29,6 +29,12 @@ bool stream_group_name_valid(const char *name)
 
 int stream_group_get(const char *dir, const char *group, uint64_t *position, bool *exists)
 {
+	return stream_group_get_fs(stream_fs_posix(), dir, group, position, exists);
+}
+
+int stream_group_get_fs(struct stream_fs *fs, const char *dir, const char *group, uint64_t *position,
+			bool *exists)
+{
 	*position = 0;
 	*exists = false;
 	if (!stream_group_name_valid(group)) {
@@ -38,7 +44,7 @@ int stream_group_get(const char *dir, const char *group, uint64_t *position, boo
 	char *path = xasprintf("%s/groups/%s", dir, group);
 	char *data = NULL;
 	int rc = STREAM_OK;
-	if (fs_read_file(path, &data, NULL) < 0) {
+	if (sfs_read_file(fs, path, &data, NULL) < 0) {
 		if (errno != ENOENT) {
 			log_error("cannot read consumer group \"%s\": %m", path);
 			rc = STREAM_EIO;
@@ -63,6 +69,11 @@ out:
 
 int stream_group_set(const char *dir, const char *group, uint64_t position)
 {
+	return stream_group_set_fs(stream_fs_posix(), dir, group, position);
+}
+
+int stream_group_set_fs(struct stream_fs *fs, const char *dir, const char *group, uint64_t position)
+{
 	if (!stream_group_name_valid(group)) {
 		log_error("invalid consumer group name \"%s\" (letters, digits, '_', '-', '.')", group);
 		return STREAM_EINVAL;
@@ -71,7 +82,7 @@ int stream_group_set(const char *dir, const char *group, uint64_t position)
 	char *path = xasprintf("%s/%s", groups, group);
 	char text[32];
 	int len = snprintf(text, sizeof text, "%llu\n", (unsigned long long)position);
-	int rc = fs_mkdir_p(groups) < 0 || fs_write_durable(path, text, (size_t)len) < 0 ? STREAM_EIO : STREAM_OK;
+	int rc = sfs_mkdir_p(fs, groups) < 0 || sfs_write_durable(fs, path, text, (size_t)len) < 0 ? STREAM_EIO : STREAM_OK;
 	free(groups);
 	free(path);
 	return rc;
@@ -91,7 +102,8 @@ static bool is_protected(const char *name, const char *const *protected_groups, 
 	return false;
 }
 
-static int inspect_segment(const char *dir, uint64_t base, uint64_t expected, struct segment_report *s)
+static int inspect_segment(struct stream_fs *fs, const char *dir, uint64_t base, uint64_t expected,
+			   struct segment_report *s)
 {
 	struct segment_file sf = { .fd = -1 };
 	struct segment_scan scan = { 0 };
@@ -99,9 +111,9 @@ static int inspect_segment(const char *dir, uint64_t base, uint64_t expected, st
 	int rc = -1;
 	s->name = xasprintf("%020llu.log", (unsigned long long)base);
 	s->base_offset = base;
-	if (segment_file_open(&sf, dir, base) < 0)
+	if (segment_file_open(&sf, fs, dir, base) < 0)
 		goto out;
-	if (index_view_load(dir, base, &view) < 0 ||
+	if (index_view_load(fs, dir, base, &view) < 0 ||
 	    segment_scan_all(&sf, expected, index_view_acked_end(&view), &scan) < 0)
 		goto out;
 	s->frames = scan.frames;
@@ -150,28 +162,35 @@ out:
 	return rc;
 }
 
-static int list_groups(const char *dir, char ***names, size_t *n)
+static int list_groups(struct stream_fs *fs, const char *dir, char ***names, size_t *n)
 {
 	char *path = xasprintf("%s/groups", dir);
 	*names = NULL;
 	*n = 0;
-	DIR *d = opendir(path);
+	char **all = NULL;
+	size_t n_all = 0;
+	int listed = fs->list_dir(fs, path, &all, &n_all);
 	free(path);
-	if (!d)
+	if (listed < 0)
 		return 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (!stream_group_name_valid(e->d_name) || strstr(e->d_name, ".tmp"))
+	for (size_t i = 0; i < n_all; i++) {
+		if (!stream_group_name_valid(all[i]) || strstr(all[i], ".tmp"))
 			continue;
 		*names = xrealloc(*names, (*n + 1) * sizeof **names);
-		(*names)[(*n)++] = xstrdup(e->d_name);
+		(*names)[(*n)++] = xstrdup(all[i]);
 	}
-	closedir(d);
+	sfs_free_names(all, n_all);
 	return 0;
 }
 
 int stream_inspect(const char *dir, const char *const *protected_groups, size_t n_protected,
 		   struct stream_report *report)
+{
+	return stream_inspect_fs(stream_fs_posix(), dir, protected_groups, n_protected, report);
+}
+
+int stream_inspect_fs(struct stream_fs *fs, const char *dir, const char *const *protected_groups,
+		      size_t n_protected, struct stream_report *report)
 {
 	memset(report, 0, sizeof *report);
 	uint64_t *bases = NULL;
@@ -180,16 +199,16 @@ int stream_inspect(const char *dir, const char *const *protected_groups, size_t 
 	size_t n_names = 0;
 	int rc = -1;
 	char *segments_dir = xasprintf("%s/segments", dir);
-	struct stat st;
-	if (stat(segments_dir, &st) < 0) {
+	struct stream_fs_stat st;
+	if (fs->stat(fs, segments_dir, &st) < 0) {
 		log_error("no stream at \"%s\": cannot open \"%s\": %m", dir, segments_dir);
 		goto out;
 	}
-	if (stream_meta_read(dir, &report->meta) < 0)
+	if (stream_meta_read_fs(fs, dir, &report->meta) < 0)
 		goto out;
-	if (segment_list(dir, &bases, &n) < 0)
+	if (segment_list_fs(fs, dir, &bases, &n) < 0)
 		goto out;
-	report->writer_active = stream_writer_active(dir);
+	report->writer_active = stream_writer_active_fs(fs, dir);
 	report->segments = xcalloc(n ? n : 1, sizeof *report->segments);
 	report->n_segments = n;
 	report->empty = true;
@@ -198,7 +217,7 @@ int stream_inspect(const char *dir, const char *const *protected_groups, size_t 
 	for (size_t i = 0; i < n; i++) {
 		struct segment_report *s = &report->segments[i];
 		uint64_t expected = i + 1 < n ? bases[i + 1] - bases[i] : UINT64_MAX;
-		if (inspect_segment(dir, bases[i], expected, s) < 0)
+		if (inspect_segment(fs, dir, bases[i], expected, s) < 0)
 			goto out;
 		if (s->frames)
 			report->empty = false;
@@ -207,7 +226,7 @@ int stream_inspect(const char *dir, const char *const *protected_groups, size_t 
 		report->torn_bytes += s->torn_bytes;
 		report->corrupt = report->corrupt || s->corrupt;
 	}
-	list_groups(dir, &names, &n_names);
+	list_groups(fs, dir, &names, &n_names);
 	for (size_t i = 0; i < n_protected; i++)
 		if (!is_protected(protected_groups[i], (const char *const *)names, n_names)) {
 			names = xrealloc(names, (n_names + 1) * sizeof *names);
@@ -219,7 +238,7 @@ int stream_inspect(const char *dir, const char *const *protected_groups, size_t 
 		struct group_report *g = &report->groups[i];
 		g->name = names[i];
 		names[i] = NULL;
-		if (stream_group_get(dir, g->name, &g->position, &g->exists) != STREAM_OK)
+		if (stream_group_get_fs(fs, dir, g->name, &g->position, &g->exists) != STREAM_OK)
 			goto out;
 		g->is_protected = is_protected(g->name, protected_groups, n_protected);
 		g->pending = g->position < report->next_offset ? report->next_offset - g->position : 0;
@@ -254,11 +273,18 @@ void stream_report_free(struct stream_report *report)
 int stream_retention_plan(const char *dir, const char *const *protected_groups, size_t n_protected,
 			  bool allow_unprotected, struct retention_plan *plan)
 {
+	return stream_retention_plan_fs(stream_fs_posix(), dir, protected_groups, n_protected, allow_unprotected,
+					plan);
+}
+
+int stream_retention_plan_fs(struct stream_fs *fs, const char *dir, const char *const *protected_groups,
+			     size_t n_protected, bool allow_unprotected, struct retention_plan *plan)
+{
 	memset(plan, 0, sizeof *plan);
 	uint64_t *bases = NULL;
 	size_t n = 0;
 	int rc = -1;
-	if (segment_list(dir, &bases, &n) < 0)
+	if (segment_list_fs(fs, dir, &bases, &n) < 0)
 		goto out;
 	plan->keep_from = UINT64_MAX;
 	plan->limited_by = xstrdup("active segment");
@@ -272,7 +298,7 @@ int stream_retention_plan(const char *dir, const char *const *protected_groups, 
 	for (size_t i = 0; i < n_protected; i++) {
 		uint64_t pos;
 		bool exists;
-		if (stream_group_get(dir, protected_groups[i], &pos, &exists) != STREAM_OK)
+		if (stream_group_get_fs(fs, dir, protected_groups[i], &pos, &exists) != STREAM_OK)
 			goto out;
 		/* A protected group with no position yet needs everything. */
 		if (pos < plan->keep_from) {
@@ -288,9 +314,9 @@ int stream_retention_plan(const char *dir, const char *const *protected_groups, 
 		if (bases[i + 1] > plan->keep_from)
 			break;
 		char *path = segment_path(dir, bases[i], ".log");
-		struct stat st;
-		if (stat(path, &st) == 0)
-			plan->bytes += (uint64_t)st.st_size;
+		struct stream_fs_stat st;
+		if (fs->stat(fs, path, &st) == 0)
+			plan->bytes += st.size;
 		free(path);
 		plan->segments = xrealloc(plan->segments, (plan->n_segments + 1) * sizeof *plan->segments);
 		plan->segments[plan->n_segments++] = xasprintf("%020llu", (unsigned long long)bases[i]);
@@ -303,13 +329,18 @@ out:
 
 int stream_retention_apply(const char *dir, const struct retention_plan *plan)
 {
+	return stream_retention_apply_fs(stream_fs_posix(), dir, plan);
+}
+
+int stream_retention_apply_fs(struct stream_fs *fs, const char *dir, const struct retention_plan *plan)
+{
 	char *segments_dir = xasprintf("%s/segments", dir);
 	int rc = 0;
 	for (size_t i = 0; i < plan->n_segments && rc == 0; i++) {
 		/* index first: a .log without .idx is still a valid segment */
 		char *idx = xasprintf("%s/%s.idx", segments_dir, plan->segments[i]);
 		char *log = xasprintf("%s/%s.log", segments_dir, plan->segments[i]);
-		if ((unlink(idx) < 0 && errno != ENOENT) || (unlink(log) < 0 && errno != ENOENT)) {
+		if ((fs->unlink(fs, idx) < 0 && errno != ENOENT) || (fs->unlink(fs, log) < 0 && errno != ENOENT)) {
 			log_error("cannot remove stream segment \"%s\": %m", log);
 			rc = -1;
 		} else {
@@ -318,7 +349,7 @@ int stream_retention_apply(const char *dir, const struct retention_plan *plan)
 		free(idx);
 		free(log);
 	}
-	if (fs_fsync_dir(segments_dir) < 0)
+	if (sfs_fsync_dir(fs, segments_dir) < 0)
 		rc = -1;
 	free(segments_dir);
 	return rc;

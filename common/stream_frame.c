@@ -137,11 +137,17 @@ static int cmp_u64(const void *a, const void *b)
 
 int segment_list(const char *dir, uint64_t **bases, size_t *n)
 {
+	return segment_list_fs(stream_fs_posix(), dir, bases, n);
+}
+
+int segment_list_fs(struct stream_fs *fs, const char *dir, uint64_t **bases, size_t *n)
+{
 	char *path = xasprintf("%s/segments", dir);
 	*bases = NULL;
 	*n = 0;
-	DIR *d = opendir(path);
-	if (!d) {
+	char **names = NULL;
+	size_t n_names = 0;
+	if (fs->list_dir(fs, path, &names, &n_names) < 0) {
 		int rc = errno == ENOENT ? 0 : -1;
 		if (rc < 0)
 			log_error("cannot open directory \"%s\": %m", path);
@@ -149,9 +155,8 @@ int segment_list(const char *dir, uint64_t **bases, size_t *n)
 		return rc;
 	}
 	size_t cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		const char *name = e->d_name;
+	for (size_t k = 0; k < n_names; k++) {
+		const char *name = names[k];
 		if (strlen(name) != SEGMENT_NAME_DIGITS + 4 || strcmp(name + SEGMENT_NAME_DIGITS, ".log") != 0)
 			continue;
 		bool digits = true;
@@ -163,7 +168,7 @@ int segment_list(const char *dir, uint64_t **bases, size_t *n)
 			*bases = xrealloc(*bases, (cap = cap ? cap * 2 : 16) * sizeof **bases);
 		(*bases)[(*n)++] = strtoull(name, NULL, 10);
 	}
-	closedir(d);
+	sfs_free_names(names, n_names);
 	free(path);
 	if (*n)
 		qsort(*bases, *n, sizeof **bases, cmp_u64);
@@ -175,13 +180,14 @@ int stream_segment_bases(const char *dir, uint64_t **bases, size_t *n)
 	return segment_list(dir, bases, n) < 0 ? STREAM_EIO : STREAM_OK;
 }
 
-int segment_file_open(struct segment_file *sf, const char *dir, uint64_t base)
+int segment_file_open(struct segment_file *sf, struct stream_fs *fs, const char *dir, uint64_t base)
 {
 	memset(sf, 0, sizeof *sf);
+	sf->fs = fs;
 	sf->fd = -1;
 	sf->base = base;
 	sf->path = segment_path(dir, base, ".log");
-	sf->fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	sf->fd = fs->open(fs, sf->path, O_RDONLY | O_CLOEXEC, 0);
 	if (sf->fd < 0) {
 		log_error("cannot open stream segment \"%s\": %m", sf->path);
 		free(sf->path);
@@ -196,7 +202,7 @@ int segment_file_open(struct segment_file *sf, const char *dir, uint64_t base)
 void segment_file_close(struct segment_file *sf)
 {
 	if (sf->fd >= 0 && sf->path)
-		close(sf->fd);
+		sf->fs->close(sf->fs, sf->fd);
 	free(sf->path);
 	free(sf->buf);
 	memset(sf, 0, sizeof *sf);
@@ -205,12 +211,10 @@ void segment_file_close(struct segment_file *sf)
 
 int segment_file_refresh_size(struct segment_file *sf)
 {
-	struct stat st;
-	if (fstat(sf->fd, &st) < 0) {
+	if (sf->fs->fsize(sf->fs, sf->fd, &sf->size) < 0) {
 		log_error("cannot stat stream segment \"%s\": %m", sf->path);
 		return -1;
 	}
-	sf->size = (uint64_t)st.st_size;
 	return 0;
 }
 
@@ -233,7 +237,7 @@ static const uint8_t *segment_file_bytes(struct segment_file *sf, uint64_t pos, 
 	size_t want = sf->buf_cap;
 	size_t got = 0;
 	while (got < want) {
-		ssize_t n = pread(sf->fd, sf->buf + got, want - got, (off_t)(pos + got));
+		ssize_t n = sf->fs->pread(sf->fs, sf->fd, sf->buf + got, want - got, (off_t)(pos + got));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -380,12 +384,12 @@ int segment_file_last_nonzero(struct segment_file *sf, uint64_t pos, uint64_t *e
 	return 0;
 }
 
-int index_view_load(const char *dir, uint64_t base, struct index_view *view)
+int index_view_load(struct stream_fs *fs, const char *dir, uint64_t base, struct index_view *view)
 {
 	memset(view, 0, sizeof *view);
 	char *path = segment_path(dir, base, ".idx");
 	int rc = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = fs->open(fs, path, O_RDONLY | O_CLOEXEC, 0);
 	uint8_t *data = NULL;
 	if (fd < 0) {
 		rc = errno == ENOENT ? 0 : -1;
@@ -394,16 +398,16 @@ int index_view_load(const char *dir, uint64_t base, struct index_view *view)
 		goto out;
 	}
 	view->present = true;
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
+	uint64_t file_size;
+	if (fs->fsize(fs, fd, &file_size) < 0) {
 		log_error("cannot stat stream index \"%s\": %m", path);
 		goto out;
 	}
-	size_t size = (size_t)st.st_size;
+	size_t size = (size_t)file_size;
 	data = xmalloc(size ? size : 1);
 	size_t got = 0;
 	while (got < size) {
-		ssize_t n = pread(fd, data + got, size - got, (off_t)got);
+		ssize_t n = fs->pread(fs, fd, data + got, size - got, (off_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -443,7 +447,7 @@ int index_view_load(const char *dir, uint64_t base, struct index_view *view)
 	rc = 0;
 out:
 	if (fd >= 0)
-		close(fd);
+		fs->close(fs, fd);
 	free(data);
 	free(path);
 	return rc;
@@ -458,17 +462,22 @@ void index_view_free(struct index_view *view)
 
 bool stream_writer_active(const char *dir)
 {
+	return stream_writer_active_fs(stream_fs_posix(), dir);
+}
+
+bool stream_writer_active_fs(struct stream_fs *fs, const char *dir)
+{
 	char *path = xasprintf("%s/writer.lock", dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = fs->open(fs, path, O_RDONLY | O_CLOEXEC, 0);
 	free(path);
 	if (fd < 0)
 		return false;
 	bool active = false;
-	if (flock(fd, LOCK_SH | LOCK_NB) < 0)
+	if (fs->flock(fs, fd, LOCK_SH | LOCK_NB) < 0)
 		active = errno == EWOULDBLOCK;
 	else
-		flock(fd, LOCK_UN);
-	close(fd);
+		fs->flock(fs, fd, LOCK_UN);
+	fs->close(fs, fd);
 	return active;
 }
 

@@ -7,6 +7,7 @@
 #define TRELLARA_STREAM_INTERNAL_H
 
 #include "trellara/stream.h"
+#include "trellara/stream_fs.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,6 +51,7 @@ char *segment_path(const char *dir, uint64_t base, const char *suffix);
 /* Sorted base offsets of every "<20 digits>.log" in <dir>/segments.
  * Returns 0 (a missing directory is an empty list) or -1 (logged). */
 int segment_list(const char *dir, uint64_t **bases, size_t *n);
+int segment_list_fs(struct stream_fs *fs, const char *dir, uint64_t **bases, size_t *n);
 
 /* Outcome of reading one frame at a position. */
 enum frame_check {
@@ -61,6 +63,7 @@ enum frame_check {
 
 /* Positioned reads of one segment file through a buffer. */
 struct segment_file {
+	struct stream_fs *fs;
 	int fd;
 	char *path;        /* owned */
 	uint64_t base;
@@ -71,7 +74,7 @@ struct segment_file {
 	size_t buf_len;
 };
 
-int segment_file_open(struct segment_file *sf, const char *dir, uint64_t base);
+int segment_file_open(struct segment_file *sf, struct stream_fs *fs, const char *dir, uint64_t base);
 void segment_file_close(struct segment_file *sf);
 int segment_file_refresh_size(struct segment_file *sf);
 /* Reads and checks the frame at pos, expecting offset expected_offset
@@ -99,12 +102,13 @@ struct index_view {
 	uint64_t n_raw;      /* entries the file size allows */
 	bool bad_entry;      /* an entry failed its CRC or chain before n_raw */
 };
-int index_view_load(const char *dir, uint64_t base, struct index_view *view);
+int index_view_load(struct stream_fs *fs, const char *dir, uint64_t base, struct index_view *view);
 void index_view_free(struct index_view *view);
 
 /* Probe whether a writer holds <dir>/writer.lock (takes and drops a
  * shared lock; never blocks). */
 bool stream_writer_active(const char *dir);
+bool stream_writer_active_fs(struct stream_fs *fs, const char *dir);
 
 /* The byte position up to which a segment's index proves its frames
  * acknowledged: the end of the last consistent entry (an entry is written

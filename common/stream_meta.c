@@ -4,6 +4,7 @@
 #include "trellara/stream.h"
 
 #include "trellara/fsutil.h"
+#include "trellara/stream_fs.h"
 #include "trellara/log.h"
 #include "trellara/xalloc.h"
 
@@ -15,11 +16,16 @@
 
 int stream_meta_read(const char *dir, struct stream_meta *meta)
 {
+	return stream_meta_read_fs(stream_fs_posix(), dir, meta);
+}
+
+int stream_meta_read_fs(struct stream_fs *fs, const char *dir, struct stream_meta *meta)
+{
 	memset(meta, 0, sizeof *meta);
 	char *path = xasprintf("%s/meta", dir);
 	char *data = NULL;
 	int rc = -1;
-	if (fs_read_file(path, &data, NULL) < 0) {
+	if (sfs_read_file(fs, path, &data, NULL) < 0) {
 		log_error("cannot read stream identity \"%s\": %m", path);
 		goto out;
 	}
@@ -69,13 +75,18 @@ static const char *or_empty(const char *s)
 
 int stream_meta_write(const char *dir, const struct stream_meta *meta)
 {
+	return stream_meta_write_fs(stream_fs_posix(), dir, meta);
+}
+
+int stream_meta_write_fs(struct stream_fs *fs, const char *dir, const struct stream_meta *meta)
+{
 	char *path = xasprintf("%s/meta", dir);
 	char *text = xasprintf("format_version=%d\nsource_id=%s\nflow=%s\nsystem_identifier=%s\ndatabase=%s\n"
 			       "stream_id=%s\nslot=%s\ntimeline=%s\nstart_lsn=%s\n",
 			       STREAM_FORMAT_VERSION, or_empty(meta->source_id), or_empty(meta->flow),
 			       or_empty(meta->system_identifier), or_empty(meta->database), or_empty(meta->stream_id),
 			       or_empty(meta->slot), or_empty(meta->timeline), or_empty(meta->start_lsn));
-	int rc = fs_write_durable(path, text, strlen(text));
+	int rc = sfs_write_durable(fs, path, text, strlen(text));
 	free(text);
 	free(path);
 	return rc;
@@ -96,8 +107,13 @@ void stream_meta_free(struct stream_meta *meta)
 
 char *stream_id_generate(void)
 {
+	return stream_id_generate_fs(stream_fs_posix());
+}
+
+char *stream_id_generate_fs(struct stream_fs *fs)
+{
 	uint8_t r[16];
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+	if (fs->random(fs, r, sizeof r) < 0) {
 		log_error("cannot get random bytes for a stream id: %m");
 		return NULL;
 	}

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 struct stream_reader {
+	struct stream_fs *fs;
 	char *dir;            /* owned */
 	uint64_t *bases;      /* owned: segment list as last seen */
 	size_t n_bases;
@@ -41,7 +42,7 @@ struct stream_reader {
 static int refresh_segments(struct stream_reader *r)
 {
 	free(r->bases);
-	return segment_list(r->dir, &r->bases, &r->n_bases);
+	return segment_list_fs(r->fs, r->dir, &r->bases, &r->n_bases);
 }
 
 static void close_segment(struct stream_reader *r)
@@ -50,7 +51,7 @@ static void close_segment(struct stream_reader *r)
 		return;
 	segment_file_close(&r->sf);
 	if (r->idx_fd >= 0)
-		close(r->idx_fd);
+		r->fs->close(r->fs, r->idx_fd);
 	r->idx_fd = -1;
 	r->open_segment = false;
 }
@@ -60,7 +61,7 @@ static int refresh_index(struct stream_reader *r)
 {
 	if (r->idx_fd < 0) {
 		char *path = segment_path(r->dir, r->sf.base, ".idx");
-		r->idx_fd = open(path, O_RDONLY | O_CLOEXEC);
+		r->idx_fd = r->fs->open(r->fs, path, O_RDONLY | O_CLOEXEC, 0);
 		free(path);
 		if (r->idx_fd < 0)
 			return 0; /* missing index: nothing published through it */
@@ -68,7 +69,7 @@ static int refresh_index(struct stream_reader *r)
 	if (!r->idx_header_ok) {
 		uint8_t header[INDEX_HEADER_SIZE];
 		uint64_t base;
-		if (pread(r->idx_fd, header, sizeof header, 0) != (ssize_t)sizeof header ||
+		if (r->fs->pread(r->fs, r->idx_fd, header, sizeof header, 0) != (ssize_t)sizeof header ||
 		    !index_decode_header(header, &base) || base != r->sf.base)
 			return 0;
 		r->idx_header_ok = true;
@@ -76,7 +77,7 @@ static int refresh_index(struct stream_reader *r)
 	uint8_t entries[256 * INDEX_ENTRY_SIZE];
 	for (;;) {
 		off_t at = (off_t)(INDEX_HEADER_SIZE + r->published * INDEX_ENTRY_SIZE);
-		ssize_t n = pread(r->idx_fd, entries, sizeof entries, at);
+		ssize_t n = r->fs->pread(r->fs, r->idx_fd, entries, sizeof entries, at);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -102,7 +103,7 @@ static int refresh_index(struct stream_reader *r)
 static int open_segment_at(struct stream_reader *r, size_t seg)
 {
 	close_segment(r);
-	if (segment_file_open(&r->sf, r->dir, r->bases[seg]) < 0)
+	if (segment_file_open(&r->sf, r->fs, r->dir, r->bases[seg]) < 0)
 		return STREAM_EIO;
 	r->open_segment = true;
 	r->seg = seg;
@@ -121,19 +122,26 @@ static int open_segment_at(struct stream_reader *r, size_t seg)
 
 int stream_reader_open(const char *dir, struct stream_reader **reader)
 {
+	return stream_reader_open_fs(stream_fs_posix(), dir, reader);
+}
+
+int stream_reader_open_fs(struct stream_fs *fs, const char *dir, struct stream_reader **reader)
+{
 	char *segments = xasprintf("%s/segments", dir);
-	struct stat st;
-	if (stat(segments, &st) < 0 || !S_ISDIR(st.st_mode)) {
+	struct stream_fs_stat st;
+	if (fs->stat(fs, segments, &st) < 0 || !st.is_dir) {
 		log_error("no stream at \"%s\": cannot open \"%s\": %s", dir, segments,
 			  errno ? strerror(errno) : "not a directory");
 		free(segments);
 		return STREAM_EINVAL;
 	}
 	struct stream_reader *r = xcalloc(1, sizeof *r);
+	r->fs = fs;
 	r->dir = xstrdup(dir);
 	r->idx_fd = -1;
 	r->sf.fd = -1;
-	r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	/* tailing waits with inotify on the real file system only */
+	r->inotify_fd = fs->is_posix ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
 	if (r->inotify_fd >= 0 &&
 	    inotify_add_watch(r->inotify_fd, segments, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE) < 0) {
 		close(r->inotify_fd);
@@ -202,9 +210,9 @@ int stream_reader_next(struct stream_reader *r, struct stream_frame *frame)
 		if (fc == FRAME_VALID && !published) {
 			/* Past the index of the last segment: a frame not yet
 			 * acknowledged, unless its writer is gone. */
-			if (stream_writer_active(r->dir))
+			if (stream_writer_active_fs(r->fs, r->dir))
 				return STREAM_END;
-			if (fs_fdatasync(r->sf.fd, r->sf.path) < 0)
+			if (sfs_fdatasync(r->fs, r->sf.fd, r->sf.path) < 0)
 				return STREAM_EIO;
 		}
 		if (fc == FRAME_VALID) {
@@ -218,7 +226,7 @@ int stream_reader_next(struct stream_reader *r, struct stream_frame *frame)
 		}
 		if (r->sealed)
 			return corrupt(r, fc == FRAME_ZERO ? "zeroed bytes where a frame belongs" : reason);
-		if (!published && (fc == FRAME_ZERO || stream_writer_active(r->dir)))
+		if (!published && (fc == FRAME_ZERO || stream_writer_active_fs(r->fs, r->dir)))
 			return STREAM_END;
 		bool found = false;
 		uint64_t found_pos;
@@ -274,7 +282,7 @@ int stream_reader_seek(struct stream_reader *r, uint64_t offset)
 		return rc;
 	/* Jump with the index where it covers the offset, then walk. */
 	struct index_view view;
-	if (index_view_load(r->dir, r->sf.base, &view) < 0)
+	if (index_view_load(r->fs, r->dir, r->sf.base, &view) < 0)
 		return STREAM_EIO;
 	uint64_t k = offset - r->sf.base;
 	uint64_t start = view.n ? (k < view.n ? k : view.n - 1) : 0;
@@ -305,6 +313,8 @@ int stream_reader_seek(struct stream_reader *r, uint64_t offset)
 
 int stream_reader_wait(struct stream_reader *r, int timeout_ms)
 {
+	if (!r->fs->is_posix)
+		return STREAM_OK; /* a simulation never sleeps */
 	if (r->inotify_fd < 0) {
 		int ms = timeout_ms < 100 ? timeout_ms : 100;
 		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 struct stream_writer {
+	struct stream_fs *fs;
 	char *dir;           /* owned */
 	char *segments_dir;  /* owned */
 	struct stream_writer_options options;
@@ -50,25 +51,18 @@ struct stream_writer {
 	char fault_mid_frame[64], fault_after_write[64], fault_after_sync[64];
 };
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int acquire_lock(struct stream_writer *w)
 {
 	char *path = xasprintf("%s/writer.lock", w->dir);
 	int rc = STREAM_EIO;
-	w->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	w->lock_fd = w->fs->open(w->fs, path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (w->lock_fd < 0) {
 		log_error("cannot open stream lock \"%s\": %m", path);
 		goto out;
 	}
 	/* Readers probe with a momentary shared lock; wait those out. */
 	for (int attempt = 0; attempt < 200; attempt++) {
-		if (flock(w->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+		if (w->fs->flock(w->fs, w->lock_fd, LOCK_EX | LOCK_NB) == 0) {
 			rc = STREAM_OK;
 			goto out;
 		}
@@ -76,6 +70,8 @@ static int acquire_lock(struct stream_writer *w)
 			log_error("cannot lock \"%s\": %m", path);
 			goto out;
 		}
+		if (!w->fs->is_posix)
+			break; /* nothing in a simulation waits */
 		struct timespec pause = { 0, 10 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
 	}
@@ -90,8 +86,10 @@ out:
 static int check_free_space(struct stream_writer *w, uint64_t needed)
 {
 	uint64_t free_bytes;
-	if (fs_free_bytes(w->segments_dir, &free_bytes) < 0)
+	if (w->fs->free_bytes(w->fs, w->segments_dir, &free_bytes) < 0) {
+		log_error("cannot stat file system of \"%s\": %m", w->segments_dir);
 		return STREAM_EIO;
+	}
 	if (free_bytes < needed || free_bytes - needed < w->options.min_free_bytes) {
 		log_error("stream \"%s\": free space %llu bytes would fall below min_free_bytes %llu; refusing to write",
 			  w->dir, (unsigned long long)free_bytes, (unsigned long long)w->options.min_free_bytes);
@@ -107,9 +105,9 @@ static int check_free_space(struct stream_writer *w, uint64_t needed)
 static void close_segment_fds(struct stream_writer *w)
 {
 	if (w->log_fd >= 0)
-		close(w->log_fd);
+		w->fs->close(w->fs, w->log_fd);
 	if (w->idx_fd >= 0)
-		close(w->idx_fd);
+		w->fs->close(w->fs, w->idx_fd);
 	w->log_fd = w->idx_fd = -1;
 	free(w->log_path);
 	free(w->idx_path);
@@ -122,12 +120,12 @@ static int open_segment_fds(struct stream_writer *w, uint64_t base, bool create)
 	w->log_path = segment_path(w->dir, base, ".log");
 	w->idx_path = segment_path(w->dir, base, ".idx");
 	int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
-	w->log_fd = open(w->log_path, flags, 0600);
+	w->log_fd = w->fs->open(w->fs, w->log_path, flags, 0600);
 	if (w->log_fd < 0) {
 		log_error("cannot open stream segment \"%s\": %m", w->log_path);
 		return STREAM_EIO;
 	}
-	w->idx_fd = open(w->idx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	w->idx_fd = w->fs->open(w->fs, w->idx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (w->idx_fd < 0) {
 		log_error("cannot open stream index \"%s\": %m", w->idx_path);
 		return STREAM_EIO;
@@ -147,23 +145,22 @@ static int create_segment(struct stream_writer *w, uint64_t min_bytes)
 	rc = open_segment_fds(w, w->next_offset, true);
 	if (rc != STREAM_OK)
 		return rc;
-	/* posix_fallocate returns its error; it does not set errno */
-	int err = posix_fallocate(w->log_fd, 0, (off_t)size);
-	if (err) {
+	if (w->fs->fallocate(w->fs, w->log_fd, 0, (off_t)size) < 0) {
+		int err = errno;
 		log_error("cannot preallocate %llu bytes for stream segment \"%s\": %s",
 			  (unsigned long long)size, w->log_path, strerror(err));
 		return err == ENOSPC ? STREAM_ENOSPC : STREAM_EIO;
 	}
 	uint8_t header[INDEX_HEADER_SIZE];
 	index_encode_header(header, w->base);
-	if (ftruncate(w->idx_fd, 0) < 0 ||
-	    fs_pwrite_all(w->idx_fd, header, sizeof header, 0, w->idx_path) < 0)
+	if (w->fs->ftruncate(w->fs, w->idx_fd, 0) < 0 ||
+	    sfs_pwrite_all(w->fs, w->idx_fd, header, sizeof header, 0, w->idx_path) < 0)
 		return STREAM_EIO;
-	if (fsync(w->log_fd) < 0 || fsync(w->idx_fd) < 0) {
+	if (w->fs->fsync(w->fs, w->log_fd) < 0 || w->fs->fsync(w->fs, w->idx_fd) < 0) {
 		log_error("cannot fsync new stream segment \"%s\": %m", w->log_path);
 		return STREAM_EIO;
 	}
-	if (fs_fsync_dir(w->segments_dir) < 0)
+	if (sfs_fsync_dir(w->fs, w->segments_dir) < 0)
 		return STREAM_EIO;
 	w->write_pos = 0;
 	w->frames = 0;
@@ -176,7 +173,7 @@ static int write_index(struct stream_writer *w, int fd, const char *path, uint64
 {
 	uint8_t header[INDEX_HEADER_SIZE];
 	index_encode_header(header, base);
-	if (from == 0 && fs_pwrite_all(fd, header, sizeof header, 0, path) < 0)
+	if (from == 0 && sfs_pwrite_all(w->fs, fd, header, sizeof header, 0, path) < 0)
 		return STREAM_EIO;
 	size_t len = (size_t)(n - from) * INDEX_ENTRY_SIZE;
 	uint8_t *entries = xmalloc(len ? len : 1);
@@ -184,11 +181,10 @@ static int write_index(struct stream_writer *w, int fd, const char *path, uint64
 		index_encode_entry(entries + (i - from) * INDEX_ENTRY_SIZE, positions[i], sizes[i]);
 	off_t at = (off_t)(INDEX_HEADER_SIZE + from * INDEX_ENTRY_SIZE);
 	int rc = STREAM_OK;
-	if (fs_pwrite_all(fd, entries, len, at, path) < 0 ||
-	    ftruncate(fd, at + (off_t)len) < 0 || fs_fdatasync(fd, path) < 0)
+	if (sfs_pwrite_all(w->fs, fd, entries, len, at, path) < 0 ||
+	    w->fs->ftruncate(w->fs, fd, at + (off_t)len) < 0 || sfs_fdatasync(w->fs, fd, path) < 0)
 		rc = STREAM_EIO;
 	free(entries);
-	(void)w;
 	return rc;
 }
 
@@ -202,9 +198,9 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 	struct segment_scan scan = { 0 };
 	struct index_view view = { 0 };
 	int rc = STREAM_EIO;
-	if (segment_file_open(&sf, w->dir, base) < 0)
+	if (segment_file_open(&sf, w->fs, w->dir, base) < 0)
 		goto out;
-	if (index_view_load(w->dir, base, &view) < 0)
+	if (index_view_load(w->fs, w->dir, base, &view) < 0)
 		goto out;
 	/* Frames are the truth: scan them all (recovery is rare; a sealed
 	 * segment whose index is complete and consistent is trusted after
@@ -240,7 +236,7 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 		else if (!view.header_ok || view.bad_entry || view.n > scan.frames)
 			rec->index_was_corrupt = true;
 		char *idx_path = segment_path(w->dir, base, ".idx");
-		int fd = open(idx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		int fd = w->fs->open(w->fs, idx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			log_error("cannot open stream index \"%s\": %m", idx_path);
 			free(idx_path);
@@ -253,7 +249,7 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 			       view.sizes[keep] == scan.sizes[keep])
 				keep++;
 		int wrc = write_index(w, fd, idx_path, base, scan.positions, scan.sizes, scan.frames, keep);
-		close(fd);
+		w->fs->close(w->fs, fd);
 		if (wrc == STREAM_OK)
 			log_warn("stream index \"%s\" rebuilt from frames: %llu entries kept, %llu written", idx_path,
 				 (unsigned long long)keep, (unsigned long long)(scan.frames - keep));
@@ -264,27 +260,25 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 	}
 	if (last && scan.torn_bytes > 0) {
 		/* Cut the torn tail: zero it (the segment stays preallocated). */
-		int fd = open(sf.path, O_RDWR | O_CLOEXEC);
+		int fd = w->fs->open(w->fs, sf.path, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0) {
 			log_error("cannot open stream segment \"%s\": %m", sf.path);
 			goto out;
 		}
 		uint64_t size = sf.size;
-		if (ftruncate(fd, (off_t)scan.end_position) < 0) {
+		if (w->fs->ftruncate(w->fs, fd, (off_t)scan.end_position) < 0) {
 			log_error("cannot truncate torn tail of stream segment \"%s\": %m", sf.path);
-			close(fd);
+			w->fs->close(w->fs, fd);
 			goto out;
 		}
-		/* posix_fallocate returns its error; it does not set errno */
-		int err = posix_fallocate(fd, 0, (off_t)size);
-		if (err) {
-			log_error("cannot preallocate %llu bytes again for stream segment \"%s\" after cutting its torn tail: %s",
-				  (unsigned long long)size, sf.path, strerror(err));
-			close(fd);
+		if (w->fs->fallocate(w->fs, fd, 0, (off_t)size) < 0) {
+			log_error("cannot preallocate %llu bytes again for stream segment \"%s\" after cutting its torn tail: %m",
+				  (unsigned long long)size, sf.path);
+			w->fs->close(w->fs, fd);
 			goto out;
 		}
-		int synced = fs_fdatasync(fd, sf.path);
-		close(fd);
+		int synced = sfs_fdatasync(w->fs, fd, sf.path);
+		w->fs->close(w->fs, fd);
 		if (synced < 0)
 			goto out;
 		log_warn("stream segment \"%s\": truncated %llu torn bytes after byte %llu (offset %llu)%s", sf.path,
@@ -295,13 +289,13 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 		rec->truncated_bytes += scan.torn_bytes;
 	} else if (last) {
 		/* frames a killed writer wrote but may not have synced */
-		int fd = open(sf.path, O_RDWR | O_CLOEXEC);
-		if (fd < 0 || fs_fdatasync(fd, sf.path) < 0) {
+		int fd = w->fs->open(w->fs, sf.path, O_RDWR | O_CLOEXEC, 0);
+		if (fd < 0 || sfs_fdatasync(w->fs, fd, sf.path) < 0) {
 			if (fd >= 0)
-				close(fd);
+				w->fs->close(w->fs, fd);
 			goto out;
 		}
-		close(fd);
+		w->fs->close(w->fs, fd);
 	}
 	*frames_out = scan.frames;
 	*end_out = scan.end_position;
@@ -318,7 +312,7 @@ static int recover(struct stream_writer *w, struct stream_recovery *rec)
 	uint64_t *bases = NULL;
 	size_t n = 0;
 	int rc = STREAM_EIO;
-	if (segment_list(w->dir, &bases, &n) < 0)
+	if (segment_list_fs(w->fs, w->dir, &bases, &n) < 0)
 		goto out;
 	if (n == 0) {
 		w->next_offset = 0;
@@ -350,7 +344,14 @@ out:
 int stream_writer_open(const char *dir, const struct stream_writer_options *options,
 		       struct stream_writer **writer, struct stream_recovery *recovery)
 {
+	return stream_writer_open_fs(stream_fs_posix(), dir, options, writer, recovery);
+}
+
+int stream_writer_open_fs(struct stream_fs *fs, const char *dir, const struct stream_writer_options *options,
+			  struct stream_writer **writer, struct stream_recovery *recovery)
+{
 	struct stream_writer *w = xcalloc(1, sizeof *w);
+	w->fs = fs;
 	struct stream_recovery rec_local;
 	struct stream_recovery *rec = recovery ? recovery : &rec_local;
 	memset(rec, 0, sizeof *rec);
@@ -372,28 +373,29 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 	char *meta_path = xasprintf("%s/meta", dir);
 	/* the identity first, the segments after it: a reader that finds
 	 * segments/ finds meta too */
-	if (fs_mkdir_p(dir) < 0)
+	if (sfs_mkdir_p(fs, dir) < 0)
 		goto out;
 	rc = acquire_lock(w);
 	if (rc != STREAM_OK)
 		goto out;
 	rc = STREAM_EIO;
-	if (access(meta_path, F_OK) < 0) {
+	struct stream_fs_stat meta_st;
+	if (fs->stat(fs, meta_path, &meta_st) < 0) {
 		/* a new stream: a new identity nobody can mistake for another */
-		char *stream_id = stream_id_generate();
+		char *stream_id = stream_id_generate_fs(fs);
 		struct stream_meta meta = { .format_version = STREAM_FORMAT_VERSION,
 					    .source_id = (char *)options->source_id,
 					    .flow = (char *)options->flow,
 					    .stream_id = stream_id };
-		int wrc = stream_id ? stream_meta_write(dir, &meta) : -1;
+		int wrc = stream_id ? stream_meta_write_fs(fs, dir, &meta) : -1;
 		free(stream_id);
 		if (wrc < 0)
 			goto out;
-		if (fs_fsync_dir(dir) < 0)
+		if (sfs_fsync_dir(fs, dir) < 0)
 			goto out;
 	} else {
 		struct stream_meta meta;
-		if (stream_meta_read(dir, &meta) < 0) {
+		if (stream_meta_read_fs(fs, dir, &meta) < 0) {
 			rc = STREAM_EINVAL;
 			goto out;
 		}
@@ -403,8 +405,8 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 		int wrc = 0;
 		if (!mismatch && !meta.stream_id) {
 			/* made before streams had ids: give it one now */
-			meta.stream_id = stream_id_generate();
-			wrc = meta.stream_id ? stream_meta_write(dir, &meta) : -1;
+			meta.stream_id = stream_id_generate_fs(fs);
+			wrc = meta.stream_id ? stream_meta_write_fs(fs, dir, &meta) : -1;
 			if (wrc == 0)
 				log_info("stream \"%s\" given the stream id %s", dir, meta.stream_id);
 		}
@@ -418,8 +420,12 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 	}
 	/* fs_mkdir_p makes a directory it creates durable; fsync the stream
 	 * directory again anyway: a writer killed between a mkdir and that
-	 * fsync left an entry nobody made durable */
-	if (fs_mkdir_p(w->segments_dir) < 0 || fs_mkdir_p(groups_dir) < 0 || fs_fsync_dir(dir) < 0)
+	 * fsync left an entry nobody made durable.  The same for segments/:
+	 * a writer that died (or failed) between creating a segment and
+	 * fsyncing segments/ left a segment whose entry a power loss can
+	 * still take away, with every frame this writer acknowledges in it */
+	if (sfs_mkdir_p(fs, w->segments_dir) < 0 || sfs_mkdir_p(fs, groups_dir) < 0 || sfs_fsync_dir(fs, dir) < 0 ||
+	    sfs_fsync_dir(fs, w->segments_dir) < 0)
 		goto out;
 	rc = recover(w, rec);
 	if (rc != STREAM_OK)
@@ -462,7 +468,7 @@ int stream_writer_append(struct stream_writer *w, int type, uint16_t flags, cons
 	uint8_t *dst = w->batch + w->batch_len;
 	if (length)
 		memcpy(dst + FRAME_HEADER_SIZE, payload, length);
-	frame_encode_header(dst, type, flags, frame_offset, now_us(), dst + FRAME_HEADER_SIZE, (uint32_t)length);
+	frame_encode_header(dst, type, flags, frame_offset, w->fs->now_us(w->fs), dst + FRAME_HEADER_SIZE, (uint32_t)length);
 	w->batch_len += size;
 	w->batch_sizes[w->batch_frames++] = (uint32_t)size;
 	if (offset)
@@ -473,7 +479,7 @@ int stream_writer_append(struct stream_writer *w, int type, uint16_t flags, cons
 /* Seal the active segment: its index durable, then a new segment. */
 static int roll_segment(struct stream_writer *w, uint64_t min_bytes)
 {
-	if (fs_fdatasync(w->idx_fd, w->idx_path) < 0)
+	if (sfs_fdatasync(w->fs, w->idx_fd, w->idx_path) < 0)
 		return STREAM_EIO;
 	close_segment_fds(w);
 	return create_segment(w, min_bytes);
@@ -486,16 +492,16 @@ static int write_frames(struct stream_writer *w, size_t first, size_t count, siz
 	const uint8_t *src = w->batch + batch_at;
 	if (fault_armed(w->fault_mid_frame)) {
 		size_t half = w->batch_sizes[first] / 2;
-		if (fs_pwrite_all(w->log_fd, src, half, (off_t)w->write_pos, w->log_path) < 0)
+		if (sfs_pwrite_all(w->fs, w->log_fd, src, half, (off_t)w->write_pos, w->log_path) < 0)
 			return STREAM_EIO;
 		fault_point(w->fault_mid_frame);
-		if (fs_pwrite_all(w->log_fd, src + half, bytes - half, (off_t)(w->write_pos + half), w->log_path) < 0)
+		if (sfs_pwrite_all(w->fs, w->log_fd, src + half, bytes - half, (off_t)(w->write_pos + half), w->log_path) < 0)
 			return errno == ENOSPC ? STREAM_ENOSPC : STREAM_EIO;
-	} else if (fs_pwrite_all(w->log_fd, src, bytes, (off_t)w->write_pos, w->log_path) < 0) {
+	} else if (sfs_pwrite_all(w->fs, w->log_fd, src, bytes, (off_t)w->write_pos, w->log_path) < 0) {
 		return errno == ENOSPC ? STREAM_ENOSPC : STREAM_EIO;
 	}
 	fault_point(w->fault_after_write);
-	if (fs_fdatasync(w->log_fd, w->log_path) < 0)
+	if (sfs_fdatasync(w->fs, w->log_fd, w->log_path) < 0)
 		return STREAM_EIO;
 	fault_point(w->fault_after_sync);
 	uint8_t stack_entries[64 * INDEX_ENTRY_SIZE];
@@ -505,7 +511,7 @@ static int write_frames(struct stream_writer *w, size_t first, size_t count, siz
 		index_encode_entry(entries + i * INDEX_ENTRY_SIZE, pos, w->batch_sizes[first + i]);
 		pos += w->batch_sizes[first + i];
 	}
-	int rc = fs_pwrite_all(w->idx_fd, entries, count * INDEX_ENTRY_SIZE,
+	int rc = sfs_pwrite_all(w->fs, w->idx_fd, entries, count * INDEX_ENTRY_SIZE,
 			       (off_t)(INDEX_HEADER_SIZE + w->frames * INDEX_ENTRY_SIZE), w->idx_path) < 0
 			 ? STREAM_EIO
 			 : STREAM_OK;
@@ -529,17 +535,15 @@ static void discard_unacknowledged(struct stream_writer *w)
 {
 	if (w->log_fd < 0)
 		return;
-	struct stat st;
-	if (fstat(w->log_fd, &st) < 0)
+	uint64_t size;
+	if (w->fs->fsize(w->fs, w->log_fd, &size) < 0)
 		return;
-	int err;
-	if (ftruncate(w->log_fd, (off_t)w->write_pos) < 0)
+	if (w->fs->ftruncate(w->fs, w->log_fd, (off_t)w->write_pos) < 0)
 		log_error("cannot cut unacknowledged bytes after byte %llu of \"%s\": %m",
 			  (unsigned long long)w->write_pos, w->log_path);
-	else if ((err = posix_fallocate(w->log_fd, 0,
-					 st.st_size > (off_t)w->write_pos ? st.st_size : (off_t)w->write_pos)) != 0)
-		log_error("cannot preallocate \"%s\" again after cutting unacknowledged bytes after byte %llu: %s",
-			  w->log_path, (unsigned long long)w->write_pos, strerror(err));
+	else if (w->fs->fallocate(w->fs, w->log_fd, 0, size > w->write_pos ? (off_t)size : (off_t)w->write_pos) < 0)
+		log_error("cannot preallocate \"%s\" again after cutting unacknowledged bytes after byte %llu: %m",
+			  w->log_path, (unsigned long long)w->write_pos);
 	else
 		log_warn("stream segment \"%s\": unacknowledged bytes after byte %llu discarded", w->log_path,
 			 (unsigned long long)w->write_pos);
@@ -592,7 +596,7 @@ int stream_writer_sync(struct stream_writer *w)
 	}
 	if (++w->batches_since_index_sync >= STREAM_INDEX_SYNC_INTERVAL) {
 		w->batches_since_index_sync = 0;
-		if (fs_fdatasync(w->idx_fd, w->idx_path) < 0) {
+		if (sfs_fdatasync(w->fs, w->idx_fd, w->idx_path) < 0) {
 			w->poisoned = true;
 			return STREAM_EIO;
 		}
@@ -617,10 +621,10 @@ void stream_writer_close(struct stream_writer *w)
 	if (w->batch_frames)
 		log_warn("stream \"%s\": %zu queued frames dropped unacknowledged at close", w->dir, w->batch_frames);
 	if (w->idx_fd >= 0 && !w->poisoned)
-		(void)fs_fdatasync(w->idx_fd, w->idx_path);
+		(void)sfs_fdatasync(w->fs, w->idx_fd, w->idx_path);
 	close_segment_fds(w);
 	if (w->lock_fd >= 0)
-		close(w->lock_fd); /* releases the flock */
+		w->fs->close(w->fs, w->lock_fd); /* releases the flock */
 	free(w->dir);
 	free(w->segments_dir);
 	free(w->batch);

@@ -38,6 +38,8 @@ int fs_pwrite_all(int fd, const void *buf, size_t len, off_t pos, const char *pa
 int fs_free_bytes(const char *path, uint64_t *free_bytes);
 /* fdatasync, with the TRELLARA_TEST_FSYNC_FAIL test hook honoured. */
 int fs_fdatasync(int fd, const char *path);
+/* The same without the log line (errno set): stream_fs_posix uses it. */
+int fs_fdatasync_nolog(int fd);
 /* How many fs_fdatasync calls this process made (for the test hook). */
 unsigned long fs_fdatasync_calls(void);
 

@@ -62,6 +62,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Every function below works on the POSIX file system; the _fs variants
+ * take another one (stream_fs.h: the simulated one in tests). */
+struct stream_fs;
+
 #define FRAME_MAGIC 0x54524C46U /* "TRLF" */
 #define FRAME_VERSION 1
 #define FRAME_HEADER_SIZE 32
@@ -150,6 +154,9 @@ void stream_meta_free(struct stream_meta *meta);
 /* A new random stream id (32 hex digits), newly allocated; NULL (logged)
  * when the system has no random bytes to give. */
 char *stream_id_generate(void);
+int stream_meta_read_fs(struct stream_fs *fs, const char *dir, struct stream_meta *meta);
+int stream_meta_write_fs(struct stream_fs *fs, const char *dir, const struct stream_meta *meta);
+char *stream_id_generate_fs(struct stream_fs *fs);
 
 /* ---- writer ---- */
 
@@ -174,6 +181,8 @@ struct stream_writer;
 
 int stream_writer_open(const char *dir, const struct stream_writer_options *options,
 		       struct stream_writer **writer, struct stream_recovery *recovery);
+int stream_writer_open_fs(struct stream_fs *fs, const char *dir, const struct stream_writer_options *options,
+			  struct stream_writer **writer, struct stream_recovery *recovery);
 /* Queue one frame; *offset is the offset it will have.  Not durable. */
 int stream_writer_append(struct stream_writer *writer, int type, uint16_t flags,
 			 const void *payload, size_t length, uint64_t *offset);
@@ -201,13 +210,15 @@ struct stream_frame {
 struct stream_reader;
 
 int stream_reader_open(const char *dir, struct stream_reader **reader);
+int stream_reader_open_fs(struct stream_fs *fs, const char *dir, struct stream_reader **reader);
 /* Position at offset (the next stream_reader_next returns it).  An offset
  * below the first retained one is STREAM_ERANGE. */
 int stream_reader_seek(struct stream_reader *reader, uint64_t offset);
 /* STREAM_OK with the frame, STREAM_END, or an error (logged). */
 int stream_reader_next(struct stream_reader *reader, struct stream_frame *frame);
 /* Wait up to timeout_ms for the stream to change (inotify; polls when
- * inotify is unavailable).  Returns STREAM_OK either way. */
+ * inotify is unavailable; returns at once on a non-POSIX stream_fs).
+ * Returns STREAM_OK either way. */
 int stream_reader_wait(struct stream_reader *reader, int timeout_ms);
 uint64_t stream_reader_position(const struct stream_reader *reader);
 void stream_reader_close(struct stream_reader *reader);
@@ -219,6 +230,9 @@ bool stream_group_name_valid(const char *name);
 int stream_group_get(const char *dir, const char *group, uint64_t *position, bool *exists);
 /* Durable atomic replace (tmp, fsync, rename, fsync dir). */
 int stream_group_set(const char *dir, const char *group, uint64_t position);
+int stream_group_get_fs(struct stream_fs *fs, const char *dir, const char *group, uint64_t *position,
+			bool *exists);
+int stream_group_set_fs(struct stream_fs *fs, const char *dir, const char *group, uint64_t position);
 
 /* ---- inspection (never modifies) ---- */
 
@@ -265,6 +279,8 @@ struct stream_report {
 
 int stream_inspect(const char *dir, const char *const *protected_groups, size_t n_protected,
 		   struct stream_report *report);
+int stream_inspect_fs(struct stream_fs *fs, const char *dir, const char *const *protected_groups,
+		      size_t n_protected, struct stream_report *report);
 void stream_report_free(struct stream_report *report);
 
 /* ---- retention ---- */
@@ -285,6 +301,9 @@ struct retention_plan {
 int stream_retention_plan(const char *dir, const char *const *protected_groups,
 			  size_t n_protected, bool allow_unprotected, struct retention_plan *plan);
 int stream_retention_apply(const char *dir, const struct retention_plan *plan);
+int stream_retention_plan_fs(struct stream_fs *fs, const char *dir, const char *const *protected_groups,
+			     size_t n_protected, bool allow_unprotected, struct retention_plan *plan);
+int stream_retention_apply_fs(struct stream_fs *fs, const char *dir, const struct retention_plan *plan);
 void retention_plan_free(struct retention_plan *plan);
 
 #endif
