@@ -1,5 +1,4 @@
 #include "trellara/fsutil.h"
-#include "trellara/stream_fs.h"
 
 #include "trellara/defaults.h"
 #include "trellara/log.h"
@@ -28,12 +27,53 @@ static char *parent_of(const char *path)
 
 int fs_mkdir_p(const char *path)
 {
-	return sfs_mkdir_p(stream_fs_posix(), path);
+	char *copy = xstrdup(path);
+	int rc = -1;
+	for (char *p = copy + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char saved = *p;
+			*p = '\0';
+			if (mkdir(copy, 0700) == 0) {
+				/* the new entry is durable only once its parent is fsynced */
+				char *parent = parent_of(copy);
+				int frc = fs_fsync_dir(parent);
+				free(parent);
+				if (frc < 0)
+					goto out;
+			} else if (errno != EEXIST) {
+				log_error("cannot create directory \"%s\": %m", copy);
+				goto out;
+			}
+			*p = saved;
+			if (saved == '\0')
+				break;
+		}
+	}
+	struct stat st;
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_error("\"%s\" is not a directory", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(copy);
+	return rc;
 }
 
 int fs_fsync_dir(const char *path)
 {
-	return sfs_fsync_dir(stream_fs_posix(), path);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		log_error("cannot open directory \"%s\": %m", path);
+		return -1;
+	}
+	int rc = 0;
+	if (fsync(fd) < 0) {
+		log_error("cannot fsync directory \"%s\": %m", path);
+		rc = -1;
+	}
+	close(fd);
+	return rc;
 }
 
 int fs_pwrite_all(int fd, const void *buf, size_t len, off_t pos, const char *path)
@@ -91,7 +131,37 @@ int fs_write_durable(const char *path, const void *data, size_t len)
 
 int fs_open_temp(const char *path, char **tmp_path)
 {
-	return sfs_open_temp(stream_fs_posix(), path, tmp_path);
+	char *parent = parent_of(path);
+	char *copy = xstrdup(path);
+	const char *base = basename(copy);
+	int fd = -1;
+	*tmp_path = NULL;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		uint64_t r;
+		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+			log_error("cannot get random bytes for a temporary file name next to \"%s\": %m", path);
+			break;
+		}
+		char *tmp = xasprintf("%s/.%s.%016llx.tmp", parent, base, (unsigned long long)r);
+		/* O_EXCL|O_NOFOLLOW: never through a planted link, never an
+		 * existing file */
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			*tmp_path = tmp;
+			break;
+		}
+		if (errno != EEXIST) {
+			log_error("cannot create \"%s\": %m", tmp);
+			free(tmp);
+			break;
+		}
+		free(tmp);
+	}
+	if (fd < 0 && !*tmp_path && errno == EEXIST)
+		log_error("cannot create a temporary file next to \"%s\": every name tried exists", path);
+	free(copy);
+	free(parent);
+	return fd;
 }
 
 int fs_write_atomic(const char *path, const void *data, size_t len, bool durable)

@@ -282,7 +282,7 @@ out:
 	return rc;
 }
 
-int sfs_open_temp(struct stream_fs *fs, const char *path, char **tmp_path)
+static int sfs_open_temp(struct stream_fs *fs, const char *path, char **tmp_path)
 {
 	char *parent = parent_of(path);
 	char *copy = xstrdup(path);

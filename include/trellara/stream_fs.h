@@ -84,10 +84,6 @@ int sfs_pwrite_all(struct stream_fs *fs, int fd, const void *buf, size_t len, of
 int sfs_fdatasync(struct stream_fs *fs, int fd, const char *path);
 int sfs_fsync_dir(struct stream_fs *fs, const char *path);
 int sfs_mkdir_p(struct stream_fs *fs, const char *path);
-/* A new temporary file next to path: ".<name>.<16 random hex>.tmp",
- * O_EXCL|O_NOFOLLOW, mode 0600; its name in *tmp_path (owned by the
- * caller).  Returns the descriptor, or -1 (logged). */
-int sfs_open_temp(struct stream_fs *fs, const char *path, char **tmp_path);
 int sfs_write_durable(struct stream_fs *fs, const char *path, const void *data, size_t len);
 /* Returns -1 with errno set and logs nothing: the caller decides whether
  * absence is an error. */
