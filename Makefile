@@ -24,9 +24,21 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS := -lpq -lyaml -lz -lpthread
 
-COMMON_SRC := $(sort $(wildcard common/*.c))
+# The sub-libraries (DESIGN §2), in the order data flows and the order they
+# link (each may use only those after it):
+#   pg      libpq: connections, the checkpoint schema, snapshot runs
+#   apply   applyd's decisions, planner, engine (no libpq)
+#   cdc     pgoutput decoder, assembler, envelope, capture's policy (no libpq)
+#   stream  the durable stream and its file systems (no libpq)
+#   base    config, log, LSNs, checksums, fault points, files
+SUBLIBS := pg apply cdc stream base
+COMMON_SRC := $(sort $(wildcard common/*/*.c))
 COMMON_OBJ := $(COMMON_SRC:%.c=build/obj/%.o)
 COMMON_SAN_OBJ := $(COMMON_SRC:%.c=build/san/%.o)
+SUBLIB_A := $(SUBLIBS:%=build/lib/libtrellara-%.a)
+SUBLIB_SAN_A := $(SUBLIBS:%=build/lib/libtrellara-%-san.a)
+# the libraries that link without libpq, libyaml or zlib
+NOLIBPQ_A := $(filter-out build/lib/libtrellara-pg.a,$(SUBLIB_A))
 
 PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
 PROGRAM_BINS := $(PROGRAMS:%=bin/%)
@@ -54,13 +66,15 @@ MAN7 := $(wildcard man/man7/*.7)
 
 all: $(PROGRAM_BINS)
 
-build/libtrellara.a: $(COMMON_OBJ)
-	@mkdir -p $(@D)
-	$(Q)rm -f $@ && $(AR) rcs $@ $^
-
-build/libtrellara-san.a: $(COMMON_SAN_OBJ)
-	@mkdir -p $(@D)
-	$(Q)rm -f $@ && $(AR) rcs $@ $^
+define SUBLIB_RULE
+build/lib/libtrellara-$(1).a: $(patsubst %.c,build/obj/%.o,$(sort $(wildcard common/$(1)/*.c)))
+	@mkdir -p $$(@D)
+	$$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+build/lib/libtrellara-$(1)-san.a: $(patsubst %.c,build/san/%.o,$(sort $(wildcard common/$(1)/*.c)))
+	@mkdir -p $$(@D)
+	$$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+endef
+$(foreach l,$(SUBLIBS),$(eval $(call SUBLIB_RULE,$(l))))
 
 build/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -74,52 +88,32 @@ build/san/%.o: %.c
 
 # A program: its own folder's objects plus libtrellara.
 define PROGRAM_RULE
-bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) build/libtrellara.a
+bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(SUBLIB_A)
 	@mkdir -p bin
 	$$(if $$(Q),@echo "  LINK    $$@")
 	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULE,$(p))))
 
-build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) build/libtrellara.a
+build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SUBLIB_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-# The decision cores link without libpq (DESIGN §2): these links name their
-# objects one by one and no library, so a call into libpq (or into anything
-# that needs it) fails the build.
-NOLIBPQ_BINS := build/tests/ack_policy_nolibpq build/tests/apply_core_nolibpq build/tests/apply_chunks_nolibpq \
-	build/tests/stream_sim_nolibpq
-
-# The stream library and its simulated file system: no libpq, no libyaml, no zlib.
-STREAM_NOLIBPQ_OBJ := $(patsubst %.c,build/obj/%.o,$(sort $(wildcard common/stream_*.c)) \
-	common/checksum.c common/log.c common/xalloc.c common/fault.c common/fsutil.c)
-build/tests/stream_sim_nolibpq: build/obj/tests/unit/test_stream_sim.o $(STREAM_NOLIBPQ_OBJ)
+# The decision cores and the stream link without libpq (DESIGN §2): these
+# links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
+# call into libpq (or into anything that needs it) fails the build.
+NOLIBPQ_TESTS := ack_policy apply_core apply_chunks stream_sim
+NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
+build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(NOLIBPQ_A)
 	@mkdir -p $(@D)
-	$(if $(Q),@echo "  LINK    $@ (no libpq)")
+	$(if $(Q),@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
 
-build/tests/ack_policy_nolibpq: build/obj/tests/unit/test_ack_policy.o build/obj/common/ack_policy.o
-	@mkdir -p $(@D)
-	$(if $(Q),@echo "  LINK    $@ (no libpq)")
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
-
-build/tests/apply_core_nolibpq: build/obj/tests/unit/test_apply_core.o build/obj/common/apply_core.o
-	@mkdir -p $(@D)
-	$(if $(Q),@echo "  LINK    $@ (no libpq)")
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
-
-build/tests/apply_chunks_nolibpq: build/obj/tests/unit/test_apply_chunks.o build/obj/common/apply_chunks.o \
-		build/obj/common/apply_core.o build/obj/common/xalloc.o
-	@mkdir -p $(@D)
-	$(if $(Q),@echo "  LINK    $@ (no libpq)")
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
-
-build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) build/libtrellara-san.a
+build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) $(SUBLIB_SAN_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 
-build/bench/%: build/obj/bench/%.o build/libtrellara.a
+build/bench/%: build/obj/bench/%.o $(SUBLIB_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -8,7 +8,7 @@
  * what was merely received.  Fault point capture.after_append_before_ack
  * sits between that sync and the status update.  The rules (what may be
  * reported, when a watermark or a sync is due, what a restart skips) are
- * common/ack_policy.c (ack_policy.h); this file does the I/O they ask for.
+ * common/cdc/ack_policy.c (ack_policy.h); this file does the I/O they ask for.
  */
 #ifndef TRELLARA_CAPTURE_H
 #define TRELLARA_CAPTURE_H

@@ -40,7 +40,7 @@ run() {
 fuzz_pgoutput() {
 	mkdir -p "$out/corpus" "$out/seeds"
 	${CLANG:-clang} "${CFLAGS[@]}" "${SANITIZE[@]}" \
-		tests/fuzz/fuzz_pgoutput.c common/pgoutput.c common/xalloc.c \
+		tests/fuzz/fuzz_pgoutput.c common/cdc/pgoutput.c common/base/xalloc.c \
 		-o "$out/fuzz_pgoutput"
 
 	# Seeds: one per fixture, in the target's input format (flags byte, then
@@ -68,7 +68,7 @@ fuzz_pgoutput() {
 fuzz_envelope() {
 	local corpus=$out/envelope-corpus seeds=$out/envelope-seeds
 	mkdir -p "$corpus" "$seeds"
-	local sources=(tests/fuzz/fuzz_envelope.c common/envelope.c common/textcodec.c common/lsn.c common/xalloc.c)
+	local sources=(tests/fuzz/fuzz_envelope.c common/cdc/envelope.c common/base/textcodec.c common/base/lsn.c common/base/xalloc.c)
 	${CLANG:-clang} "${CFLAGS[@]}" "${SANITIZE[@]}" "${sources[@]}" -o "$out/fuzz_envelope"
 	# Seeds: an envelope with every change kind (as txn and as chunk), one
 	# without origin, an empty one, a manifest, a commit marker, a

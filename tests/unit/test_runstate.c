@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Written out literally, independent of common/runstate.c. */
+/* Written out literally, independent of common/base/runstate.c. */
 static const char *const names[RUN_STATE_COUNT] = {
 	"planned",       "slot_created",         "snapshot_exported", "copying_table",     "copy_complete",
 	"stream_handoff_ready", "streaming",     "verified",          "failed_recoverable",

@@ -2,7 +2,7 @@
  * Stream library unit tests: frame codec, corruption detection, index
  * rebuild, group commit and fsync failure, recovery, retention, groups.
  */
-#include "../../common/stream_internal.h"
+#include "../../common/stream/stream_internal.h"
 #include "trellara/defaults.h"
 #include "trellara/fsutil.h"
 #include "trellara/stream.h"
