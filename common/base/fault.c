@@ -13,6 +13,16 @@
 /* Test hook state: the hit counter of the armed point.  Not program
  * state; nothing reads it but fault_point(). */
 static unsigned long fault_hits;
+/* The simulator's hook (fault.h), or none. */
+static struct fault_hook fault_hook_current;
+
+void fault_set_hook(const struct fault_hook *hook)
+{
+	if (hook)
+		fault_hook_current = *hook;
+	else
+		fault_hook_current = (struct fault_hook){ 0 };
+}
 
 static bool fault_spec(const char *name, unsigned long *nth)
 {
@@ -34,12 +44,18 @@ static bool fault_spec(const char *name, unsigned long *nth)
 
 bool fault_armed(const char *name)
 {
+	if (fault_hook_current.point)
+		return fault_hook_current.armed && fault_hook_current.armed(fault_hook_current.ctx, name);
 	unsigned long nth;
 	return fault_spec(name, &nth);
 }
 
 void fault_point(const char *name)
 {
+	if (fault_hook_current.point) {
+		fault_hook_current.point(fault_hook_current.ctx, name);
+		return;
+	}
 	unsigned long nth;
 	if (!fault_spec(name, &nth))
 		return;
@@ -58,6 +74,8 @@ void fault_point(const char *name)
 
 void fault_pause(const char *name)
 {
+	if (fault_hook_current.point)
+		return;
 	const char *point = getenv(ENV_PAUSE), *dir = getenv(ENV_PAUSE_DIR);
 	if (!point || !dir || strcmp(point, name) != 0)
 		return;

@@ -22,4 +22,21 @@ bool fault_armed(const char *name);
  * exists (a test does something in between, e.g. DDL during a copy). */
 void fault_pause(const char *name);
 
+/* ---- the simulator's hook ----
+ *
+ * With a hook set, fault_point and fault_armed ask it instead of the
+ * environment and fault_pause does nothing: the simulator decides which
+ * hit of which point "kills" the component that reaches it (its file
+ * system and target connection then fail every call, so the component
+ * unwinds through its ordinary error paths and the simulator discards
+ * it).  point(): the point was reached (it returns; the component goes
+ * on into failing I/O).  armed(): whether point may be reached in this
+ * run (fault_armed's answer).  NULL removes the hook. */
+struct fault_hook {
+	void (*point)(void *ctx, const char *name);
+	bool (*armed)(void *ctx, const char *name);
+	void *ctx;
+};
+void fault_set_hook(const struct fault_hook *hook);
+
 #endif
