@@ -10,6 +10,8 @@
 #ifndef TRELLARA_APPLYD_EXECUTOR_H
 #define TRELLARA_APPLYD_EXECUTOR_H
 
+#include "trellara/apply_engine.h"
+
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,13 +19,6 @@
 
 #define EXECUTOR_SYNC_EVERY 1000
 
-struct executor_error {
-	bool failed;
-	bool connection_lost;
-	char sqlstate[6];
-	char message[1024];
-	uint64_t tag; /* of the failing command */
-};
 
 struct executor_cmd;
 struct prepared_entry;
@@ -35,7 +30,7 @@ struct executor {
 	unsigned next_id;
 	struct executor_cmd *queue;    /* owned: commands awaiting results */
 	size_t queue_len, queue_cap;
-	struct executor_error error;
+	struct apply_target_error error; /* the first (tag: of the failing command) */
 };
 
 int executor_init(struct executor *e, PGconn *conn);

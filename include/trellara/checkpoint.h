@@ -10,6 +10,8 @@
 #ifndef TRELLARA_CHECKPOINT_H
 #define TRELLARA_CHECKPOINT_H
 
+#include "trellara/apply_state.h"
+
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,29 +20,9 @@
 
 /* The SQLSTATEs its expect_one() raises: apply_core.h. */
 
-struct flow_ids {
-	const char *source_id;
-	const char *dataset_id;
-	const char *group; /* consumer group */
-};
-
 /* Create or upgrade the schema (idempotent; concurrent callers serialise
  * on an advisory lock). */
 int checkpoint_migrate(PGconn *conn, const char *schema);
-
-struct apply_checkpoint {
-	uint64_t last_commit_lsn;
-	uint32_t last_xid;
-	uint64_t stream_offset;       /* next offset after the last applied transaction */
-	uint64_t applied_through_lsn; /* last commit or watermark the applier passed */
-	uint64_t applied_transactions, applied_changes, skipped_duplicates;
-	/* the stream the checkpoint's offsets belong to (empty: not bound yet,
-	 * a checkpoint written before version 2) */
-	char stream_id[64];
-	char slot_name[128];
-	char system_identifier[32];
-	uint32_t timeline;
-};
 
 /* Reads (creating a zero row if absent) the checkpoint of ids. */
 int checkpoint_load(PGconn *conn, const char *schema, const struct flow_ids *ids, struct apply_checkpoint *cp);
@@ -57,17 +39,6 @@ int checkpoint_bind_stream(PGconn *conn, const char *schema, const struct flow_i
  * schema already knows source_id as another system or database. */
 int checkpoint_check_source_identity(PGconn *conn, const char *schema, const char *source_id,
 				     const char *system_identifier, const char *database);
-
-struct quarantine_entry {
-	int64_t id;
-	uint32_t xid;
-	uint64_t commit_lsn;
-	uint64_t stream_offset;
-	char reason[64];
-	char detail[1024];
-	char state[24];
-	char created_at[40];
-};
 
 /* Quarantined (or replay_ready) entries of the flow, oldest first;
  * *entries is newly allocated. */

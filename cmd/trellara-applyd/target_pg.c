@@ -1,0 +1,309 @@
+/*
+ * target_pg.c - the apply engine's target over libpq (target_pg.h).
+ */
+#include "target_pg.h"
+
+#include "trellara/checkpoint.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- tables: keys and watermarks ---- */
+
+/* The partitions, at every level, of the partitioned flow table t. */
+static int table_partitions_load(struct target_pg *a, struct apply_tables *tables, const struct apply_table *t,
+				 const char *qualified)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = executor_query(&a->ex,
+				       "SELECT n.nspname || '.' || c.relname FROM pg_partition_tree(to_regclass($1)) pt"
+				       " JOIN pg_class c ON c.oid = pt.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
+				       " WHERE pt.relid <> to_regclass($1)",
+				       1, p);
+	if (!res)
+		return -1;
+	struct apply_tables *ts = tables;
+	for (int r = 0; r < PQntuples(res); r++) {
+		ts->partitions = xrealloc(ts->partitions, (ts->n_partitions + 1) * sizeof *ts->partitions);
+		ts->partition_roots = xrealloc(ts->partition_roots, (ts->n_partitions + 1) * sizeof *ts->partition_roots);
+		ts->partitions[ts->n_partitions] = xstrdup(PQgetvalue(res, r, 0));
+		ts->partition_roots[ts->n_partitions++] = xstrdup(t->name);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* What the planner needs to know of the target table: whether it is
+ * partitioned, and its GENERATED ALWAYS identity columns.  A table that
+ * does not exist yet is neither (its changes fail as missing_table). */
+static int table_target_facts(struct target_pg *a, struct apply_table *t, const char *qualified)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = executor_query(&a->ex,
+				       "SELECT c.relkind = 'p', a.attname FROM pg_class c LEFT JOIN pg_attribute a"
+				       " ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attidentity = 'a'"
+				       " WHERE c.oid = to_regclass($1) ORDER BY a.attnum",
+				       1, p);
+	if (!res)
+		return -1;
+	for (int r = 0; r < PQntuples(res); r++) {
+		t->partitioned = strcmp(PQgetvalue(res, r, 0), "t") == 0;
+		if (PQgetisnull(res, r, 1))
+			continue;
+		t->identity_always = xrealloc(t->identity_always, (size_t)(t->n_identity_always + 1) * sizeof *t->identity_always);
+		t->identity_always[t->n_identity_always++] = xstrdup(PQgetvalue(res, r, 1));
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* The configured tables, each with the key used to match rows under
+ * replica identity full (flow file verify.primary_key, else the target's
+ * primary key), what the target's catalogs say of it (table_target_facts)
+ * and its snapshot watermark. */
+int target_pg_tables_load(struct target_pg *a, struct apply_tables *ts)
+{
+	apply_tables_free(ts);
+	ts->tables = xcalloc(a->cfg->n_tables ? a->cfg->n_tables : 1, sizeof *ts->tables);
+	for (size_t i = 0; i < a->cfg->n_tables; i++) {
+		const struct table_config *tc = &a->cfg->tables[i];
+		struct apply_table *t = &ts->tables[ts->n_tables++];
+		t->name = xasprintf("%s.%s", tc->schema, tc->name);
+		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		free(qs);
+		free(qn);
+		if (table_target_facts(a, t, qualified) < 0 ||
+		    (t->partitioned && table_partitions_load(a, ts, t, qualified) < 0)) {
+			free(qualified);
+			return -1;
+		}
+		if (tc->verify_primary_key) {
+			free(qualified);
+			char *copy = xstrdup(tc->verify_primary_key), *save = NULL;
+			for (char *col = strtok_r(copy, ",", &save); col; col = strtok_r(NULL, ",", &save)) {
+				while (*col == ' ')
+					col++;
+				t->pk = xrealloc(t->pk, (size_t)(t->n_pk + 1) * sizeof *t->pk);
+				t->pk[t->n_pk++] = xstrdup(col);
+			}
+			free(copy);
+			continue;
+		}
+		const char *p[1] = { qualified };
+		PGresult *res = executor_query(&a->ex,
+					       "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+					       " AND a.attnum = ANY (i.indkey) WHERE i.indrelid = to_regclass($1) AND i.indisprimary"
+					       " ORDER BY array_position(i.indkey, a.attnum)",
+					       1, p);
+		free(qualified);
+		if (!res)
+			return -1;
+		for (int r = 0; r < PQntuples(res); r++) {
+			t->pk = xrealloc(t->pk, (size_t)(t->n_pk + 1) * sizeof *t->pk);
+			t->pk[t->n_pk++] = xstrdup(PQgetvalue(res, r, 0));
+		}
+		PQclear(res);
+	}
+	char **rels;
+	uint64_t *lsns;
+	int n;
+	if (a->ex_ready) {
+		/* the watermark query runs outside the pipeline */
+		if (PQexitPipelineMode(a->conn) != 1)
+			return -1;
+	}
+	int rc = checkpoint_table_watermarks(a->conn, a->cfg->checkpoint_schema, &a->ids, &rels, &lsns, &n);
+	if (a->ex_ready && PQenterPipelineMode(a->conn) != 1)
+		return -1;
+	if (rc < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		for (size_t k = 0; k < ts->n_tables; k++)
+			if (strcmp(ts->tables[k].name, rels[i]) == 0)
+				ts->tables[k].watermark_lsn = lsns[i];
+		free(rels[i]);
+	}
+	free(rels);
+	free(lsns);
+	return 0;
+}
+
+/* ---- the engine's operations ---- */
+
+static int pg_begin(void *t, uint64_t tag)
+{
+	struct target_pg *p = t;
+	return executor_control(&p->ex, "BEGIN", tag);
+}
+
+static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *c,
+		     const struct plan_stmt *stmt, uint64_t tag)
+{
+	(void)rels;
+	(void)n_rels;
+	(void)c;
+	struct target_pg *p = t;
+	return executor_exec(&p->ex, (const char *)stmt->sql.data, (int)stmt->n_params, stmt->values, tag,
+			     stmt->expect_one, stmt->what.len ? (const char *)stmt->what.data : NULL);
+}
+
+static int pg_write_checkpoint(void *t, const struct apply_checkpoint *cp, uint64_t tag)
+{
+	struct target_pg *p = t;
+	char commit_lsn[LSN_FORMAT_LEN], through[LSN_FORMAT_LEN], xid[16], off[24], txns[24], changes[24], dups[24];
+	lsn_format(cp->last_commit_lsn, commit_lsn);
+	lsn_format(cp->applied_through_lsn, through);
+	snprintf(xid, sizeof xid, "%u", cp->last_xid);
+	snprintf(off, sizeof off, "%" PRIu64, cp->stream_offset);
+	snprintf(txns, sizeof txns, "%" PRIu64, cp->applied_transactions);
+	snprintf(changes, sizeof changes, "%" PRIu64, cp->applied_changes);
+	snprintf(dups, sizeof dups, "%" PRIu64, cp->skipped_duplicates);
+	char *qs = pgconn_quote_ident(p->conn, p->cfg->checkpoint_schema);
+	char *sql = xasprintf("UPDATE %s.apply_checkpoint SET last_commit_lsn = $1, last_xid = $2, stream_offset = $3,"
+			      " applied_through_lsn = $4, applied_transactions = $5, applied_changes = $6,"
+			      " skipped_duplicates = $7, updated_at = now()"
+			      " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10",
+			      qs);
+	const char *v[10] = { commit_lsn, xid, off, through, txns, changes, dups, p->ids.source_id, p->ids.dataset_id,
+			      p->ids.group };
+	int rc = executor_exec(&p->ex, sql, 10, v, tag, true, NULL);
+	free(sql);
+	free(qs);
+	return rc;
+}
+
+/* Marks a replayed quarantined transaction resolved, in the target
+ * transaction that applies it. */
+static int pg_resolve_quarantine(void *t, int64_t qid, uint64_t tag)
+{
+	struct target_pg *p = t;
+	char id[24];
+	snprintf(id, sizeof id, "%" PRId64, qid);
+	char *sql = pgconn_schema_sql(p->conn,
+				      "UPDATE @.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1",
+				      p->cfg->checkpoint_schema);
+	const char *v[1] = { id };
+	int rc = executor_exec(&p->ex, sql, 1, v, tag, true, NULL);
+	free(sql);
+	return rc;
+}
+
+static int pg_sync(void *t)
+{
+	struct target_pg *p = t;
+	return executor_sync(&p->ex);
+}
+
+static int pg_commit(void *t, uint64_t tag)
+{
+	struct target_pg *p = t;
+	if (executor_control(&p->ex, "COMMIT", tag) < 0)
+		return -1;
+	return executor_sync(&p->ex);
+}
+
+static void pg_rollback(void *t)
+{
+	struct target_pg *p = t;
+	executor_control(&p->ex, "ROLLBACK", 0);
+	executor_sync(&p->ex);
+}
+
+static const struct apply_target_error *pg_error(void *t)
+{
+	struct target_pg *p = t;
+	return &p->ex.error;
+}
+
+static void pg_clear_error(void *t)
+{
+	struct target_pg *p = t;
+	memset(&p->ex.error, 0, sizeof p->ex.error);
+}
+
+/* Outside the pipeline: the checkpoint module's synchronous queries. */
+static int leave_pipeline(struct target_pg *p)
+{
+	if (PQpipelineStatus(p->conn) == PQ_PIPELINE_OFF)
+		return 0;
+	return PQexitPipelineMode(p->conn) == 1 ? 0 : -1;
+}
+
+static int enter_pipeline(struct target_pg *p)
+{
+	return PQenterPipelineMode(p->conn) == 1 ? 0 : -1;
+}
+
+static int pg_quarantine_add(void *t, uint32_t xid, uint64_t commit_lsn, uint64_t offset, const char *reason,
+			     const char *detail)
+{
+	struct target_pg *p = t;
+	if (p->ex_ready && leave_pipeline(p) < 0) /* stays out: apply stops */
+		return -1;
+	return checkpoint_quarantine_add(p->conn, p->cfg->checkpoint_schema, &p->ids, xid, commit_lsn, offset, reason,
+					 detail);
+}
+
+static int pg_fence_get(void *t, bool *present, uint64_t *lsn, char *state, size_t state_len)
+{
+	struct target_pg *p = t;
+	if (leave_pipeline(p) < 0)
+		return -1;
+	int rc = checkpoint_fence_get(p->conn, p->cfg->checkpoint_schema, &p->ids, present, lsn, state, state_len);
+	if (enter_pipeline(p) < 0)
+		return -1;
+	return rc;
+}
+
+static int pg_fence_mark_held(void *t, uint64_t applied_through_lsn)
+{
+	struct target_pg *p = t;
+	if (leave_pipeline(p) < 0)
+		return -1;
+	int rc = checkpoint_fence_mark_held(p->conn, p->cfg->checkpoint_schema, &p->ids, applied_through_lsn);
+	if (enter_pipeline(p) < 0)
+		return -1;
+	return rc;
+}
+
+static int pg_reload_tables(void *t, struct apply_tables *tables)
+{
+	return target_pg_tables_load(t, tables);
+}
+
+const struct apply_target_ops target_pg_ops = {
+	.begin = pg_begin,
+	.change = pg_change,
+	.write_checkpoint = pg_write_checkpoint,
+	.resolve_quarantine = pg_resolve_quarantine,
+	.sync = pg_sync,
+	.commit = pg_commit,
+	.rollback = pg_rollback,
+	.error = pg_error,
+	.clear_error = pg_clear_error,
+	.quarantine_add = pg_quarantine_add,
+	.fence_get = pg_fence_get,
+	.fence_mark_held = pg_fence_mark_held,
+	.reload_tables = pg_reload_tables,
+};
+
+int target_pg_open(struct target_pg *t)
+{
+	if (executor_init(&t->ex, t->conn) < 0)
+		return -1;
+	t->ex_ready = true;
+	return 0;
+}
+
+void target_pg_close(struct target_pg *t)
+{
+	if (t->ex_ready)
+		executor_free(&t->ex);
+	t->ex_ready = false;
+}
