@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 /* Set once by main() through log_setup(); modules only read it. */
@@ -15,7 +16,8 @@ static struct {
 	enum log_level level;
 	enum log_format format;
 	int color;
-} log_state = { "trellara", LOG_LEVEL_INFO, LOG_FORMAT_TEXT, 0 };
+	bool quiet;
+} log_state = { "trellara", LOG_LEVEL_INFO, LOG_FORMAT_TEXT, 0, false };
 
 static const char *level_names[] = { "error", "warn", "info", "debug" };
 
@@ -60,9 +62,14 @@ static void json_escape(FILE *out, const char *s)
 	}
 }
 
+void log_set_quiet(bool quiet)
+{
+	log_state.quiet = quiet;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-	if (level > log_state.level)
+	if (level > log_state.level || log_state.quiet)
 		return;
 	char message[4096];
 	va_list ap;

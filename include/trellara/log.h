@@ -9,6 +9,8 @@
 #ifndef TRELLARA_LOG_H
 #define TRELLARA_LOG_H
 
+#include <stdbool.h>
+
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };
 
@@ -17,6 +19,8 @@ enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };
 void log_setup(const char *program, int verbosity);
 void log_set_format(enum log_format format);
 enum log_level log_get_level(void);
+/* The simulator: print nothing (its components' messages are expected). */
+void log_set_quiet(bool quiet);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
