@@ -246,3 +246,166 @@ man_options() {
 	run -0 env PATH="$prefix/bin:$SYSTEM_PATH" trellara stream --version
 	[[ $output == "trellara-stream "* ]]
 }
+
+# ---- docs/DESIGN.md and the README's layout ----
+
+# The design is cited as "DESIGN §N" (also §N.M, "§N step M", a list
+# "DESIGN §N, §M"), in man pages as "DESIGN \(scN", and in prose as
+# "DESIGN section N" or "DESIGN.md (sections N, M, ...)".
+DESIGN_CITE_RE='DESIGN(\.md)?[ (]*(§|\\\(sc|sections? )[0-9]+(\.[0-9]+| step [0-9]+)?((, *(and )?| and )(§|\\\(sc)?[0-9]+(\.[0-9]+)?)*'
+
+# Citation texts on stdin -> the sections they cite, one per line, sorted
+# and unique: "6" for a section, "6.5" for step 5 of section 6.
+design_citations() {
+	grep -oE "$DESIGN_CITE_RE" | sed -E 's/^DESIGN(\.md)?[ (]*//; s/ step /./' |
+		grep -oE '[0-9]+(\.[0-9]+)?' | LC_ALL=C sort -u
+	return 0
+}
+
+# Every citation in the repository's text files (build output left out),
+# as "SECTION<tab>FILE" lines.
+cited_sections() {
+	local line file s
+	grep -rIoE --exclude-dir=.git --exclude-dir=build --exclude-dir=bin --exclude-dir=target \
+		"$DESIGN_CITE_RE" "$REPO" | while IFS= read -r line; do
+		file=${line%%:*}
+		for s in $(design_citations <<<"${line#*:}"); do
+			printf '%s\t%s\n' "$s" "${file#"$REPO"/}"
+		done
+	done
+}
+
+# The section numbers docs/DESIGN.md has as "## N. Title" headings.
+design_sections() {
+	sed -nE 's/^## ([0-9]+)\. .*/\1/p' "$REPO/docs/DESIGN.md"
+}
+
+# design_has_step N M: section N of docs/DESIGN.md has a numbered item "M. ".
+design_has_step() {
+	awk -v n="$1" -v m="$2" '
+		/^## / { inside = ($0 ~ ("^## " n "\\. ")); next }
+		inside && $0 ~ ("^" m "\\. ") { found = 1 }
+		END { exit !found }' "$REPO/docs/DESIGN.md"
+}
+
+# The paths the README's "## Layout" block names, one per line: the first
+# column of each entry (up to two spaces), split at ", "; an entry
+# indented by two spaces is inside the entry above it; lines indented
+# further continue a description.
+layout_paths() {
+	awk '
+		/^## Layout$/ { section = 1; next }
+		section && /^```/ { if (inside) exit; inside = 1; next }
+		inside {
+			if ($0 ~ /^[^ ]/) { line = $0; child = 0 }
+			else if ($0 ~ /^  [^ ]/) { line = substr($0, 3); child = 1 }
+			else next
+			sub(/  .*/, "", line)
+			n = split(line, parts, /, +/)
+			for (i = 1; i <= n; i++) {
+				if (child) print parent parts[i]
+				else { parent = parts[i]; print parts[i] }
+			}
+		}' "$REPO/README.md"
+}
+
+# layout_path_exists GLOB: the repository has GLOB ("<...>" written as
+# "*"); a GLOB ending in "/" must be a directory.
+layout_path_exists() {
+	local glob=$1 want_dir=false m
+	local -a matches
+	if [[ $glob == */ ]]; then
+		want_dir=true
+		glob=${glob%/}
+	fi
+	shopt -s nullglob
+	# shellcheck disable=SC2206 # the glob is meant to expand
+	matches=("$REPO"/$glob)
+	shopt -u nullglob
+	for m in "${matches[@]}"; do
+		if $want_dir; then
+			[ -d "$m" ] && return 0
+		else
+			[ -e "$m" ] && return 0
+		fi
+	done
+	return 1
+}
+
+@test "every DESIGN section cited in code, scripts and man pages is a section of docs/DESIGN.md" {
+	local d=DES citations cited have n s failed=0
+	# the parser itself, on every form in use (built here so that this
+	# file does not cite them)
+	run design_citations <<<"x ${d}IGN §7, §13 y
+${d}IGN §6.5: stream
+(${d}IGN \\(sc4), which
+${d}IGN.md (sections 1, 5, 10)
+${d}IGN §6 step 3
+${d}IGN section 9
+${d}IGN §2 alone; not ${d}IGN notes 4"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n' 1 10 13 2 4 5 6.3 6.5 7 9)" ]
+
+	[ -f "$REPO/docs/DESIGN.md" ]
+	citations=$(cited_sections)
+	cited=$(cut -f1 <<<"$citations" | LC_ALL=C sort -u)
+	have=$(design_sections)
+	# a scan that found (almost) nothing must not pass
+	n=$(grep -c . <<<"$cited")
+	[ "$n" -ge 10 ] || { printf 'only %s cited sections found:\n%s\n' "$n" "$cited" >&2; false; }
+	[ "$(grep -c . <<<"$have")" -ge 10 ]
+	for s in $cited; do
+		if ! grep -qxF "${s%%.*}" <<<"$have"; then
+			echo "DESIGN §$s is cited, but docs/DESIGN.md has no heading \"## ${s%%.*}. ...\"; cited in:" >&2
+			awk -F '\t' -v s="$s" '$1 == s { print "  " $2 }' <<<"$citations" | LC_ALL=C sort -u >&2
+			failed=1
+		elif [[ $s == *.* ]] && ! design_has_step "${s%%.*}" "${s#*.}"; then
+			echo "DESIGN §$s is cited, but section ${s%%.*} of docs/DESIGN.md has no item \"${s#*.}. \"; cited in:" >&2
+			awk -F '\t' -v s="$s" '$1 == s { print "  " $2 }' <<<"$citations" | LC_ALL=C sort -u >&2
+			failed=1
+		fi
+	done
+	[ "$failed" -eq 0 ]
+}
+
+@test "the README and trellara(7) point to docs/DESIGN.md" {
+	[ -f "$REPO/docs/DESIGN.md" ]
+	grep -qF 'docs/DESIGN.md' "$REPO/README.md"
+	grep -qF 'docs/DESIGN.md' "$REPO/man/man7/trellara.7"
+	run grep -nE 'beside (this repository|the source tree)' "$REPO/README.md" "$REPO/man/man7/trellara.7"
+	[ "$status" -eq 1 ]
+}
+
+@test "the README's Layout names only paths that exist, and every top-level directory" {
+	local paths p glob dir ignored n=0 failed=0
+	paths=$(layout_paths)
+	# a parser that found (almost) nothing must not pass; the nested
+	# entries must come out with their parent
+	[ "$(grep -c . <<<"$paths")" -ge 10 ]
+	grep -qxF 'common/stream/' <<<"$paths"
+	grep -qxF 'man/man5' <<<"$paths"
+	while IFS= read -r p; do
+		n=$((n + 1))
+		glob=$(sed -E 's/<[^>]*>/*/g' <<<"$p")
+		layout_path_exists "$glob" || {
+			echo "README Layout names \"$p\", which does not exist" >&2
+			failed=1
+		}
+	done <<<"$paths"
+	# every top-level directory but build output (the .gitignore'd
+	# directories) and .git is named
+	ignored=$(sed -nE 's|^/?([A-Za-z0-9._-]+)/$|\1|p' "$REPO/.gitignore")
+	for dir in "$REPO"/*/ "$REPO"/.[!.]*/; do
+		[ -d "$dir" ] || continue
+		dir=${dir%/}
+		dir=${dir##*/}
+		[ "$dir" != .git ] || continue
+		! grep -qxF "$dir" <<<"$ignored" || continue
+		grep -qE "^$(sed 's/[.]/\\./g' <<<"$dir")(/|$)" <<<"$paths" || {
+			echo "README Layout does not name the top-level directory \"$dir/\"" >&2
+			failed=1
+		}
+	done
+	[ "$n" -ge 10 ]
+	[ "$failed" -eq 0 ]
+}
