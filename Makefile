@@ -28,7 +28,7 @@ LDLIBS := -lpq -lyaml -lz -lpthread
 # link (each may use only those after it):
 #   pg      libpq: connections, the checkpoint schema, snapshot runs
 #   apply   applyd's decisions, planner, engine (no libpq)
-#   cdc     pgoutput decoder, assembler, envelope, capture's policy (no libpq)
+#   cdc     pgoutput decoder, assembler, envelope, capture's core and policy (no libpq)
 #   stream  the durable stream and its file systems (no libpq)
 #   base    config, log, LSNs, checksums, fault points, files
 SUBLIBS := pg apply cdc stream base
