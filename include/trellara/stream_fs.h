@@ -136,7 +136,8 @@ void stream_fs_sim_kill(struct stream_fs *fs);
 void stream_fs_sim_kill_after(struct stream_fs *fs, uint64_t ops);
 bool stream_fs_sim_dead(const struct stream_fs *fs);
 /* Restart after a death (or now): apply the crash to the images, drop
- * every descriptor and lock, and come back alive.  Every choice comes
+ * the handle's descriptors and locks, and come back alive.  A power loss
+ * also kills every other view (stream_fs_sim_view).  Every choice comes
  * from seed. */
 void stream_fs_sim_crash(struct stream_fs *fs, enum sim_crash_mode mode, uint64_t seed);
 
