@@ -28,7 +28,7 @@ LDLIBS := -lpq -lyaml -lz -lpthread
 # link (each may use only those after it):
 #   pg      libpq: connections, the checkpoint schema, snapshot runs
 #   apply   applyd's decisions, planner, engine (no libpq)
-#   cdc     pgoutput decoder, assembler, envelope, capture's policy (no libpq)
+#   cdc     pgoutput decoder, assembler, envelope, capture's core and policy (no libpq)
 #   stream  the durable stream and its file systems (no libpq)
 #   base    config, log, LSNs, checksums, fault points, files
 SUBLIBS := pg apply cdc stream base
@@ -102,7 +102,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SUBLIB_A)
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy apply_core apply_chunks apply_fence stream_sim
+NOLIBPQ_TESTS := ack_policy apply_core apply_chunks apply_fence capture_core stream_sim
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(NOLIBPQ_A)
 	@mkdir -p $(@D)

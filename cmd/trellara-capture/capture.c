@@ -2,24 +2,23 @@
  * capture.c - the replication loop (capture.h).  Follows pg_recvlogical:
  * received and durable positions kept apart, only the durable one
  * reported, resume from the slot, drain after CopyDone, re-check the
- * system identifier on every reconnect.
+ * system identifier on every reconnect.  What happens between the socket
+ * and the stream is capture_core.c (capture_core.h); this file holds the
+ * connection, the checks before streaming, the poll loop and backoff.
  */
 #include "capture.h"
 
-#include "trellara/ack_policy.h"
-#include "trellara/assembler.h"
+#include "trellara/capture_core.h"
 #include "trellara/defaults.h"
-#include "trellara/envelope.h"
-#include "trellara/fault.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
-#include "trellara/pgoutput.h"
 #include "trellara/runs.h"
 #include "trellara/metrics.h"
 #include "trellara/notify.h"
 #include "trellara/checkpoint.h"
 #include "trellara/stream.h"
+#include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
@@ -31,22 +30,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PG_EPOCH_OFFSET_US 946684800000000LL
-
 struct capture {
 	const struct capture_options *o;
 	const struct flow_config *cfg;
 	struct capture_stats *stats;
 	char *flow;                   /* owned */
-	struct stream_writer *writer;
-	struct assembler *assembler;
-	struct pgoutput_session session;
-	struct pgoutput_message msg;
+	struct capture_core *core;    /* owned: the stream side and the ack policy */
 	PGconn *conn;
-	struct ack_policy ack;        /* what may be reported, when a watermark is due */
 	unsigned int rng;             /* backoff jitter */
-	bool storage_failed;
-	unsigned messages_since_check;
 	PGconn *target;               /* the run check (not with --start-now) */
 	char run_id[128];
 	bool run_handoff_ready;       /* move the run to streaming once streaming */
@@ -71,6 +62,21 @@ static int64_t wall_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The run's counters: the core's, and the reconnects counted here. */
+static void sync_stats(struct capture *c)
+{
+	if (!c->core)
+		return;
+	struct capture_core_stats cs = capture_core_stats(c->core);
+	c->stats->transactions = cs.transactions;
+	c->stats->changes = cs.changes;
+	c->stats->frames = cs.frames;
+	c->stats->skipped_duplicates = cs.skipped_duplicates;
+	c->stats->watermarks = cs.watermarks;
+	c->stats->batches = cs.batches;
+	c->stats->durable_lsn = cs.durable_lsn;
+}
+
 /* observability.metrics_dir/capture.prom, at most once a second. */
 static void write_metrics(struct capture *c, bool force)
 {
@@ -80,6 +86,10 @@ static void write_metrics(struct capture *c, bool force)
 	if (!force && now - c->last_metrics_us < 1000000)
 		return;
 	c->last_metrics_us = now;
+	sync_stats(c);
+	struct capture_core_stats cs = { 0 };
+	if (c->core)
+		cs = capture_core_stats(c->core);
 	struct metrics m;
 	metrics_init(&m, c->flow, c->cfg->source_id);
 	const struct capture_stats *st = c->stats;
@@ -90,172 +100,30 @@ static void write_metrics(struct capture *c, bool force)
 	metrics_add_u64(&m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
 	metrics_add_u64(&m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(&m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
-	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, c->ack.durable_lsn);
-	if (c->ack.last_status_us)
+	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, cs.durable_lsn);
+	if (cs.last_status_us)
 		metrics_add_double(&m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update",
-				   METRIC_GAUGE, NULL, NULL, (double)(now - c->ack.last_status_us) / 1e6);
+				   METRIC_GAUGE, NULL, NULL, (double)(now - cs.last_status_us) / 1e6);
 	metrics_write_file(c->cfg->metrics_dir, "capture", &m, false);
 	metrics_free(&m);
 }
 
 
-static uint64_t get_be64(const uint8_t *p)
+static int send_status(struct capture *c)
 {
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-/* ---- the stream side ---- */
-
-static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
-{
-	struct capture *c = ctx;
-	int rc = stream_writer_append(c->writer, type, 0, payload, len, NULL);
-	if (rc != STREAM_OK) {
-		c->storage_failed = true;
-		return -1;
-	}
-	c->stats->frames++;
-	/* A big transaction must not hold all its frames in the writer's
-	 * batch: make them durable as we go (nothing is acknowledged to
-	 * the source before its commit marker is durable). */
-	if (stream_writer_pending(c->writer) >= c->cfg->max_batch_messages) {
-		if (stream_writer_sync(c->writer) != STREAM_OK) {
-			c->storage_failed = true;
-			return -1;
-		}
-		if (type == FRAME_CHUNK) {
-			/* tests: a chunk set durable in part, its commit not yet */
-			fault_point("capture.after_chunk_sync");
-			fault_pause("capture.after_chunk_sync");
-		}
-	}
-	return 0;
-}
-
-static int append_watermark(struct capture *c, uint64_t lsn)
-{
-	struct buf b = { 0 };
-	env_encode_watermark(&b, c->cfg->source_id, lsn, wall_us());
-	int rc = stream_writer_append(c->writer, FRAME_WATERMARK, 0, b.data, b.len, NULL);
-	buf_free(&b);
-	if (rc != STREAM_OK) {
-		c->storage_failed = true;
-		return -1;
-	}
-	c->stats->frames++;
-	c->stats->watermarks++;
-	ack_policy_on_watermark_appended(&c->ack, lsn, mono_us());
-	return 0;
-}
-
-/* Make the pending batch durable; only then does durable_lsn move.  The
- * stream must record every position it acknowledges: a position passed
- * without a frame (an empty transaction) gets a watermark frame. */
-static int flush_batch(struct capture *c)
-{
-	if (!ack_policy_flush_needed(&c->ack, stream_writer_pending(c->writer)))
-		return 0;
-	uint64_t watermark_lsn;
-	if (ack_policy_watermark_needed(&c->ack, &watermark_lsn) && append_watermark(c, watermark_lsn) < 0)
-		return -1;
-	if (stream_writer_sync(c->writer) != STREAM_OK) {
-		c->storage_failed = true;
-		return -1;
-	}
-	c->stats->batches++;
-	c->stats->durable_lsn = ack_policy_on_durable(&c->ack);
-	fault_point("capture.after_append_before_ack");
-	fault_pause("capture.after_append_before_ack");
-	return 0;
-}
-
-static int send_status(struct capture *c, bool reply_requested)
-{
-	uint8_t m[34];
-	uint64_t lsn_reported = ack_policy_report_lsn(&c->ack);
-	m[0] = 'r';
-	put_be64(m + 1, lsn_reported);  /* written */
-	put_be64(m + 9, lsn_reported);  /* flushed */
-	put_be64(m + 17, lsn_reported); /* applied */
-	put_be64(m + 25, (uint64_t)(wall_us() - PG_EPOCH_OFFSET_US));
-	m[33] = reply_requested ? 1 : 0;
+	uint8_t m[CAPTURE_STATUS_MESSAGE_LEN];
+	capture_core_status_message(c->core, m, wall_us(), false);
 	if (PQputCopyData(c->conn, (const char *)m, sizeof m) <= 0 || PQflush(c->conn) != 0) {
 		log_warn("cannot send standby status update: %s", PQerrorMessage(c->conn));
 		return -1;
 	}
-	ack_policy_on_reported(&c->ack, mono_us());
-	char lsn[LSN_FORMAT_LEN];
-	log_debug("standby status: flushed %s", lsn_format(lsn_reported, lsn));
+	capture_core_on_status_sent(c->core, mono_us());
 	return 0;
 }
 
-static int write_watermark(struct capture *c, uint64_t lsn)
+static int flush_batch(struct capture *c)
 {
-	if (append_watermark(c, lsn) < 0)
-		return -1;
-	return flush_batch(c);
-}
-
-/* Where the stream ends, in source terms: the last committed
- * transaction's commit LSN, and the highest LSN any frame records (a
- * transaction's end or a watermark).  Scans segments from the newest
- * back until one holds a committed transaction (segments of watermarks
- * alone do not say which transactions are in the stream). */
-static int stream_positions(const char *dir, struct ack_restart_point *rp)
-{
-	*rp = (struct ack_restart_point){ 0 };
-	uint64_t *bases = NULL;
-	size_t n = 0;
-	int rc = -1;
-	if (stream_segment_bases(dir, &bases, &n) != STREAM_OK)
-		return -1;
-	struct stream_reader *r = NULL;
-	if (n && stream_reader_open(dir, &r) != STREAM_OK)
-		goto out;
-	for (size_t k = n; k-- > 0;) {
-		if (stream_reader_seek(r, bases[k]) != STREAM_OK)
-			goto out;
-		bool found_commit = false;
-		struct stream_frame f;
-		int st;
-		while ((st = stream_reader_next(r, &f)) == STREAM_OK) {
-			int t = f.header.type;
-			if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
-				continue;
-			struct env_frame_summary s;
-			char err[256];
-			if (env_frame_summary(t, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
-				log_error("stream frame %" PRIu64 ": %s", f.header.offset, err);
-				goto out;
-			}
-			if (t == FRAME_WATERMARK) {
-				ack_restart_point_add_watermark(rp, s.lsn);
-				continue;
-			}
-			found_commit = true;
-			ack_restart_point_add_txn(rp, s.commit_lsn, s.end_lsn);
-		}
-		if (st != STREAM_END)
-			goto out;
-		if (found_commit)
-			break;
-	}
-	rc = 0;
-out:
-	stream_reader_close(r);
-	free(bases);
-	return rc;
+	return capture_core_flush(c->core, mono_us(), wall_us());
 }
 
 /* ---- the source side ---- */
@@ -375,7 +243,8 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 		return EXIT_DATAERR;
 	int code = EXIT_OK;
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], l3[LSN_FORMAT_LEN];
-	bool empty = c->ack.durable_lsn == 0;
+	uint64_t durable_lsn = capture_core_stats(c->core).durable_lsn;
+	bool empty = durable_lsn == 0;
 	if (meta.slot && strcmp(meta.slot, c->cfg->slot) != 0) {
 		log_error("stream \"%s\" follows replication slot \"%s\", but the flow names slot \"%s\"", path, meta.slot,
 			  c->cfg->slot);
@@ -393,7 +262,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 		code = EXIT_CONFIG;
 		goto out;
 	}
-	if (c->slot_existed && c->slot_confirmed_lsn > c->ack.durable_lsn) {
+	if (c->slot_existed && c->slot_confirmed_lsn > durable_lsn) {
 		uint64_t covered;
 		if (copies_cover_through(c, &covered) < 0) {
 			code = -1;
@@ -405,7 +274,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 		} else if (c->slot_confirmed_lsn > covered) {
 			log_error("replication slot \"%s\" has confirmed changes through %s, but stream \"%s\" (id %s) holds only through %s and the target's copies only through %s: the stream that received those changes is gone (deleted, replaced or restored from an older copy)",
 				  c->cfg->slot, lsn_format(c->slot_confirmed_lsn, l1), path, meta.stream_id ? meta.stream_id : "-",
-				  lsn_format(c->ack.durable_lsn, l2), lsn_format(covered, l3));
+				  lsn_format(durable_lsn, l2), lsn_format(covered, l3));
 			log_hint("restore the stream directory capture wrote, or copy every table again so that the copies cover what the slot skipped: \"trellara snapshot --config %s --force\"",
 				 c->cfg->path);
 			code = EXIT_DATAERR;
@@ -466,74 +335,6 @@ static int start_streaming(struct capture *c)
 	return rc;
 }
 
-/* One XLogData message: decode, assemble, maybe flush. */
-static int handle_xlogdata(struct capture *c, const uint8_t *data, size_t len)
-{
-	if (len < 25) {
-		log_error("replication stream: XLogData message of %zu bytes is shorter than its 25-byte header", len);
-		return EXIT_DATAERR;
-	}
-	uint64_t data_start = get_be64(data + 1);
-	char err[PGOUTPUT_ERR_LEN];
-	if (pgoutput_session_decode(&c->session, data + 25, len - 25, &c->msg, err, sizeof err) < 0) {
-		char lsn[LSN_FORMAT_LEN];
-		log_error("replication slot \"%s\" at %s: %s", c->cfg->slot, lsn_format(data_start, lsn), err);
-		return EXIT_DATAERR;
-	}
-	/* Test hook: hold a transaction's commit (tests change things while
-	 * its changes sit in a spill file). */
-	if (c->msg.type == PGOUTPUT_COMMIT || c->msg.type == PGOUTPUT_STREAM_COMMIT)
-		fault_pause("capture.before_commit");
-	struct assembler_result result;
-	char aerr[512];
-	int rc = assembler_feed(c->assembler, &c->session, &c->msg, emit_frame, c, &result, aerr, sizeof aerr);
-	if (rc < 0) {
-		if (c->storage_failed || rc == ASSEMBLER_STORAGE_FAILED)
-			return EXIT_CANTCREAT;
-		char lsn[LSN_FORMAT_LEN];
-		log_error("replication slot \"%s\" at %s: %s", c->cfg->slot, lsn_format(data_start, lsn), aerr);
-		return EXIT_DATAERR;
-	}
-	if (result.event == ASSEMBLER_COMMITTED) {
-		ack_policy_on_commit_appended(&c->ack, result.commit_lsn);
-		c->stats->transactions++;
-		c->stats->changes += result.changes;
-		if (ack_policy_on_appended(&c->ack, result.end_lsn, stream_writer_pending(c->writer), mono_us()) &&
-		    flush_batch(c) < 0)
-			return EXIT_CANTCREAT;
-	} else if (result.event == ASSEMBLER_EMPTY) {
-		ack_policy_on_passed(&c->ack, result.end_lsn);
-	} else if (result.event == ASSEMBLER_SKIPPED) {
-		c->stats->skipped_duplicates++;
-		char lsn[LSN_FORMAT_LEN];
-		log_info("skipped transaction %u (commit %s): already in the stream", result.xid,
-			 lsn_format(result.commit_lsn, lsn));
-		ack_policy_on_passed(&c->ack, result.end_lsn);
-	}
-	return EXIT_OK;
-}
-
-static int handle_keepalive(struct capture *c, const uint8_t *data, size_t len)
-{
-	if (len < 18) {
-		log_error("replication stream: keepalive of %zu bytes is shorter than 18", len);
-		return EXIT_DATAERR;
-	}
-	uint64_t wal_end = get_be64(data + 1);
-	bool reply = data[17] != 0;
-	struct ack_keepalive_decision d =
-		ack_policy_on_keepalive(&c->ack, wal_end, reply, assembler_in_transaction(c->assembler));
-	if (d.record) {
-		if (flush_batch(c) < 0)
-			return EXIT_CANTCREAT;
-		if (ack_policy_keepalive_watermark(&c->ack, wal_end, reply, mono_us()) && write_watermark(c, wal_end) < 0)
-			return EXIT_CANTCREAT;
-	}
-	if (d.reply && send_status(c, false) < 0)
-		return -1;
-	return EXIT_OK;
-}
-
 /* Stream until stopped or the connection fails.  Returns an exit code,
  * or -1 for "reconnect". */
 static int stream_loop(struct capture *c, bool *made_progress)
@@ -543,9 +344,9 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		write_metrics(c, false);
 		if (*c->o->stop) {
 			notify_send("STOPPING=1");
-			if (flush_batch(c) < 0)
+			if (flush_batch(c) != EXIT_OK)
 				return EXIT_CANTCREAT;
-			send_status(c, false);
+			send_status(c);
 			PQputCopyEnd(c->conn, NULL);
 			PQflush(c->conn);
 			return EXIT_OK;
@@ -554,28 +355,12 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		int n = PQgetCopyData(c->conn, &buf, 1);
 		if (n > 0) {
 			*made_progress = true;
-			/* under continuous traffic too, acknowledge at least once per interval */
-			if (++c->messages_since_check >= 1000) {
-				c->messages_since_check = 0;
-				if (ack_policy_status_interval_elapsed(&c->ack, mono_us())) {
-					if (flush_batch(c) < 0) {
-						PQfreemem(buf);
-						return EXIT_CANTCREAT;
-					}
-					if (send_status(c, false) < 0) {
-						PQfreemem(buf);
-						return -1;
-					}
-				}
-			}
-			int rc = EXIT_OK;
-			if (buf[0] == 'w')
-				rc = handle_xlogdata(c, (const uint8_t *)buf, (size_t)n);
-			else if (buf[0] == 'k')
-				rc = handle_keepalive(c, (const uint8_t *)buf, (size_t)n);
-			else
-				log_warn("replication stream: ignoring unknown message type 0x%02x", (unsigned char)buf[0]);
+			bool reply;
+			int rc = capture_core_on_message(c->core, (const uint8_t *)buf, (size_t)n, mono_us(), wall_us(),
+							 &reply);
 			PQfreemem(buf);
+			if (reply && send_status(c) < 0 && rc == EXIT_OK)
+				rc = -1;
 			if (rc != EXIT_OK)
 				return rc;
 			continue;
@@ -587,7 +372,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 				while ((res = PQgetResult(c->conn)) != NULL)
 					PQclear(res);
 			}
-			if (flush_batch(c) < 0)
+			if (flush_batch(c) != EXIT_OK)
 				return EXIT_CANTCREAT;
 			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
 			return -1;
@@ -595,21 +380,21 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		/* Nothing more right now.  Under load the next message is usually
 		 * a moment away: give the batch up to 2 ms more before its
 		 * fdatasync (group commit), then end it. */
-		if (ack_policy_batch_may_wait(&c->ack, mono_us())) {
+		if (capture_core_quiet(c->core, mono_us()) == CAPTURE_CORE_WAIT) {
 			struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
 			if (poll(&more, 1, 1) > 0) {
 				if (PQconsumeInput(c->conn) == 0) {
 					log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
-					if (flush_batch(c) < 0)
+					if (flush_batch(c) != EXIT_OK)
 						return EXIT_CANTCREAT;
 					return -1;
 				}
 				continue;
 			}
 		}
-		if (flush_batch(c) < 0)
+		if (flush_batch(c) != EXIT_OK)
 			return EXIT_CANTCREAT;
-		if (ack_policy_status_due(&c->ack, mono_us()) && send_status(c, false) < 0)
+		if (capture_core_status_due(c->core, mono_us()) && send_status(c) < 0)
 			return -1;
 		struct pollfd pfd = { .fd = PQsocket(c->conn), .events = POLLIN };
 		int wait_ms = c->o->status_interval_ms;
@@ -653,14 +438,8 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 	c.flow = config_flow_id(cfg);
 	c.rng = (unsigned int)(wall_us() ^ getpid());
 	notify_watchdog_init(&c.watchdog);
-	pgoutput_message_init(&c.msg);
 	int code = EXIT_OK;
-	char err[PGOUTPUT_ERR_LEN];
-	if (pgoutput_session_init(&c.session, cfg->pgoutput_protocol_version, err, sizeof err) < 0) {
-		log_error("%s", err);
-		code = EXIT_CONFIG;
-		goto out;
-	}
+	char l1[LSN_FORMAT_LEN];
 	if (!o->start_now) {
 		/* DESIGN §6.5: stream only a flow whose snapshot was handed off */
 		c.target = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-capture", "target");
@@ -686,52 +465,37 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		c.run_handoff_ready = run.state == RUN_STREAM_HANDOFF_READY;
 	}
 
-	struct stream_writer_options wo = {
-		.segment_bytes = cfg->segment_bytes,
-		.min_free_bytes = cfg->min_free_bytes,
+	struct capture_core_options co = {
+		.fs = stream_fs_posix(),
+		.stream_dir = cfg->stream_path,
+		.slot = cfg->slot,
 		.source_id = cfg->source_id,
-		.flow = c.flow,
-		.fault_prefix = "capture",
+		.proto_version = cfg->pgoutput_protocol_version,
+		.writer = {
+			.segment_bytes = cfg->segment_bytes,
+			.min_free_bytes = cfg->min_free_bytes,
+			.source_id = cfg->source_id,
+			.flow = c.flow,
+			.fault_prefix = "capture",
+		},
+		.assembler = {
+			.source_id = cfg->source_id,
+			.flow = c.flow,
+			.spill_dir = cfg->stream_spill_dir,
+			.spill_threshold_changes = cfg->stream_spill_threshold_changes,
+			.strict_chunking = cfg->strict_chunking,
+			.max_changes_per_chunk = cfg->max_changes_per_chunk,
+		},
+		.ack = {
+			.status_interval_us = (int64_t)o->status_interval_ms * 1000,
+			.watermark_interval_us = (int64_t)o->watermark_interval_ms * 1000,
+			.max_batch_transactions = cfg->max_batch_transactions,
+			.max_batch_messages = cfg->max_batch_messages,
+		},
 	};
-	struct stream_recovery rec;
-	int rc = stream_writer_open(cfg->stream_path, &wo, &c.writer, &rec);
-	if (rc != STREAM_OK) {
-		code = rc == STREAM_ECORRUPT ? EXIT_DATAERR : rc == STREAM_ELOCKED ? EXIT_TEMPFAIL
-			: rc == STREAM_EINVAL ? EXIT_CONFIG : EXIT_CANTCREAT;
+	if ((code = capture_core_open(&c.core, &co)) != EXIT_OK)
 		goto out;
-	}
-	struct ack_restart_point restart;
-	if (stream_positions(cfg->stream_path, &restart) < 0) {
-		code = EXIT_DATAERR;
-		goto out;
-	}
-	struct ack_policy_options apo = {
-		.status_interval_us = (int64_t)o->status_interval_ms * 1000,
-		.watermark_interval_us = (int64_t)o->watermark_interval_ms * 1000,
-		.max_batch_transactions = cfg->max_batch_transactions,
-		.max_batch_messages = cfg->max_batch_messages,
-	};
-	ack_policy_init(&c.ack, &apo, &restart);
-	stats->durable_lsn = c.ack.durable_lsn;
-	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
-	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", cfg->stream_path,
-		 rec.next_offset, lsn_format(restart.last_commit_lsn, l1), lsn_format(c.ack.durable_lsn, l2));
-
-	struct assembler_options ao = {
-		.source_id = cfg->source_id,
-		.flow = c.flow,
-		.spill_dir = cfg->stream_spill_dir,
-		.spill_threshold_changes = cfg->stream_spill_threshold_changes,
-		.strict_chunking = cfg->strict_chunking,
-		.max_changes_per_chunk = cfg->max_changes_per_chunk,
-		.skip_through_commit_lsn = c.ack.stream_last_commit_lsn,
-	};
-	char aerr[512];
-	if (assembler_open(&c.assembler, &ao, aerr, sizeof aerr) < 0) {
-		log_error("%s", aerr);
-		code = EXIT_CANTCREAT;
-		goto out;
-	}
+	sync_stats(&c);
 
 	int attempt = 0;
 	while (!*o->stop) {
@@ -788,10 +552,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		}
 		/* Anything open belongs to the old connection: the server sends
 		 * it again from the slot's confirmed position. */
-		pgoutput_session_reset(&c.session);
-		assembler_reset(c.assembler);
-		ack_policy_on_connect(&c.ack);
-		assembler_set_skip_through(c.assembler, c.ack.stream_last_commit_lsn);
+		capture_core_reconnected(c.core);
 		bool progress = false;
 		int result = stream_loop(&c, &progress);
 		PQfinish(c.conn);
@@ -806,18 +567,16 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 out:
 	if (c.conn)
 		PQfinish(c.conn);
-	if (code == EXIT_OK && c.writer && flush_batch(&c) < 0)
+	if (code == EXIT_OK && c.core && flush_batch(&c) != EXIT_OK)
 		code = EXIT_CANTCREAT;
 	write_metrics(&c, true);
+	sync_stats(&c);
 	log_info("capture stopped: %" PRIu64 " transactions (%" PRIu64 " changes, %" PRIu64 " frames) appended, %" PRIu64
 		 " skipped as duplicates, %" PRIu64 " watermarks, durable through %s",
 		 stats->transactions, stats->changes, stats->frames, stats->skipped_duplicates, stats->watermarks,
-		 lsn_format(c.ack.durable_lsn, l1));
-	assembler_close(c.assembler);
-	stream_writer_close(c.writer);
+		 lsn_format(stats->durable_lsn, l1));
+	capture_core_close(c.core);
 	PQfinish(c.target);
-	pgoutput_message_release(&c.msg);
-	pgoutput_session_free(&c.session);
 	free(c.flow);
 	return code;
 }

@@ -8,7 +8,10 @@
  * what was merely received.  Fault point capture.after_append_before_ack
  * sits between that sync and the status update.  The rules (what may be
  * reported, when a watermark or a sync is due, what a restart skips) are
- * common/cdc/ack_policy.c (ack_policy.h); this file does the I/O they ask for.
+ * common/cdc/ack_policy.c (ack_policy.h); the work between the socket and
+ * the stream (decoding, assembling, appending, flushing, the status
+ * update's bytes) is common/cdc/capture_core.c (capture_core.h), which the
+ * simulator runs too; this file does the libpq I/O they ask for.
  */
 #ifndef TRELLARA_CAPTURE_H
 #define TRELLARA_CAPTURE_H

@@ -180,6 +180,11 @@ int stream_segment_bases(const char *dir, uint64_t **bases, size_t *n)
 	return segment_list(dir, bases, n) < 0 ? STREAM_EIO : STREAM_OK;
 }
 
+int stream_segment_bases_fs(struct stream_fs *fs, const char *dir, uint64_t **bases, size_t *n)
+{
+	return segment_list_fs(fs, dir, bases, n) < 0 ? STREAM_EIO : STREAM_OK;
+}
+
 int segment_file_open(struct segment_file *sf, struct stream_fs *fs, const char *dir, uint64_t base)
 {
 	memset(sf, 0, sizeof *sf);

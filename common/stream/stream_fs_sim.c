@@ -14,6 +14,12 @@
  * of 512-byte sectors of what was written since its last sync (SQLite's
  * test VFS does the same).  Everything is driven by a splitmix64
  * generator: no clock, no host randomness.
+ *
+ * Views.  The files, entries, clock and generator are the disk's
+ * (struct sim_disk); a handle (struct sim_fs) is one process on it, with
+ * its own descriptors, locks, death and injected failures.  Locks of
+ * all views on one file exclude each other, as flock does between
+ * processes.
  */
 #include "trellara/stream_fs.h"
 
@@ -59,8 +65,9 @@ struct sim_fd {
 	int lock; /* 0, LOCK_SH or LOCK_EX */
 };
 
-struct sim_fs {
-	struct stream_fs ops; /* first: a struct stream_fs * is a struct sim_fs * */
+/* The disk: files, directory entries, the clock and the generator,
+ * shared by every view (process) on it. */
+struct sim_disk {
 	uint64_t rng;
 	uint64_t capacity;
 	struct sim_inode *inodes;
@@ -70,6 +77,16 @@ struct sim_fs {
 	struct sim_pending *pending;
 	size_t n_pending;
 	uint64_t seq;
+	int64_t clock_us;
+	struct sim_fs **views; /* owned: views[0] is the handle stream_fs_sim_new made */
+	size_t n_views;
+};
+
+/* One process's handle on the disk: its descriptors (and their locks),
+ * whether it is dead, the failures injected into its calls. */
+struct sim_fs {
+	struct stream_fs ops; /* first: a struct stream_fs * is a struct sim_fs * */
+	struct sim_disk *disk;
 	struct sim_fd *fds;
 	size_t n_fds;
 	bool dead;
@@ -77,7 +94,6 @@ struct sim_fs {
 	uint64_t inject_nth[SIM_OP_COUNT];
 	int inject_err[SIM_OP_COUNT];
 	uint64_t calls;
-	int64_t clock_us;
 };
 
 static uint64_t splitmix(uint64_t *s)
@@ -125,9 +141,9 @@ static bool injected(struct sim_fs *s, enum sim_op op)
 
 static struct sim_entry *entry_find(struct sim_fs *s, const char *path)
 {
-	for (size_t i = 0; i < s->n_entries; i++)
-		if (strcmp(s->entries[i].path, path) == 0)
-			return &s->entries[i];
+	for (size_t i = 0; i < s->disk->n_entries; i++)
+		if (strcmp(s->disk->entries[i].path, path) == 0)
+			return &s->disk->entries[i];
 	return NULL;
 }
 
@@ -136,8 +152,8 @@ static struct sim_entry *entry_get(struct sim_fs *s, const char *path)
 	struct sim_entry *e = entry_find(s, path);
 	if (e)
 		return e;
-	s->entries = xrealloc(s->entries, (s->n_entries + 1) * sizeof *s->entries);
-	e = &s->entries[s->n_entries++];
+	s->disk->entries = xrealloc(s->disk->entries, (s->disk->n_entries + 1) * sizeof *s->disk->entries);
+	e = &s->disk->entries[s->disk->n_entries++];
 	e->path = xstrdup(path);
 	e->vol_ino = e->dur_ino = -1;
 	return e;
@@ -148,8 +164,8 @@ static void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
 {
 	struct sim_entry *e = entry_get(s, path);
 	e->vol_ino = ino;
-	s->pending = xrealloc(s->pending, (s->n_pending + 1) * sizeof *s->pending);
-	s->pending[s->n_pending++] = (struct sim_pending){ (size_t)(e - s->entries), ino, seq };
+	s->disk->pending = xrealloc(s->disk->pending, (s->disk->n_pending + 1) * sizeof *s->disk->pending);
+	s->disk->pending[s->disk->n_pending++] = (struct sim_pending){ (size_t)(e - s->disk->entries), ino, seq };
 }
 
 static int lookup(struct sim_fs *s, const char *path)
@@ -189,11 +205,11 @@ static int parent_ino(struct sim_fs *s, const char *path)
 
 static int inode_new(struct sim_fs *s, bool is_dir)
 {
-	s->inodes = xrealloc(s->inodes, (s->n_inodes + 1) * sizeof *s->inodes);
-	struct sim_inode *n = &s->inodes[s->n_inodes];
+	s->disk->inodes = xrealloc(s->disk->inodes, (s->disk->n_inodes + 1) * sizeof *s->disk->inodes);
+	struct sim_inode *n = &s->disk->inodes[s->disk->n_inodes];
 	memset(n, 0, sizeof *n);
 	n->is_dir = is_dir;
-	return (int)s->n_inodes++;
+	return (int)s->disk->n_inodes++;
 }
 
 static void mark_dirty(struct sim_inode *n, uint64_t lo, uint64_t hi)
@@ -274,14 +290,14 @@ static int sim_open(struct stream_fs *fs, const char *path, int flags, int mode)
 			return -1;
 		}
 		int pino = parent_ino(s, path);
-		if (pino < 0 || !s->inodes[pino].is_dir) {
+		if (pino < 0 || !s->disk->inodes[pino].is_dir) {
 			errno = ENOENT;
 			return -1;
 		}
 		ino = inode_new(s, false);
-		entry_set(s, path, ino, ++s->seq);
+		entry_set(s, path, ino, ++s->disk->seq);
 	}
-	bool is_dir = s->inodes[ino].is_dir;
+	bool is_dir = s->disk->inodes[ino].is_dir;
 	if ((flags & O_DIRECTORY) && !is_dir) {
 		errno = ENOTDIR;
 		return -1;
@@ -324,7 +340,7 @@ static ssize_t sim_pread(struct stream_fs *fs, int fd, void *buf, size_t len, of
 		errno = EISDIR;
 		return -1;
 	}
-	struct sim_inode *n = &s->inodes[f->ino];
+	struct sim_inode *n = &s->disk->inodes[f->ino];
 	if (pos < 0 || (uint64_t)pos >= n->vol_size)
 		return 0;
 	uint64_t avail = n->vol_size - (uint64_t)pos;
@@ -336,8 +352,8 @@ static ssize_t sim_pread(struct stream_fs *fs, int fd, void *buf, size_t len, of
 static uint64_t used_bytes(struct sim_fs *s)
 {
 	uint64_t used = 0;
-	for (size_t i = 0; i < s->n_inodes; i++)
-		used += s->inodes[i].vol_size;
+	for (size_t i = 0; i < s->disk->n_inodes; i++)
+		used += s->disk->inodes[i].vol_size;
 	return used;
 }
 
@@ -355,21 +371,21 @@ static ssize_t sim_pwrite(struct stream_fs *fs, int fd, const void *buf, size_t 
 {
 	struct sim_fs *s = S(fs);
 	s->calls++;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
 	if (s->dead) {
 		errno = EIO;
 		return -1;
 	}
+	struct sim_fd *f = fd_get(s, fd);
+	if (!f)
+		return -1;
 	if (!f->writable || f->is_dir) {
 		errno = EBADF;
 		return -1;
 	}
-	struct sim_inode *n = &s->inodes[f->ino];
+	struct sim_inode *n = &s->disk->inodes[f->ino];
 	if (s->kill_after && --s->kill_after == 0) {
 		/* dies in the middle of the write: a seeded prefix got there */
-		size_t part = (size_t)below(&s->rng, len + 1);
+		size_t part = (size_t)below(&s->disk->rng, len + 1);
 		write_bytes(n, buf, part, (uint64_t)pos);
 		s->dead = true;
 		errno = EIO;
@@ -378,7 +394,7 @@ static ssize_t sim_pwrite(struct stream_fs *fs, int fd, const void *buf, size_t 
 	if (injected(s, SIM_OP_PWRITE))
 		return -1;
 	uint64_t grow = (uint64_t)pos + len > n->vol_size ? (uint64_t)pos + len - n->vol_size : 0;
-	if (grow && used_bytes(s) + grow > s->capacity) {
+	if (grow && used_bytes(s) + grow > s->disk->capacity) {
 		errno = ENOSPC;
 		return -1;
 	}
@@ -397,25 +413,25 @@ static int sim_sync(struct stream_fs *fs, int fd, enum sim_op op)
 	if (injected(s, op))
 		return -1; /* the dirty data stays volatile */
 	if (!f->is_dir) {
-		inode_sync(&s->inodes[f->ino]);
+		inode_sync(&s->disk->inodes[f->ino]);
 		return 0;
 	}
 	/* a directory: the entries inside it become durable */
 	const char *dir = NULL;
-	for (size_t i = 0; i < s->n_entries && !dir; i++)
-		if (s->entries[i].vol_ino == f->ino)
-			dir = s->entries[i].path;
+	for (size_t i = 0; i < s->disk->n_entries && !dir; i++)
+		if (s->disk->entries[i].vol_ino == f->ino)
+			dir = s->disk->entries[i].path;
 	if (!dir)
 		return 0;
 	size_t kept = 0;
-	for (size_t i = 0; i < s->n_pending; i++) {
-		struct sim_pending *p = &s->pending[i];
-		if (is_child(s->entries[p->entry].path, dir))
-			s->entries[p->entry].dur_ino = p->ino;
+	for (size_t i = 0; i < s->disk->n_pending; i++) {
+		struct sim_pending *p = &s->disk->pending[i];
+		if (is_child(s->disk->entries[p->entry].path, dir))
+			s->disk->entries[p->entry].dur_ino = p->ino;
 		else
-			s->pending[kept++] = *p;
+			s->disk->pending[kept++] = *p;
 	}
-	s->n_pending = kept;
+	s->disk->n_pending = kept;
 	return 0;
 }
 
@@ -441,7 +457,7 @@ static int sim_ftruncate(struct stream_fs *fs, int fd, off_t len)
 		errno = EINVAL;
 		return -1;
 	}
-	vol_resize(&s->inodes[f->ino], (uint64_t)len);
+	vol_resize(&s->disk->inodes[f->ino], (uint64_t)len);
 	return 0;
 }
 
@@ -459,10 +475,10 @@ static int sim_fallocate(struct stream_fs *fs, int fd, off_t pos, off_t len)
 		errno = f->is_dir ? ENODEV : EINVAL;
 		return -1;
 	}
-	struct sim_inode *n = &s->inodes[f->ino];
+	struct sim_inode *n = &s->disk->inodes[f->ino];
 	uint64_t end = (uint64_t)pos + (uint64_t)len;
 	if (end > n->vol_size) {
-		if (used_bytes(s) + (end - n->vol_size) > s->capacity) {
+		if (used_bytes(s) + (end - n->vol_size) > s->disk->capacity) {
 			errno = ENOSPC;
 			return -1;
 		}
@@ -479,7 +495,7 @@ static int sim_fsize(struct stream_fs *fs, int fd, uint64_t *size)
 	struct sim_fd *f = fd_get(s, fd);
 	if (!f)
 		return -1;
-	*size = s->inodes[f->ino].vol_size;
+	*size = s->disk->inodes[f->ino].vol_size;
 	return 0;
 }
 
@@ -496,13 +512,17 @@ static int sim_flock(struct stream_fs *fs, int fd, int op)
 		f->lock = 0;
 		return 0;
 	}
-	for (size_t i = 0; i < s->n_fds; i++) {
-		struct sim_fd *o = &s->fds[i];
-		if (o == f || !o->open || o->ino != f->ino || !o->lock)
-			continue;
-		if (o->lock == LOCK_EX || want == LOCK_EX) {
-			errno = EWOULDBLOCK; /* nothing in a simulation may block */
-			return -1;
+	/* locks of every process on the disk exclude each other */
+	for (size_t v = 0; v < s->disk->n_views; v++) {
+		struct sim_fs *view = s->disk->views[v];
+		for (size_t i = 0; i < view->n_fds; i++) {
+			struct sim_fd *o = &view->fds[i];
+			if (o == f || !o->open || o->ino != f->ino || !o->lock)
+				continue;
+			if (o->lock == LOCK_EX || want == LOCK_EX) {
+				errno = EWOULDBLOCK; /* nothing in a simulation may block */
+				return -1;
+			}
 		}
 	}
 	f->lock = want;
@@ -519,8 +539,8 @@ static int sim_stat(struct stream_fs *fs, const char *path, struct stream_fs_sta
 		errno = ENOENT;
 		return -1;
 	}
-	st->is_dir = s->inodes[ino].is_dir;
-	st->size = s->inodes[ino].vol_size;
+	st->is_dir = s->disk->inodes[ino].is_dir;
+	st->size = s->disk->inodes[ino].vol_size;
 	return 0;
 }
 
@@ -535,12 +555,12 @@ static int sim_mkdir(struct stream_fs *fs, const char *path, int mode)
 		return -1;
 	}
 	int pino = parent_ino(s, path);
-	if (pino < 0 || !s->inodes[pino].is_dir) {
+	if (pino < 0 || !s->disk->inodes[pino].is_dir) {
 		errno = ENOENT;
 		return -1;
 	}
 	int ino = inode_new(s, true);
-	entry_set(s, path, ino, ++s->seq);
+	entry_set(s, path, ino, ++s->disk->seq);
 	return 0;
 }
 
@@ -555,11 +575,11 @@ static int sim_rename(struct stream_fs *fs, const char *from, const char *to)
 		return -1;
 	}
 	int pino = parent_ino(s, to);
-	if (pino < 0 || !s->inodes[pino].is_dir) {
+	if (pino < 0 || !s->disk->inodes[pino].is_dir) {
 		errno = ENOENT;
 		return -1;
 	}
-	uint64_t seq = ++s->seq; /* one change: a crash keeps both halves or neither */
+	uint64_t seq = ++s->disk->seq; /* one change: a crash keeps both halves or neither */
 	entry_set(s, to, ino, seq);
 	entry_set(s, from, -1, seq);
 	return 0;
@@ -575,11 +595,11 @@ static int sim_unlink(struct stream_fs *fs, const char *path)
 		errno = ENOENT;
 		return -1;
 	}
-	if (s->inodes[e->vol_ino].is_dir) {
+	if (s->disk->inodes[e->vol_ino].is_dir) {
 		errno = EISDIR;
 		return -1;
 	}
-	entry_set(s, path, -1, ++s->seq);
+	entry_set(s, path, -1, ++s->disk->seq);
 	return 0;
 }
 
@@ -596,14 +616,14 @@ static int sim_list_dir(struct stream_fs *fs, const char *path, char ***names, s
 	if (!alive(s))
 		return -1;
 	int ino = lookup(s, path);
-	if (ino < 0 || !s->inodes[ino].is_dir) {
+	if (ino < 0 || !s->disk->inodes[ino].is_dir) {
 		errno = ino < 0 ? ENOENT : ENOTDIR;
 		return -1;
 	}
-	for (size_t i = 0; i < s->n_entries; i++) {
-		if (s->entries[i].vol_ino < 0 || !is_child(s->entries[i].path, path))
+	for (size_t i = 0; i < s->disk->n_entries; i++) {
+		if (s->disk->entries[i].vol_ino < 0 || !is_child(s->disk->entries[i].path, path))
 			continue;
-		const char *name = s->entries[i].path + parent_len(s->entries[i].path);
+		const char *name = s->disk->entries[i].path + parent_len(s->disk->entries[i].path);
 		if (*name == '/')
 			name++;
 		*names = xrealloc(*names, (*n + 1) * sizeof **names);
@@ -613,7 +633,7 @@ static int sim_list_dir(struct stream_fs *fs, const char *path, char ***names, s
 	if (*n)
 		qsort(*names, *n, sizeof **names, cmp_str);
 	for (size_t i = *n; i > 1; i--) {
-		size_t j = (size_t)below(&s->rng, i);
+		size_t j = (size_t)below(&s->disk->rng, i);
 		char *t = (*names)[i - 1];
 		(*names)[i - 1] = (*names)[j];
 		(*names)[j] = t;
@@ -628,7 +648,7 @@ static int sim_free_bytes(struct stream_fs *fs, const char *path, uint64_t *byte
 	if (!alive(s))
 		return -1;
 	uint64_t used = used_bytes(s);
-	*bytes = used < s->capacity ? s->capacity - used : 0;
+	*bytes = used < s->disk->capacity ? s->disk->capacity - used : 0;
 	return 0;
 }
 
@@ -637,46 +657,69 @@ static int sim_random(struct stream_fs *fs, void *buf, size_t len)
 	struct sim_fs *s = S(fs);
 	uint8_t *p = buf;
 	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)splitmix(&s->rng);
+		p[i] = (uint8_t)splitmix(&s->disk->rng);
 	return 0;
 }
 
 static int64_t sim_now_us(struct stream_fs *fs)
 {
-	return S(fs)->clock_us++;
+	return S(fs)->disk->clock_us++;
+}
+
+static const struct stream_fs sim_ops = {
+	.open = sim_open,
+	.close = sim_close,
+	.pread = sim_pread,
+	.pwrite = sim_pwrite,
+	.fdatasync = sim_fdatasync,
+	.fsync = sim_fsync,
+	.ftruncate = sim_ftruncate,
+	.fallocate = sim_fallocate,
+	.fsize = sim_fsize,
+	.flock = sim_flock,
+	.stat = sim_stat,
+	.mkdir = sim_mkdir,
+	.rename = sim_rename,
+	.unlink = sim_unlink,
+	.list_dir = sim_list_dir,
+	.free_bytes = sim_free_bytes,
+	.random = sim_random,
+	.now_us = sim_now_us,
+	.is_posix = false,
+};
+
+static struct sim_fs *view_new(struct sim_disk *d)
+{
+	struct sim_fs *s = xcalloc(1, sizeof *s);
+	s->ops = sim_ops;
+	s->disk = d;
+	d->views = xrealloc(d->views, (d->n_views + 1) * sizeof *d->views);
+	d->views[d->n_views++] = s;
+	return s;
+}
+
+static void view_free(struct sim_fs *s)
+{
+	free(s->fds);
+	free(s);
 }
 
 struct stream_fs *stream_fs_sim_new(uint64_t seed, uint64_t capacity_bytes)
 {
-	struct sim_fs *s = xcalloc(1, sizeof *s);
-	s->ops = (struct stream_fs){
-		.open = sim_open,
-		.close = sim_close,
-		.pread = sim_pread,
-		.pwrite = sim_pwrite,
-		.fdatasync = sim_fdatasync,
-		.fsync = sim_fsync,
-		.ftruncate = sim_ftruncate,
-		.fallocate = sim_fallocate,
-		.fsize = sim_fsize,
-		.flock = sim_flock,
-		.stat = sim_stat,
-		.mkdir = sim_mkdir,
-		.rename = sim_rename,
-		.unlink = sim_unlink,
-		.list_dir = sim_list_dir,
-		.free_bytes = sim_free_bytes,
-		.random = sim_random,
-		.now_us = sim_now_us,
-		.is_posix = false,
-	};
-	s->rng = seed;
-	s->capacity = capacity_bytes;
-	s->clock_us = 1700000000000000LL;
+	struct sim_disk *d = xcalloc(1, sizeof *d);
+	d->rng = seed;
+	d->capacity = capacity_bytes;
+	d->clock_us = 1700000000000000LL;
+	struct sim_fs *s = view_new(d);
 	/* the root directory, durable from the start */
 	struct sim_entry *root = entry_get(s, "/");
 	root->vol_ino = root->dur_ino = inode_new(s, true);
 	return &s->ops;
+}
+
+struct stream_fs *stream_fs_sim_view(struct stream_fs *disk)
+{
+	return &view_new(S(disk)->disk)->ops;
 }
 
 void stream_fs_sim_free(struct stream_fs *fs)
@@ -684,17 +727,30 @@ void stream_fs_sim_free(struct stream_fs *fs)
 	struct sim_fs *s = S(fs);
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n_inodes; i++) {
-		free(s->inodes[i].vol);
-		free(s->inodes[i].dur);
+	struct sim_disk *d = s->disk;
+	if (s != d->views[0]) {
+		/* one view: the disk and the other views stay */
+		size_t kept = 0;
+		for (size_t i = 0; i < d->n_views; i++)
+			if (d->views[i] != s)
+				d->views[kept++] = d->views[i];
+		d->n_views = kept;
+		view_free(s);
+		return;
 	}
-	free(s->inodes);
-	for (size_t i = 0; i < s->n_entries; i++)
-		free(s->entries[i].path);
-	free(s->entries);
-	free(s->pending);
-	free(s->fds);
-	free(s);
+	for (size_t i = 0; i < d->n_views; i++)
+		view_free(d->views[i]);
+	free(d->views);
+	for (size_t i = 0; i < d->n_inodes; i++) {
+		free(d->inodes[i].vol);
+		free(d->inodes[i].dur);
+	}
+	free(d->inodes);
+	for (size_t i = 0; i < d->n_entries; i++)
+		free(d->entries[i].path);
+	free(d->entries);
+	free(d->pending);
+	free(d);
 }
 
 void stream_fs_sim_kill(struct stream_fs *fs)
@@ -710,6 +766,37 @@ void stream_fs_sim_kill_after(struct stream_fs *fs, uint64_t ops)
 bool stream_fs_sim_dead(const struct stream_fs *fs)
 {
 	return ((const struct sim_fs *)fs)->dead;
+}
+
+/* The process's descriptors close and its locks go (the kernel does
+ * this when a process exits).  Descriptor numbers are never reused. */
+static void view_release(struct sim_fs *s)
+{
+	for (size_t i = 0; i < s->n_fds; i++) {
+		s->fds[i].open = false;
+		s->fds[i].lock = 0;
+	}
+}
+
+static void view_revive(struct sim_fs *s)
+{
+	view_release(s);
+	s->dead = false;
+	s->kill_after = 0;
+	memset(s->inject_nth, 0, sizeof s->inject_nth);
+}
+
+void stream_fs_sim_view_kill(struct stream_fs *view)
+{
+	struct sim_fs *s = S(view);
+	s->dead = true;
+	s->kill_after = 0;
+	view_release(s);
+}
+
+void stream_fs_sim_view_restart(struct stream_fs *view)
+{
+	view_revive(S(view));
 }
 
 /* What a power loss leaves of a file: its durable image, and of the
@@ -771,34 +858,33 @@ void stream_fs_sim_crash(struct stream_fs *fs, enum sim_crash_mode mode, uint64_
 	if (mode == SIM_CRASH_POWER) {
 		/* directory changes reach the disk in order (a journal): a
 		 * seeded prefix of the unsynced ones survives */
-		uint64_t lo = s->n_pending ? s->pending[0].seq : 0, hi = lo;
-		for (size_t i = 0; i < s->n_pending; i++) {
-			lo = s->pending[i].seq < lo ? s->pending[i].seq : lo;
-			hi = s->pending[i].seq > hi ? s->pending[i].seq : hi;
+		uint64_t lo = s->disk->n_pending ? s->disk->pending[0].seq : 0, hi = lo;
+		for (size_t i = 0; i < s->disk->n_pending; i++) {
+			lo = s->disk->pending[i].seq < lo ? s->disk->pending[i].seq : lo;
+			hi = s->disk->pending[i].seq > hi ? s->disk->pending[i].seq : hi;
 		}
-		uint64_t cut = s->n_pending ? lo + below(&rng, hi - lo + 2) : 0;
-		for (size_t i = 0; i < s->n_pending; i++)
-			if (s->pending[i].seq < cut)
-				s->entries[s->pending[i].entry].dur_ino = s->pending[i].ino;
-		for (size_t i = 0; i < s->n_entries; i++)
-			s->entries[i].vol_ino = s->entries[i].dur_ino;
-		for (size_t i = 0; i < s->n_inodes; i++)
-			inode_power_loss(&s->inodes[i], &rng);
-		for (size_t i = 0; i < s->n_entries; i++)
-			s->entries[i].dur_ino = s->entries[i].vol_ino;
-		s->n_pending = 0;
+		uint64_t cut = s->disk->n_pending ? lo + below(&rng, hi - lo + 2) : 0;
+		for (size_t i = 0; i < s->disk->n_pending; i++)
+			if (s->disk->pending[i].seq < cut)
+				s->disk->entries[s->disk->pending[i].entry].dur_ino = s->disk->pending[i].ino;
+		for (size_t i = 0; i < s->disk->n_entries; i++)
+			s->disk->entries[i].vol_ino = s->disk->entries[i].dur_ino;
+		for (size_t i = 0; i < s->disk->n_inodes; i++)
+			inode_power_loss(&s->disk->inodes[i], &rng);
+		for (size_t i = 0; i < s->disk->n_entries; i++)
+			s->disk->entries[i].dur_ino = s->disk->entries[i].vol_ino;
+		s->disk->n_pending = 0;
 	}
 	/* a kill: the kernel keeps every write and every entry, still
 	 * volatile (a later power loss can take what nobody synced) */
-	/* no descriptor, no lock survives the process */
-	for (size_t i = 0; i < s->n_fds; i++) {
-		s->fds[i].open = false;
-		s->fds[i].lock = 0;
-	}
-	s->dead = false;
-	s->kill_after = 0;
-	memset(s->inject_nth, 0, sizeof s->inject_nth);
-	s->rng ^= splitmix(&rng);
+	/* no descriptor, no lock survives the process; a power loss takes
+	 * every other process on the machine with it */
+	if (mode == SIM_CRASH_POWER)
+		for (size_t i = 0; i < s->disk->n_views; i++)
+			if (s->disk->views[i] != s)
+				stream_fs_sim_view_kill(&s->disk->views[i]->ops);
+	view_revive(s);
+	s->disk->rng ^= splitmix(&rng);
 }
 
 void stream_fs_sim_inject(struct stream_fs *fs, enum sim_op op, uint64_t nth, int err)
@@ -816,19 +902,19 @@ const uint8_t *stream_fs_sim_peek(struct stream_fs *fs, const char *path, uint64
 {
 	struct sim_fs *s = S(fs);
 	int ino = lookup(s, path);
-	if (ino < 0 || s->inodes[ino].is_dir)
+	if (ino < 0 || s->disk->inodes[ino].is_dir)
 		return NULL;
-	*size = s->inodes[ino].vol_size;
-	return s->inodes[ino].vol;
+	*size = s->disk->inodes[ino].vol_size;
+	return s->disk->inodes[ino].vol;
 }
 
 int stream_fs_sim_poke(struct stream_fs *fs, const char *path, uint64_t pos, const void *buf, size_t len)
 {
 	struct sim_fs *s = S(fs);
 	int ino = lookup(s, path);
-	if (ino < 0 || s->inodes[ino].is_dir)
+	if (ino < 0 || s->disk->inodes[ino].is_dir)
 		return -1;
-	struct sim_inode *n = &s->inodes[ino];
+	struct sim_inode *n = &s->disk->inodes[ino];
 	bool was_clean = n->dirty_lo >= n->dirty_hi && !n->size_dirty;
 	write_bytes(n, buf, len, pos);
 	if (was_clean)

@@ -197,6 +197,7 @@ void stream_writer_close(struct stream_writer *writer);
 
 /* Base offsets of the segments, oldest first (newly allocated). */
 int stream_segment_bases(const char *dir, uint64_t **bases, size_t *n);
+int stream_segment_bases_fs(struct stream_fs *fs, const char *dir, uint64_t **bases, size_t *n);
 
 /* ---- reader ---- */
 

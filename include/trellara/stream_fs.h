@@ -108,6 +108,26 @@ enum sim_crash_mode {
 			     * kept whole, torn at a prefix, or kept sector by sector
 			     * in any order; unsynced directory entries are lost */
 };
+/* Another process on the same disk: a new handle on the same files,
+ * entries and images, with a descriptor table, locks, death and injected
+ * failures of its own (flock between views excludes as between
+ * processes).  Freed with stream_fs_sim_free (the view alone); freeing
+ * the handle stream_fs_sim_new returned frees the disk and every view.
+ * The functions below act on the handle given: stream_fs_sim_kill,
+ * _kill_after, _dead, _inject and _calls on that process only;
+ * stream_fs_sim_crash(SIM_CRASH_KILL) restarts that process only;
+ * SIM_CRASH_POWER is the whole machine: it applies to the disk, restarts
+ * the handle given and kills every other view (restart each with
+ * stream_fs_sim_view_restart). */
+struct stream_fs *stream_fs_sim_view(struct stream_fs *disk);
+/* kill -9 of that process: its later calls fail with EIO (close
+ * succeeds), its descriptors close and its locks are released at once;
+ * what it wrote stays on the disk, volatile as it was. */
+void stream_fs_sim_view_kill(struct stream_fs *view);
+/* The process starts again (after a kill, or now): alive, no
+ * descriptor, no lock, no injected failure; the disk unchanged. */
+void stream_fs_sim_view_restart(struct stream_fs *view);
+
 /* The process dies now: every later call fails with EIO (close
  * succeeds), nothing more reaches the images. */
 void stream_fs_sim_kill(struct stream_fs *fs);
@@ -116,7 +136,8 @@ void stream_fs_sim_kill(struct stream_fs *fs);
 void stream_fs_sim_kill_after(struct stream_fs *fs, uint64_t ops);
 bool stream_fs_sim_dead(const struct stream_fs *fs);
 /* Restart after a death (or now): apply the crash to the images, drop
- * every descriptor and lock, and come back alive.  Every choice comes
+ * the handle's descriptors and locks, and come back alive.  A power loss
+ * also kills every other view (stream_fs_sim_view).  Every choice comes
  * from seed. */
 void stream_fs_sim_crash(struct stream_fs *fs, enum sim_crash_mode mode, uint64_t seed);
 

@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,6 +432,80 @@ static void test_sim_fs(void)
 	stream_fs_sim_free(fs);
 }
 
+/* Views: two processes on one disk.  Their descriptors are their own,
+ * their locks exclude each other, a kill of one releases its locks and
+ * leaves the other working on the same (still volatile) bytes, and a
+ * power loss is the whole machine's. */
+static void test_sim_views(void)
+{
+	struct stream_fs *disk = stream_fs_sim_new(3, 1 << 20);
+	struct stream_fs *a = stream_fs_sim_view(disk), *b = stream_fs_sim_view(disk);
+	CHECK(a->mkdir(a, "/d", 0700) == 0);
+	struct stream_fs_stat st;
+	CHECK(b->stat(b, "/d", &st) == 0 && st.is_dir); /* one disk */
+	int fa = a->open(a, "/d/lock", O_RDWR | O_CREAT, 0600);
+	int fb = b->open(b, "/d/lock", O_RDWR, 0);
+	CHECK(fa >= 0 && fb >= 0);
+	CHECK(a->flock(a, fa, LOCK_EX | LOCK_NB) == 0);
+	CHECK(b->flock(b, fb, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK);
+	CHECK(b->flock(b, fb, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK);
+	/* the first handle is a process too */
+	int fd0 = disk->open(disk, "/d/lock", O_RDONLY, 0);
+	CHECK(fd0 >= 0 && disk->flock(disk, fd0, LOCK_SH | LOCK_NB) < 0);
+	/* descriptors are per process: b's number means nothing to a */
+	int fb2 = b->open(b, "/d/data", O_RDWR | O_CREAT, 0600);
+	CHECK(fb2 >= 0);
+	CHECK(b->pwrite(b, fb2, "live", 4, 0) == 4);
+	CHECK(a->close(a, fb2 + 100) < 0 && errno == EBADF);
+	/* the entries durable: the power loss below is about bytes */
+	int root = a->open(a, "/", O_RDONLY | O_DIRECTORY, 0), dir = a->open(a, "/d", O_RDONLY | O_DIRECTORY, 0);
+	CHECK(root >= 0 && dir >= 0 && a->fsync(a, root) == 0 && a->fsync(a, dir) == 0);
+	int fa2 = a->open(a, "/d/data", O_RDWR, 0);
+	CHECK(a->pwrite(a, fa2, "written by a", 12, 0) == 12);
+	CHECK(a->fdatasync(a, fa2) == 0);
+	CHECK(a->pwrite(a, fa2, "VOLATILE", 8, 12) == 8); /* not synced */
+	/* kill -9 of a: its calls fail, its lock is gone at once */
+	stream_fs_sim_view_kill(a);
+	CHECK(stream_fs_sim_dead(a) && !stream_fs_sim_dead(b));
+	CHECK(a->pwrite(a, fa2, "x", 1, 0) < 0 && errno == EIO);
+	CHECK(a->stat(a, "/d", &st) < 0 && errno == EIO);
+	CHECK(b->flock(b, fb, LOCK_EX | LOCK_NB) == 0);
+	/* b sees everything a wrote, synced or not (the kernel has it) */
+	char buf[32] = { 0 };
+	CHECK(b->pread(b, fb2, buf, sizeof buf, 0) == 20 && memcmp(buf, "written by aVOLATILE", 20) == 0);
+	CHECK(b->pwrite(b, fb2, "B", 1, 20) == 1);
+	/* a restarts: alive, no descriptor of before, and the lock is b's */
+	stream_fs_sim_view_restart(a);
+	CHECK(!stream_fs_sim_dead(a));
+	CHECK(a->pwrite(a, fa2, "x", 1, 0) < 0 && errno == EBADF);
+	fa = a->open(a, "/d/lock", O_RDWR, 0);
+	CHECK(fa >= 0 && a->flock(a, fa, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK);
+	/* an injected failure belongs to the process it was injected into */
+	stream_fs_sim_inject(a, SIM_OP_FDATASYNC, 1, EIO);
+	CHECK(b->fdatasync(b, fb2) == 0);
+	fa2 = a->open(a, "/d/data", O_RDWR, 0);
+	CHECK(a->fdatasync(a, fa2) < 0 && errno == EIO);
+	CHECK(a->fdatasync(a, fa2) == 0);
+	/* the volatile tail: written after the last sync of the file */
+	CHECK(b->pwrite(b, fb2, "TAIL", 4, 21) == 4);
+	/* a power loss, from a's handle: every process dies with the machine */
+	stream_fs_sim_crash(a, SIM_CRASH_POWER, 9);
+	CHECK(!stream_fs_sim_dead(a));
+	CHECK(stream_fs_sim_dead(b) && stream_fs_sim_dead(disk));
+	CHECK(b->pread(b, fb2, buf, 4, 0) < 0 && errno == EIO);
+	stream_fs_sim_view_restart(b);
+	CHECK(b->pread(b, fb2, buf, 4, 0) < 0 && errno == EBADF); /* its descriptors are gone */
+	/* the synced bytes survive; the lock is free (no process holds it) */
+	fb2 = b->open(b, "/d/data", O_RDONLY, 0);
+	CHECK(fb2 >= 0 && b->pread(b, fb2, buf, 21, 0) >= 21 && memcmp(buf, "written by aVOLATILEB", 21) == 0);
+	fb = b->open(b, "/d/lock", O_RDWR, 0);
+	CHECK(fb >= 0 && b->flock(b, fb, LOCK_EX | LOCK_NB) == 0);
+	/* freeing a view leaves the disk and the others */
+	stream_fs_sim_free(b);
+	CHECK(a->stat(a, "/d/data", &st) == 0 && st.size >= 21);
+	stream_fs_sim_free(disk); /* the disk and a */
+}
+
 int main(void)
 {
 	log_setup("test_stream_sim", 0);
@@ -441,6 +516,7 @@ int main(void)
 		return unit_done("stream_sim");
 	}
 	test_sim_fs();
+	test_sim_views();
 	/* the stream's own messages (torn tails cut, injected failures) would
 	 * fill the output: stderr goes to a file while the schedules run,
 	 * removed when they finish (a sanitizer's report stays there) */

@@ -1,0 +1,387 @@
+/*
+ * capture_core.c - capture between the replication socket and the
+ * stream (capture_core.h).  Follows pg_recvlogical: received and durable
+ * positions kept apart, only the durable one reported.
+ */
+#include "trellara/capture_core.h"
+
+#include "trellara/defaults.h"
+#include "trellara/envelope.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgoutput.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PG_EPOCH_OFFSET_US 946684800000000LL
+
+struct capture_core {
+	uint64_t max_batch_messages; /* pending frames of a big transaction synced at */
+	char *slot;        /* owned */
+	char *source_id;   /* owned */
+	struct stream_writer *writer;
+	struct assembler *assembler;
+	struct pgoutput_session session;
+	bool session_open;
+	struct pgoutput_message msg;
+	struct ack_policy ack; /* what may be reported, when a watermark is due */
+	bool storage_failed;
+	unsigned messages_since_check;
+	struct capture_core_stats stats;
+};
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+/* ---- the stream side ---- */
+
+static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
+{
+	struct capture_core *c = ctx;
+	int rc = stream_writer_append(c->writer, type, 0, payload, len, NULL);
+	if (rc != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats.frames++;
+	/* A big transaction must not hold all its frames in the writer's
+	 * batch: make them durable as we go (nothing is acknowledged to
+	 * the source before its commit marker is durable). */
+	if (stream_writer_pending(c->writer) >= c->max_batch_messages) {
+		if (stream_writer_sync(c->writer) != STREAM_OK) {
+			c->storage_failed = true;
+			return -1;
+		}
+		if (type == FRAME_CHUNK) {
+			/* tests: a chunk set durable in part, its commit not yet */
+			fault_point("capture.after_chunk_sync");
+			fault_pause("capture.after_chunk_sync");
+		}
+	}
+	return 0;
+}
+
+static int append_watermark(struct capture_core *c, uint64_t lsn, int64_t now_us, int64_t wall_us)
+{
+	struct buf b = { 0 };
+	env_encode_watermark(&b, c->source_id, lsn, wall_us);
+	int rc = stream_writer_append(c->writer, FRAME_WATERMARK, 0, b.data, b.len, NULL);
+	buf_free(&b);
+	if (rc != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats.frames++;
+	c->stats.watermarks++;
+	ack_policy_on_watermark_appended(&c->ack, lsn, now_us);
+	return 0;
+}
+
+/* Make the pending batch durable; only then does durable_lsn move.  The
+ * stream must record every position it acknowledges: a position passed
+ * without a frame (an empty transaction) gets a watermark frame. */
+static int flush_batch(struct capture_core *c, int64_t now_us, int64_t wall_us)
+{
+	if (!ack_policy_flush_needed(&c->ack, stream_writer_pending(c->writer)))
+		return 0;
+	uint64_t watermark_lsn;
+	if (ack_policy_watermark_needed(&c->ack, &watermark_lsn) &&
+	    append_watermark(c, watermark_lsn, now_us, wall_us) < 0)
+		return -1;
+	if (stream_writer_sync(c->writer) != STREAM_OK) {
+		c->storage_failed = true;
+		return -1;
+	}
+	c->stats.batches++;
+	c->stats.durable_lsn = ack_policy_on_durable(&c->ack);
+	fault_point("capture.after_append_before_ack");
+	fault_pause("capture.after_append_before_ack");
+	return 0;
+}
+
+static int write_watermark(struct capture_core *c, uint64_t lsn, int64_t now_us, int64_t wall_us)
+{
+	if (append_watermark(c, lsn, now_us, wall_us) < 0)
+		return -1;
+	return flush_batch(c, now_us, wall_us);
+}
+
+/* Where the stream ends, in source terms: the last committed
+ * transaction's commit LSN, and the highest LSN any frame records (a
+ * transaction's end or a watermark).  Scans segments from the newest
+ * back until one holds a committed transaction (segments of watermarks
+ * alone do not say which transactions are in the stream). */
+static int stream_positions(struct stream_fs *fs, const char *dir, struct ack_restart_point *rp)
+{
+	*rp = (struct ack_restart_point){ 0 };
+	uint64_t *bases = NULL;
+	size_t n = 0;
+	int rc = -1;
+	if (stream_segment_bases_fs(fs, dir, &bases, &n) != STREAM_OK)
+		return -1;
+	struct stream_reader *r = NULL;
+	if (n && stream_reader_open_fs(fs, dir, &r) != STREAM_OK)
+		goto out;
+	for (size_t k = n; k-- > 0;) {
+		if (stream_reader_seek(r, bases[k]) != STREAM_OK)
+			goto out;
+		bool found_commit = false;
+		struct stream_frame f;
+		int st;
+		while ((st = stream_reader_next(r, &f)) == STREAM_OK) {
+			int t = f.header.type;
+			if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
+				continue;
+			struct env_frame_summary s;
+			char err[256];
+			if (env_frame_summary(t, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+				log_error("stream frame %" PRIu64 ": %s", f.header.offset, err);
+				goto out;
+			}
+			if (t == FRAME_WATERMARK) {
+				ack_restart_point_add_watermark(rp, s.lsn);
+				continue;
+			}
+			found_commit = true;
+			ack_restart_point_add_txn(rp, s.commit_lsn, s.end_lsn);
+		}
+		if (st != STREAM_END)
+			goto out;
+		if (found_commit)
+			break;
+	}
+	rc = 0;
+out:
+	stream_reader_close(r);
+	free(bases);
+	return rc;
+}
+
+int capture_core_open(struct capture_core **ccp, const struct capture_core_options *o)
+{
+	struct capture_core *c = xcalloc(1, sizeof *c);
+	*ccp = c;
+	c->max_batch_messages = o->ack.max_batch_messages;
+	c->slot = xstrdup(o->slot);
+	c->source_id = xstrdup(o->source_id);
+	pgoutput_message_init(&c->msg);
+	char err[PGOUTPUT_ERR_LEN];
+	if (pgoutput_session_init(&c->session, o->proto_version, err, sizeof err) < 0) {
+		log_error("%s", err);
+		return EXIT_CONFIG;
+	}
+	c->session_open = true;
+
+	struct stream_recovery rec;
+	int rc = stream_writer_open_fs(o->fs, o->stream_dir, &o->writer, &c->writer, &rec);
+	if (rc != STREAM_OK) {
+		c->writer = NULL;
+		return rc == STREAM_ECORRUPT ? EXIT_DATAERR : rc == STREAM_ELOCKED ? EXIT_TEMPFAIL
+			: rc == STREAM_EINVAL ? EXIT_CONFIG : EXIT_CANTCREAT;
+	}
+	c->stats.next_offset = rec.next_offset;
+	struct ack_restart_point restart;
+	if (stream_positions(o->fs, o->stream_dir, &restart) < 0)
+		return EXIT_DATAERR;
+	ack_policy_init(&c->ack, &o->ack, &restart);
+	c->stats.durable_lsn = c->ack.durable_lsn;
+	c->stats.stream_last_commit_lsn = c->ack.stream_last_commit_lsn;
+	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
+	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", o->stream_dir,
+		 rec.next_offset, lsn_format(restart.last_commit_lsn, l1), lsn_format(c->ack.durable_lsn, l2));
+
+	struct assembler_options ao = o->assembler;
+	ao.skip_through_commit_lsn = c->ack.stream_last_commit_lsn;
+	char aerr[512];
+	if (assembler_open(&c->assembler, &ao, aerr, sizeof aerr) < 0) {
+		c->assembler = NULL;
+		log_error("%s", aerr);
+		return EXIT_CANTCREAT;
+	}
+	return EXIT_OK;
+}
+
+/* ---- the source side ---- */
+
+/* One XLogData message: decode, assemble, maybe flush. */
+static int handle_xlogdata(struct capture_core *c, const uint8_t *data, size_t len, int64_t now_us,
+			   int64_t wall_us)
+{
+	if (len < 25) {
+		log_error("replication stream: XLogData message of %zu bytes is shorter than its 25-byte header", len);
+		return EXIT_DATAERR;
+	}
+	uint64_t data_start = get_be64(data + 1);
+	char err[PGOUTPUT_ERR_LEN];
+	if (pgoutput_session_decode(&c->session, data + 25, len - 25, &c->msg, err, sizeof err) < 0) {
+		char lsn[LSN_FORMAT_LEN];
+		log_error("replication slot \"%s\" at %s: %s", c->slot, lsn_format(data_start, lsn), err);
+		return EXIT_DATAERR;
+	}
+	/* Test hook: hold a transaction's commit (tests change things while
+	 * its changes sit in a spill file). */
+	if (c->msg.type == PGOUTPUT_COMMIT || c->msg.type == PGOUTPUT_STREAM_COMMIT)
+		fault_pause("capture.before_commit");
+	struct assembler_result result;
+	char aerr[512];
+	int rc = assembler_feed(c->assembler, &c->session, &c->msg, emit_frame, c, &result, aerr, sizeof aerr);
+	if (rc < 0) {
+		if (c->storage_failed || rc == ASSEMBLER_STORAGE_FAILED)
+			return EXIT_CANTCREAT;
+		char lsn[LSN_FORMAT_LEN];
+		log_error("replication slot \"%s\" at %s: %s", c->slot, lsn_format(data_start, lsn), aerr);
+		return EXIT_DATAERR;
+	}
+	if (result.event == ASSEMBLER_COMMITTED) {
+		ack_policy_on_commit_appended(&c->ack, result.commit_lsn);
+		c->stats.transactions++;
+		c->stats.changes += result.changes;
+		if (ack_policy_on_appended(&c->ack, result.end_lsn, stream_writer_pending(c->writer), now_us) &&
+		    flush_batch(c, now_us, wall_us) < 0)
+			return EXIT_CANTCREAT;
+	} else if (result.event == ASSEMBLER_EMPTY) {
+		ack_policy_on_passed(&c->ack, result.end_lsn);
+	} else if (result.event == ASSEMBLER_SKIPPED) {
+		c->stats.skipped_duplicates++;
+		char lsn[LSN_FORMAT_LEN];
+		log_info("skipped transaction %u (commit %s): already in the stream", result.xid,
+			 lsn_format(result.commit_lsn, lsn));
+		ack_policy_on_passed(&c->ack, result.end_lsn);
+	}
+	return EXIT_OK;
+}
+
+static int handle_keepalive(struct capture_core *c, const uint8_t *data, size_t len, int64_t now_us,
+			    int64_t wall_us, bool *reply)
+{
+	if (len < 18) {
+		log_error("replication stream: keepalive of %zu bytes is shorter than 18", len);
+		return EXIT_DATAERR;
+	}
+	uint64_t wal_end = get_be64(data + 1);
+	bool reply_requested = data[17] != 0;
+	struct ack_keepalive_decision d =
+		ack_policy_on_keepalive(&c->ack, wal_end, reply_requested, assembler_in_transaction(c->assembler));
+	if (d.record) {
+		if (flush_batch(c, now_us, wall_us) < 0)
+			return EXIT_CANTCREAT;
+		if (ack_policy_keepalive_watermark(&c->ack, wal_end, reply_requested, now_us) &&
+		    write_watermark(c, wal_end, now_us, wall_us) < 0)
+			return EXIT_CANTCREAT;
+	}
+	if (d.reply)
+		*reply = true;
+	return EXIT_OK;
+}
+
+int capture_core_on_message(struct capture_core *c, const uint8_t *msg, size_t len, int64_t now_us,
+			    int64_t wall_us, bool *reply)
+{
+	*reply = false;
+	/* under continuous traffic too, acknowledge at least once per interval */
+	if (++c->messages_since_check >= CAPTURE_STATUS_CHECK_MESSAGES) {
+		c->messages_since_check = 0;
+		if (ack_policy_status_interval_elapsed(&c->ack, now_us)) {
+			if (flush_batch(c, now_us, wall_us) < 0)
+				return EXIT_CANTCREAT;
+			*reply = true;
+		}
+	}
+	if (len == 0) {
+		log_warn("replication stream: ignoring an empty message");
+		return EXIT_OK;
+	}
+	if (msg[0] == 'w')
+		return handle_xlogdata(c, msg, len, now_us, wall_us);
+	if (msg[0] == 'k')
+		return handle_keepalive(c, msg, len, now_us, wall_us, reply);
+	log_warn("replication stream: ignoring unknown message type 0x%02x", msg[0]);
+	return EXIT_OK;
+}
+
+enum capture_core_quiet capture_core_quiet(const struct capture_core *c, int64_t now_us)
+{
+	/* Under load the next message is usually a moment away: give the
+	 * batch up to ACK_GROUP_COMMIT_WAIT_US more before its fdatasync
+	 * (group commit), then end it. */
+	return ack_policy_batch_may_wait(&c->ack, now_us) ? CAPTURE_CORE_WAIT : CAPTURE_CORE_FLUSH;
+}
+
+int capture_core_flush(struct capture_core *c, int64_t now_us, int64_t wall_us)
+{
+	return flush_batch(c, now_us, wall_us) < 0 ? EXIT_CANTCREAT : EXIT_OK;
+}
+
+bool capture_core_status_due(const struct capture_core *c, int64_t now_us)
+{
+	return ack_policy_status_due(&c->ack, now_us);
+}
+
+void capture_core_status_message(const struct capture_core *c, uint8_t out[CAPTURE_STATUS_MESSAGE_LEN],
+				 int64_t wall_us, bool reply_requested)
+{
+	uint64_t lsn_reported = ack_policy_report_lsn(&c->ack);
+	out[0] = 'r';
+	put_be64(out + 1, lsn_reported);  /* written */
+	put_be64(out + 9, lsn_reported);  /* flushed */
+	put_be64(out + 17, lsn_reported); /* applied */
+	put_be64(out + 25, (uint64_t)(wall_us - PG_EPOCH_OFFSET_US));
+	out[33] = reply_requested ? 1 : 0;
+}
+
+void capture_core_on_status_sent(struct capture_core *c, int64_t now_us)
+{
+	ack_policy_on_reported(&c->ack, now_us);
+	char lsn[LSN_FORMAT_LEN];
+	log_debug("standby status: flushed %s", lsn_format(c->ack.reported_lsn, lsn));
+}
+
+void capture_core_reconnected(struct capture_core *c)
+{
+	/* Anything open belongs to the old connection: the server sends it
+	 * again from the slot's confirmed position. */
+	pgoutput_session_reset(&c->session);
+	assembler_reset(c->assembler);
+	ack_policy_on_connect(&c->ack);
+	assembler_set_skip_through(c->assembler, c->ack.stream_last_commit_lsn);
+}
+
+struct capture_core_stats capture_core_stats(const struct capture_core *c)
+{
+	struct capture_core_stats s = c->stats;
+	s.durable_lsn = c->ack.durable_lsn;
+	s.stream_last_commit_lsn = c->ack.stream_last_commit_lsn;
+	s.last_status_us = c->ack.last_status_us;
+	return s;
+}
+
+void capture_core_close(struct capture_core *c)
+{
+	if (!c)
+		return;
+	assembler_close(c->assembler);
+	stream_writer_close(c->writer);
+	pgoutput_message_release(&c->msg);
+	if (c->session_open)
+		pgoutput_session_free(&c->session);
+	free(c->slot);
+	free(c->source_id);
+	free(c);
+}
