@@ -1,8 +1,9 @@
 /*
  * checkpoint.h - the checkpoint schema in the target (DESIGN §5,
  * trellara(7)): versioned, idempotent migrations under an advisory lock,
- * and every statement any program runs against it.  This module is the
- * only place that SQL is written, one table family per module:
+ * and the statements every program runs against it.  No program writes
+ * SQL against the schema: this module and runs.c are the only places it
+ * is written, one module per table family:
  *
  *   checkpoint.c  the migrations (every table's DDL); apply_checkpoint,
  *                 quarantine, source_identity, apply_fence (the fences of
