@@ -3,6 +3,7 @@
  */
 #include "copy.h"
 
+#include "trellara/checkpoint.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
 #include "trellara/log.h"
@@ -304,7 +305,6 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
 	char *qualified = xasprintf("%s.%s", qs, qn);
 	char *cols = NULL, *fp_before = NULL, *fp_snap = NULL, *fp_after = NULL, *sql = NULL;
-	char *schema_q = pgconn_quote_ident(dst, cfg->checkpoint_schema);
 	double t0 = now_s();
 	bool src_open = false, dst_open = false;
 
@@ -480,22 +480,13 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		goto out; /* the target transaction rolls back below */
 	}
 	/* the progress row commits with the data */
-	char rows[24], lsn[LSN_FORMAT_LEN];
-	snprintf(rows, sizeof rows, "%" PRIu64, t->rows);
-	lsn_format(job->watermark_lsn, lsn);
 	char *relation = xasprintf("%s.%s", t->schema, t->name);
-	free(sql);
-	sql = xasprintf("INSERT INTO %s.snapshot_table_progress (source_id, dataset_id, run_id, relation, state, copied_rows,"
-			" watermark_lsn, schema_fingerprint) VALUES ($1, $2, $3, $4, 'copied', $5, $6, $7)"
-			" ON CONFLICT (source_id, dataset_id, run_id, relation) DO UPDATE SET state = 'copied',"
-			" copied_rows = $5, watermark_lsn = $6, schema_fingerprint = $7, updated_at = now()",
-			schema_q);
-	const char *p[7] = { cfg->source_id, cfg->dataset_id, job->run_id, relation, rows, lsn, fp_after };
-	res = pgconn_query(dst, sql, 7, p);
+	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	int recorded = checkpoint_progress_copied(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, t->rows,
+						  job->watermark_lsn, fp_after);
 	free(relation);
-	if (!res)
+	if (recorded < 0)
 		goto failed;
-	PQclear(res);
 	if (pgconn_command(dst, "COMMIT") < 0)
 		goto failed;
 	dst_open = false;
@@ -520,7 +511,6 @@ out:
 	free(fp_snap);
 	free(fp_after);
 	free(sql);
-	free(schema_q);
 }
 
 static void *worker(void *arg)

@@ -104,40 +104,35 @@ static void table_names(const struct flow_config *cfg, size_t i, char *buf, size
 	snprintf(buf, len, "%s.%s", cfg->tables[i].schema, cfg->tables[i].name);
 }
 
+static struct flow_ids flow_ids_of(const struct flow_config *cfg)
+{
+	return (struct flow_ids){ cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+}
+
 /* Which tables of the run are copied already. */
 static int copied_tables(PGconn *conn, const struct flow_config *cfg, const char *run_id, bool *copied)
 {
-	const char *p[3] = { cfg->source_id, cfg->dataset_id, run_id };
-	PGresult *res = pgconn_schema_query(conn, cfg->checkpoint_schema,
-					    "SELECT relation FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2"
-					    " AND run_id = $3 AND state = 'copied'",
-					    3, p);
-	if (!res)
+	struct flow_ids ids = flow_ids_of(cfg);
+	struct snapshot_progress *rows;
+	int n;
+	if (checkpoint_progress_list(conn, cfg->checkpoint_schema, &ids, run_id, &rows, &n) < 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_tables; i++) {
 		char name[300];
 		table_names(cfg, i, name, sizeof name);
 		copied[i] = false;
-		for (int r = 0; r < PQntuples(res); r++)
-			if (strcmp(PQgetvalue(res, r, 0), name) == 0)
+		for (int r = 0; r < n; r++)
+			if (strcmp(rows[r].state, "copied") == 0 && strcmp(rows[r].relation, name) == 0)
 				copied[i] = true;
 	}
-	PQclear(res);
+	free(rows);
 	return 0;
 }
 
 static int record_schema_changed(PGconn *conn, const struct flow_config *cfg, const char *run_id, const char *relation)
 {
-	const char *p[4] = { cfg->source_id, cfg->dataset_id, run_id, relation };
-	PGresult *res = pgconn_schema_query(conn, cfg->checkpoint_schema,
-					    "INSERT INTO @.snapshot_table_progress (source_id, dataset_id, run_id, relation, state)"
-					    " VALUES ($1, $2, $3, $4, 'schema_changed') ON CONFLICT (source_id, dataset_id, run_id, relation)"
-					    " DO UPDATE SET state = 'schema_changed', updated_at = now()",
-					    4, p);
-	if (!res)
-		return -1;
-	PQclear(res);
-	return 0;
+	struct flow_ids ids = flow_ids_of(cfg);
+	return checkpoint_progress_schema_changed(conn, cfg->checkpoint_schema, &ids, run_id, relation);
 }
 
 /* Handoff: one immutable event per table, and stream_handoff_ready, in
@@ -146,21 +141,11 @@ static int hand_off(PGconn *conn, const struct flow_config *cfg, const char *run
 {
 	if (pgconn_command(conn, "BEGIN") < 0)
 		return -1;
-	const char *p[3] = { cfg->source_id, cfg->dataset_id, run_id };
-	PGresult *res = pgconn_schema_query(conn, cfg->checkpoint_schema,
-					    "INSERT INTO @.snapshot_handoff_events (source_id, dataset_id, run_id, relation, copied_rows,"
-					    " source_watermark) SELECT source_id, dataset_id, run_id, relation, copied_rows, watermark_lsn"
-					    " FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3"
-					    " AND state = 'copied' AND NOT EXISTS (SELECT 1 FROM @.snapshot_handoff_events e"
-					    "  WHERE e.source_id = $1 AND e.dataset_id = $2 AND e.run_id = $3"
-					    "  AND e.relation = snapshot_table_progress.relation"
-					    "  AND e.source_watermark = snapshot_table_progress.watermark_lsn)",
-					    3, p);
-	if (!res) {
+	struct flow_ids ids = flow_ids_of(cfg);
+	if (checkpoint_handoff_record_run(conn, cfg->checkpoint_schema, &ids, run_id) < 0) {
 		pgconn_command(conn, "ROLLBACK");
 		return -1;
 	}
-	PQclear(res);
 	if (pgconn_command(conn, "COMMIT") < 0)
 		return -1;
 	return runs_move(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, RUN_STREAM_HANDOFF_READY,
@@ -555,11 +540,8 @@ int snapshot_run(const struct snapshot_options *o)
 			code = EXIT_NEGATIVE;
 			goto out;
 		}
-		const char *p[3] = { cfg->source_id, cfg->dataset_id, run_id };
-		PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
-						    "DELETE FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
-						    3, p);
-		PQclear(res);
+		struct flow_ids ids = flow_ids_of(cfg);
+		checkpoint_progress_clear(dst, cfg->checkpoint_schema, &ids, run_id);
 		if (move(dst, cfg, run_id, RUN_PLANNED, NULL, 0, NULL, NULL) != 0)
 			goto out;
 		run.state = RUN_PLANNED;
@@ -746,13 +728,10 @@ int snapshot_status(const struct snapshot_options *o)
 	struct run_row run;
 	if (runs_load(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, o->run_id, &run) < 0)
 		goto out;
-	const char *p[3] = { cfg->source_id, cfg->dataset_id, run.run_id };
-	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
-					    "SELECT relation, state, copied_rows, coalesce(watermark_lsn::text, ''),"
-					    " to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-					    " FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
-					    3, p);
-	if (!res)
+	struct flow_ids ids = flow_ids_of(cfg);
+	struct snapshot_progress *rows;
+	int n_rows;
+	if (checkpoint_progress_list(dst, cfg->checkpoint_schema, &ids, run.run_id, &rows, &n_rows) < 0)
 		goto out;
 	int not_copied = 0;
 	char l[LSN_FORMAT_LEN];
@@ -790,28 +769,31 @@ int snapshot_status(const struct snapshot_options *o)
 	for (size_t i = 0; i < cfg->n_tables; i++) {
 		char name[300];
 		table_names(cfg, i, name, sizeof name);
-		int r = -1;
-		for (int k = 0; k < PQntuples(res); k++)
-			if (strcmp(PQgetvalue(res, k, 0), name) == 0)
-				r = k;
-		const char *state = r >= 0 ? PQgetvalue(res, r, 1) : "pending";
+		const struct snapshot_progress *r = NULL;
+		for (int k = 0; k < n_rows; k++)
+			if (strcmp(rows[k].relation, name) == 0)
+				r = &rows[k];
+		const char *state = r ? r->state : "pending";
 		if (strcmp(state, "copied") != 0)
 			not_copied++;
+		char copied_rows[24], watermark[LSN_FORMAT_LEN] = "";
+		snprintf(copied_rows, sizeof copied_rows, "%" PRIu64, r ? r->copied_rows : 0);
+		if (r && r->has_watermark)
+			lsn_format(r->watermark_lsn, watermark);
 		if (o->json) {
 			printf("%s{\"table\":", i ? "," : "");
 			json_write_string(stdout, name, strlen(name));
-			printf(",\"state\":\"%s\",\"rows\":%s,\"watermark_lsn\":", state, r >= 0 ? PQgetvalue(res, r, 2) : "0");
-			if (r >= 0 && *PQgetvalue(res, r, 3))
-				printf("\"%s\"", PQgetvalue(res, r, 3));
+			printf(",\"state\":\"%s\",\"rows\":%s,\"watermark_lsn\":", state, copied_rows);
+			if (*watermark)
+				printf("\"%s\"", watermark);
 			else
 				printf("null");
 			printf("}");
 		} else {
-			printf("  %-40s %-15s rows %-10s watermark %s\n", name, state, r >= 0 ? PQgetvalue(res, r, 2) : "0",
-			       r >= 0 && *PQgetvalue(res, r, 3) ? PQgetvalue(res, r, 3) : "-");
+			printf("  %-40s %-15s rows %-10s watermark %s\n", name, state, copied_rows, *watermark ? watermark : "-");
 		}
 	}
-	PQclear(res);
+	free(rows);
 	const char *action = next_action(&run, not_copied);
 	if (o->json) {
 		printf("],\"next_action\":");
@@ -828,24 +810,23 @@ out:
 
 /* ---- reseed ---- */
 
+/* The state of the flow's fence, "" when none is set. */
 static int fence_state(PGconn *dst, const struct flow_config *cfg, char *state, size_t len)
 {
-	const char *p[2] = { cfg->source_id, cfg->dataset_id };
-	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
-					    "SELECT state FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2", 2, p);
-	if (!res)
+	struct flow_ids ids = flow_ids_of(cfg);
+	bool present;
+	uint64_t fence_lsn;
+	if (checkpoint_fence_get(dst, cfg->checkpoint_schema, &ids, &present, &fence_lsn, state, len) < 0)
 		return -1;
-	snprintf(state, len, "%s", PQntuples(res) ? PQgetvalue(res, 0, 0) : "");
-	PQclear(res);
+	if (!present)
+		snprintf(state, len, "%s", "");
 	return 0;
 }
 
 static void fence_release(PGconn *dst, const struct flow_config *cfg)
 {
-	const char *p[2] = { cfg->source_id, cfg->dataset_id };
-	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
-					    "DELETE FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2", 2, p);
-	PQclear(res);
+	struct flow_ids ids = flow_ids_of(cfg);
+	checkpoint_fence_release(dst, cfg->checkpoint_schema, &ids, NULL);
 }
 
 int snapshot_reseed(const struct snapshot_options *o)
@@ -880,16 +861,10 @@ int snapshot_reseed(const struct snapshot_options *o)
 	/* 1. applyd holds at once: everything it applied is before the copy's
 	 * snapshot, and nothing after the snapshot reaches the table before
 	 * its new watermark is in place */
-	const char *p[2] = { cfg->source_id, cfg->dataset_id };
-	PGresult *res = pgconn_schema_query(dst, cfg->checkpoint_schema,
-					    "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
-					    " VALUES ($1, $2, '0/0', 'requested', 'reseed') ON CONFLICT (source_id, dataset_id) DO NOTHING"
-					    " RETURNING 1",
-					    2, p);
-	if (!res)
+	struct flow_ids ids = flow_ids_of(cfg);
+	bool mine;
+	if (checkpoint_fence_request(dst, cfg->checkpoint_schema, &ids, 0, "reseed", &mine) < 0)
 		goto out;
-	bool mine = PQntuples(res) == 1;
-	PQclear(res);
 	if (!mine) {
 		log_error("a fence is already set for flow %s:%s (a verify or another reseed is running)", cfg->source_id,
 			  cfg->dataset_id);
@@ -941,16 +916,8 @@ int snapshot_reseed(const struct snapshot_options *o)
 		    move(dst, cfg, run.run_id, RUN_STREAMING, NULL, 0, NULL, NULL) != 0)
 			goto out;
 	} else {
-		const char *hp[3] = { cfg->source_id, cfg->dataset_id, run.run_id };
-		PGresult *hres = pgconn_schema_query(dst, cfg->checkpoint_schema,
-						     "INSERT INTO @.snapshot_handoff_events (source_id, dataset_id, run_id, relation,"
-						     " copied_rows, source_watermark) SELECT source_id, dataset_id, run_id, relation, copied_rows,"
-						     " watermark_lsn FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2"
-						     " AND run_id = $3 AND relation = $4",
-						     4, (const char *const[]){ hp[0], hp[1], hp[2], o->table });
-		if (!hres)
+		if (checkpoint_handoff_record_table(dst, cfg->checkpoint_schema, &ids, run.run_id, o->table) < 0)
 			goto out;
-		PQclear(hres);
 	}
 	code = EXIT_OK;
 out:

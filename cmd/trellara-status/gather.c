@@ -10,11 +10,12 @@
  */
 #include "status.h"
 
+#include "trellara/checkpoint.h"
 #include "trellara/conninfo.h"
 #include "trellara/envelope.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
-#include "trellara/pgconn.h"
+#include "trellara/runs.h"
 #include "trellara/stream.h"
 #include "trellara/xalloc.h"
 
@@ -112,15 +113,6 @@ static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *
 		PQclear(res);
 		return NULL;
 	}
-	return res;
-}
-
-static PGresult *schema_query(PGconn *conn, const char *schema, const char *sql, int n, const char *const *params,
-			      const char *what, char *error, size_t error_len)
-{
-	char *text = pgconn_schema_sql(conn, sql, schema);
-	PGresult *res = query(conn, text, n, params, what, error, error_len);
-	free(text);
 	return res;
 }
 
@@ -338,120 +330,108 @@ struct checkpoint_sample {
 	uint64_t transactions, changes;
 };
 
-#define CHECKPOINT_SQL                                                                                           \
-	"SELECT last_commit_lsn, applied_through_lsn, stream_offset, last_xid, applied_transactions,"            \
-	" applied_changes, skipped_duplicates,"                                                                   \
-	" to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"                         \
-	" extract(epoch FROM now() - updated_at)"                                                                 \
-	" FROM @.apply_checkpoint WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
+static struct flow_ids flow_ids_of(const struct flow_config *cfg)
+{
+	return (struct flow_ids){ cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+}
 
 /* Reads the checkpoint into sample; into t too when fill (the first
  * sample: the one read at about the moment the rest is read). */
 static int read_checkpoint(PGconn *conn, const struct flow_config *cfg, struct status_target *t,
 			   struct checkpoint_sample *sample, bool fill)
 {
-	const char *p[3] = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
-	PGresult *res = schema_query(conn, cfg->checkpoint_schema, CHECKPOINT_SQL, 3, p, "the apply checkpoint", t->error,
-				     sizeof t->error);
-	if (!res)
+	struct flow_ids ids = flow_ids_of(cfg);
+	struct checkpoint_observed o;
+	char error[sizeof t->error];
+	if (checkpoint_observe(conn, cfg->checkpoint_schema, &ids, &o, error, sizeof error) < 0) {
+		set_error(t->error, sizeof t->error, "%s", error);
 		return -1;
+	}
 	sample->taken_us = mono_us();
-	sample->exists = PQntuples(res) == 1;
+	sample->exists = o.exists;
 	if (sample->exists) {
-		sample->transactions = parse_u64(PQgetvalue(res, 0, 4));
-		sample->changes = parse_u64(PQgetvalue(res, 0, 5));
+		sample->transactions = o.cp.applied_transactions;
+		sample->changes = o.cp.applied_changes;
 	}
 	if (fill)
 		t->checkpoint_exists = sample->exists;
 	if (fill && sample->exists) {
-		lsn_parse(PQgetvalue(res, 0, 0), &t->last_commit_lsn);
-		lsn_parse(PQgetvalue(res, 0, 1), &t->applied_through_lsn);
-		t->stream_offset = parse_u64(PQgetvalue(res, 0, 2));
-		t->last_xid = (uint32_t)parse_u64(PQgetvalue(res, 0, 3));
+		t->last_commit_lsn = o.cp.last_commit_lsn;
+		t->applied_through_lsn = o.cp.applied_through_lsn;
+		t->stream_offset = o.cp.stream_offset;
+		t->last_xid = o.cp.last_xid;
 		t->applied_transactions = sample->transactions;
 		t->applied_changes = sample->changes;
-		t->skipped_duplicates = parse_u64(PQgetvalue(res, 0, 6));
-		snprintf(t->checkpoint_updated_at, sizeof t->checkpoint_updated_at, "%s", PQgetvalue(res, 0, 7));
-		t->checkpoint_age_seconds = strtod(PQgetvalue(res, 0, 8), NULL);
+		t->skipped_duplicates = o.cp.skipped_duplicates;
+		snprintf(t->checkpoint_updated_at, sizeof t->checkpoint_updated_at, "%s", o.updated_at);
+		t->checkpoint_age_seconds = o.age_seconds;
 	}
-	PQclear(res);
 	return 0;
 }
 
 static int read_quarantine(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
 {
-	const char *p[3] = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
-	PGresult *res = schema_query(conn, cfg->checkpoint_schema,
-				     "SELECT id, xid, commit_lsn, stream_offset, reason, state,"
-				     " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-				     " extract(epoch FROM now() - created_at)"
-				     " FROM @.quarantine WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
-				     " AND state <> 'resolved' ORDER BY id",
-				     3, p, "the quarantine", t->error, sizeof t->error);
-	if (!res)
+	struct flow_ids ids = flow_ids_of(cfg);
+	struct quarantine_entry *q;
+	int n;
+	char error[sizeof t->error];
+	if (checkpoint_quarantine_observe(conn, cfg->checkpoint_schema, &ids, &q, &n, error, sizeof error) < 0) {
+		set_error(t->error, sizeof t->error, "%s", error);
 		return -1;
-	for (int i = 0; i < PQntuples(res); i++) {
-		bool open = strcmp(PQgetvalue(res, i, 5), "quarantined") == 0;
+	}
+	for (int i = 0; i < n; i++) {
+		bool open = strcmp(q[i].state, "quarantined") == 0;
 		if (open) {
 			if (t->quarantine_open++ == 0) {
 				t->has_quarantine_oldest = true;
-				t->quarantine_oldest_age_seconds = strtod(PQgetvalue(res, i, 7), NULL);
-				snprintf(t->quarantine_oldest_at, sizeof t->quarantine_oldest_at, "%s", PQgetvalue(res, i, 6));
+				t->quarantine_oldest_age_seconds = q[i].age_seconds;
+				snprintf(t->quarantine_oldest_at, sizeof t->quarantine_oldest_at, "%s", q[i].created_at);
 			}
 		} else {
 			t->quarantine_replay_ready++;
 		}
 		if (t->n_listed < STATUS_MAX_QUARANTINE_LISTED) {
 			struct status_quarantine_entry *e = &t->listed[t->n_listed++];
-			e->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-			e->xid = (uint32_t)parse_u64(PQgetvalue(res, i, 1));
-			lsn_parse(PQgetvalue(res, i, 2), &e->commit_lsn);
-			e->stream_offset = parse_u64(PQgetvalue(res, i, 3));
-			snprintf(e->reason, sizeof e->reason, "%s", PQgetvalue(res, i, 4));
-			snprintf(e->state, sizeof e->state, "%s", PQgetvalue(res, i, 5));
-			snprintf(e->created_at, sizeof e->created_at, "%s", PQgetvalue(res, i, 6));
-			e->age_seconds = strtod(PQgetvalue(res, i, 7), NULL);
+			e->id = q[i].id;
+			e->xid = q[i].xid;
+			e->commit_lsn = q[i].commit_lsn;
+			e->stream_offset = q[i].stream_offset;
+			snprintf(e->reason, sizeof e->reason, "%s", q[i].reason);
+			snprintf(e->state, sizeof e->state, "%s", q[i].state);
+			snprintf(e->created_at, sizeof e->created_at, "%s", q[i].created_at);
+			e->age_seconds = q[i].age_seconds;
 		}
 	}
-	PQclear(res);
+	free(q);
 	return 0;
 }
 
 static int read_run(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
 {
-	const char *p[2] = { cfg->source_id, cfg->dataset_id };
-	PGresult *res = schema_query(conn, cfg->checkpoint_schema,
-				     "SELECT run_id, state, coalesce(failure_reason, ''),"
-				     " to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-				     " FROM @.snapshot_runs WHERE source_id = $1 AND dataset_id = $2"
-				     " ORDER BY updated_at DESC LIMIT 1",
-				     2, p, "the snapshot run", t->error, sizeof t->error);
-	if (!res)
+	struct run_row run;
+	char error[sizeof t->error];
+	if (runs_observe(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, &run, error, sizeof error) < 0) {
+		set_error(t->error, sizeof t->error, "%s", error);
 		return -1;
-	if (PQntuples(res) == 1) {
-		t->run_exists = true;
-		snprintf(t->run_id, sizeof t->run_id, "%s", PQgetvalue(res, 0, 0));
-		snprintf(t->run_state, sizeof t->run_state, "%s", PQgetvalue(res, 0, 1));
-		snprintf(t->run_failure_reason, sizeof t->run_failure_reason, "%s", PQgetvalue(res, 0, 2));
-		snprintf(t->run_updated_at, sizeof t->run_updated_at, "%s", PQgetvalue(res, 0, 3));
 	}
-	PQclear(res);
+	if (run.exists) {
+		t->run_exists = true;
+		snprintf(t->run_id, sizeof t->run_id, "%s", run.run_id);
+		snprintf(t->run_state, sizeof t->run_state, "%s", run_state_name(run.state));
+		snprintf(t->run_failure_reason, sizeof t->run_failure_reason, "%s", run.failure_reason);
+		snprintf(t->run_updated_at, sizeof t->run_updated_at, "%s", run.updated_at);
+	}
 	return 0;
 }
 
 /* Whether the checkpoint schema's tables exist (status never creates them). */
 static int schema_present(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
 {
-	const char *p[1] = { cfg->checkpoint_schema };
-	PGresult *res = query(conn,
-			      "SELECT to_regclass(quote_ident($1) || '.apply_checkpoint') IS NOT NULL"
-			      " AND to_regclass(quote_ident($1) || '.quarantine') IS NOT NULL"
-			      " AND to_regclass(quote_ident($1) || '.snapshot_runs') IS NOT NULL",
-			      1, p, "the checkpoint schema", t->error, sizeof t->error);
-	if (!res)
+	char error[sizeof t->error];
+	if (checkpoint_schema_present(conn, cfg->checkpoint_schema, &t->schema_exists, error, sizeof error) < 0) {
+		set_error(t->error, sizeof t->error, "%s", error);
 		return -1;
-	t->schema_exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
+	}
 	return 0;
 }
 

@@ -75,11 +75,7 @@ static int settings(PGconn *c)
 static void release(struct verify *v)
 {
 	if (v->fenced) {
-		const char *p[2] = { v->cfg->source_id, v->cfg->dataset_id };
-		PGresult *res = pgconn_schema_query(v->dst, v->cfg->checkpoint_schema,
-						    "DELETE FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2 AND requested_by = 'verify'",
-						    2, p);
-		PQclear(res);
+		checkpoint_fence_release(v->dst, v->cfg->checkpoint_schema, &v->ids, "verify");
 		v->fenced = false;
 	}
 	if (v->repl) {
@@ -117,15 +113,9 @@ static int fence_at_snapshot(struct verify *v)
 		PQclear(res);
 		char l[LSN_FORMAT_LEN];
 		lsn_format(v->fence_lsn, l);
-		const char *p[3] = { v->cfg->source_id, v->cfg->dataset_id, l };
-		res = pgconn_schema_query(v->dst, v->cfg->checkpoint_schema,
-					  "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
-					  " VALUES ($1, $2, $3, 'requested', 'verify') ON CONFLICT (source_id, dataset_id) DO NOTHING RETURNING 1",
-					  3, p);
-		if (!res)
+		bool mine;
+		if (checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, v->fence_lsn, "verify", &mine) < 0)
 			return EXIT_UNAVAILABLE;
-		bool mine = PQntuples(res) == 1;
-		PQclear(res);
 		if (!mine) {
 			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)", v->cfg->source_id,
 				  v->cfg->dataset_id);
@@ -138,19 +128,12 @@ static int fence_at_snapshot(struct verify *v)
 		for (;;) {
 			if (*v->o->stop)
 				return EXIT_TEMPFAIL;
-			res = pgconn_schema_query(v->dst, v->cfg->checkpoint_schema,
-						  "SELECT f.state, c.last_commit_lsn < f.fence_lsn,"
-						  " c.applied_through_lsn >= f.fence_lsn OR f.state = 'held'"
-						  " FROM @.apply_fence f LEFT JOIN @.apply_checkpoint c ON c.source_id = f.source_id"
-						  " AND c.dataset_id = f.dataset_id AND c.consumer_group = $3"
-						  " WHERE f.source_id = $1 AND f.dataset_id = $2",
-						  3, (const char *const[]){ v->cfg->source_id, v->cfg->dataset_id, v->cfg->consumer_group });
-			if (!res)
+			struct fence_progress fp;
+			if (checkpoint_fence_progress(v->dst, v->cfg->checkpoint_schema, &v->ids, &fp) < 0)
 				return EXIT_UNAVAILABLE;
-			bool before = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-			bool reached = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 2), "t") == 0;
-			bool no_checkpoint = PQntuples(res) == 1 && PQgetisnull(res, 0, 1);
-			PQclear(res);
+			bool before = fp.before;
+			bool reached = fp.reached;
+			bool no_checkpoint = fp.fence_present && !fp.has_checkpoint;
 			if (reached && before && !no_checkpoint)
 				return 0;
 			if (reached && !before && !no_checkpoint)
@@ -570,17 +553,8 @@ int verify_run(const struct verify_options *o)
 	if (checkpoint_quarantine_list(v.dst, cfg->checkpoint_schema, &v.ids, true, &q, &nq) < 0 ||
 	    runs_load(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, NULL, &run) < 0)
 		goto out;
-	if (run.exists) {
-		const char *p[3] = { cfg->source_id, cfg->dataset_id, run.run_id };
-		PGresult *res = pgconn_schema_query(v.dst, cfg->checkpoint_schema,
-						    "SELECT count(DISTINCT relation) FROM @.snapshot_handoff_events"
-						    " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
-						    3, p);
-		if (!res)
-			goto out;
-		handoff_tables = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		PQclear(res);
-	}
+	if (run.exists && checkpoint_handoff_count(v.dst, cfg->checkpoint_schema, &v.ids, run.run_id, &handoff_tables) < 0)
+		goto out;
 
 	/* verdict */
 	int diverged_tables = 0;

@@ -237,20 +237,16 @@ int checkpoint_check_source_identity(PGconn *conn, const char *schema, const cha
 	return 1;
 }
 
-int checkpoint_quarantine_list(PGconn *conn, const char *schema, const struct flow_ids *ids, bool open_only,
-			       struct quarantine_entry **entries, int *n)
+/* Open entries: $4 true. */
+#define QUARANTINE_SQL                                                                                           \
+	"SELECT id, xid, commit_lsn, stream_offset, reason, detail, state,"                                       \
+	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"                            \
+	" extract(epoch FROM now() - created_at)"                                                                  \
+	" FROM @.quarantine WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"                     \
+	" AND (NOT $4::boolean OR state <> 'resolved') ORDER BY id"
+
+static void fill_quarantine(PGresult *res, struct quarantine_entry **entries, int *n)
 {
-	*entries = NULL;
-	*n = 0;
-	const char *p[4] = { ids->source_id, ids->dataset_id, ids->group, open_only ? "t" : "f" };
-	PGresult *res = query_schema(conn, schema,
-				     "SELECT id, xid, commit_lsn, stream_offset, reason, detail, state,"
-				     " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-				     " FROM @.quarantine WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3"
-				     " AND (NOT $4::boolean OR state <> 'resolved') ORDER BY id",
-				     4, p);
-	if (!res)
-		return -1;
 	*n = PQntuples(res);
 	*entries = xcalloc(*n ? (size_t)*n : 1, sizeof **entries);
 	for (int i = 0; i < *n; i++) {
@@ -263,7 +259,20 @@ int checkpoint_quarantine_list(PGconn *conn, const char *schema, const struct fl
 		snprintf(e->detail, sizeof e->detail, "%s", PQgetvalue(res, i, 5));
 		snprintf(e->state, sizeof e->state, "%s", PQgetvalue(res, i, 6));
 		snprintf(e->created_at, sizeof e->created_at, "%s", PQgetvalue(res, i, 7));
+		e->age_seconds = strtod(PQgetvalue(res, i, 8), NULL);
 	}
+}
+
+int checkpoint_quarantine_list(PGconn *conn, const char *schema, const struct flow_ids *ids, bool open_only,
+			       struct quarantine_entry **entries, int *n)
+{
+	*entries = NULL;
+	*n = 0;
+	const char *p[4] = { ids->source_id, ids->dataset_id, ids->group, open_only ? "t" : "f" };
+	PGresult *res = query_schema(conn, schema, QUARANTINE_SQL, 4, p);
+	if (!res)
+		return -1;
+	fill_quarantine(res, entries, n);
 	PQclear(res);
 	return 0;
 }
@@ -368,6 +377,296 @@ int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct fl
 				     3, p);
 	if (!res)
 		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
+			     const char *requested_by, bool *mine)
+{
+	*mine = false;
+	char lsn[LSN_FORMAT_LEN];
+	lsn_format(fence_lsn, lsn);
+	const char *p[4] = { ids->source_id, ids->dataset_id, lsn, requested_by };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
+				     " VALUES ($1, $2, $3, 'requested', $4) ON CONFLICT (source_id, dataset_id) DO NOTHING RETURNING 1",
+				     4, p);
+	if (!res)
+		return -1;
+	*mine = PQntuples(res) == 1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_fence_release(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *requested_by)
+{
+	const char *p[3] = { ids->source_id, ids->dataset_id, requested_by };
+	PGresult *res = query_schema(conn, schema,
+				     "DELETE FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2"
+				     " AND ($3::text IS NULL OR requested_by = $3)",
+				     3, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_fence_progress(PGconn *conn, const char *schema, const struct flow_ids *ids,
+			      struct fence_progress *out)
+{
+	memset(out, 0, sizeof *out);
+	const char *p[3] = { ids->source_id, ids->dataset_id, ids->group };
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT f.state, c.last_commit_lsn < f.fence_lsn,"
+				     " c.applied_through_lsn >= f.fence_lsn OR f.state = 'held'"
+				     " FROM @.apply_fence f LEFT JOIN @.apply_checkpoint c ON c.source_id = f.source_id"
+				     " AND c.dataset_id = f.dataset_id AND c.consumer_group = $3"
+				     " WHERE f.source_id = $1 AND f.dataset_id = $2",
+				     3, p);
+	if (!res)
+		return -1;
+	if (PQntuples(res) == 1) {
+		out->fence_present = true;
+		out->has_checkpoint = !PQgetisnull(res, 0, 1);
+		out->before = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+		out->reached = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* ---- the applier's pipelined statements ---- */
+
+char *checkpoint_quarantine_resolve_sql(PGconn *conn, const char *schema)
+{
+	return pgconn_schema_sql(conn, "UPDATE @.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1", schema);
+}
+
+char *checkpoint_apply_update_sql(PGconn *conn, const char *schema)
+{
+	return pgconn_schema_sql(conn,
+				 "UPDATE @.apply_checkpoint SET last_commit_lsn = $1, last_xid = $2, stream_offset = $3,"
+				 " applied_through_lsn = $4, applied_transactions = $5, applied_changes = $6,"
+				 " skipped_duplicates = $7, updated_at = now()"
+				 " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10",
+				 schema);
+}
+
+void checkpoint_apply_update_params(const struct flow_ids *ids, const struct apply_checkpoint *cp,
+				    struct checkpoint_apply_params *out)
+{
+	lsn_format(cp->last_commit_lsn, out->last_commit_lsn);
+	snprintf(out->last_xid, sizeof out->last_xid, "%u", cp->last_xid);
+	snprintf(out->stream_offset, sizeof out->stream_offset, "%" PRIu64, cp->stream_offset);
+	lsn_format(cp->applied_through_lsn, out->applied_through_lsn);
+	snprintf(out->applied_transactions, sizeof out->applied_transactions, "%" PRIu64, cp->applied_transactions);
+	snprintf(out->applied_changes, sizeof out->applied_changes, "%" PRIu64, cp->applied_changes);
+	snprintf(out->skipped_duplicates, sizeof out->skipped_duplicates, "%" PRIu64, cp->skipped_duplicates);
+	const char *v[CHECKPOINT_APPLY_UPDATE_NPARAMS] = {
+		out->last_commit_lsn, out->last_xid, out->stream_offset, out->applied_through_lsn, out->applied_transactions,
+		out->applied_changes, out->skipped_duplicates, ids->source_id, ids->dataset_id, ids->group,
+	};
+	memcpy(out->values, v, sizeof v);
+}
+
+/* ---- snapshot copies and handoff evidence ---- */
+
+int checkpoint_progress_list(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			     struct snapshot_progress **rows, int *n)
+{
+	*rows = NULL;
+	*n = 0;
+	const char *p[3] = { ids->source_id, ids->dataset_id, run_id };
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT relation, state, copied_rows, watermark_lsn FROM @.snapshot_table_progress"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
+				     3, p);
+	if (!res)
+		return -1;
+	*n = PQntuples(res);
+	*rows = xcalloc(*n ? (size_t)*n : 1, sizeof **rows);
+	for (int i = 0; i < *n; i++) {
+		struct snapshot_progress *r = &(*rows)[i];
+		snprintf(r->relation, sizeof r->relation, "%s", PQgetvalue(res, i, 0));
+		snprintf(r->state, sizeof r->state, "%s", PQgetvalue(res, i, 1));
+		r->copied_rows = strtoull(PQgetvalue(res, i, 2), NULL, 10);
+		r->has_watermark = !PQgetisnull(res, i, 3) && lsn_parse(PQgetvalue(res, i, 3), &r->watermark_lsn);
+	}
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_progress_copied(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			       const char *relation, uint64_t rows, uint64_t watermark_lsn, const char *fingerprint)
+{
+	char rows_text[24], lsn[LSN_FORMAT_LEN];
+	snprintf(rows_text, sizeof rows_text, "%" PRIu64, rows);
+	lsn_format(watermark_lsn, lsn);
+	const char *p[7] = { ids->source_id, ids->dataset_id, run_id, relation, rows_text, lsn, fingerprint };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.snapshot_table_progress (source_id, dataset_id, run_id, relation, state, copied_rows,"
+				     " watermark_lsn, schema_fingerprint) VALUES ($1, $2, $3, $4, 'copied', $5, $6, $7)"
+				     " ON CONFLICT (source_id, dataset_id, run_id, relation) DO UPDATE SET state = 'copied',"
+				     " copied_rows = $5, watermark_lsn = $6, schema_fingerprint = $7, updated_at = now()",
+				     7, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_progress_schema_changed(PGconn *conn, const char *schema, const struct flow_ids *ids,
+				       const char *run_id, const char *relation)
+{
+	const char *p[4] = { ids->source_id, ids->dataset_id, run_id, relation };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.snapshot_table_progress (source_id, dataset_id, run_id, relation, state)"
+				     " VALUES ($1, $2, $3, $4, 'schema_changed') ON CONFLICT (source_id, dataset_id, run_id, relation)"
+				     " DO UPDATE SET state = 'schema_changed', updated_at = now()",
+				     4, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_progress_clear(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id)
+{
+	const char *p[3] = { ids->source_id, ids->dataset_id, run_id };
+	PGresult *res = query_schema(conn, schema,
+				     "DELETE FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
+				     3, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_handoff_record_run(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id)
+{
+	const char *p[3] = { ids->source_id, ids->dataset_id, run_id };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.snapshot_handoff_events (source_id, dataset_id, run_id, relation, copied_rows,"
+				     " source_watermark) SELECT source_id, dataset_id, run_id, relation, copied_rows, watermark_lsn"
+				     " FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3"
+				     " AND state = 'copied' AND NOT EXISTS (SELECT 1 FROM @.snapshot_handoff_events e"
+				     "  WHERE e.source_id = $1 AND e.dataset_id = $2 AND e.run_id = $3"
+				     "  AND e.relation = snapshot_table_progress.relation"
+				     "  AND e.source_watermark = snapshot_table_progress.watermark_lsn)",
+				     3, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_handoff_record_table(PGconn *conn, const char *schema, const struct flow_ids *ids,
+				    const char *run_id, const char *relation)
+{
+	const char *p[4] = { ids->source_id, ids->dataset_id, run_id, relation };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.snapshot_handoff_events (source_id, dataset_id, run_id, relation,"
+				     " copied_rows, source_watermark) SELECT source_id, dataset_id, run_id, relation, copied_rows,"
+				     " watermark_lsn FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2"
+				     " AND run_id = $3 AND relation = $4",
+				     4, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_handoff_count(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			     int64_t *tables)
+{
+	const char *p[3] = { ids->source_id, ids->dataset_id, run_id };
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT count(DISTINCT relation) FROM @.snapshot_handoff_events"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3",
+				     3, p);
+	if (!res)
+		return -1;
+	*tables = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return 0;
+}
+
+/* ---- observers ---- */
+
+/* A read that logs nothing: on failure, error says what could not be
+ * read and why (the server's message). */
+static PGresult *observe(PGconn *conn, const char *schema, const char *sql, int n, const char *const *params,
+			 const char *what, char *error, size_t error_len)
+{
+	char *text = schema ? pgconn_schema_sql(conn, sql, schema) : xstrdup(sql);
+	PGresult *res = PQexecParams(conn, text, n, NULL, params, NULL, NULL, 0);
+	free(text);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(error, error_len, "cannot read %s: %s", what, PQerrorMessage(conn));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+int checkpoint_schema_present(PGconn *conn, const char *schema, bool *present, char *error, size_t error_len)
+{
+	*present = false;
+	const char *p[1] = { schema };
+	PGresult *res = observe(conn, NULL,
+				"SELECT to_regclass(quote_ident($1) || '.apply_checkpoint') IS NOT NULL"
+				" AND to_regclass(quote_ident($1) || '.quarantine') IS NOT NULL"
+				" AND to_regclass(quote_ident($1) || '.snapshot_runs') IS NOT NULL",
+				1, p, "the checkpoint schema", error, error_len);
+	if (!res)
+		return -1;
+	*present = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_observe(PGconn *conn, const char *schema, const struct flow_ids *ids, struct checkpoint_observed *out,
+		       char *error, size_t error_len)
+{
+	memset(out, 0, sizeof *out);
+	const char *p[3] = { ids->source_id, ids->dataset_id, ids->group };
+	PGresult *res = observe(conn, schema,
+				"SELECT last_commit_lsn, applied_through_lsn, stream_offset, last_xid, applied_transactions,"
+				" applied_changes, skipped_duplicates,"
+				" to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+				" extract(epoch FROM now() - updated_at)"
+				" FROM @.apply_checkpoint WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3",
+				3, p, "the apply checkpoint", error, error_len);
+	if (!res)
+		return -1;
+	out->exists = PQntuples(res) == 1;
+	if (out->exists) {
+		struct apply_checkpoint *cp = &out->cp;
+		lsn_parse(PQgetvalue(res, 0, 0), &cp->last_commit_lsn);
+		lsn_parse(PQgetvalue(res, 0, 1), &cp->applied_through_lsn);
+		cp->stream_offset = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
+		cp->last_xid = (uint32_t)strtoull(PQgetvalue(res, 0, 3), NULL, 10);
+		cp->applied_transactions = strtoull(PQgetvalue(res, 0, 4), NULL, 10);
+		cp->applied_changes = strtoull(PQgetvalue(res, 0, 5), NULL, 10);
+		cp->skipped_duplicates = strtoull(PQgetvalue(res, 0, 6), NULL, 10);
+		snprintf(out->updated_at, sizeof out->updated_at, "%s", PQgetvalue(res, 0, 7));
+		out->age_seconds = strtod(PQgetvalue(res, 0, 8), NULL);
+	}
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_quarantine_observe(PGconn *conn, const char *schema, const struct flow_ids *ids,
+				  struct quarantine_entry **entries, int *n, char *error, size_t error_len)
+{
+	*entries = NULL;
+	*n = 0;
+	const char *p[4] = { ids->source_id, ids->dataset_id, ids->group, "t" };
+	PGresult *res = observe(conn, schema, QUARANTINE_SQL, 4, p, "the quarantine", error, error_len);
+	if (!res)
+		return -1;
+	fill_quarantine(res, entries, n);
 	PQclear(res);
 	return 0;
 }

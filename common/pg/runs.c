@@ -1,3 +1,7 @@
+/*
+ * runs.c - snapshot runs: the one module that writes SQL against the
+ * checkpoint schema's snapshot_runs (the rest of the schema: checkpoint.c).
+ */
 #include "trellara/runs.h"
 
 #include "trellara/log.h"
@@ -14,7 +18,8 @@ static PGresult *q(PGconn *conn, const char *schema, const char *sql, int n, con
 	return pgconn_schema_query(conn, schema, sql, n, p);
 }
 
-static int fill(PGresult *res, struct run_row *row)
+/* error NULL: a bad row is logged; otherwise described there. */
+static int fill(PGresult *res, struct run_row *row, char *error, size_t error_len)
 {
 	memset(row, 0, sizeof *row);
 	if (PQntuples(res) != 1)
@@ -22,7 +27,11 @@ static int fill(PGresult *res, struct run_row *row)
 	row->exists = true;
 	snprintf(row->run_id, sizeof row->run_id, "%s", PQgetvalue(res, 0, 0));
 	if (!run_state_from_name(PQgetvalue(res, 0, 1), &row->state)) {
-		log_error("snapshot run \"%s\" has an unknown state \"%s\"", row->run_id, PQgetvalue(res, 0, 1));
+		if (error)
+			snprintf(error, error_len, "snapshot run \"%s\" has an unknown state \"%s\"", row->run_id,
+				 PQgetvalue(res, 0, 1));
+		else
+			log_error("snapshot run \"%s\" has an unknown state \"%s\"", row->run_id, PQgetvalue(res, 0, 1));
 		return -1;
 	}
 	snprintf(row->slot_name, sizeof row->slot_name, "%s", PQgetvalue(res, 0, 2));
@@ -53,7 +62,28 @@ int runs_load(PGconn *conn, const char *schema, const char *source_id, const cha
 				   2, p);
 	if (!res)
 		return -1;
-	int rc = fill(res, row);
+	int rc = fill(res, row, NULL, 0);
+	PQclear(res);
+	return rc;
+}
+
+int runs_observe(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id, struct run_row *row,
+		 char *error, size_t error_len)
+{
+	memset(row, 0, sizeof *row);
+	const char *p[2] = { source_id, dataset_id };
+	char *text = pgconn_schema_sql(conn,
+				       "SELECT " RUN_COLUMNS " FROM @.snapshot_runs WHERE source_id = $1 AND dataset_id = $2"
+				       " ORDER BY updated_at DESC LIMIT 1",
+				       schema);
+	PGresult *res = PQexecParams(conn, text, 2, NULL, p, NULL, NULL, 0);
+	free(text);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(error, error_len, "cannot read the snapshot run: %s", PQerrorMessage(conn));
+		PQclear(res);
+		return -1;
+	}
+	int rc = fill(res, row, error, error_len);
 	PQclear(res);
 	return rc;
 }
@@ -85,7 +115,7 @@ int runs_move(PGconn *conn, const char *schema, const char *source_id, const cha
 	struct run_row row;
 	if (!res)
 		goto rollback;
-	int filled = fill(res, &row);
+	int filled = fill(res, &row, NULL, 0);
 	PQclear(res);
 	if (filled < 0)
 		goto rollback;

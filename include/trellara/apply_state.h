@@ -38,6 +38,7 @@ struct quarantine_entry {
 	char detail[1024];
 	char state[24];
 	char created_at[40];
+	double age_seconds; /* now() - created_at, on the server */
 };
 
 #endif

@@ -1,8 +1,24 @@
 /*
- * checkpoint.h - the checkpoint schema in the target (DESIGN §5):
- * versioned, idempotent migrations under an advisory lock, and the
- * queries every program makes of it (apply checkpoint, quarantine, source
- * identity, fences).  Every function logs its own failure and returns -1.
+ * checkpoint.h - the checkpoint schema in the target (DESIGN §5,
+ * trellara(7)): versioned, idempotent migrations under an advisory lock,
+ * and the statements every program runs against it.  No program writes
+ * SQL against the schema: this module and runs.c are the only places it
+ * is written, one module per table family:
+ *
+ *   checkpoint.c  the migrations (every table's DDL); apply_checkpoint,
+ *                 quarantine, source_identity, apply_fence (the fences of
+ *                 verify and reseed); snapshot_table_progress (per-table
+ *                 copies and their watermarks) and snapshot_handoff_events
+ *   runs.c        snapshot_runs, moved along the run state machine (runs.h)
+ *
+ * The applier executes two of its statements pipelined, inside its own
+ * batches: for those this module hands out the SQL text and documents the
+ * parameters (checkpoint_apply_update_sql, checkpoint_quarantine_resolve_sql).
+ *
+ * Errors: every function logs its own failure and returns -1, except the
+ * observers (checkpoint_observe and the other *_observe / schema_present
+ * functions, used by trellara-status): they log nothing and describe the
+ * failure in the caller's error buffer instead, since status reports it.
  *
  * Identifiers (the schema name) are quoted with PQescapeIdentifier;
  * values are always parameters.
@@ -11,9 +27,11 @@
 #define TRELLARA_CHECKPOINT_H
 
 #include "trellara/apply_state.h"
+#include "trellara/lsn.h"
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CHECKPOINT_SCHEMA_VERSION 2
@@ -51,6 +69,36 @@ int checkpoint_quarantine_add(PGconn *conn, const char *schema, const struct flo
 int checkpoint_quarantine_replay_ready(PGconn *conn, const char *schema, const struct flow_ids *ids, uint32_t xid,
 				       uint64_t commit_lsn);
 
+/* The UPDATE that resolves a replayed quarantined transaction, for the
+ * applier to run (pipelined) in the target transaction that applies it.
+ * One parameter: $1 the quarantine entry's id (decimal text).  Newly
+ * allocated. */
+char *checkpoint_quarantine_resolve_sql(PGconn *conn, const char *schema);
+
+/* The UPDATE of the apply checkpoint that the applier runs (pipelined) at
+ * the end of each batch, before COMMIT.  Parameters, in this order:
+ *   $1 last_commit_lsn (X/X)   $2 last_xid           $3 stream_offset
+ *   $4 applied_through_lsn     $5 applied_transactions
+ *   $6 applied_changes         $7 skipped_duplicates
+ *   $8 source_id   $9 dataset_id   $10 consumer_group
+ * checkpoint_apply_update_params() formats them from a checkpoint.
+ * Newly allocated. */
+char *checkpoint_apply_update_sql(PGconn *conn, const char *schema);
+
+#define CHECKPOINT_APPLY_UPDATE_NPARAMS 10
+
+struct checkpoint_apply_params {
+	const char *values[CHECKPOINT_APPLY_UPDATE_NPARAMS]; /* point into the buffers below and into ids */
+	char last_commit_lsn[LSN_FORMAT_LEN], last_xid[16], stream_offset[24], applied_through_lsn[LSN_FORMAT_LEN];
+	char applied_transactions[24], applied_changes[24], skipped_duplicates[24];
+};
+
+/* The parameters of checkpoint_apply_update_sql() for writing cp as the
+ * checkpoint of ids (the stream binding columns are not written).
+ * out->values stays valid while out and ids do. */
+void checkpoint_apply_update_params(const struct flow_ids *ids, const struct apply_checkpoint *cp,
+				    struct checkpoint_apply_params *out);
+
 /* Per-table watermark LSNs of the latest snapshot run (DESIGN §6):
  * parallel arrays "schema.table" -> LSN, newly allocated. */
 int checkpoint_table_watermarks(PGconn *conn, const char *schema, const struct flow_ids *ids, char ***relations,
@@ -60,5 +108,79 @@ int checkpoint_table_watermarks(PGconn *conn, const char *schema, const struct f
 int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids *ids, bool *present,
 			 uint64_t *fence_lsn, char *state, size_t state_len);
 int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t applied_lsn);
+/* Sets the fence of the flow at fence_lsn (state requested), recording
+ * who asked; *mine is false when a fence is set already (nothing changed). */
+int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
+			     const char *requested_by, bool *mine);
+/* Removes the fence of the flow: only one requested_by set, or (NULL)
+ * whoever set it. */
+int checkpoint_fence_release(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *requested_by);
+
+struct fence_progress {
+	bool fence_present;   /* the fence row exists */
+	bool has_checkpoint;  /* the flow and group have an apply checkpoint */
+	bool before;          /* last_commit_lsn < fence_lsn: nothing at or past the fence applied */
+	bool reached;         /* applied_through_lsn >= fence_lsn, or the applier holds */
+};
+
+/* Where the applier of ids stands against the flow's fence. */
+int checkpoint_fence_progress(PGconn *conn, const char *schema, const struct flow_ids *ids,
+			      struct fence_progress *out);
+
+/* ---- snapshot copies and handoff evidence (the run itself: runs.h) ---- */
+
+struct snapshot_progress {
+	char relation[300]; /* "schema.table" */
+	char state[24];     /* copied, schema_changed */
+	uint64_t copied_rows;
+	bool has_watermark;
+	uint64_t watermark_lsn;
+};
+
+/* The progress rows of one run of the flow (any state), in no particular
+ * order; *rows is newly allocated. */
+int checkpoint_progress_list(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			     struct snapshot_progress **rows, int *n);
+/* Records relation as copied: rows at watermark_lsn, with its schema
+ * fingerprint.  Runs in the caller's transaction, so that it commits with
+ * the copied data. */
+int checkpoint_progress_copied(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			       const char *relation, uint64_t rows, uint64_t watermark_lsn, const char *fingerprint);
+/* Records that relation's schema changed during its copy (not handed off). */
+int checkpoint_progress_schema_changed(PGconn *conn, const char *schema, const struct flow_ids *ids,
+				       const char *run_id, const char *relation);
+/* Forgets every table copy of the run (a forced re-copy). */
+int checkpoint_progress_clear(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id);
+
+/* One immutable handoff event for each copied table of the run that has
+ * none yet at its current watermark. */
+int checkpoint_handoff_record_run(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id);
+/* One more handoff event for relation of the run (a reseed's new copy). */
+int checkpoint_handoff_record_table(PGconn *conn, const char *schema, const struct flow_ids *ids,
+				    const char *run_id, const char *relation);
+/* How many distinct tables of the run have a handoff event. */
+int checkpoint_handoff_count(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			     int64_t *tables);
+
+/* ---- observers: read-only, never create anything, never log ---- */
+
+/* Whether the schema's apply_checkpoint, quarantine and snapshot_runs
+ * tables exist. */
+int checkpoint_schema_present(PGconn *conn, const char *schema, bool *present, char *error, size_t error_len);
+
+struct checkpoint_observed {
+	bool exists;               /* the flow and group have a checkpoint row */
+	struct apply_checkpoint cp; /* the counters and positions (not the stream binding) */
+	char updated_at[40];       /* UTC, with microseconds */
+	double age_seconds;        /* now() - updated_at, on the server */
+};
+
+/* The checkpoint of ids as it is (no row is created). */
+int checkpoint_observe(PGconn *conn, const char *schema, const struct flow_ids *ids, struct checkpoint_observed *out,
+		       char *error, size_t error_len);
+/* The open (quarantined or replay_ready) entries of ids, oldest first;
+ * *entries is newly allocated. */
+int checkpoint_quarantine_observe(PGconn *conn, const char *schema, const struct flow_ids *ids,
+				  struct quarantine_entry **entries, int *n, char *error, size_t error_len);
 
 #endif

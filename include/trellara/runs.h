@@ -2,7 +2,12 @@
  * runs.h - snapshot runs as rows of the checkpoint schema's
  * snapshot_runs, moved only along the run state machine (runstate.h).
  * Every move re-reads the row under a row lock and checks the transition
- * with the evidence the row then holds.  Functions log failures, return -1.
+ * with the evidence the row then holds.  Functions log failures, return -1
+ * (runs_observe, for trellara-status, describes them in error instead).
+ *
+ * This module is the only place SQL against snapshot_runs is written; the
+ * other tables of the checkpoint schema (the runs' per-table progress and
+ * handoff evidence among them) belong to checkpoint.h.
  */
 #ifndef TRELLARA_RUNS_H
 #define TRELLARA_RUNS_H
@@ -11,6 +16,7 @@
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct run_row {
@@ -28,6 +34,10 @@ struct run_row {
 /* run_id NULL: the flow's most recently updated run. */
 int runs_load(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id, const char *run_id,
 	      struct run_row *row);
+/* The flow's most recently updated run, read-only and logging nothing:
+ * a failure is described in error. */
+int runs_observe(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id, struct run_row *row,
+		 char *error, size_t error_len);
 int runs_insert(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id, const char *run_id);
 /* Moves the run to state `to`, recording what is given (NULL / 0 =
  * unchanged).  failure_reason is required for failed_recoverable.
