@@ -156,25 +156,11 @@ static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels,
 static int pg_write_checkpoint(void *t, const struct apply_checkpoint *cp, uint64_t tag)
 {
 	struct target_pg *p = t;
-	char commit_lsn[LSN_FORMAT_LEN], through[LSN_FORMAT_LEN], xid[16], off[24], txns[24], changes[24], dups[24];
-	lsn_format(cp->last_commit_lsn, commit_lsn);
-	lsn_format(cp->applied_through_lsn, through);
-	snprintf(xid, sizeof xid, "%u", cp->last_xid);
-	snprintf(off, sizeof off, "%" PRIu64, cp->stream_offset);
-	snprintf(txns, sizeof txns, "%" PRIu64, cp->applied_transactions);
-	snprintf(changes, sizeof changes, "%" PRIu64, cp->applied_changes);
-	snprintf(dups, sizeof dups, "%" PRIu64, cp->skipped_duplicates);
-	char *qs = pgconn_quote_ident(p->conn, p->cfg->checkpoint_schema);
-	char *sql = xasprintf("UPDATE %s.apply_checkpoint SET last_commit_lsn = $1, last_xid = $2, stream_offset = $3,"
-			      " applied_through_lsn = $4, applied_transactions = $5, applied_changes = $6,"
-			      " skipped_duplicates = $7, updated_at = now()"
-			      " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10",
-			      qs);
-	const char *v[10] = { commit_lsn, xid, off, through, txns, changes, dups, p->ids.source_id, p->ids.dataset_id,
-			      p->ids.group };
-	int rc = executor_exec(&p->ex, sql, 10, v, tag, true, NULL);
+	struct checkpoint_apply_params v;
+	checkpoint_apply_update_params(&p->ids, cp, &v);
+	char *sql = checkpoint_apply_update_sql(p->conn, p->cfg->checkpoint_schema);
+	int rc = executor_exec(&p->ex, sql, CHECKPOINT_APPLY_UPDATE_NPARAMS, v.values, tag, true, NULL);
 	free(sql);
-	free(qs);
 	return rc;
 }
 
@@ -185,9 +171,7 @@ static int pg_resolve_quarantine(void *t, int64_t qid, uint64_t tag)
 	struct target_pg *p = t;
 	char id[24];
 	snprintf(id, sizeof id, "%" PRId64, qid);
-	char *sql = pgconn_schema_sql(p->conn,
-				      "UPDATE @.quarantine SET state = 'resolved', updated_at = now() WHERE id = $1",
-				      p->cfg->checkpoint_schema);
+	char *sql = checkpoint_quarantine_resolve_sql(p->conn, p->cfg->checkpoint_schema);
 	const char *v[1] = { id };
 	int rc = executor_exec(&p->ex, sql, 1, v, tag, true, NULL);
 	free(sql);
