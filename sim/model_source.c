@@ -77,8 +77,9 @@ struct subabort {
 
 struct subxact {
 	uint32_t xid;
-	uint32_t first;  /* its (or a descendant's) first change, or NONE */
+	uint32_t first;  /* its own first change, or NONE */
 	int parent;      /* index in subs, -1: the top transaction */
+	bool aborted;
 };
 
 struct savepoint {
@@ -136,6 +137,7 @@ struct model_source {
 	struct sim_rng rng;  /* the workload */
 	struct sim_rng wrng; /* the walsender */
 	char error[256];
+	bool broken;         /* the generator contradicted itself: produce fails from then on */
 	uint64_t system_id;
 	uint32_t timeline;
 	uint64_t wal;        /* insert position */
@@ -187,6 +189,19 @@ static int fail(struct model_source *ms, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ms->error, sizeof ms->error, fmt, ap);
 	va_end(ap);
+	return -1;
+}
+
+static int broken(struct model_source *ms, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int broken(struct model_source *ms, const char *fmt, ...)
+{
+	if (ms->broken)
+		return -1; /* keep the first message */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ms->error, sizeof ms->error, fmt, ap);
+	va_end(ap);
+	ms->broken = true;
 	return -1;
 }
 
@@ -378,6 +393,11 @@ static struct change *change_add(struct txn *t, uint8_t kind, int table)
 
 static void event_add(struct model_source *ms, uint8_t kind, uint32_t txn, uint32_t arg, uint64_t lsn, uint64_t end)
 {
+	/* the walsender reads the WAL in order: an event out of order is a bug here */
+	if (ms->n_events && (lsn < ms->events[ms->n_events - 1].lsn || end < ms->events[ms->n_events - 1].end) &&
+	    !ms->broken)
+		broken(ms, "model source: WAL event at %llX after one at %llX", (unsigned long long)lsn,
+		     (unsigned long long)ms->events[ms->n_events - 1].lsn);
 	if (ms->n_events == ms->events_cap) {
 		ms->events_cap = ms->events_cap ? 2 * ms->events_cap : 256;
 		ms->events = xrealloc(ms->events, ms->events_cap * sizeof *ms->events);
@@ -413,9 +433,9 @@ static void change_logged(struct model_source *ms, struct txn *t, struct change 
 	if (t->first_lsn == 0)
 		t->first_lsn = ch->lsn;
 	if (t->depth > 0) {
-		uint32_t index = t->n_changes - 1;
-		for (int s = t->stack[t->depth - 1].sub; s >= 0 && t->subs[s].first == NONE; s = t->subs[s].parent)
-			t->subs[s].first = index;
+		struct subxact *sub = &t->subs[t->stack[t->depth - 1].sub];
+		if (sub->first == NONE)
+			sub->first = t->n_changes - 1;
 	}
 }
 
@@ -535,7 +555,7 @@ static int add_row_change(struct model_source *ms, struct txn *t, struct sim_db 
 	}
 	change_logged(ms, t, ch);
 	if (apply_change(view, ch) < 0)
-		return fail(ms, "model source: transaction %u: change %u of %s does not apply to its own view", t->xid,
+		return broken(ms, "model source: transaction %u: change %u of %s does not apply to its own view", t->xid,
 			    t->n_changes, def->name);
 	if (*deleted) {
 		values_free(*deleted, table_defs[*deleted_table].n_key);
@@ -600,6 +620,11 @@ static void log_commit(struct model_source *ms, struct txn *t)
 		ms->snapshots = xrealloc(ms->snapshots, (ms->n_snapshots + 1) * sizeof *ms->snapshots);
 		ms->snapshots[ms->n_snapshots++] = sim_db_clone(ms->db);
 	}
+}
+
+/* After a commit, now and then: a heartbeat (pg_logical_emit_message(false, ...)). */
+static void maybe_heartbeat(struct model_source *ms)
+{
 	if (ms->o.heartbeat_pct && rng_chance(&ms->rng, ms->o.heartbeat_pct)) {
 		uint64_t lsn = wal_record(ms, 40);
 		event_add(ms, EV_HEARTBEAT, NONE, (uint32_t)ms->n_events, lsn, ms->wal);
@@ -637,6 +662,7 @@ static int ordinary_txn(struct model_source *ms)
 	if (t->first_lsn == 0)
 		t->first_lsn = t->commit_lsn;
 	event_add(ms, EV_COMMIT, txn_index(ms, t), 0, t->commit_lsn, t->end_lsn);
+	maybe_heartbeat(ms);
 	return 0;
 }
 
@@ -645,7 +671,7 @@ static int ordinary_txn(struct model_source *ms)
 static int sub_new(struct txn *t, uint32_t xid, int parent)
 {
 	t->subs = xrealloc(t->subs, (t->n_subs + 1) * sizeof *t->subs);
-	t->subs[t->n_subs] = (struct subxact){ xid, NONE, parent };
+	t->subs[t->n_subs] = (struct subxact){ xid, NONE, parent, false };
 	return (int)t->n_subs++;
 }
 
@@ -695,6 +721,10 @@ static void savepoint_rollback(struct model_source *ms, struct txn *t)
 	for (size_t i = 0; i < sp->n_released; i++)
 		ab->xids[i] = sp->released[i];
 	ab->xids[sp->n_released] = t->subs[sp->sub].xid;
+	for (size_t i = 0; i < ab->n; i++)
+		for (size_t j = 0; j < t->n_subs; j++)
+			if (t->subs[j].xid == ab->xids[i])
+				t->subs[j].aborted = true;
 	ab->cut_from = sp->start;
 	ab->cut_to = t->n_changes;
 	sim_db_free(t->own);
@@ -733,6 +763,9 @@ static int large_txn_step(struct model_source *ms, struct txn *t)
 		rc = add_row_change(ms, t, t->own, xid, &deleted, &deleted_table);
 		if (t->depth > 0 && rng_chance(&ms->rng, ms->o.rollback_pct)) {
 			savepoint_rollback(ms, t);
+			/* ROLLBACK TO keeps the savepoint: a new subtransaction under it */
+			if (rng_chance(&ms->rng, 50))
+				savepoint_set(ms, t);
 			if (deleted) {
 				values_free(deleted, table_defs[deleted_table].n_key);
 				deleted = NULL; /* that delete was undone */
@@ -775,17 +808,20 @@ static int large_txn_finish(struct model_source *ms, struct txn *t)
 	}
 	for (uint32_t i = 0; i < t->n_changes; i++)
 		if (t->changes[i].dead_at == NONE && apply_change(ms->db, &t->changes[i]) < 0)
-			return fail(ms, "model source: large transaction %u: change %u does not apply at commit", t->xid,
+			return broken(ms, "model source: large transaction %u: change %u does not apply at commit", t->xid,
 				    i + 1);
 	log_commit(ms, t);
 	if (t->first_lsn == 0)
 		t->first_lsn = t->commit_lsn;
 	event_add(ms, EV_STREAM_COMMIT, index, 0, t->commit_lsn, t->end_lsn);
+	maybe_heartbeat(ms);
 	return 0;
 }
 
 int model_source_produce(struct model_source *ms, unsigned n)
 {
+	if (ms->broken)
+		return -1;
 	uint64_t target = ms->stats.committed + n;
 	while (ms->stats.committed < target) {
 		if (ms->n_open > 0 && rng_chance(&ms->rng, 40)) {
@@ -800,7 +836,25 @@ int model_source_produce(struct model_source *ms, unsigned n)
 			return -1;
 		}
 	}
-	return 0;
+	return ms->broken ? -1 : 0;
+}
+
+int model_source_finish(struct model_source *ms)
+{
+	if (ms->broken)
+		return -1;
+	while (ms->n_open > 0) {
+		struct txn *t = ms->txns[ms->open[0]];
+		int rc = t->n_changes >= t->planned ? large_txn_finish(ms, t) : large_txn_step(ms, t);
+		if (rc < 0)
+			return -1;
+	}
+	return ms->broken ? -1 : 0;
+}
+
+size_t model_source_open_large(const struct model_source *ms)
+{
+	return (size_t)ms->n_open;
 }
 
 /* ---- construction ---- */
@@ -1216,6 +1270,14 @@ static void send_block(struct model_source *ms, struct txn *t, uint32_t upto, si
 	t->s_sent_upto = upto;
 }
 
+/* ReorderBufferTruncateTXN marks a subtransaction streamed only when
+ * changes of its own were streamed: only those are aborted remotely
+ * ("we never stream XIDs of empty subxacts"). */
+static bool sub_streamed(const struct txn *t, const struct subxact *s)
+{
+	return s->first != NONE && s->first < t->s_sent_upto;
+}
+
 /* What event `at` makes the walsender send, into the queue. */
 static void decode_event(struct model_source *ms, size_t at)
 {
@@ -1240,8 +1302,7 @@ static void decode_event(struct model_source *ms, size_t at)
 				for (size_t j = 0; j < t->n_subs; j++)
 					if (t->subs[j].xid == ab->xids[k])
 						s = &t->subs[j];
-				/* only a subtransaction the stream has seen is aborted remotely */
-				if (s && s->first != NONE && s->first < t->s_sent_upto)
+				if (s && sub_streamed(t, s))
 					send_stream_abort(ms, t, ab->xids[k], e->lsn);
 			}
 		}
@@ -1275,6 +1336,10 @@ static void decode_event(struct model_source *ms, size_t at)
 		if (!stream || !past_start)
 			break;
 		if (t->s_streamed) {
+			/* DecodeAbort: the subtransactions first, then the transaction */
+			for (size_t k = 0; k < t->n_subs; k++)
+				if (!t->subs[k].aborted && sub_streamed(t, &t->subs[k]))
+					send_stream_abort(ms, t, t->subs[k].xid, e->lsn);
 			send_stream_abort(ms, t, t->xid, e->lsn);
 			stream_ended(ms, t);
 		} else if (rng_chance(&ms->wrng, ms->o.late_abort_pct)) {

@@ -71,8 +71,9 @@ struct client {
 	size_t n_frames, frames_cap;
 	uint64_t digest;
 	bool failed;
+	uint32_t cur_xid;
 	/* counts */
-	uint64_t committed, skipped, empty, aborted, chunked, ddl_frames, reconnects;
+	uint64_t committed, skipped, empty, aborted, chunked, ddl_frames, reconnects, unchanged_toast, old_keys;
 };
 
 static int on_frame(void *ctx, int type, const uint8_t *payload, size_t len)
@@ -173,10 +174,12 @@ static int apply_env_change(struct client *c, const struct env_header *h, const 
 		for (uint16_t k = 0; k < n; k++) {
 			row[k] = value_of(&nt->values[k]);
 			keep[k] = nt->values[k].kind == ENV_UNCHANGED_TOAST;
+			c->unchanged_toast += keep[k];
 			if (keep[k] && ch->op != ENV_UPDATE)
 				FAIL(c, "unchanged TOAST in a %c", ch->op);
 		}
 	const struct env_tuple *kt = ch->op == ENV_INSERT ? NULL : ch->old_kind == 'K' ? ot : nt;
+	c->old_keys += ch->op == ENV_UPDATE && ch->old_kind == 'K';
 	if (kt && ch->old_kind != 0 && ch->old_kind != 'K')
 		FAIL(c, "old tuple kind %c under replica identity default", ch->old_kind);
 	for (uint16_t k = 0; kt && k < n; k++) {
@@ -193,7 +196,8 @@ static int apply_env_change(struct client *c, const struct env_header *h, const 
 	else
 		rc = sim_db_delete(c->target, name, kv);
 	if (rc != 1)
-		FAIL(c, "%c on %s key %s: affected %d rows", ch->op, name, key[0] ? key[0] : "NULL", rc);
+		FAIL(c, "transaction %u: %c on %s key (%s,%s): affected %d rows", c->cur_xid, ch->op, name,
+		     key[0] ? key[0] : "NULL", n_key > 1 && key[1] ? key[1] : "", rc);
 	for (uint16_t k = 0; k < n; k++) {
 		free(row[k]);
 		free(key[k]);
@@ -377,6 +381,7 @@ static void handle_xlogdata(struct client *c, const uint8_t *data, size_t len)
 		check_delivery(c, &res);
 		if (res.commit_lsn <= c->applied_commit)
 			FAIL(c, "transaction %u applied twice", res.xid);
+		c->cur_xid = res.xid;
 		apply_frames(c, &res);
 		c->applied_commit = res.commit_lsn;
 		c->applied_end = res.end_lsn;
@@ -513,9 +518,15 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 	}
 	/* heal and drain: every committed transaction must now be applied */
 	if (!c.failed) {
+		if (model_source_finish(c.ms) < 0)
+			FAIL(&c, "finish: %s", model_source_error(c.ms));
+		CHECK(model_source_open_large(c.ms) == 0);
 		if (!model_source_connected(c.ms))
 			do_connect(&c);
 		pump(&c, false);
+		/* every stream was committed or aborted: nothing is left open */
+		if (assembler_in_transaction(c.assembler) || c.session.nopen_streams != 0)
+			FAIL(&c, "a transaction is still open after the drain");
 		size_t n = model_source_txns(c.ms);
 		while (c.expect < n && model_source_txn(c.ms, c.expect)->changes == 0 && !c.o.send_empty)
 			c.expect++;
@@ -557,6 +568,8 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		counts->chunked += c.chunked;
 		counts->ddl_frames += c.ddl_frames;
 		counts->reconnects += c.reconnects;
+		counts->unchanged_toast += c.unchanged_toast;
+		counts->old_keys += c.old_keys;
 	}
 	frames_clear(&c);
 	free(c.frames);
@@ -574,13 +587,19 @@ static void test_seeds(void)
 	struct client counts;
 	memset(&s, 0, sizeof s);
 	memset(&counts, 0, sizeof counts);
+	/* MODEL_SOURCE_SEED=N runs that seed alone (a failure's replay) */
+	const char *only = getenv("MODEL_SOURCE_SEED");
 	for (uint64_t seed = 1; seed <= SEEDS; seed++)
-		run_seed(seed, &s, &counts);
+		if (!only || strtoull(only, NULL, 10) == seed)
+			run_seed(seed, &s, &counts);
+	if (only)
+		return;
 	printf("model source: %llu committed (%llu aborted) over %d seeds; %llu sessions, %llu messages, %llu keepalives\n"
 	       "  %llu inserts, %llu updates (%llu key changes, %llu unchanged TOAST), %llu deletes, %llu truncates, "
 	       "%llu ddl, %llu heartbeats, %llu empty\n"
 	       "  %llu stream starts, %llu stream commits, %llu stream aborts (%llu sub, %llu late), %llu large sent plain\n"
-	       "  client: %llu applied, %llu skipped, %llu empty, %llu aborted, %llu chunked, %llu ddl frames\n",
+	       "  client: %llu applied, %llu skipped, %llu empty, %llu aborted, %llu chunked, %llu ddl frames, "
+	       "%llu unchanged TOAST, %llu old keys\n",
 	       (unsigned long long)s.committed, (unsigned long long)s.aborted, SEEDS, (unsigned long long)s.sessions,
 	       (unsigned long long)s.messages, (unsigned long long)s.keepalives, (unsigned long long)s.inserts,
 	       (unsigned long long)s.updates, (unsigned long long)s.key_updates, (unsigned long long)s.toast_unchanged,
@@ -590,7 +609,8 @@ static void test_seeds(void)
 	       (unsigned long long)s.sub_aborts, (unsigned long long)s.late_aborts,
 	       (unsigned long long)s.streamed_sent_plain, (unsigned long long)counts.committed,
 	       (unsigned long long)counts.skipped, (unsigned long long)counts.empty, (unsigned long long)counts.aborted,
-	       (unsigned long long)counts.chunked, (unsigned long long)counts.ddl_frames);
+	       (unsigned long long)counts.chunked, (unsigned long long)counts.ddl_frames,
+	       (unsigned long long)counts.unchanged_toast, (unsigned long long)counts.old_keys);
 	/* every kind of change and message happened somewhere */
 	CHECK(s.inserts > 0 && s.updates > 0 && s.key_updates > 0 && s.toast_unchanged > 0 && s.deletes > 0);
 	CHECK(s.truncates > 0 && s.ddl_messages > 0 && s.heartbeats > 0 && s.empty_txns > 0);
@@ -598,6 +618,7 @@ static void test_seeds(void)
 	CHECK(s.sub_aborts > 0 && s.late_aborts > 0 && s.streamed_sent_plain > 0);
 	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.promotions > 0);
 	CHECK(s.sessions > SEEDS);
+	CHECK(counts.unchanged_toast > 0 && counts.old_keys > 0);
 	CHECK(counts.skipped > 0 && counts.empty > 0 && counts.aborted > 0 && counts.chunked > 0 && counts.ddl_frames > 0);
 }
 
