@@ -164,6 +164,7 @@ struct model_source {
 
 	/* slot */
 	uint64_t confirmed_flush, highest_flushed;
+	uint64_t persisted_flush; /* what the last checkpoint wrote of the slot */
 
 	/* session */
 	bool connected;
@@ -236,6 +237,7 @@ void model_source_options_default(struct model_source_options *o)
 	o->rollback_pct = 6;
 	o->stream_abort_pct = 15;
 	o->late_abort_pct = 30;
+	o->checkpoint_every = 16;
 	o->keepalive_pct = 3;
 	o->reply_request_pct = 30;
 }
@@ -616,6 +618,8 @@ static void log_commit(struct model_source *ms, struct txn *t)
 							      t->large, t->has_ddl };
 	ms->n_committed++;
 	ms->stats.committed++;
+	if (ms->o.checkpoint_every > 0 && ms->n_committed % (size_t)ms->o.checkpoint_every == 0)
+		ms->persisted_flush = ms->confirmed_flush; /* CheckPointReplicationSlots */
 	if (ms->n_committed % SNAPSHOT_EVERY == 0) {
 		ms->snapshots = xrealloc(ms->snapshots, (ms->n_snapshots + 1) * sizeof *ms->snapshots);
 		ms->snapshots[ms->n_snapshots++] = sim_db_clone(ms->db);
@@ -885,6 +889,7 @@ struct model_source *model_source_new(const struct model_source_options *o, uint
 	ms->now = CLOCK_START;
 	ms->next_xid = FIRST_XID;
 	ms->confirmed_flush = ms->wal; /* the slot's consistent point */
+	ms->persisted_flush = ms->wal;
 	ms->db = sim_db_new();
 	model_source_create_tables(ms, ms->db);
 	ms->cache = sim_db_clone(ms->db);
@@ -1497,6 +1502,18 @@ int model_source_on_status(struct model_source *ms, const uint8_t *buf, size_t l
 	return 0;
 }
 
+void model_source_checkpoint(struct model_source *ms)
+{
+	ms->persisted_flush = ms->confirmed_flush;
+}
+
+void model_source_crash_restart(struct model_source *ms)
+{
+	ms->connected = false;
+	ms->confirmed_flush = ms->persisted_flush;
+	ms->stats.crash_restarts++;
+}
+
 void model_source_promote(struct model_source *ms, unsigned lag)
 {
 	ms->connected = false;
@@ -1512,6 +1529,8 @@ void model_source_promote(struct model_source *ms, unsigned lag)
 	uint64_t behind = confirmed > lag ? ms->log[confirmed - lag - 1].end_lsn : slot_start;
 	if (behind < ms->confirmed_flush)
 		ms->confirmed_flush = behind;
+	if (ms->persisted_flush > ms->confirmed_flush)
+		ms->persisted_flush = ms->confirmed_flush;
 }
 
 uint64_t model_source_confirmed_flush(const struct model_source *ms)

@@ -49,7 +49,10 @@
  * reply flag set at random.
  *
  * Standby status updates ('r') advance confirmed_flush to the flush LSN,
- * never backwards; the highest flush ever seen is kept.  A promotion
+ * never backwards while the server runs; the highest flush ever seen is
+ * kept.  The slot reaches disk only at checkpoints (every
+ * checkpoint_every commits, or model_source_checkpoint), so a crash
+ * restart brings confirmed_flush back to the last checkpoint's value.  A promotion
  * (new timeline, same system identifier) leaves a slot whose confirmed
  * position lags by `lag` confirmed transactions; the WAL is the same (a
  * synchronous standby), so it resends more, never less.
@@ -98,6 +101,8 @@ struct model_source_options {
 	int savepoint_pct, release_pct, rollback_pct; /* per change of a large transaction */
 	int stream_abort_pct;   /* a large transaction aborts whole */
 	int late_abort_pct;     /* an abort decoded late sends an empty first block, then Stream Abort */
+	/* slot */
+	int checkpoint_every;   /* a checkpoint writes the slot every that many commits (0: never by itself) */
 	/* walsender */
 	int keepalive_pct;      /* a keepalive before a message */
 	int reply_request_pct;  /* a keepalive asks for a reply */
@@ -134,7 +139,7 @@ struct model_source_stats {
 	uint64_t stream_starts, stream_stops, stream_commits, stream_aborts, sub_aborts, late_aborts;
 	uint64_t streamed_sent_plain; /* a large transaction sent as Begin..Commit */
 	uint64_t committed, aborted;  /* produced */
-	uint64_t promotions;
+	uint64_t promotions, crash_restarts;
 };
 
 struct model_source;
@@ -182,6 +187,14 @@ void model_source_disconnect(struct model_source *ms);
 /* A standby is promoted: new timeline, the session ends, the slot's
  * confirmed position goes back by lag confirmed transactions. */
 void model_source_promote(struct model_source *ms, unsigned lag);
+
+/* A checkpoint writes the slot (its confirmed position) to disk. */
+void model_source_checkpoint(struct model_source *ms);
+/* The primary crashes and restarts: the session ends, and the slot's
+ * confirmed position is what the last checkpoint wrote (PostgreSQL marks
+ * the slot dirty on a status update but saves it only at checkpoints),
+ * so it may go back.  Same timeline, same WAL. */
+void model_source_crash_restart(struct model_source *ms);
 
 uint64_t model_source_confirmed_flush(const struct model_source *ms);
 uint64_t model_source_highest_flushed(const struct model_source *ms);

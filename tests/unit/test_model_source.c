@@ -455,6 +455,8 @@ static void pump(struct client *c, bool chaos)
 		if (chaos && rng_chance(&c->rng, 1)) {
 			if (rng_chance(&c->rng, 15))
 				model_source_promote(c->ms, (unsigned)rng_below(&c->rng, 4));
+			else if (rng_chance(&c->rng, 15))
+				model_source_crash_restart(c->ms);
 			else
 				model_source_disconnect(c->ms);
 			return;
@@ -616,7 +618,7 @@ static void test_seeds(void)
 	CHECK(s.truncates > 0 && s.ddl_messages > 0 && s.heartbeats > 0 && s.empty_txns > 0);
 	CHECK(s.stream_starts > 0 && s.stream_stops > 0 && s.stream_commits > 0 && s.stream_aborts > 0);
 	CHECK(s.sub_aborts > 0 && s.late_aborts > 0 && s.streamed_sent_plain > 0);
-	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.promotions > 0);
+	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.promotions > 0 && s.crash_restarts > 0);
 	CHECK(s.sessions > SEEDS);
 	CHECK(counts.unchanged_toast > 0 && counts.old_keys > 0);
 	CHECK(counts.skipped > 0 && counts.empty > 0 && counts.aborted > 0 && counts.chunked > 0 && counts.ddl_frames > 0);
@@ -707,6 +709,17 @@ static void test_slot(void)
 	CHECK(n == 5 && first == model_source_txn(c.ms, 15)->commit_lsn);
 	model_source_disconnect(c.ms);
 
+	/* a crash restart goes back to what the last checkpoint saved */
+	model_source_checkpoint(c.ms);
+	uint64_t saved = model_source_confirmed_flush(c.ms);
+	CHECK(model_source_connect(c.ms) == 0);
+	send_status(&c, model_source_txn(c.ms, 12)->end_lsn);
+	CHECK(model_source_confirmed_flush(c.ms) == model_source_txn(c.ms, 12)->end_lsn);
+	model_source_crash_restart(c.ms);
+	CHECK(!model_source_connected(c.ms));
+	CHECK(model_source_confirmed_flush(c.ms) == saved);
+	CHECK(model_source_highest_flushed(c.ms) == model_source_txn(c.ms, 12)->end_lsn);
+
 	/* promotion: three confirmed transactions behind, a new timeline */
 	uint32_t tli = model_source_timeline(c.ms);
 	uint64_t sysid = model_source_system_id(c.ms);
@@ -715,7 +728,7 @@ static void test_slot(void)
 	CHECK(!model_source_connected(c.ms));
 	CHECK(model_source_timeline(c.ms) == tli + 1 && model_source_system_id(c.ms) == sysid);
 	CHECK(model_source_confirmed_flush(c.ms) == model_source_txn(c.ms, 6)->end_lsn);
-	CHECK(model_source_highest_flushed(c.ms) == model_source_txn(c.ms, 9)->end_lsn);
+	CHECK(model_source_highest_flushed(c.ms) == model_source_txn(c.ms, 12)->end_lsn);
 	CHECK(model_source_connect(c.ms) == 0);
 	pgoutput_session_reset(&c.session);
 	drain_results(&c, &first, &n);
@@ -736,6 +749,55 @@ static void test_slot(void)
 	model_source_free(c.ms);
 }
 
+/* The bytes of messages whose layout the PostgreSQL 15 fixtures show
+ * (tests/fixtures/pgoutput/dml.hex: a Relation of public.accounts, relid
+ * 16385, with an int4 key "id"; Begin and Commit), here for public.t1. */
+static void test_bytes(void)
+{
+	struct model_source_options o;
+	model_source_options_default(&o);
+	o.n_tables = 1;
+	o.stream_pct = 0;
+	o.empty_pct = 0;
+	o.heartbeat_pct = 0;
+	o.keepalive_pct = 0;
+	struct model_source *ms = model_source_new(&o, 5);
+	CHECK(model_source_produce(ms, 3) == 0);
+	CHECK(model_source_connect(ms) == 0);
+	static const char relation_t1[] = "5200004001" "7075626c696300" "743100" "64" "0003"
+					  "01" "696400" "00000017" "ffffffff"
+					  "00" "6100" "00000019" "ffffffff"
+					  "00" "6200" "00000019" "ffffffff";
+	const struct model_source_txn *t0 = model_source_txn(ms, 0);
+	const uint8_t *buf;
+	size_t len;
+	int seen_begin = 0, seen_relation = 0, seen_commit = 0;
+	while (model_source_next(ms, &buf, &len) == 1) {
+		if (buf[0] != 'w')
+			continue;
+		const uint8_t *m = buf + 25;
+		size_t n = len - 25;
+		if (m[0] == 'R' && !seen_relation++) {
+			char hex[256] = "";
+			for (size_t i = 0; i < n && 2 * i + 2 < sizeof hex; i++)
+				snprintf(hex + 2 * i, 3, "%02x", m[i]);
+			CHECK_STR(hex, relation_t1);
+		}
+		if (m[0] == 'B' && !seen_begin++) {
+			/* B, final LSN = the commit's, timestamp, xid */
+			CHECK(n == 21 && be64(m + 1) == t0->commit_lsn && (int64_t)be64(m + 9) == t0->commit_ts);
+			CHECK(((uint32_t)m[17] << 24 | (uint32_t)m[18] << 16 | (uint32_t)m[19] << 8 | m[20]) == t0->xid);
+		}
+		if (m[0] == 'C' && !seen_commit++) {
+			/* C, flags 0, commit LSN, end LSN, timestamp; the header's LSN is the end */
+			CHECK(n == 26 && m[1] == 0 && be64(m + 2) == t0->commit_lsn && be64(m + 10) == t0->end_lsn);
+			CHECK(be64(buf + 1) == t0->end_lsn);
+		}
+	}
+	CHECK(seen_begin == 3 && seen_relation == 1 && seen_commit == 3);
+	model_source_free(ms);
+}
+
 int main(void)
 {
 	snprintf(spill_dir, sizeof spill_dir, "/tmp/test_model_source.XXXXXX");
@@ -743,6 +805,7 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
+	test_bytes();
 	test_slot();
 	test_determinism();
 	test_seeds();
