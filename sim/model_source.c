@@ -42,12 +42,18 @@ static const char *const cols_plain[] = { "id", "a", "b" };
 static const uint32_t oids_plain[] = { 23, 25, 25 };
 static const char *const cols_pair[] = { "k1", "k2", "a", "b" };
 static const uint32_t oids_pair[] = { 23, 25, 25, 25 };
+/* t4 has a column of an enum type of its own: pgoutput sends a Type
+ * message before the relation's */
+#define MOOD_OID 16400
+static const char *const cols_mood[] = { "id", "a", "b", "mood" };
+static const uint32_t oids_mood[] = { 23, 25, 25, MOOD_OID };
+static const char *const moods[] = { "sad", "ok", "happy" };
 
 static const struct model_source_table table_defs[MODEL_SOURCE_MAX_TABLES] = {
 	{ "public.t1", "public", "t1", 16385, 3, 1, cols_plain, oids_plain, false },
 	{ "public.t2", "public", "t2", 16391, 3, 1, cols_plain, oids_plain, true },
 	{ "public.t3", "public", "t3", 16397, 4, 2, cols_pair, oids_pair, false },
-	{ "public.t4", "public", "t4", 16403, 3, 1, cols_plain, oids_plain, false },
+	{ "public.t4", "public", "t4", 16403, 4, 1, cols_mood, oids_mood, false },
 };
 
 /* ---- the log ---- */
@@ -299,6 +305,8 @@ static void fill_values(struct model_source *ms, int table, char **row)
 		row[b] = toast_value(ms);
 	else
 		row[b] = rng_chance(&ms->rng, ms->o.null_pct) ? NULL : text_value(ms, "b");
+	for (uint16_t c = (uint16_t)(b + 1); c < t->n_cols; c++)
+		row[c] = rng_chance(&ms->rng, ms->o.null_pct) ? NULL : xstrdup(moods[rng_below(&ms->rng, 3)]);
 }
 
 /* ---- applying a change (the generator, the log replay and commit all use this) ---- */
@@ -1048,8 +1056,21 @@ static void put_xid(struct buf *b, bool in_stream, uint32_t xid)
 static void send_relation(struct model_source *ms, int table, bool in_stream, uint32_t xid, uint64_t lsn)
 {
 	const struct model_source_table *t = &table_defs[table];
-	begin_message(ms, lsn);
 	struct buf *b = &ms->queue;
+	/* send_relation_and_attrs: a Type for each column of a type that is
+	 * not built in (oid >= FirstGenbkiObjectId), before the Relation */
+	for (uint16_t c = 0; c < t->n_cols; c++)
+		if (t->type_oids[c] >= 10000) {
+			begin_message(ms, lsn);
+			buf_put_u8(b, 'Y');
+			put_xid(b, in_stream, xid);
+			buf_put_u32(b, t->type_oids[c]);
+			put_cstr(b, "public");
+			put_cstr(b, "mood");
+			end_message(ms);
+			ms->stats.types++;
+		}
+	begin_message(ms, lsn);
 	buf_put_u8(b, 'R');
 	put_xid(b, in_stream, xid);
 	buf_put_u32(b, t->relid);

@@ -5,7 +5,9 @@
  * Workload.  A seeded generator commits transactions over 1-4 tables
  * with keys (public.t1 .. public.t4: id int4 key, a text, b text; t2's b
  * is TOASTed - an update that leaves it alone sends it as unchanged-TOAST
- * 'u'; t3 has the two-column key (k1 int4, k2 text)): inserts (and a
+ * 'u'; t3 has the two-column key (k1 int4, k2 text); t4 has a fourth
+ * column "mood" of the enum type public.mood, announced by a Type
+ * message): inserts (and a
  * delete then re-insert of the same key), updates without and with key
  * changes (old key 'K', replica identity default), deletes, TRUNCATE of
  * one or several tables, trellara.ddl logical messages (transactional;
@@ -118,7 +120,7 @@ struct model_source_table {
 	uint32_t relid;
 	uint16_t n_cols, n_key; /* the key columns come first */
 	const char *const *cols;
-	const uint32_t *type_oids; /* 23 int4, 25 text; typmod -1 */
+	const uint32_t *type_oids; /* 23 int4, 25 text, 16400 public.mood; typmod -1 */
 	bool toasted;        /* its b column is TOASTed */
 };
 
@@ -134,7 +136,7 @@ struct model_source_txn {
 
 struct model_source_stats {
 	uint64_t sessions, messages, keepalives, reply_requests;
-	uint64_t relations, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
+	uint64_t relations, types, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
 	uint64_t ddl_messages, heartbeats, empty_txns;
 	uint64_t stream_starts, stream_stops, stream_commits, stream_aborts, sub_aborts, late_aborts;
 	uint64_t streamed_sent_plain; /* a large transaction sent as Begin..Commit */

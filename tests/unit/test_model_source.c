@@ -158,7 +158,7 @@ static int apply_env_change(struct client *c, const struct env_header *h, const 
 	uint16_t n_key = 0;
 	uint16_t n = sim_db_columns(c->target, name, &n_key, NULL);
 	int rc = -1;
-	if (n == 0 || n != r->n_columns) {
+	if (n == 0 || n != r->n_columns || n > 8) {
 		FAIL(c, "change for %s with %u columns: the target has %u", name, r->n_columns, n);
 		goto out;
 	}
@@ -618,7 +618,7 @@ static void test_seeds(void)
 	CHECK(s.truncates > 0 && s.ddl_messages > 0 && s.heartbeats > 0 && s.empty_txns > 0);
 	CHECK(s.stream_starts > 0 && s.stream_stops > 0 && s.stream_commits > 0 && s.stream_aborts > 0);
 	CHECK(s.sub_aborts > 0 && s.late_aborts > 0 && s.streamed_sent_plain > 0);
-	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.promotions > 0 && s.crash_restarts > 0);
+	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.types > 0 && s.promotions > 0 && s.crash_restarts > 0);
 	CHECK(s.sessions > SEEDS);
 	CHECK(counts.unchanged_toast > 0 && counts.old_keys > 0);
 	CHECK(counts.skipped > 0 && counts.empty > 0 && counts.aborted > 0 && counts.chunked > 0 && counts.ddl_frames > 0);
