@@ -16,7 +16,7 @@ DESTDIR ?=
 PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(WARN) -Iinclude -I$(PG_INCLUDE) \
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(WARN) -Iinclude -Isim -I$(PG_INCLUDE) \
 	-include include/trellara/banned.h
 DEPFLAGS := -MMD -MP
 CFLAGS ?= -O2
@@ -46,6 +46,12 @@ PROGRAM_BINS := $(PROGRAMS:%=bin/%)
 CMD_LIB_SRC := $(sort $(filter-out %/main.c,$(wildcard cmd/*/*.c)))
 CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
 CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
+
+# The simulator's modules (sim/, no libpq): every file but main.c, linked
+# into the unit tests (and the simulator program).
+SIM_LIB_SRC := $(sort $(filter-out sim/main.c,$(wildcard sim/*.c)))
+SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
+SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=build/tests/%)
@@ -95,21 +101,21 @@ bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(SUBLIB_A)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULE,$(p))))
 
-build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SUBLIB_A)
+build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy apply_core apply_chunks apply_fence capture_core stream_sim
+NOLIBPQ_TESTS := ack_policy apply_core apply_chunks apply_fence capture_core stream_sim sim_db model_source
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
-build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(NOLIBPQ_A)
+build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
 
-build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) $(SUBLIB_SAN_A)
+build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) $(SIM_LIB_SAN_OBJ) $(SUBLIB_SAN_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 

@@ -52,6 +52,13 @@ const char *const *sim_db_find(const struct sim_db *db, const char *table, struc
 void sim_db_truncate(struct sim_db *db, const char *table);
 size_t sim_db_rows(const struct sim_db *db, const char *table);
 
+/* Iteration, in order (tables by name, rows by key): the number of
+ * tables and the name of the i-th; the i-th row of table (its values
+ * owned by db, valid until the next change), or NULL past the end. */
+size_t sim_db_tables(const struct sim_db *db);
+const char *sim_db_table_name(const struct sim_db *db, size_t i);
+const char *const *sim_db_row(const struct sim_db *db, const char *table, size_t i);
+
 /* Contents equal (every table, every row, every value)? */
 bool sim_db_equal(const struct sim_db *a, const struct sim_db *b);
 /* The first difference as one line (table, key, column, both values),
