@@ -1,0 +1,292 @@
+/*
+ * presets.c - the named scenarios the world runs: for each, the options
+ * (workload and fault plan) and what the run must show beyond the
+ * world's invariants - that the fault it names actually happened and had
+ * the effect it is about (a fault point reached, duplicates skipped, a
+ * quarantine repaired...).  A scenario whose fault never fired fails: it
+ * would prove nothing.
+ */
+#include "presets.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void p_publish_ack_loss(struct sim_world_options *o)
+{
+	o->p_status_lost = 60;
+	o->p_source_disconnect = 6;
+}
+static bool e_publish_ack_loss(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->capture_skipped == 0)
+		return snprintf(why, n, "no resent transaction was skipped by capture"), false;
+	return true;
+}
+
+static void p_crash_before_ack(struct sim_world_options *o)
+{
+	o->kill_point = "capture.after_append_before_ack";
+	o->kill_nth = 3;
+}
+static bool e_point_hit(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->fault_points_hit == 0)
+		return snprintf(why, n, "the fault point was never reached"), false;
+	return true;
+}
+static bool e_point_and_resend(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_point_hit(r, why, n))
+		return false;
+	if (r->capture_skipped == 0)
+		return snprintf(why, n, "after the crash, nothing resent was skipped"), false;
+	return true;
+}
+
+static void p_crash_before_ack_power(struct sim_world_options *o)
+{
+	p_crash_before_ack(o);
+	o->kill_point_power = true;
+}
+
+static void p_failover_before_ack(struct sim_world_options *o)
+{
+	p_crash_before_ack(o);
+	o->p_promote = 4;
+}
+static bool e_promoted(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->promotions == 0)
+		return snprintf(why, n, "no standby was promoted"), false;
+	return true;
+}
+static bool e_point_and_promoted(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_point_hit(r, why, n) && e_promoted(r, why, n);
+}
+
+static void p_duplicate_delivery(struct sim_world_options *o)
+{
+	o->kill_point = "applyd.after_target_commit_before_group_ack";
+	o->kill_nth = 2;
+}
+static bool e_point_and_dedup(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_point_hit(r, why, n))
+		return false;
+	if (r->duplicates_skipped == 0)
+		return snprintf(why, n, "applyd re-read nothing it had applied"), false;
+	return true;
+}
+
+static void p_target_before_commit(struct sim_world_options *o)
+{
+	o->kill_point = "applyd.before_target_commit";
+	o->kill_nth = 2;
+	o->p_target_lost_before = 5;
+}
+
+static void p_quarantine(struct sim_world_options *o)
+{
+	o->divergence_at_step = 60;
+}
+static bool e_quarantined(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->quarantines == 0)
+		return snprintf(why, n, "nothing was quarantined"), false;
+	return true;
+}
+
+static void p_checkpoint_failure(struct sim_world_options *o)
+{
+	o->p_target_transient = 15;
+}
+static bool e_retried(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->retries == 0)
+		return snprintf(why, n, "no transient failure was retried"), false;
+	return true;
+}
+
+static void p_stream_ack_loss(struct sim_world_options *o)
+{
+	o->p_target_lost_after = 8;
+}
+static bool e_ambiguous(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->ambiguous_commits == 0)
+		return snprintf(why, n, "no commit was left ambiguous"), false;
+	if (r->duplicates_skipped == 0)
+		return snprintf(why, n, "the ambiguous commits were never re-read"), false;
+	return true;
+}
+
+static void chunked(struct sim_world_options *o)
+{
+	o->chunk_changes = 2;
+	o->big_pct = 35;
+}
+static bool e_chunks(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->chunks == 0)
+		return snprintf(why, n, "no chunk was written"), false;
+	return true;
+}
+static bool e_point_and_chunks(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_point_hit(r, why, n) && e_chunks(r, why, n);
+}
+static void p_chunk_crash_before_manifest(struct sim_world_options *o)
+{
+	chunked(o);
+	o->kill_point = "capture.after_chunk_sync";
+	o->kill_nth = 2;
+}
+static void p_chunk_crash_after_manifest(struct sim_world_options *o)
+{
+	chunked(o);
+	o->kill_point = "capture.after_append_before_ack";
+	o->kill_nth = 2;
+}
+static void p_chunk_target_crash(struct sim_world_options *o)
+{
+	chunked(o);
+	o->chunk_changes = 1;
+	o->p_kill_applyd = 12;
+}
+static bool e_killed_open(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_chunks(r, why, n))
+		return false;
+	if (r->kills_in_open_txn == 0)
+		return snprintf(why, n, "applyd was never killed with a target transaction open"), false;
+	return true;
+}
+
+static void p_promotion_disconnected(struct sim_world_options *o)
+{
+	o->p_kill_capture = 8;
+	o->p_promote = 6;
+}
+
+static void p_target_restart(struct sim_world_options *o)
+{
+	o->p_kill_applyd = 8;
+	o->p_target_lost_before = 4;
+	o->p_target_lost_after = 4;
+}
+static bool e_crashed(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->crashes == 0)
+		return snprintf(why, n, "nothing crashed"), false;
+	return true;
+}
+
+static void p_local_fsync(struct sim_world_options *o)
+{
+	o->p_power_loss = 4;
+	o->capture_batch = 8;
+}
+static bool e_power(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->power_losses == 0)
+		return snprintf(why, n, "no power loss happened"), false;
+	return true;
+}
+
+static void p_index_rebuild(struct sim_world_options *o)
+{
+	o->kill_point = "capture.after_sync_before_index";
+	o->kill_nth = 2;
+	o->kill_point_power = true;
+}
+
+static void p_retention(struct sim_world_options *o)
+{
+	o->p_retention = 30;
+	o->transactions = 200;
+	o->steps = 800;
+	o->big_pct = 20;
+}
+static bool e_retention(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->retention_runs == 0)
+		return snprintf(why, n, "retention never removed a segment"), false;
+	return true;
+}
+
+static void p_plain(struct sim_world_options *o)
+{
+	(void)o;
+}
+static bool e_any(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->applied == 0)
+		return snprintf(why, n, "nothing was applied"), false;
+	return true;
+}
+
+static void p_fence(struct sim_world_options *o)
+{
+	o->fence_at_step = 80;
+}
+
+static void p_broker_failure(struct sim_world_options *o)
+{
+	o->p_fsync_eio = 6;
+}
+
+static const struct sim_preset presets[] = {
+	/* simulations: base */
+	{ "publish_ack_loss", p_publish_ack_loss, e_publish_ack_loss },
+	{ "crash_after_publish_before_source_ack", p_crash_before_ack, e_point_and_resend },
+	{ "source_failover_after_publish_before_ack", p_failover_before_ack, e_point_and_promoted },
+	{ "duplicate_delivery", p_duplicate_delivery, e_point_and_dedup },
+	{ "target_failure_before_commit", p_target_before_commit, e_point_hit },
+	{ "target_quarantine_repair_replay", p_quarantine, e_quarantined },
+	{ "checkpoint_failure_during_apply", p_checkpoint_failure, e_retried },
+	{ "stream_ack_loss_after_apply", p_stream_ack_loss, e_ambiguous },
+	/* simulations: strict chunk */
+	{ "strict_chunk_relay_crash_after_chunks_before_manifest", p_chunk_crash_before_manifest, e_point_and_chunks },
+	{ "strict_chunk_relay_crash_after_manifest_before_source_ack", p_chunk_crash_after_manifest, e_point_and_chunks },
+	{ "strict_chunk_target_crash_after_staging_before_commit", p_chunk_target_crash, e_killed_open },
+	/* simulations: qualification */
+	{ "qualification_source_promotion_while_relay_disconnected", p_promotion_disconnected, e_promoted },
+	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
+	/* curated rows */
+	{ "relay_before_broker_publish", p_crash_before_ack_power, e_point_hit },
+	{ "relay_after_broker_publish_before_source_feedback", p_crash_before_ack, e_point_and_resend },
+	{ "source_failover_after_publish_before_ack", p_failover_before_ack, e_point_and_promoted },
+	{ "broker_publish_failure", p_broker_failure, e_crashed },
+	{ "local_stream_index_rebuild", p_index_rebuild, e_point_hit },
+	{ "local_stream_publish_ack_after_fsync_durability", p_local_fsync, e_power },
+	{ "applier_before_target_commit", p_target_before_commit, e_point_hit },
+	{ "applier_after_target_commit_before_stream_ack", p_duplicate_delivery, e_point_and_dedup },
+	{ "duplicate_transaction_replay", p_duplicate_delivery, e_point_and_dedup },
+	{ "target_update_delete_zero_rows", p_quarantine, e_quarantined },
+	{ "pgoutput_dml_truncate_envelope_mapping", p_plain, e_any },
+	{ "pgoutput_ddl_only_boundary", p_plain, e_any },
+	{ "pgoutput_mixed_ddl_dml_boundary", p_plain, e_any },
+	{ "pgoutput_keepalive_reports_last_durable_ack", p_local_fsync, e_power },
+	{ "default_replica_identity_primary_key_apply", p_plain, e_any },
+	{ "default_replica_identity_key_change_apply", p_plain, e_any },
+	{ "unchanged_toast_columns_preserved", p_plain, e_any },
+	{ "strict_chunk_relay_crash_after_chunks_before_manifest", p_chunk_crash_before_manifest, e_point_and_chunks },
+	{ "strict_chunk_relay_crash_after_manifest_before_source_ack", p_chunk_crash_after_manifest, e_point_and_chunks },
+	{ "strict_chunk_target_crash_after_staging_before_commit", p_chunk_target_crash, e_killed_open },
+	{ "protocol_property_chunk_manifest_reconstruction", chunked, e_chunks },
+	{ "qualification_source_promotion_while_relay_disconnected", p_promotion_disconnected, e_promoted },
+	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
+	{ "repair_and_replay_ready", p_quarantine, e_quarantined },
+	{ "quarantine_replay_ready_requires_exact_boundary", p_quarantine, e_quarantined },
+	{ "retention_protects_groups", p_retention, e_retention },
+	{ "fence_hold_and_release", p_fence, e_any },
+};
+
+const struct sim_preset *sim_preset_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+		if (strcmp(presets[i].name, name) == 0)
+			return &presets[i];
+	return NULL;
+}

@@ -1,0 +1,874 @@
+/*
+ * world.c - one simulated run (world.h).
+ *
+ * The components are the project's own code: capture_core (pgoutput
+ * decoder, assembler, ack policy, stream writer) and apply_engine (with
+ * apply_core, apply_chunks, apply_fence and the planner) over the stream
+ * library on stream_fs_sim; only the source (model_source) and the
+ * target database (model_target) are models.  capture and applyd each
+ * see the disk through a view of their own, so that one can die while
+ * the other goes on; a power loss takes both.
+ */
+#include "world.h"
+
+#include "model_source.h"
+#include "model_target.h"
+#include "sim_db.h"
+#include "sim_rng.h"
+
+#include "trellara/apply_engine.h"
+#include "trellara/capture_core.h"
+#include "trellara/config.h"
+#include "trellara/defaults.h"
+#include "trellara/envelope.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/stream.h"
+#include "trellara/stream_fs.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STREAM_DIR "/sim/stream"
+#define GROUP "applyd"
+#define HEAL_STEPS 5000
+
+/* The fault points, by component (fault.h names; stream.* are capture's
+ * writer's: trellara-capture opens its writer with the "capture" prefix). */
+static const char *const capture_points[] = {
+	"capture.after_append_before_ack", "capture.after_chunk_sync", "capture.mid_frame_write",
+	"capture.after_write_before_sync", "capture.after_sync_before_index",
+};
+static const char *const applyd_points[] = {
+	"applyd.before_target_commit",
+	"applyd.after_target_commit_before_group_ack",
+};
+
+struct world {
+	struct sim_world_options o;
+	struct sim_world_result *r;
+	struct sim_rng rng;
+	int64_t now_us;
+	struct stream_fs *disk, *cap_fs, *app_fs, *ops_fs;
+	struct model_source *src;
+	struct flow_config cfg;
+	/* capture */
+	bool cap_up;
+	struct capture_core *cc;
+	int cap_down_steps;
+	/* applyd */
+	bool app_up;
+	struct stream_reader *reader;
+	struct apply_engine *engine;
+	int app_down_steps;
+	bool app_stopped_by_quarantine;
+	struct model_target target;
+	struct apply_tables defs;
+	/* faults */
+	const char *armed_point;
+	unsigned armed_nth, armed_hits;
+	bool armed_power;
+	bool kill_capture, kill_applyd, power_now;
+	bool divergence_injected, divergence_repaired;
+	uint32_t quarantined_xid;
+	int fence_release_at;
+	bool healing;
+	bool failed;
+};
+
+/* ---- outcome ---- */
+
+static void trace(struct world *w, const char *what, uint64_t a, uint64_t b)
+{
+	uint64_t h = w->r->trace_digest ? w->r->trace_digest : 1469598103934665603ULL;
+	for (const char *p = what; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+	for (int i = 0; i < 8; i++)
+		h = (h ^ (uint8_t)(a >> (8 * i))) * 1099511628211ULL;
+	for (int i = 0; i < 8; i++)
+		h = (h ^ (uint8_t)(b >> (8 * i))) * 1099511628211ULL;
+	w->r->trace_digest = h;
+	if (w->o.trace)
+		fprintf(stderr, "sim step %" PRIu64 ": %s %" PRIu64 " %" PRIu64 "\n", w->r->steps, what, a, b);
+}
+
+static void violated(struct world *w, const char *invariant, const char *fmt, ...)
+{
+	if (w->failed)
+		return;
+	w->failed = true;
+	w->r->ok = false;
+	snprintf(w->r->invariant, sizeof w->r->invariant, "%s", invariant);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(w->r->detail, sizeof w->r->detail, fmt, ap);
+	va_end(ap);
+	trace(w, invariant, 0, 0);
+}
+
+/* ---- the fault hook ---- */
+
+static bool is_capture_point(const char *name)
+{
+	return strncmp(name, "capture.", 8) == 0 || strncmp(name, "stream.", 7) == 0;
+}
+
+static void kill_views_for(struct world *w, const char *name)
+{
+	if (is_capture_point(name)) {
+		w->kill_capture = true;
+		stream_fs_sim_view_kill(w->cap_fs);
+	} else {
+		w->kill_applyd = true;
+		stream_fs_sim_view_kill(w->app_fs);
+		model_target_disconnect(&w->target);
+	}
+}
+
+static void hook_point(void *ctx, const char *name)
+{
+	struct world *w = ctx;
+	if (!w->armed_point || strcmp(name, w->armed_point) != 0)
+		return;
+	if (++w->armed_hits != w->armed_nth)
+		return;
+	w->r->fault_points_hit++;
+	trace(w, name, w->armed_hits, 0);
+	w->armed_point = NULL;
+	if (w->armed_power) {
+		/* the power goes at this instant: every process dies with it */
+		w->power_now = true;
+		w->kill_capture = w->kill_applyd = true;
+		stream_fs_sim_view_kill(w->cap_fs);
+		stream_fs_sim_view_kill(w->app_fs);
+		model_target_disconnect(&w->target);
+	} else {
+		kill_views_for(w, name);
+	}
+}
+
+static bool hook_armed(void *ctx, const char *name)
+{
+	struct world *w = ctx;
+	return w->armed_point && strcmp(name, w->armed_point) == 0;
+}
+
+/* ---- invariants ---- */
+
+/* After every commit that reached the target database. */
+static void on_target_commit(void *ctx, struct model_target *t)
+{
+	struct world *w = ctx;
+	const struct sim_db *want = model_source_state_at(w->src, t->cp.last_commit_lsn);
+	if (!w->divergence_injected || w->divergence_repaired) {
+		char diff[400];
+		if (sim_db_diff(want, t->db, diff, sizeof diff))
+			violated(w, "target_equals_source_at_applied_lsn",
+				 "after a target commit (checkpoint at commit %" PRIX64 "): %s", t->cp.last_commit_lsn, diff);
+	}
+	trace(w, "target_commit", t->cp.last_commit_lsn, t->cp.applied_transactions);
+}
+
+/* The stream, read from its start: each commit once, in commit order;
+ * how many transactions commit at or below through_lsn. */
+static uint64_t stream_transactions(struct world *w, uint64_t through_lsn, bool *from_start)
+{
+	struct stream_reader *rd = NULL;
+	uint64_t n = 0, last = 0;
+	*from_start = false;
+	if (stream_reader_open_fs(w->ops_fs, STREAM_DIR, &rd) != STREAM_OK)
+		return 0;
+	uint64_t *bases = NULL;
+	size_t nb = 0;
+	if (stream_segment_bases_fs(w->ops_fs, STREAM_DIR, &bases, &nb) == STREAM_OK && nb)
+		*from_start = bases[0] == 0;
+	uint64_t start = nb ? bases[0] : 0;
+	free(bases);
+	if (stream_reader_seek(rd, start) != STREAM_OK) {
+		stream_reader_close(rd);
+		return 0;
+	}
+	struct stream_frame f;
+	while (stream_reader_next(rd, &f) == STREAM_OK) {
+		if (f.header.type == FRAME_CHUNK)
+			w->r->chunks++;
+		if (f.header.type != FRAME_TXN && f.header.type != FRAME_COMMIT_MARKER)
+			continue;
+		struct env_frame_summary s;
+		char err[256];
+		if (env_frame_summary(f.header.type, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+			violated(w, "stream_frames_decode", "stream offset %" PRIu64 ": %s", f.header.offset, err);
+			break;
+		}
+		if (s.commit_lsn <= last)
+			violated(w, "transaction_dedup_before_reapply",
+				 "the stream holds commit %" PRIX64 " at offset %" PRIu64 " after commit %" PRIX64,
+				 s.commit_lsn, f.header.offset, last);
+		last = s.commit_lsn;
+		if (s.commit_lsn <= through_lsn)
+			n++;
+	}
+	stream_reader_close(rd);
+	return n;
+}
+
+/* ---- capture ---- */
+
+static void capture_down(struct world *w, const char *why)
+{
+	if (!w->cap_up)
+		return;
+	w->r->capture_skipped += capture_core_stats(w->cc).skipped_duplicates;
+	capture_core_close(w->cc);
+	w->cc = NULL;
+	w->cap_up = false;
+	w->cap_down_steps = (int)rng_between(&w->rng, 1, 6);
+	model_source_disconnect(w->src);
+	w->r->crashes++;
+	trace(w, why, 0, 0);
+}
+
+static void capture_start(struct world *w)
+{
+	stream_fs_sim_view_restart(w->cap_fs);
+	struct capture_core_options co = {
+		.fs = w->cap_fs,
+		.stream_dir = STREAM_DIR,
+		.slot = "sim_slot",
+		.source_id = w->cfg.source_id,
+		.proto_version = model_source_proto_version(w->src),
+		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .min_free_bytes = 0, .source_id = w->cfg.source_id,
+			    .flow = "sim", .fault_prefix = "capture" },
+		.assembler = { .source_id = w->cfg.source_id, .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
+			       .spill_threshold_changes = UINT64_MAX / 2, .strict_chunking = w->o.chunk_changes > 0,
+			       .max_changes_per_chunk = w->o.chunk_changes > 0 ? (uint64_t)w->o.chunk_changes : 1000,
+			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
+		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000,
+			 .max_batch_transactions = (uint64_t)w->o.capture_batch, .max_batch_messages = 64 },
+	};
+	int rc = capture_core_open(&w->cc, &co);
+	if (rc != EXIT_OK) {
+		capture_core_close(w->cc);
+		w->cc = NULL;
+		violated(w, "capture_restarts", "capture could not open the stream after a restart (exit %d)", rc);
+		return;
+	}
+	/* what a restart must find: every position the source was told */
+	struct capture_core_stats st = capture_core_stats(w->cc);
+	if (model_source_highest_flushed(w->src) > st.durable_lsn)
+		violated(w, "source_ack_after_local_fsync_durability",
+			 "the source was told %" PRIX64 " is flushed, but after the crash the stream ends at %" PRIX64,
+			 model_source_highest_flushed(w->src), st.durable_lsn);
+	w->cap_up = true;
+	model_source_connect(w->src);
+	trace(w, "capture_start", st.durable_lsn, st.stream_last_commit_lsn);
+}
+
+static void capture_send_status(struct world *w, bool reply)
+{
+	uint8_t m[CAPTURE_STATUS_MESSAGE_LEN];
+	capture_core_status_message(w->cc, m, w->now_us, reply);
+	if (!w->healing && rng_chance(&w->rng, w->o.p_status_lost)) {
+		trace(w, "status_lost", 0, 0);
+		return; /* the network lost it; capture believes it went */
+	}
+	model_source_on_status(w->src, m, sizeof m);
+	capture_core_on_status_sent(w->cc, w->now_us);
+}
+
+static void capture_failed(struct world *w, int rc, const char *where)
+{
+	if (w->kill_capture || w->power_now) {
+		capture_down(w, "capture_killed");
+		return;
+	}
+	if (rc == EXIT_CANTCREAT) {
+		/* the stream refused a write or sync: the process exits, the
+		 * supervisor restarts it (as systemd would) */
+		capture_down(w, "capture_storage_failed");
+		return;
+	}
+	violated(w, "capture_runs", "capture failed in %s with exit %d", where, rc);
+}
+
+static void capture_step(struct world *w)
+{
+	if (!w->cap_up)
+		return;
+	for (int k = (int)rng_between(&w->rng, 1, 8); k > 0 && w->cap_up && !w->failed; k--) {
+		const uint8_t *buf;
+		size_t len;
+		int got = model_source_next(w->src, &buf, &len);
+		if (got < 0) {
+			model_source_connect(w->src);
+			capture_core_reconnected(w->cc);
+			return;
+		}
+		if (got == 0) {
+			int rc = capture_core_flush(w->cc, w->now_us, w->now_us);
+			if (rc != EXIT_OK) {
+				capture_failed(w, rc, "flush");
+				return;
+			}
+			if (capture_core_status_due(w->cc, w->now_us))
+				capture_send_status(w, false);
+			return;
+		}
+		bool reply = false;
+		int rc = capture_core_on_message(w->cc, buf, len, w->now_us, w->now_us, &reply);
+		if (w->kill_capture || w->power_now || rc != EXIT_OK) {
+			capture_failed(w, rc == EXIT_OK ? EXIT_CANTCREAT : rc, "a message");
+			return;
+		}
+		if (reply)
+			capture_send_status(w, false);
+		w->now_us += 50;
+	}
+	if (w->cap_up && capture_core_quiet(w->cc, w->now_us) == CAPTURE_CORE_FLUSH) {
+		int rc = capture_core_flush(w->cc, w->now_us, w->now_us);
+		if (rc != EXIT_OK)
+			capture_failed(w, rc, "flush");
+		else if (capture_core_status_due(w->cc, w->now_us))
+			capture_send_status(w, false);
+	}
+}
+
+/* ---- applyd ---- */
+
+static void applyd_down(struct world *w, const char *why)
+{
+	if (!w->app_up)
+		return;
+	if (w->target.in_txn)
+		w->r->kills_in_open_txn++;
+	apply_engine_free(w->engine);
+	w->engine = NULL;
+	stream_reader_close(w->reader);
+	w->reader = NULL;
+	model_target_disconnect(&w->target);
+	w->app_up = false;
+	w->app_down_steps = (int)rng_between(&w->rng, 1, 6);
+	w->r->crashes++;
+	trace(w, why, 0, 0);
+}
+
+/* applyd's start: connect, refuse past a quarantine, read the
+ * checkpoint, position the reader (as trellara-applyd's connect_target
+ * and position_reader do). */
+static bool applyd_connect(struct world *w)
+{
+	model_target_connect(&w->target);
+	struct quarantine_entry *q;
+	bool any_quarantined;
+	int nq = model_target_open_entries(&w->target, &q, &any_quarantined);
+	if (any_quarantined) {
+		free(q);
+		model_target_disconnect(&w->target);
+		w->app_stopped_by_quarantine = true;
+		return false;
+	}
+	struct apply_tables tables = { 0 };
+	model_target_ops.reload_tables(&w->target, &tables);
+	apply_engine_connected(w->engine, &w->target.cp, q, nq, &tables);
+	free(q);
+	uint64_t group = 0;
+	bool exists = false;
+	if (stream_group_get_fs(w->app_fs, STREAM_DIR, GROUP, &group, &exists) != STREAM_OK)
+		return false;
+	bool ahead;
+	uint64_t start = apply_engine_start_offset(&w->target.cp, group, exists, &ahead);
+	if (stream_reader_seek(w->reader, start) != STREAM_OK)
+		return false; /* not published yet: try again later */
+	apply_engine_start(w->engine, start);
+	return true;
+}
+
+static void applyd_start(struct world *w)
+{
+	stream_fs_sim_view_restart(w->app_fs);
+	struct stream_fs_stat st;
+	if (w->app_fs->stat(w->app_fs, STREAM_DIR "/meta", &st) < 0)
+		return; /* the stream does not exist yet: wait for capture */
+	if (stream_reader_open_fs(w->app_fs, STREAM_DIR, &w->reader) != STREAM_OK)
+		return;
+	w->engine = apply_engine_new(&w->cfg, &model_target_ops, &w->target, w->reader, w->app_fs);
+	w->app_up = true;
+	w->app_stopped_by_quarantine = false;
+	if (!applyd_connect(w)) {
+		bool q = w->app_stopped_by_quarantine;
+		apply_engine_free(w->engine);
+		w->engine = NULL;
+		stream_reader_close(w->reader);
+		w->reader = NULL;
+		w->app_up = false;
+		w->app_stopped_by_quarantine = q;
+		w->app_down_steps = 2;
+		return;
+	}
+	trace(w, "applyd_start", w->target.cp.last_commit_lsn, w->target.cp.stream_offset);
+}
+
+static void applyd_step(struct world *w)
+{
+	if (!w->app_up)
+		return;
+	for (int k = (int)rng_between(&w->rng, 1, 6); k > 0 && w->app_up && !w->failed; k--) {
+		enum apply_step what;
+		struct apply_outcome rc = apply_engine_step(w->engine, w->now_us, &what);
+		w->now_us += 100;
+		if (w->kill_applyd || w->power_now) {
+			applyd_down(w, "applyd_killed");
+			return;
+		}
+		if (rc.status == APPLY_RECONNECT || rc.status == APPLY_RETRY) {
+			/* as trellara-applyd: disconnect, connect again (after a backoff) */
+			model_target_disconnect(&w->target);
+			apply_engine_disconnected(w->engine);
+			trace(w, rc.status == APPLY_RETRY ? "applyd_retry" : "applyd_reconnect", 0, 0);
+			if (rc.status == APPLY_RETRY)
+				w->r->retries++;
+			if (!applyd_connect(w)) {
+				applyd_down(w, "applyd_reconnect_failed");
+				w->r->crashes--; /* not a crash: the process restarts its connection */
+			}
+			return;
+		}
+		if (rc.status == APPLY_EXIT) {
+			if (rc.exit_code == EXIT_NEGATIVE) {
+				w->r->quarantines++;
+				trace(w, "quarantined", 0, 0);
+				applyd_down(w, "applyd_quarantine_exit");
+				w->r->crashes--;
+				w->app_stopped_by_quarantine = true;
+				return;
+			}
+			if (rc.exit_code == EXIT_CANTCREAT) {
+				applyd_down(w, "applyd_storage_failed");
+				return;
+			}
+			violated(w, "applyd_runs", "applyd exited with %d", rc.exit_code);
+			return;
+		}
+		if (rc.status != APPLY_OK) {
+			violated(w, "applyd_runs", "applyd step failed (%d)", (int)rc.status);
+			return;
+		}
+		if (what != APPLY_STEP_WORKED)
+			return;
+	}
+}
+
+/* ---- faults ---- */
+
+static void power_loss(struct world *w)
+{
+	stream_fs_sim_view_kill(w->cap_fs);
+	stream_fs_sim_view_kill(w->app_fs);
+	if (w->cap_up)
+		capture_down(w, "power_loss_capture");
+	if (w->app_up)
+		applyd_down(w, "power_loss_applyd");
+	stream_fs_sim_crash(w->disk, SIM_CRASH_POWER, rng_next(&w->rng));
+	stream_fs_sim_view_restart(w->cap_fs);
+	stream_fs_sim_view_restart(w->app_fs);
+	stream_fs_sim_view_restart(w->ops_fs);
+	w->power_now = false;
+	w->kill_capture = w->kill_applyd = false;
+	w->r->power_losses++;
+	trace(w, "power_loss", 0, 0);
+}
+
+static void retention(struct world *w)
+{
+	const char *groups[1] = { GROUP };
+	struct retention_plan plan;
+	if (stream_retention_plan_fs(w->ops_fs, STREAM_DIR, groups, 1, false, &plan) != STREAM_OK)
+		return;
+	uint64_t group = 0;
+	bool exists = false;
+	stream_group_get_fs(w->ops_fs, STREAM_DIR, GROUP, &group, &exists);
+	if (plan.n_segments && stream_retention_apply_fs(w->ops_fs, STREAM_DIR, &plan) == STREAM_OK) {
+		w->r->retention_runs++;
+		uint64_t *bases = NULL;
+		size_t nb = 0;
+		if (stream_segment_bases_fs(w->ops_fs, STREAM_DIR, &bases, &nb) == STREAM_OK && nb && bases[0] > group)
+			violated(w, "retention_respects_protected_groups",
+				 "retention removed offsets below %" PRIu64 " while group \"%s\" is at %" PRIu64, bases[0],
+				 GROUP, group);
+		free(bases);
+		trace(w, "retention", plan.n_segments, group);
+	}
+	retention_plan_free(&plan);
+}
+
+/* A target row deleted behind applyd's back: the row that the first
+ * update or delete not yet applied changes, so that apply must meet it
+ * (no rows matched) and quarantine the transaction, never skip it.
+ * Returns whether it was done (else: try again at a later step). */
+static bool inject_divergence(struct world *w)
+{
+	struct stream_reader *rd = NULL;
+	bool done = false;
+	if (stream_reader_open_fs(w->ops_fs, STREAM_DIR, &rd) != STREAM_OK)
+		return false;
+	if (stream_reader_seek(rd, w->target.cp.stream_offset) != STREAM_OK) {
+		stream_reader_close(rd);
+		return false;
+	}
+	struct stream_frame f;
+	while (!done && stream_reader_next(rd, &f) == STREAM_OK) {
+		if (f.header.type != FRAME_TXN)
+			continue;
+		struct env_decoder d;
+		if (env_decode_begin(&d, f.payload, f.header.payload_length) < 0) {
+			env_decoder_free(&d);
+			continue;
+		}
+		if (d.header.commit_lsn <= w->target.cp.last_commit_lsn) {
+			env_decoder_free(&d);
+			continue;
+		}
+		const struct env_change *c;
+		while (!done && env_decode_next(&d, &c) == 1) {
+			if (c->op != ENV_UPDATE && c->op != ENV_DELETE)
+				continue;
+			const struct env_relation *r = &d.header.relations[c->relation];
+			char name[256];
+			snprintf(name, sizeof name, "%.*s.%.*s", (int)r->schema_len, r->schema, (int)r->name_len, r->name);
+			const struct env_tuple *kt = c->old_kind ? &c->old_tuple : &c->new_tuple;
+			uint16_t n_key;
+			const char *const *cols;
+			uint16_t n = sim_db_columns(w->target.db, name, &n_key, &cols);
+			if (!n || kt->n < n_key)
+				continue;
+			/* the model's tables put their key columns first, as the relation does */
+			char *key[8] = { 0 };
+			for (uint16_t k = 0; k < n_key && k < 8; k++) {
+				const struct env_value *v = &kt->values[k];
+				key[k] = xmalloc(v->len + 1);
+				memcpy(key[k], v->data, v->len);
+				key[k][v->len] = '\0';
+			}
+			if (sim_db_delete(w->target.db, name, (struct sim_values){ (const char *const *)key, n_key }) == 1) {
+				done = true;
+				w->divergence_injected = true;
+				trace(w, "divergence", d.header.commit_lsn, 0);
+			}
+			for (uint16_t k = 0; k < 8; k++)
+				free(key[k]);
+		}
+		env_decoder_free(&d);
+	}
+	stream_reader_close(rd);
+	return done;
+}
+
+/* The operator: repair the target from the source, mark the quarantined
+ * transaction replay-ready (trellara quarantine replay-ready). */
+static void operator_repairs(struct world *w)
+{
+	for (int i = 0; i < w->target.n_quarantine; i++) {
+		struct quarantine_entry *q = &w->target.quarantine[i];
+		if (strcmp(q->state, "quarantined") != 0)
+			continue;
+		if (strcmp(q->reason, "no_rows_matched") != 0) {
+			violated(w, "no_silent_target_divergence", "transaction %u quarantined as %s: %s", q->xid, q->reason,
+				 q->detail);
+			return;
+		}
+		/* copy the source's rows at the checkpoint back (the repair) */
+		sim_db_free(w->target.db);
+		w->target.db = sim_db_clone(model_source_state_at(w->src, w->target.cp.last_commit_lsn));
+		w->divergence_repaired = true;
+		if (model_target_replay_ready(&w->target, q->xid, q->commit_lsn) != 0)
+			violated(w, "replay_ready_requires_exact_quarantine_boundary", "replay-ready refused");
+		/* a wrong boundary is refused */
+		if (model_target_replay_ready(&w->target, q->xid + 1, q->commit_lsn) == 0)
+			violated(w, "replay_ready_requires_exact_quarantine_boundary",
+				 "replay-ready accepted transaction %u, which is not quarantined", q->xid + 1);
+		trace(w, "operator_repair", q->xid, q->commit_lsn);
+		w->app_stopped_by_quarantine = false;
+		return;
+	}
+}
+
+static void arm_random_point(struct world *w)
+{
+	size_t nc = sizeof capture_points / sizeof *capture_points, na = sizeof applyd_points / sizeof *applyd_points;
+	size_t k = (size_t)rng_below(&w->rng, nc + na);
+	w->armed_point = k < nc ? capture_points[k] : applyd_points[k - nc];
+	w->armed_nth = (unsigned)rng_between(&w->rng, 1, 3);
+	w->armed_hits = 0;
+	w->armed_power = rng_chance(&w->rng, 30);
+	trace(w, "arm", k, w->armed_nth);
+}
+
+static void random_faults(struct world *w)
+{
+	struct sim_rng *g = &w->rng;
+	if (w->cap_up && rng_chance(g, w->o.p_kill_capture)) {
+		stream_fs_sim_view_kill(w->cap_fs);
+		capture_down(w, "kill_capture");
+	}
+	if (w->app_up && rng_chance(g, w->o.p_kill_applyd)) {
+		stream_fs_sim_view_kill(w->app_fs);
+		applyd_down(w, "kill_applyd");
+	}
+	if (rng_chance(g, w->o.p_power_loss))
+		power_loss(w);
+	if (w->cap_up && rng_chance(g, w->o.p_source_disconnect)) {
+		model_source_disconnect(w->src);
+		trace(w, "source_disconnect", 0, 0);
+	}
+	if (w->cap_up && rng_chance(g, w->o.p_promote)) {
+		model_source_promote(w->src, (unsigned)rng_between(g, 0, 4));
+		w->r->promotions++;
+		trace(w, "promote", 0, 0);
+	}
+	if (rng_chance(g, w->o.p_target_lost_before))
+		w->target.next_commit_fault = MODEL_COMMIT_LOST_BEFORE;
+	else if (rng_chance(g, w->o.p_target_lost_after))
+		w->target.next_commit_fault = MODEL_COMMIT_LOST_AFTER;
+	else if (rng_chance(g, w->o.p_target_transient))
+		w->target.next_commit_fault = MODEL_COMMIT_TRANSIENT;
+	if (w->cap_up && rng_chance(g, w->o.p_fsync_eio)) {
+		stream_fs_sim_inject(w->cap_fs, SIM_OP_FDATASYNC, rng_between(g, 1, 3), 5 /* EIO */);
+		trace(w, "inject_eio", 0, 0);
+	}
+	if (rng_chance(g, w->o.p_retention))
+		retention(w);
+	if (!w->armed_point && rng_chance(g, w->o.p_fault_point))
+		arm_random_point(w);
+}
+
+/* ---- the run ---- */
+
+static void restarts(struct world *w)
+{
+	if (!w->cap_up && --w->cap_down_steps <= 0)
+		capture_start(w);
+	if (!w->app_up && !w->app_stopped_by_quarantine && --w->app_down_steps <= 0)
+		applyd_start(w);
+}
+
+/* Everything the source committed is acknowledged, and applied or
+ * passed (an empty or DDL-only transaction leaves no row change: the
+ * checkpoint's applied-through position passes it). */
+static bool drained(struct world *w)
+{
+	size_t n = model_source_txns(w->src);
+	uint64_t end = n ? model_source_txn(w->src, n - 1)->end_lsn : 0;
+	return w->app_up && !w->target.in_txn && w->target.cp.applied_through_lsn >= end &&
+	       model_source_confirmed_flush(w->src) >= end;
+}
+
+static void one_step(struct world *w, int step)
+{
+	w->r->steps++;
+	w->now_us += 1000;
+	if (!w->healing) {
+		if (step >= w->o.divergence_at_step && w->o.divergence_at_step >= 0 && !w->divergence_injected)
+			inject_divergence(w);
+		if (step == w->o.fence_at_step) {
+			model_target_fence_set(&w->target, model_source_wal_end(w->src));
+			w->fence_release_at = step + 20;
+			trace(w, "fence_set", 0, 0);
+		}
+		if (w->fence_release_at && step >= w->fence_release_at && w->target.fence_present &&
+		    strcmp(w->target.fence_state, "held") == 0) {
+			model_target_fence_release(&w->target);
+			trace(w, "fence_released", 0, 0);
+		}
+		random_faults(w);
+	} else if (w->target.fence_present) {
+		model_target_fence_release(&w->target);
+	}
+	if (w->app_stopped_by_quarantine && !w->divergence_injected)
+		violated(w, "no_silent_target_divergence", "applyd quarantined a transaction though the target was never changed behind its back: %s: %s",
+			 w->target.n_quarantine ? w->target.quarantine[w->target.n_quarantine - 1].reason : "?",
+			 w->target.n_quarantine ? w->target.quarantine[w->target.n_quarantine - 1].detail : "?");
+	if (w->app_stopped_by_quarantine)
+		operator_repairs(w);
+	restarts(w);
+	switch (rng_below(&w->rng, 4)) {
+	case 0:
+		if ((int)model_source_txns(w->src) < w->o.transactions && model_source_produce(w->src, 1) < 0)
+			violated(w, "model_source", "%s", model_source_error(w->src));
+		break;
+	case 1:
+		capture_step(w);
+		break;
+	default:
+		applyd_step(w);
+		break;
+	}
+	if (w->power_now)
+		power_loss(w);
+	if (w->kill_capture) {
+		capture_down(w, "capture_killed_at_point");
+		w->kill_capture = false;
+	}
+	if (w->kill_applyd) {
+		applyd_down(w, "applyd_killed_at_point");
+		w->kill_applyd = false;
+	}
+}
+
+static void setup_config(struct world *w)
+{
+	struct flow_config *c = &w->cfg;
+	memset(c, 0, sizeof *c);
+	c->path = "sim.yml";
+	c->source_id = "sim";
+	c->publication = "sim_pub";
+	c->slot = "sim_slot";
+	c->dataset_id = "sim";
+	c->stream_path = STREAM_DIR;
+	c->checkpoint_schema = "trellara";
+	c->consumer_group = GROUP;
+	c->apply_batch_transactions = (uint64_t)w->o.batch_transactions;
+}
+
+bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r)
+{
+	struct world w = { .o = *o, .r = r };
+	memset(r, 0, sizeof *r);
+	r->ok = true;
+	rng_seed(&w.rng, o->seed ^ 0x5DEECE66DULL);
+	setup_config(&w);
+	struct model_source_options so;
+	model_source_options_default(&so);
+	so.n_tables = o->tables;
+	so.stream_pct = o->big_pct;
+	w.src = model_source_new(&so, o->seed);
+	w.disk = stream_fs_sim_new(o->seed, 1ULL << 30);
+	w.cap_fs = stream_fs_sim_view(w.disk);
+	w.app_fs = stream_fs_sim_view(w.disk);
+	w.ops_fs = stream_fs_sim_view(w.disk);
+	struct sim_db *tdb = sim_db_new();
+	model_source_create_tables(w.src, tdb);
+	w.defs.tables = xcalloc(MODEL_SOURCE_MAX_TABLES, sizeof *w.defs.tables);
+	for (size_t i = 0; i < model_source_tables(w.src); i++) {
+		const struct model_source_table *t = model_source_table(w.src, i);
+		struct apply_table *d = &w.defs.tables[w.defs.n_tables++];
+		d->name = xstrdup(t->name);
+		d->n_pk = t->n_key;
+		d->pk = xcalloc(t->n_key, sizeof *d->pk);
+		for (int k = 0; k < t->n_key; k++)
+			d->pk[k] = xstrdup(t->cols[k]);
+	}
+	model_target_init(&w.target, tdb, &w.defs);
+	w.target.on_commit = on_target_commit;
+	w.target.on_commit_ctx = &w;
+	if (o->kill_point) {
+		w.armed_point = o->kill_point;
+		w.armed_nth = o->kill_nth ? o->kill_nth : 1;
+		w.armed_power = o->kill_point_power;
+	}
+	struct fault_hook hook = { hook_point, hook_armed, &w };
+	fault_set_hook(&hook);
+	log_set_quiet(!o->trace);
+
+	capture_start(&w);
+	for (int step = 0; step < o->steps && !w.failed; step++)
+		one_step(&w, step);
+	/* heal: no more faults; everything restarts; drain */
+	w.healing = true;
+	w.armed_point = NULL;
+	for (int step = 0; !w.failed && step < HEAL_STEPS; step++) {
+		if ((int)model_source_txns(w.src) >= o->transactions && drained(&w))
+			break;
+		one_step(&w, o->steps + step);
+	}
+	if (!w.failed && !drained(&w))
+		violated(&w, "drained", "after healing, %zu transactions at the source, the target applied through %" PRIX64
+			 " (capture %s, applyd %s%s)", model_source_txns(w.src), w.target.cp.last_commit_lsn,
+			 w.cap_up ? "up" : "down", w.app_up ? "up" : "down",
+			 w.app_stopped_by_quarantine ? ", stopped by a quarantine" : "");
+	if (!w.failed) {
+		const struct sim_db *want = model_source_state(w.src);
+		char diff[400];
+		if (sim_db_diff(want, w.target.db, diff, sizeof diff))
+			violated(&w, "target_equals_source_at_applied_lsn", "after draining: %s", diff);
+		bool from_start;
+		uint64_t in_stream = stream_transactions(&w, w.target.cp.last_commit_lsn, &from_start);
+		if (!w.failed && from_start && in_stream != w.target.cp.applied_transactions)
+			violated(&w, "transaction_dedup_before_reapply",
+				 "the stream holds %" PRIu64 " transactions through the checkpoint, the target counts %" PRIu64
+				 " applied", in_stream, w.target.cp.applied_transactions);
+		if (!w.failed && w.divergence_injected != (w.target.n_quarantine > 0) && o->divergence_at_step >= 0)
+			violated(&w, "no_silent_target_divergence", "a target row was removed but nothing was quarantined");
+		if (!w.failed && o->divergence_at_step < 0 && w.target.n_quarantine)
+			violated(&w, "no_silent_target_divergence", "quarantined without a divergence: %s: %s",
+				 w.target.quarantine[0].reason, w.target.quarantine[0].detail);
+	}
+	r->transactions = model_source_txns(w.src);
+	r->applied = w.target.cp.applied_transactions;
+	r->duplicates_skipped = w.target.cp.skipped_duplicates;
+	r->ambiguous_commits = w.target.ambiguous_commits;
+	if (w.cc)
+		r->capture_skipped += capture_core_stats(w.cc).skipped_duplicates;
+
+	fault_set_hook(NULL);
+	if (w.cap_up)
+		capture_core_close(w.cc);
+	if (w.app_up) {
+		apply_engine_free(w.engine);
+		stream_reader_close(w.reader);
+	}
+	model_target_free(&w.target);
+	apply_tables_free(&w.defs);
+	model_source_free(w.src);
+	stream_fs_sim_free(w.ops_fs);
+	stream_fs_sim_free(w.app_fs);
+	stream_fs_sim_free(w.cap_fs);
+	stream_fs_sim_free(w.disk);
+	log_set_quiet(false);
+	return r->ok;
+}
+
+void sim_world_defaults(struct sim_world_options *o, uint64_t seed)
+{
+	memset(o, 0, sizeof *o);
+	o->seed = seed;
+	o->transactions = 40;
+	o->steps = 300;
+	o->tables = 3;
+	o->big_pct = 10;
+	o->batch_transactions = 4;
+	o->capture_batch = 8;
+	o->chunk_changes = 0;
+	o->divergence_at_step = -1;
+	o->fence_at_step = -1;
+}
+
+void sim_world_random(struct sim_world_options *o, uint64_t seed)
+{
+	sim_world_defaults(o, seed);
+	struct sim_rng g;
+	rng_seed(&g, seed * 0x9E3779B97F4A7C15ULL + 7);
+	o->transactions = (int)rng_between(&g, 10, 60);
+	o->steps = (int)rng_between(&g, 100, 400);
+	o->tables = (int)rng_between(&g, 1, 4);
+	o->big_pct = (int)rng_between(&g, 0, 25);
+	o->batch_transactions = (int)rng_between(&g, 1, 8);
+	o->capture_batch = (int)rng_between(&g, 1, 16);
+	o->chunk_changes = rng_chance(&g, 40) ? (int)rng_between(&g, 1, 8) : 0;
+	o->p_kill_capture = (int)rng_between(&g, 0, 3);
+	o->p_kill_applyd = (int)rng_between(&g, 0, 3);
+	o->p_power_loss = (int)rng_between(&g, 0, 2);
+	o->p_source_disconnect = (int)rng_between(&g, 0, 3);
+	o->p_status_lost = (int)rng_between(&g, 0, 20);
+	o->p_target_lost_before = (int)rng_between(&g, 0, 2);
+	o->p_target_lost_after = (int)rng_between(&g, 0, 2);
+	o->p_target_transient = (int)rng_between(&g, 0, 2);
+	o->p_fsync_eio = (int)rng_between(&g, 0, 1);
+	o->p_retention = (int)rng_between(&g, 0, 5);
+	o->p_promote = (int)rng_between(&g, 0, 1);
+	o->p_fault_point = (int)rng_between(&g, 0, 5);
+	o->fence_at_step = rng_chance(&g, 20) ? (int)rng_below(&g, (uint64_t)o->steps) : -1;
+}

@@ -1,0 +1,77 @@
+/*
+ * world.h - one simulated run: a model source and its slot, the real
+ * capture core on the real stream over a simulated disk, the real apply
+ * engine against the model target, interleaved by a seeded scheduler that
+ * injects faults (named fault points, process kills, power loss, lost
+ * acknowledgements, dying target connections, failing fsyncs, retention
+ * runs, a promoted standby), then heals everything and drains.
+ *
+ * Invariants, checked after every step and at the end (the names are
+ * those of ../shared/CHAOS-MATRIX.md where one applies):
+ *   target_equals_source_at_applied_lsn  after every target commit, the
+ *       target's rows are exactly the source's after the transaction the
+ *       checkpoint names (so no commit exposes part of a transaction);
+ *   source_ack_after_local_fsync_durability  after a power loss the
+ *       stream still holds every position the source was told is flushed;
+ *   transaction_dedup_before_reapply  the checkpoint counts each stream
+ *       transaction once; the stream holds each commit once, in order;
+ *   retention_respects_protected_groups  retention never removes an
+ *       offset the consumer group has not passed;
+ *   no_silent_target_divergence  nothing is quarantined unless the run
+ *       injected a divergence, and an injected one is quarantined;
+ *   drained  once healed, everything committed at the source arrives.
+ *
+ * Deterministic: one seed, no wall clock, no host randomness, no threads.
+ */
+#ifndef TRELLARA_SIM_WORLD_H
+#define TRELLARA_SIM_WORLD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Fault rates are percent per scheduler step. */
+struct sim_world_options {
+	uint64_t seed;
+	int transactions;      /* committed at the source in all */
+	int steps;             /* scheduler steps before healing */
+	int tables;            /* 1..4 */
+	int big_pct;           /* percent of transactions that are large (streamed, chunked) */
+	int batch_transactions;/* applyd's apply.batch_transactions */
+	int capture_batch;     /* capture's max batch transactions */
+	int chunk_changes;     /* strict chunking: changes per chunk; 0: off */
+	/* random faults */
+	int p_kill_capture, p_kill_applyd, p_power_loss, p_source_disconnect, p_status_lost, p_target_lost_before,
+		p_target_lost_after, p_target_transient, p_fsync_eio, p_retention, p_promote, p_fault_point;
+	/* a named fault point (fault.h names) that kills its component at
+	 * its kill_nth hit; NULL: none */
+	const char *kill_point;
+	unsigned kill_nth;
+	/* power loss instead of a process kill at kill_point */
+	bool kill_point_power;
+	/* a target row deleted behind applyd's back at this step (-1: never),
+	 * repaired by the operator once quarantined, then replay-ready */
+	int divergence_at_step;
+	/* a fence set at this step (-1: never), released some steps later */
+	int fence_at_step;
+	/* trace: print every step to stderr */
+	bool trace;
+};
+
+void sim_world_defaults(struct sim_world_options *o, uint64_t seed);
+/* Random options for exploration schedule seed. */
+void sim_world_random(struct sim_world_options *o, uint64_t seed);
+
+struct sim_world_result {
+	bool ok;
+	char invariant[80];   /* the first invariant that failed */
+	char detail[512];
+	uint64_t steps, transactions, applied, duplicates_skipped, capture_skipped, chunks, crashes, power_losses,
+		quarantines, fault_points_hit, retention_runs, promotions, ambiguous_commits, retries,
+		kills_in_open_txn;
+	uint64_t trace_digest; /* of every step's action and outcome */
+};
+
+/* One run; false when an invariant failed (r says which). */
+bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r);
+
+#endif
