@@ -23,6 +23,7 @@
 #include "trellara/envelope.h"
 #include "trellara/fault.h"
 #include "trellara/log.h"
+#include "trellara/runstate.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
@@ -76,6 +77,14 @@ struct world {
 	bool divergence_injected, divergence_repaired;
 	uint32_t quarantined_xid;
 	int fence_release_at;
+	/* the model snapshot (options.snapshot) */
+	enum run_state run;
+	uint64_t consistent_lsn;
+	size_t next_table;
+	char failure_reason[64];
+	/* a reseed in progress: the table, and the fence it waits behind */
+	int reseed_phase; /* 0 none, 1 fence set, 2 done */
+	size_t reseed_table;
 	bool healing;
 	bool failed;
 };
@@ -159,17 +168,47 @@ static bool hook_armed(void *ctx, const char *name)
 
 /* ---- invariants ---- */
 
+/* dst's table becomes src's (TRUNCATE, then every row): a copy. */
+static void copy_table(struct sim_db *dst, const struct sim_db *src, const char *table)
+{
+	sim_db_truncate(dst, table);
+	uint16_t n_key;
+	const char *const *cols;
+	uint16_t n = sim_db_columns(src, table, &n_key, &cols);
+	const char *const *row;
+	for (size_t i = 0; (row = sim_db_row(src, table, i)) != NULL; i++)
+		sim_db_insert(dst, table, (struct sim_values){ row, n });
+}
+
+/* What the target must hold when its checkpoint is at last_commit: the
+ * source's state there, except a table whose snapshot watermark lies
+ * beyond it, which holds the source's state at its watermark (its copy;
+ * the changes below the watermark are filtered). */
+static struct sim_db *expected_target(struct world *w, uint64_t last_commit)
+{
+	struct sim_db *want = sim_db_clone(model_source_state_at(w->src, last_commit));
+	for (size_t i = 0; i < w->target.n_watermarks; i++) {
+		if (w->target.watermark_lsns[i] <= last_commit)
+			continue;
+		struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->target.watermark_lsns[i] - 1));
+		copy_table(want, at, w->target.watermark_tables[i]);
+		sim_db_free(at);
+	}
+	return want;
+}
+
 /* After every commit that reached the target database. */
 static void on_target_commit(void *ctx, struct model_target *t)
 {
 	struct world *w = ctx;
-	const struct sim_db *want = model_source_state_at(w->src, t->cp.last_commit_lsn);
+	struct sim_db *want = expected_target(w, t->cp.last_commit_lsn);
 	if (!w->divergence_injected || w->divergence_repaired) {
 		char diff[400];
 		if (sim_db_diff(want, t->db, diff, sizeof diff))
 			violated(w, "target_equals_source_at_applied_lsn",
 				 "after a target commit (checkpoint at commit %" PRIX64 "): %s", t->cp.last_commit_lsn, diff);
 	}
+	sim_db_free(want);
 	trace(w, "target_commit", t->cp.last_commit_lsn, t->cp.applied_transactions);
 }
 
@@ -259,7 +298,10 @@ static void capture_start(struct world *w)
 	}
 	/* what a restart must find: every position the source was told */
 	struct capture_core_stats st = capture_core_stats(w->cc);
-	if (model_source_highest_flushed(w->src) > st.durable_lsn)
+	/* (the slot's creation at the snapshot's consistent point is not an
+	 * acknowledgement of anything) */
+	uint64_t durable = st.durable_lsn > w->consistent_lsn ? st.durable_lsn : w->consistent_lsn;
+	if (model_source_highest_flushed(w->src) > durable)
 		violated(w, "source_ack_after_local_fsync_durability",
 			 "the source was told %" PRIX64 " is flushed, but after the crash the stream ends at %" PRIX64,
 			 model_source_highest_flushed(w->src), st.durable_lsn);
@@ -356,6 +398,14 @@ static void applyd_down(struct world *w, const char *why)
 	trace(w, why, 0, 0);
 }
 
+static bool run_move(struct world *w, enum run_state to);
+
+/* The snapshot recorded its handoff (failed_recoverable is outside the order). */
+static bool handed_off(const struct world *w)
+{
+	return w->run == RUN_STREAM_HANDOFF_READY || w->run == RUN_STREAMING || w->run == RUN_VERIFIED;
+}
+
 /* applyd's start: connect, refuse past a quarantine, read the
  * checkpoint, position the reader (as trellara-applyd's connect_target
  * and position_reader do). */
@@ -389,6 +439,8 @@ static bool applyd_connect(struct world *w)
 
 static void applyd_start(struct world *w)
 {
+	if (w->o.snapshot && !handed_off(w))
+		return; /* the snapshot holds the flow's lock until its handoff is recorded */
 	stream_fs_sim_view_restart(w->app_fs);
 	struct stream_fs_stat st;
 	if (w->app_fs->stat(w->app_fs, STREAM_DIR "/meta", &st) < 0)
@@ -409,6 +461,8 @@ static void applyd_start(struct world *w)
 		w->app_down_steps = 2;
 		return;
 	}
+	if (w->o.snapshot && w->run == RUN_STREAM_HANDOFF_READY)
+		run_move(w, RUN_STREAMING);
 	trace(w, "applyd_start", w->target.cp.last_commit_lsn, w->target.cp.stream_offset);
 }
 
@@ -459,6 +513,145 @@ static void applyd_step(struct world *w)
 		}
 		if (what != APPLY_STEP_WORKED)
 			return;
+	}
+}
+
+/* ---- the model snapshot and reseed ---- */
+
+static bool run_move(struct world *w, enum run_state to)
+{
+	struct run_evidence ev = { w->run >= RUN_SLOT_CREATED || to >= RUN_SLOT_CREATED ? "sim_slot" : NULL,
+				   w->consistent_lsn, w->failure_reason, false };
+	char err[RUN_TRANSITION_ERR_LEN];
+	if (run_transition_check(w->run, to, &ev, err, sizeof err) < 0) {
+		violated(w, "snapshot_state_machine_monotonic_until_recoverable", "%s", err);
+		return false;
+	}
+	trace(w, run_state_name(to), w->run, to);
+	w->run = to;
+	return true;
+}
+
+/* One table's copy at the consistent point: one target transaction
+ * (TRUNCATE, then the rows of the exported snapshot); false when it died. */
+static bool copy_one(struct world *w, const char *table)
+{
+	if (!w->healing && rng_chance(&w->rng, w->o.p_copy_fails)) {
+		/* the source or the target connection died mid-copy: the
+		 * target transaction rolls back, nothing of it is visible */
+		w->r->copy_failures++;
+		return false;
+	}
+	struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->consistent_lsn - 1));
+	copy_table(w->target.db, at, table);
+	sim_db_free(at);
+	w->r->tables_copied++;
+	return true;
+}
+
+/* One step of trellara-snapshot, the run state machine as it moves. */
+static void snapshot_step(struct world *w)
+{
+	if (!w->o.snapshot || handed_off(w) || w->failed)
+		return;
+	switch (w->run) {
+	case RUN_PLANNED:
+		run_move(w, RUN_SLOT_CREATED);
+		return;
+	case RUN_SLOT_CREATED:
+		run_move(w, RUN_SNAPSHOT_EXPORTED);
+		return;
+	case RUN_SNAPSHOT_EXPORTED:
+	case RUN_FAILED_RECOVERABLE:
+		w->failure_reason[0] = '\0';
+		run_move(w, RUN_COPYING_TABLE);
+		return;
+	case RUN_COPYING_TABLE: {
+		const char *table = model_source_table(w->src, w->next_table)->name;
+		if (!copy_one(w, table)) {
+			snprintf(w->failure_reason, sizeof w->failure_reason, "copy of %s lost its connection", table);
+			run_move(w, RUN_FAILED_RECOVERABLE);
+			return;
+		}
+		if (w->o.copy_twice) {
+			/* a second attempt at the same table: the same rows */
+			struct sim_db *first = sim_db_clone(w->target.db);
+			if (copy_one(w, table)) {
+				char diff[300];
+				if (sim_db_diff(first, w->target.db, diff, sizeof diff))
+					violated(w, "snapshot_copy_idempotent_by_run_and_table", "copying %s again changed it: %s",
+						 table, diff);
+			}
+			sim_db_free(first);
+		}
+		if (++w->next_table == model_source_tables(w->src))
+			run_move(w, RUN_COPY_COMPLETE);
+		return;
+	}
+	case RUN_COPY_COMPLETE: {
+		if (w->o.regression_attempt) {
+			struct run_evidence ev = { "sim_slot", w->consistent_lsn, NULL, false };
+			if (run_transition_check(RUN_COPY_COMPLETE, RUN_COPYING_TABLE, &ev, NULL, 0) == 0)
+				violated(w, "snapshot_state_machine_monotonic_until_recoverable",
+					 "copy_complete -> copying_table was allowed");
+			w->r->refused_moves++;
+		}
+		/* the handoff evidence: every table's watermark, before streaming */
+		for (size_t i = 0; i < model_source_tables(w->src); i++)
+			model_target_set_watermark(&w->target, model_source_table(w->src, i)->name, w->consistent_lsn);
+		run_move(w, RUN_STREAM_HANDOFF_READY);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+/* The slot is created now (before any transaction the stream carries):
+ * what committed before is the snapshot's to copy. */
+static void snapshot_begin(struct world *w)
+{
+	if (w->o.pre_transactions > 0 && model_source_produce(w->src, (unsigned)w->o.pre_transactions) < 0)
+		violated(w, "model_source", "%s", model_source_error(w->src));
+	/* a record written from now on starts at wal_end or later */
+	w->consistent_lsn = model_source_wal_end(w->src);
+	/* the slot's confirmed position is the consistent point */
+	uint8_t m[34] = { 'r' };
+	for (int part = 0; part < 3; part++)
+		for (int i = 0; i < 8; i++)
+			m[1 + 8 * part + i] = (uint8_t)(w->consistent_lsn >> (56 - 8 * i));
+	model_source_connect(w->src);
+	model_source_on_status(w->src, m, sizeof m);
+	model_source_disconnect(w->src);
+	w->run = RUN_PLANNED;
+	trace(w, "snapshot_consistent_point", w->consistent_lsn, 0);
+}
+
+/* trellara reseed of one table: a fence at the source's end, applyd
+ * holds there, the table is copied at a later position with its
+ * watermark, the fence is released (applyd reloads the watermarks). */
+static void reseed_step(struct world *w, int step)
+{
+	if (w->reseed_phase == 0 && step >= w->o.reseed_at_step && w->o.reseed_at_step >= 0 && w->app_up) {
+		w->reseed_table = (size_t)rng_below(&w->rng, model_source_tables(w->src));
+		model_target_fence_set(&w->target, model_source_wal_end(w->src));
+		w->reseed_phase = 1;
+		trace(w, "reseed_fence", w->reseed_table, 0);
+		return;
+	}
+	if (w->reseed_phase == 1 && strcmp(w->target.fence_state, "held") == 0) {
+		if (model_source_produce(w->src, 2) < 0)
+			violated(w, "model_source", "%s", model_source_error(w->src));
+		uint64_t at_lsn = model_source_wal_end(w->src);
+		const char *table = model_source_table(w->src, w->reseed_table)->name;
+		struct sim_db *at = sim_db_clone(model_source_state_at(w->src, at_lsn - 1));
+		copy_table(w->target.db, at, table);
+		sim_db_free(at);
+		model_target_set_watermark(&w->target, table, at_lsn);
+		model_target_fence_release(&w->target);
+		w->reseed_phase = 2;
+		w->r->reseeds++;
+		trace(w, "reseed_copied", w->reseed_table, at_lsn);
 	}
 }
 
@@ -678,14 +871,17 @@ static void one_step(struct world *w, int step)
 			w->fence_release_at = step + 20;
 			trace(w, "fence_set", 0, 0);
 		}
-		if (w->fence_release_at && step >= w->fence_release_at && w->target.fence_present &&
+		reseed_step(w, step);
+		if (w->fence_release_at && step >= w->fence_release_at && w->target.fence_present && w->reseed_phase != 1 &&
 		    strcmp(w->target.fence_state, "held") == 0) {
 			model_target_fence_release(&w->target);
 			trace(w, "fence_released", 0, 0);
 		}
 		random_faults(w);
-	} else if (w->target.fence_present) {
-		model_target_fence_release(&w->target);
+	} else {
+		reseed_step(w, step);
+		if (w->target.fence_present && w->reseed_phase != 1)
+			model_target_fence_release(&w->target);
 	}
 	if (w->app_stopped_by_quarantine && !w->divergence_injected)
 		violated(w, "no_silent_target_divergence", "applyd quarantined a transaction though the target was never changed behind its back: %s: %s",
@@ -694,6 +890,10 @@ static void one_step(struct world *w, int step)
 	if (w->app_stopped_by_quarantine)
 		operator_repairs(w);
 	restarts(w);
+	if (w->o.snapshot && !handed_off(w) && rng_chance(&w->rng, 50)) {
+		snapshot_step(w);
+		return;
+	}
 	switch (rng_below(&w->rng, 4)) {
 	case 0:
 		if ((int)model_source_txns(w->src) < w->o.transactions && model_source_produce(w->src, 1) < 0)
@@ -773,6 +973,8 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	fault_set_hook(&hook);
 	log_set_quiet(!o->trace);
 
+	if (o->snapshot)
+		snapshot_begin(&w);
 	capture_start(&w);
 	for (int step = 0; step < o->steps && !w.failed; step++)
 		one_step(&w, step);
@@ -844,6 +1046,7 @@ void sim_world_defaults(struct sim_world_options *o, uint64_t seed)
 	o->chunk_changes = 0;
 	o->divergence_at_step = -1;
 	o->fence_at_step = -1;
+	o->reseed_at_step = -1;
 }
 
 void sim_world_random(struct sim_world_options *o, uint64_t seed)
@@ -871,4 +1074,11 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	o->p_promote = (int)rng_between(&g, 0, 1);
 	o->p_fault_point = (int)rng_between(&g, 0, 5);
 	o->fence_at_step = rng_chance(&g, 20) ? (int)rng_below(&g, (uint64_t)o->steps) : -1;
+	o->reseed_at_step = o->fence_at_step < 0 && rng_chance(&g, 15) ? (int)rng_below(&g, (uint64_t)o->steps) : -1;
+	if (rng_chance(&g, 30)) {
+		o->snapshot = true;
+		o->pre_transactions = (int)rng_between(&g, 1, 30);
+		o->p_copy_fails = (int)rng_between(&g, 0, 30);
+		o->copy_twice = rng_chance(&g, 20);
+	}
 }

@@ -53,6 +53,18 @@ struct sim_world_options {
 	int divergence_at_step;
 	/* a fence set at this step (-1: never), released some steps later */
 	int fence_at_step;
+	/* the initial copy: pre_transactions commit before the slot exists;
+	 * a model snapshot copies the tables at the slot's consistent point
+	 * through the real run state machine (runstate.h) before applyd may
+	 * start */
+	bool snapshot;
+	int pre_transactions;
+	int p_copy_fails;        /* a table copy dies (source or target lost): rolled back, failed_recoverable, resumed */
+	bool copy_twice;         /* every table is copied a second time (idempotent) */
+	bool regression_attempt; /* try a backward state move; it must be refused */
+	/* a reseed of one table at this step (-1: never): fence, hold,
+	 * copy at a later position, watermark, release */
+	int reseed_at_step;
 	/* trace: print every step to stderr */
 	bool trace;
 };
@@ -67,7 +79,7 @@ struct sim_world_result {
 	char detail[512];
 	uint64_t steps, transactions, applied, duplicates_skipped, capture_skipped, chunks, crashes, power_losses,
 		quarantines, fault_points_hit, retention_runs, promotions, ambiguous_commits, retries,
-		kills_in_open_txn;
+		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

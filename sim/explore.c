@@ -1,0 +1,105 @@
+/*
+ * explore.c - what the command line runs: random schedules
+ * (sim_explore), the named scenarios (sim_run_preset, the registry's run
+ * function), and the broken variants this binary was built as.
+ *
+ * A broken variant is never a switch in the project's code: `make
+ * sim-variants` builds one binary per tests/mutants/NAME.patch, with the
+ * patched object linked in place of the original and
+ * TRELLARA_SIM_VARIANT="NAME" defined here.  Such a binary refuses to run
+ * without --variant NAME, so that its results are never mistaken for
+ * the real code's.
+ */
+#include "presets.h"
+#include "run.h"
+#include "world.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void fill(struct sim_result *out, const struct sim_world_result *r, uint64_t seed)
+{
+	if (out->n_seeds < SIM_MAX_SEEDS)
+		out->seeds[out->n_seeds++] = seed;
+	out->counters.transactions += r->transactions;
+	out->counters.duplicates_skipped += r->duplicates_skipped + r->capture_skipped;
+	out->counters.chunks += r->chunks;
+	out->counters.crashes += r->crashes;
+	out->counters.power_losses += r->power_losses;
+	out->counters.steps += r->steps;
+	out->trace_digest = out->trace_digest * 1099511628211ULL ^ r->trace_digest;
+}
+
+static void failed(struct sim_result *out, const char *invariant, const char *detail, uint64_t seed)
+{
+	out->status = SIM_STATUS_FAIL;
+	snprintf(out->failed_invariant, sizeof out->failed_invariant, "%s", invariant);
+	snprintf(out->detail, sizeof out->detail, "%s", detail);
+	out->has_failing_seed = true;
+	out->failing_seed = seed;
+}
+
+int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result)
+{
+	(void)index;
+	memset(result, 0, sizeof *result);
+	struct sim_world_options o;
+	sim_world_random(&o, seed);
+	struct sim_world_result r;
+	bool ok = sim_world_run(&o, &r);
+	fill(result, &r, seed);
+	result->status = SIM_STATUS_PASS;
+	if (!ok)
+		failed(result, r.invariant, r.detail, seed);
+	return 0;
+}
+
+/* Seeds per named scenario: each must pass, and show its fault. */
+#define PRESET_SEEDS 3
+
+int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_result *result)
+{
+	memset(result, 0, sizeof *result);
+	const struct sim_preset *p = sim_preset_find(s->name);
+	if (!p) {
+		result->status = SIM_STATUS_NOT_RUN;
+		snprintf(result->detail, sizeof result->detail, "no simulation of this scenario is built yet");
+		return 0;
+	}
+	result->status = SIM_STATUS_PASS;
+	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
+		struct sim_world_options o;
+		sim_world_defaults(&o, seed + k);
+		p->setup(&o);
+		struct sim_world_result r;
+		bool ok = sim_world_run(&o, &r);
+		fill(result, &r, seed + k);
+		if (!ok) {
+			failed(result, r.invariant, r.detail, seed + k);
+			return 0;
+		}
+		char why[SIM_DETAIL_LEN];
+		if (!p->expect(&r, why, sizeof why)) {
+			failed(result, "scenario_exercised", why, seed + k);
+			return 0;
+		}
+	}
+	return 0;
+}
+
+static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_commits_chunk_set",
+					"retention_ignores_group", NULL };
+
+const char *const *sim_variant_names(void)
+{
+	return variants;
+}
+
+int sim_variant_select(const char *name)
+{
+#ifdef TRELLARA_SIM_VARIANT
+	return name && strcmp(name, TRELLARA_SIM_VARIANT) == 0 ? 0 : -1;
+#else
+	return name ? -1 : 0;
+#endif
+}
