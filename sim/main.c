@@ -64,6 +64,7 @@ struct options {
 	const char *command;
 	const char *scenario;
 	uint64_t seed;
+	bool seed_given;
 	uint64_t schedules;
 	bool schedules_given;
 	enum format format;
@@ -71,6 +72,7 @@ struct options {
 	const char *input;
 	const char *variant;
 	uint64_t progress;
+	bool progress_given;
 };
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -507,6 +509,7 @@ int main(int argc, char **argv)
 		case 'S':
 			if (!parse_u64(optarg, &o.seed))
 				return usage_error("--seed: \"%s\" is not a number from 0 to 18446744073709551615", optarg);
+			o.seed_given = true;
 			break;
 		case 'n':
 			if (!parse_u64(optarg, &o.schedules))
@@ -527,6 +530,7 @@ int main(int argc, char **argv)
 		case 'p':
 			if (!parse_u64(optarg, &o.progress))
 				return usage_error("--progress: \"%s\" is not a non-negative number", optarg);
+			o.progress_given = true;
 			break;
 		case 'h': fputs(usage_text, stdout); return EXIT_OK;
 		case 'V': printf(PROGRAM " %s\n", TRELLARA_VERSION); return EXIT_OK;
@@ -539,12 +543,12 @@ int main(int argc, char **argv)
 	if (strcmp(o.command, "run") == 0)
 		return cmd_run(&o);
 	if (strcmp(o.command, "list") == 0) {
-		if (o.scenario || o.output || o.input || o.variant || o.schedules_given)
+		if (o.scenario || o.output || o.input || o.variant || o.schedules_given || o.seed_given || o.progress_given)
 			return usage_error("%s", "list takes only --format");
 		return cmd_list(&o);
 	}
 	if (strcmp(o.command, "report") == 0) {
-		if (o.scenario || o.variant || o.schedules_given)
+		if (o.scenario || o.variant || o.schedules_given || o.seed_given || o.progress_given || o.format != FORMAT_TEXT)
 			return usage_error("%s", "report takes only --input and --output");
 		return cmd_report(&o);
 	}
