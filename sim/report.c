@@ -546,7 +546,20 @@ static void write_html(FILE *out, const struct json_value *root)
 	if (n_failed)
 		fputs("</ul>\n", out);
 	else
-		fputs("<p>None.</p>\n", out);
+		fputs("<p>None failed.</p>\n", out);
+	/* what was not run fails the run as well: say so here, not only in red above */
+	size_t n_not_run = 0;
+	for (int l = 0; l < 2; l++) {
+		const struct json_value *list = l ? rows : sims;
+		for (size_t i = 0; list && i < list->n; i++)
+			n_not_run += strcmp(json_get_string(list->items[i], "status"), "not_run") == 0;
+	}
+	uint64_t schedules_not_run = 0;
+	json_get_uint(ex, "not_run", &schedules_not_run);
+	if (n_not_run || schedules_not_run)
+		fprintf(out, "<p>Not run, which fails the run too: %zu applicable entr%s (status <code>not_run</code> above) and %" PRIu64
+			     " random schedule%s.</p>\n",
+			n_not_run, n_not_run == 1 ? "y" : "ies", schedules_not_run, schedules_not_run == 1 ? "" : "s");
 	fputs("</body>\n</html>\n", out);
 }
 

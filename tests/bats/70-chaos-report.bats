@@ -193,6 +193,13 @@ run_file() {
 	[ "$(jq -r '[.simulations[], .scenarios[]] | map(.status) | unique | join(",")' <<<"$output")" = not_run ]
 	[ "$(jq -r '[.simulations[], .scenarios[]][0].reproduce' <<<"$output")" = "trellara chaos run --scenario $name --seed 3" ]
 	[ "$(jq '.totals.not_run' <<<"$output")" -ge 1 ]
+	# the report of that run says FAIL, and why
+	printf '%s\n' "$output" >"$TEST_DIR/not-run.json"
+	local n_not_run
+	n_not_run=$(jq '[.simulations[], .scenarios[]] | map(select(.status == "not_run")) | length' "$TEST_DIR/not-run.json")
+	run -0 trellara chaos report --input "$TEST_DIR/not-run.json" --output "$TEST_DIR/not-run.html"
+	grep -qF '<p class="banner FAIL">FAIL</p>' "$TEST_DIR/not-run.html"
+	grep -qF "Not run, which fails the run too: $n_not_run applicable entr" "$TEST_DIR/not-run.html"
 	run -1 trellara chaos run --scenario "$name" --seed 3
 	[[ ${lines[1]} == "not_run "*"$name"* ]]
 	[[ ${lines[-1]} == "result: FAIL (a scenario was not run): 0 pass, 0 fail, 0 not_applicable, "*" not_run" ]]
