@@ -143,6 +143,14 @@ run_file() {
 	[ "$(jq -r '[.[] | select(.kind == "simulation") | .family] | unique | join(",")' <<<"$output")" = \
 		"base,fleet fan-in,qualification,snapshot handoff,strict chunk" ]
 	[ "$(jq '[.[] | select(.kind == "curated") | select(.boundary == null)] | length' <<<"$output")" -eq 0 ]
+	# what the matrix itself says does not exist here is not applicable
+	# (partitioned scale mode, fleet fan-in, object store / catalog), with
+	# a reason; nothing is not applicable without one
+	[ "$(jq -r '[.[] | select(.kind == "curated" and .not_applicable_reason == null) | .number |
+		select(. >= 35 and . <= 38 or . == 48 or (. >= 49 and . <= 52) or . == 56)] | length' <<<"$output")" -eq 0 ]
+	[ "$(jq -r '[.[] | select(.kind == "simulation" and (.name | test("^fleet_fanin_|object_store")) and
+		.not_applicable_reason == null)] | length' <<<"$output")" -eq 0 ]
+	[ "$(jq '[.[] | select(.not_applicable_reason != null and (.not_applicable_reason | length) < 40)] | length' <<<"$output")" -eq 0 ]
 	# the text list shows each name too
 	run -0 trellara chaos list
 	for name in $MATRIX_SIMULATIONS; do
