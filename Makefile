@@ -7,6 +7,11 @@
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           benchmarks (prints ratios against same-run baselines)
 #   make deps            install missing Debian packages (root)
+#   make sim             the failure simulator, build/sim/trellara-sim (no libpq)
+#   make sim-check       run it: every named scenario and SIM_SCHEDULES schedules
+#   make sim-long SCHEDULES=N   as many schedules as asked, with progress lines
+#   make correctness-report     sim-check, then docs/correctness-report.html from its run file
+#   make verify-correctness-report   fail when that report is older than the source
 
 CC ?= gcc
 # V=1 prints every command
@@ -49,7 +54,10 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 
 # The simulator's modules (sim/, no libpq): every file but main.c, linked
 # into the unit tests (and the simulator program).
-SIM_LIB_SRC := $(sort $(filter-out sim/main.c,$(wildcard sim/*.c)))
+# The simulation itself (models, world, scenarios' presets), linked into
+# the unit tests too; the command line, run file and report are only the
+# binary's.
+SIM_LIB_SRC := $(addprefix sim/,model_source.c model_target.c presets.c sim_db.c sim_rng.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 
@@ -61,6 +69,17 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(BENCH_SRC:bench/%.c=build/bench/%)
 
 SCRIPTS := $(wildcard scripts/trellara scripts/trellara-*)
+
+# The failure simulator (sim/; trellara-chaos(1)).  It links the no-libpq
+# sub-libraries only, like the decision cores' tests.
+SIM_SRC := $(sort $(wildcard sim/*.c))
+SIM_OBJ := $(SIM_SRC:%.c=build/obj/%.o)
+SIM_BIN := build/sim/trellara-sim
+SIM_SEED ?= 1
+SIM_SCHEDULES ?= 2000
+SCHEDULES ?= 100000
+SIM_RUN := build/sim/run.json
+CORRECTNESS_REPORT ?= docs/correctness-report.html
 MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)
 MAN7 := $(wildcard man/man7/*.7)
@@ -69,8 +88,9 @@ MAN7 := $(wildcard man/man7/*.7)
 .SECONDARY:
 
 .PHONY: all check unit unit-plain unit-san bats fuzz-short install bench deps clean quickstart
+.PHONY: sim sim-check sim-long correctness-report verify-correctness-report FORCE
 
-all: $(PROGRAM_BINS)
+all: $(PROGRAM_BINS) $(SIM_BIN)
 
 define SUBLIB_RULE
 build/lib/libtrellara-$(1).a: $(patsubst %.c,build/obj/%.o,$(sort $(wildcard common/$(1)/*.c)))
@@ -108,12 +128,20 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy apply_core apply_chunks apply_fence capture_core stream_sim sim_db model_source
+NOLIBPQ_TESTS := ack_policy apply_core apply_chunks apply_fence capture_core stream_sim sim_db model_source sim_json
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+
+# The simulator's JSON tests link json.o and the no-libpq libraries only.
+build/tests/test_sim_json build/tests/sim_json_nolibpq: build/obj/tests/unit/test_sim_json.o build/obj/sim/json.o $(NOLIBPQ_A)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+build/san-tests/test_sim_json: build/san/tests/unit/test_sim_json.o build/san/sim/json.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^
 
 build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) $(SIM_LIB_SAN_OBJ) $(SUBLIB_SAN_A)
 	@mkdir -p $(@D)
@@ -150,10 +178,51 @@ deps:
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
-	install -m 0755 $(PROGRAM_BINS) $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(PROGRAM_BINS) $(SIM_BIN) $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(MAN1),install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 	$(if $(MAN7),install -d $(DESTDIR)$(PREFIX)/share/man/man7 && install -m 0644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)
+
+# ---- the simulator ----
+
+sim: $(SIM_BIN)
+
+$(SIM_BIN): $(SIM_OBJ) $(NOLIBPQ_A)
+	@mkdir -p $(@D)
+	@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+
+# What the run file says it was built from (revision, tree hash, dirty,
+# compiler, flags): sim/source-info.sh rewrites the header only when a
+# value changes, so only buildinfo.o is compiled again.
+build/sim/source_info.h: FORCE
+	@sim/source-info.sh header $@ "$(CC)" "$(ALL_CFLAGS)"
+build/obj/sim/buildinfo.o: build/sim/source_info.h
+FORCE:
+
+# Every named scenario and SIM_SCHEDULES random schedules from SIM_SEED;
+# fails when the run FAILs (the run file says why).
+sim-check: $(SIM_BIN)
+	$(SIM_BIN) run --seed $(SIM_SEED) --schedules $(SIM_SCHEDULES) --format json --output $(SIM_RUN)
+
+sim-long: $(SIM_BIN)
+	$(SIM_BIN) run --seed $(SIM_SEED) --schedules $(SCHEDULES) --progress 1000 --format json --output build/sim/run-long.json
+
+# sim-check's run, then the report made from its run file.  A FAIL run
+# still gets its report (it shows the failures), and the target fails.
+correctness-report: $(SIM_BIN)
+	@mkdir -p $(dir $(CORRECTNESS_REPORT))
+	@status=0; \
+	$(SIM_BIN) run --seed $(SIM_SEED) --schedules $(SIM_SCHEDULES) --format json --output $(SIM_RUN) || status=$$?; \
+	if [ $$status -gt 1 ]; then exit $$status; fi; \
+	$(SIM_BIN) report --input $(SIM_RUN) --output $(CORRECTNESS_REPORT) || exit $$?; \
+	echo "wrote $(CORRECTNESS_REPORT) from $(SIM_RUN) ($$([ $$status -eq 0 ] && echo PASS || echo FAIL))"; \
+	exit $$status
+
+# The report's embedded tree hash must be the source's (sim/source-info.sh
+# says which files are the source).
+verify-correctness-report:
+	@sim/verify-report.sh $(CORRECTNESS_REPORT)
 
 bench: all $(BENCH_BINS)
 	@scripts/bench.sh

@@ -1,0 +1,345 @@
+/*
+ * test_sim_json.c - the simulator's JSON writer and strict parser
+ * (sim/json.c): escaping, valid and invalid documents with the byte
+ * offset of the problem, the nesting limit, and a writer -> parser round
+ * trip over seeded random trees.
+ *
+ * Links with sim/json.o and the no-libpq libraries (build/tests/sim_json_nolibpq).
+ */
+#include "../../sim/json.h"
+#include "unit.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Writes with fn into a memory buffer; returns it (owned). */
+static char *capture(void (*fn)(struct json_writer *), int *finish)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct json_writer w;
+	jw_init(&w, f);
+	fn(&w);
+	*finish = jw_finish(&w);
+	fclose(f);
+	return buf;
+}
+
+static void write_escapes(struct json_writer *w)
+{
+	static const char tricky[] = "q\"b\\s/\b\f\n\r\t\x01\x1f\x7f<&>é€😀";
+	jw_object(w, NULL);
+	jw_string(w, "k\"ey", tricky);
+	jw_string_len(w, "bad_utf8", "a\xff" "b\xc3", 4);
+	jw_string(w, "nul", NULL);
+	jw_int(w, "neg", INT64_MIN);
+	jw_uint(w, "big", UINT64_MAX);
+	jw_double(w, "rate", 2.5);
+	jw_bool(w, "t", true);
+	jw_null(w, "n");
+	jw_array(w, "empty");
+	jw_end(w);
+	jw_end(w);
+}
+
+static void test_writer_escaping(void)
+{
+	int finish;
+	char *out = capture(write_escapes, &finish);
+	CHECK(finish == 0);
+	CHECK_STR(out, "{\"k\\\"ey\":\"q\\\"b\\\\s/\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f<&>é€😀\","
+		       "\"bad_utf8\":\"a\\ufffdb\\ufffd\",\"nul\":null,\"neg\":-9223372036854775808,"
+		       "\"big\":18446744073709551615,\"rate\":2.500,\"t\":true,\"n\":null,\"empty\":[]}");
+	/* and it parses back to the same strings */
+	struct json_error err;
+	struct json_value *v = json_parse(out, strlen(out), &err);
+	CHECK(v != NULL);
+	CHECK_STR(json_get_string(v, "k\"ey"), "q\"b\\s/\b\f\n\r\t\x01\x1f\x7f<&>é€😀");
+	CHECK_STR(json_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	uint64_t big = 0;
+	CHECK(json_get_uint(v, "big", &big) && big == UINT64_MAX);
+	const struct json_value *neg = json_get(v, "neg");
+	CHECK(neg && neg->is_int && neg->i == INT64_MIN && !neg->is_uint);
+	CHECK(json_get_type(v, "n", JSON_NULL) != NULL);
+	CHECK(json_get_type(v, "t", JSON_TRUE) != NULL);
+	json_free(v);
+	free(out);
+}
+
+static void write_misuse_key_in_array(struct json_writer *w)
+{
+	jw_array(w, NULL);
+	jw_uint(w, "key", 1);
+	jw_end(w);
+}
+
+static void write_misuse_unclosed(struct json_writer *w)
+{
+	jw_object(w, NULL);
+	jw_uint(w, "a", 1);
+}
+
+static void write_misuse_no_key(struct json_writer *w)
+{
+	jw_object(w, NULL);
+	jw_uint(w, NULL, 1);
+	jw_end(w);
+}
+
+static void test_writer_misuse(void)
+{
+	int finish;
+	free(capture(write_misuse_key_in_array, &finish));
+	CHECK(finish == -1);
+	free(capture(write_misuse_unclosed, &finish));
+	CHECK(finish == -1);
+	free(capture(write_misuse_no_key, &finish));
+	CHECK(finish == -1);
+}
+
+/* parse text; expect failure at offset with a message containing what */
+static void expect_error(const char *text, size_t offset, const char *what)
+{
+	struct json_error err;
+	struct json_value *v = json_parse(text, strlen(text), &err);
+	CHECK(v == NULL);
+	if (v) {
+		fprintf(stderr, "  parsed, but should not have: %s\n", text);
+		json_free(v);
+		return;
+	}
+	if (err.offset != offset || !strstr(err.message, what)) {
+		fprintf(stderr, "  %s: got offset %zu \"%s\", want offset %zu \"%s\"\n", text, err.offset, err.message,
+			offset, what);
+		CHECK(err.offset == offset);
+		CHECK(strstr(err.message, what) != NULL);
+	}
+}
+
+static void test_parser_valid(void)
+{
+	static const char text[] = " {\"a\": [1, -2, 3.5e2, true, false, null, \"x\\u00e9\\ud83d\\ude00\\/\"],\n"
+				   "  \"b\": {}, \"c\": [], \"d\": 0, \"e\": -0, \"f\": 18446744073709551616} ";
+	struct json_error err;
+	struct json_value *v = json_parse(text, strlen(text), &err);
+	CHECK(v != NULL);
+	if (!v) {
+		fprintf(stderr, "  %zu: %s\n", err.offset, err.message);
+		return;
+	}
+	CHECK(v->type == JSON_OBJECT && v->n == 6);
+	const struct json_value *a = json_get_type(v, "a", JSON_ARRAY);
+	CHECK(a && a->n == 7);
+	if (a && a->n == 7) {
+		CHECK(a->items[0]->is_uint && a->items[0]->u == 1);
+		CHECK(a->items[1]->is_int && a->items[1]->i == -2 && !a->items[1]->is_uint);
+		CHECK(!a->items[2]->is_int && !a->items[2]->is_uint);
+		CHECK_STR(a->items[2]->text, "3.5e2");
+		CHECK(a->items[3]->type == JSON_TRUE && a->items[4]->type == JSON_FALSE && a->items[5]->type == JSON_NULL);
+		CHECK_STR(a->items[6]->text, "x\xc3\xa9\xf0\x9f\x98\x80/");
+		CHECK(a->items[6]->offset == 41);
+	}
+	CHECK(json_get_type(v, "b", JSON_OBJECT) && json_get(v, "b")->n == 0);
+	const struct json_value *f = json_get(v, "f");
+	CHECK(f && f->type == JSON_NUMBER && !f->is_uint && !f->is_int); /* 2^64 does not fit: text only */
+	CHECK(json_get(v, "zz") == NULL);
+	CHECK(v->offset == 1);
+	json_free(v);
+}
+
+static void test_parser_truncated(void)
+{
+	expect_error("", 0, "unexpected end of input");
+	expect_error("   ", 3, "unexpected end of input");
+	expect_error("{", 1, "unexpected end of input");
+	expect_error("{\"a\"", 4, "':' expected");
+	expect_error("{\"a\":", 5, "unexpected end of input");
+	expect_error("{\"a\":1", 6, "unexpected end of input");
+	expect_error("[1,", 3, "unexpected end of input");
+	expect_error("\"abc", 0, "unterminated string");
+	expect_error("tru", 0, "unexpected character 't'");
+	expect_error("-", 0, "bad number");
+	expect_error("1.", 2, "digit expected");
+}
+
+static void test_parser_bad(void)
+{
+	expect_error("\"a\\x\"", 2, "bad escape \\x");
+	expect_error("\"a\\u12g4\"", 6, "bad hex digit");
+	expect_error("\"\\udc00\"", 1, "lone low surrogate");
+	expect_error("\"\\ud800x\"", 1, "without its low half");
+	expect_error("\"\\u0000\"", 1, "\\u0000");
+	expect_error("\"a\tb\"", 2, "control character");
+	expect_error("\"\xff\"", 1, "invalid UTF-8");
+	expect_error("\"\xc0\xaf\"", 1, "invalid UTF-8"); /* overlong */
+	expect_error("\"\xed\xa0\x80\"", 1, "invalid UTF-8"); /* encoded surrogate */
+	expect_error("01", 0, "leading zero");
+	expect_error("[1,]", 3, "unexpected character ']'");
+	expect_error("{\"a\":1,}", 7, "a member name");
+	expect_error("{\"a\":1 \"b\":2}", 7, "',' or '}' expected");
+	expect_error("{\"a\":1,\"a\":2}", 7, "duplicate member \"a\"");
+	expect_error("{} {}", 3, "trailing data");
+	expect_error("nul", 0, "unexpected character");
+	expect_error("// x\n1", 0, "unexpected character '/'");
+	expect_error("{'a':1}", 1, "a member name");
+}
+
+static void test_nesting_limit(void)
+{
+	char deep[2 * JSON_MAX_DEPTH + 8];
+	size_t n = 0;
+	struct json_error err;
+	/* exactly JSON_MAX_DEPTH levels parse */
+	for (int i = 0; i < JSON_MAX_DEPTH; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < JSON_MAX_DEPTH; i++)
+		deep[n++] = ']';
+	struct json_value *v = json_parse(deep, n, &err);
+	CHECK(v != NULL);
+	json_free(v);
+	/* one more is refused, at the offset of the bracket that is too deep */
+	n = 0;
+	for (int i = 0; i <= JSON_MAX_DEPTH; i++)
+		deep[n++] = '[';
+	for (int i = 0; i <= JSON_MAX_DEPTH; i++)
+		deep[n++] = ']';
+	deep[n] = '\0';
+	expect_error(deep, JSON_MAX_DEPTH, "nesting deeper");
+}
+
+/* ---- round trip over seeded random trees ---- */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void random_string(uint64_t *rng, char *buf, size_t cap)
+{
+	static const char *const pieces[] = { "a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f",
+					      "<", "&", "é", "€", "😀", "\x7f" };
+	size_t n = 0, parts = splitmix64(rng) % 8;
+	buf[0] = '\0';
+	for (size_t i = 0; i < parts; i++) {
+		const char *p = pieces[splitmix64(rng) % (sizeof pieces / sizeof pieces[0])];
+		size_t len = strlen(p);
+		if (n + len + 1 > cap)
+			break;
+		memcpy(buf + n, p, len);
+		n += len;
+		buf[n] = '\0';
+	}
+}
+
+/* Writes a random value and checks the parsed copy against the same
+ * random choices made again (rng2 replays rng). */
+static void write_random(struct json_writer *w, const char *key, uint64_t *rng, int depth)
+{
+	char s[64];
+	uint64_t kind = splitmix64(rng) % (depth >= 4 ? 5 : 7);
+	switch (kind) {
+	case 0: jw_uint(w, key, splitmix64(rng)); break;
+	case 1: jw_int(w, key, (int64_t)splitmix64(rng)); break;
+	case 2: random_string(rng, s, sizeof s); jw_string(w, key, s); break;
+	case 3: jw_bool(w, key, splitmix64(rng) & 1); break;
+	case 4: jw_null(w, key); break;
+	case 5: {
+		uint64_t n = splitmix64(rng) % 4;
+		jw_array(w, key);
+		for (uint64_t i = 0; i < n; i++)
+			write_random(w, NULL, rng, depth + 1);
+		jw_end(w);
+		break;
+	}
+	default: {
+		uint64_t n = splitmix64(rng) % 4;
+		jw_object(w, key);
+		for (uint64_t i = 0; i < n; i++) {
+			char k[16];
+			snprintf(k, sizeof k, "k%llu", (unsigned long long)i);
+			write_random(w, k, rng, depth + 1);
+		}
+		jw_end(w);
+	}
+	}
+}
+
+static bool check_random(const struct json_value *v, uint64_t *rng, int depth)
+{
+	char s[64];
+	uint64_t kind = splitmix64(rng) % (depth >= 4 ? 5 : 7);
+	switch (kind) {
+	case 0: { uint64_t u = splitmix64(rng); return v->type == JSON_NUMBER && v->is_uint && v->u == u; }
+	case 1: { int64_t i = (int64_t)splitmix64(rng); return v->type == JSON_NUMBER && v->is_int && v->i == i; }
+	case 2: random_string(rng, s, sizeof s); return v->type == JSON_STRING && strcmp(v->text, s) == 0;
+	case 3: { bool b = splitmix64(rng) & 1; return v->type == (b ? JSON_TRUE : JSON_FALSE); }
+	case 4: return v->type == JSON_NULL;
+	case 5: {
+		uint64_t n = splitmix64(rng) % 4;
+		if (v->type != JSON_ARRAY || v->n != n)
+			return false;
+		for (uint64_t i = 0; i < n; i++)
+			if (!check_random(v->items[i], rng, depth + 1))
+				return false;
+		return true;
+	}
+	default: {
+		uint64_t n = splitmix64(rng) % 4;
+		if (v->type != JSON_OBJECT || v->n != n)
+			return false;
+		for (uint64_t i = 0; i < n; i++) {
+			char k[16];
+			snprintf(k, sizeof k, "k%llu", (unsigned long long)i);
+			if (strcmp(v->keys[i], k) != 0 || !check_random(v->items[i], rng, depth + 1))
+				return false;
+		}
+		return true;
+	}
+	}
+}
+
+static void test_round_trip(void)
+{
+	int ok = 0;
+	for (uint64_t seed = 1; seed <= 500; seed++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		struct json_writer w;
+		uint64_t rng = seed;
+		jw_init(&w, f);
+		jw_object(&w, NULL);
+		write_random(&w, "root", &rng, 0);
+		jw_end(&w);
+		int finish = jw_finish(&w);
+		fclose(f);
+		struct json_error err;
+		struct json_value *v = json_parse(buf, len, &err);
+		rng = seed;
+		bool same = finish == 0 && v && json_get(v, "root") && check_random(json_get(v, "root"), &rng, 0);
+		if (!same)
+			fprintf(stderr, "  round trip of seed %llu failed: %s\n", (unsigned long long)seed, buf);
+		else
+			ok++;
+		json_free(v);
+		free(buf);
+	}
+	CHECK(ok == 500);
+}
+
+int main(void)
+{
+	test_writer_escaping();
+	test_writer_misuse();
+	test_parser_valid();
+	test_parser_truncated();
+	test_parser_bad();
+	test_nesting_limit();
+	test_round_trip();
+	return unit_done("test_sim_json");
+}
