@@ -54,8 +54,11 @@ int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result)
 	return 0;
 }
 
-/* Seeds per named scenario: each must pass, and show its fault. */
-#define PRESET_SEEDS 3
+/* Seeds per named scenario: every one must keep every invariant, and at
+ * least one must show the scenario's fault and its effect (some seeds'
+ * workloads give a fault point nothing to bite on: a crash after a
+ * batch that held only a watermark resends nothing). */
+#define PRESET_SEEDS 4
 
 int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_result *result)
 {
@@ -67,6 +70,8 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 		return 0;
 	}
 	result->status = SIM_STATUS_PASS;
+	bool shown = false;
+	char why[SIM_DETAIL_LEN] = "";
 	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
 		struct sim_world_options o;
 		sim_world_defaults(&o, seed + k);
@@ -78,12 +83,11 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 			failed(result, r.invariant, r.detail, seed + k);
 			return 0;
 		}
-		char why[SIM_DETAIL_LEN];
-		if (!p->expect(&r, why, sizeof why)) {
-			failed(result, "scenario_exercised", why, seed + k);
-			return 0;
-		}
+		if (p->expect(&r, why, sizeof why))
+			shown = true;
 	}
+	if (!shown)
+		failed(result, "scenario_exercised", why, seed);
 	return 0;
 }
 

@@ -13,8 +13,8 @@
 
 static void p_publish_ack_loss(struct sim_world_options *o)
 {
-	o->p_status_lost = 60;
-	o->p_source_disconnect = 6;
+	o->p_status_lost = 80;
+	o->p_source_disconnect = 10;
 }
 static bool e_publish_ack_loss(const struct sim_world_result *r, char *why, size_t n)
 {
@@ -141,6 +141,7 @@ static void p_chunk_crash_before_manifest(struct sim_world_options *o)
 	chunked(o);
 	o->kill_point = "capture.after_chunk_sync";
 	o->kill_nth = 2;
+	o->capture_batch_messages = 3;
 }
 static void p_chunk_crash_after_manifest(struct sim_world_options *o)
 {
@@ -231,6 +232,73 @@ static void p_fence(struct sim_world_options *o)
 	o->fence_at_step = 80;
 }
 
+static void snap(struct sim_world_options *o)
+{
+	o->snapshot = true;
+	o->pre_transactions = 25;
+	o->big_pct = 20;
+}
+static bool e_copied(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->tables_copied == 0)
+		return snprintf(why, n, "no table was copied"), false;
+	return true;
+}
+static void p_copy_fails(struct sim_world_options *o)
+{
+	snap(o);
+	o->p_copy_fails = 45;
+}
+static bool e_copy_failed(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_copied(r, why, n))
+		return false;
+	if (r->copy_failures == 0)
+		return snprintf(why, n, "no copy failed"), false;
+	return true;
+}
+static void p_copy_relay_crash(struct sim_world_options *o)
+{
+	snap(o);
+	o->p_kill_capture = 20;
+}
+static bool e_copied_crashed(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_copied(r, why, n) && e_crashed(r, why, n);
+}
+static void p_copy_twice(struct sim_world_options *o)
+{
+	snap(o);
+	o->copy_twice = true;
+}
+static bool e_copied_twice(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->tables_copied < 2)
+		return snprintf(why, n, "no table was copied twice"), false;
+	return true;
+}
+static void p_regression(struct sim_world_options *o)
+{
+	snap(o);
+	o->regression_attempt = true;
+}
+static bool e_refused(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->refused_moves == 0)
+		return snprintf(why, n, "no backward move was attempted"), false;
+	return true;
+}
+static void p_reseed(struct sim_world_options *o)
+{
+	o->reseed_at_step = 60;
+}
+static bool e_reseeded(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->reseeds == 0)
+		return snprintf(why, n, "no reseed completed"), false;
+	return true;
+}
+
 static void p_broker_failure(struct sim_world_options *o)
 {
 	o->p_fsync_eio = 6;
@@ -246,6 +314,12 @@ static const struct sim_preset presets[] = {
 	{ "target_quarantine_repair_replay", p_quarantine, e_quarantined },
 	{ "checkpoint_failure_during_apply", p_checkpoint_failure, e_retried },
 	{ "stream_ack_loss_after_apply", p_stream_ack_loss, e_ambiguous },
+	/* simulations: snapshot handoff (the model snapshot; DDL during a copy is not modelled) */
+	{ "snapshot_source_crash_during_table_copy", p_copy_fails, e_copy_failed },
+	{ "snapshot_relay_crash_during_table_copy", p_copy_relay_crash, e_copied_crashed },
+	{ "snapshot_target_crash_during_table_copy", p_copy_fails, e_copy_failed },
+	{ "snapshot_duplicate_copy_attempt", p_copy_twice, e_copied_twice },
+	{ "snapshot_handoff_recorded_before_stream_start", snap, e_copied },
 	/* simulations: strict chunk */
 	{ "strict_chunk_relay_crash_after_chunks_before_manifest", p_chunk_crash_before_manifest, e_point_and_chunks },
 	{ "strict_chunk_relay_crash_after_manifest_before_source_ack", p_chunk_crash_after_manifest, e_point_and_chunks },
@@ -277,10 +351,19 @@ static const struct sim_preset presets[] = {
 	{ "protocol_property_chunk_manifest_reconstruction", chunked, e_chunks },
 	{ "qualification_source_promotion_while_relay_disconnected", p_promotion_disconnected, e_promoted },
 	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
+	{ "snapshot_duplicate_copy_attempt", p_copy_twice, e_copied_twice },
+	{ "snapshot_incomplete_copy_resume", p_copy_fails, e_copy_failed },
+	{ "snapshot_source_crash_during_copy", p_copy_fails, e_copy_failed },
+	{ "snapshot_relay_crash_during_copy", p_copy_relay_crash, e_copied_crashed },
+	{ "snapshot_target_crash_during_copy", p_copy_fails, e_copy_failed },
+	{ "snapshot_invalid_state_regression", p_regression, e_refused },
+	{ "snapshot_exported_visibility_boundary", snap, e_copied },
+	{ "snapshot_handoff_recorded_before_stream_start", snap, e_copied },
 	{ "repair_and_replay_ready", p_quarantine, e_quarantined },
 	{ "quarantine_replay_ready_requires_exact_boundary", p_quarantine, e_quarantined },
 	{ "retention_protects_groups", p_retention, e_retention },
 	{ "fence_hold_and_release", p_fence, e_any },
+	{ "reseed_behind_fence", p_reseed, e_reseeded },
 };
 
 const struct sim_preset *sim_preset_find(const char *name)

@@ -102,6 +102,10 @@ int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result);
  * terminated), and the selection of one for this process (NULL: none);
  * -1 for a name not in the list. */
 const char *const *sim_variant_names(void);
+/* The registry's run function of every applicable entry: the named
+ * scenario's preset (sim/presets.c) over a few seeds; not_run when the
+ * scenario has no preset yet. */
+int sim_run_preset(const struct sim_scenario *scenario, uint64_t seed, struct sim_result *result);
 int sim_variant_select(const char *name);
 
 #endif

@@ -9,17 +9,18 @@
  * exist today (trellara(7) and the pages it names).
  */
 #include "scenarios.h"
+#include "run.h"
 
 #include <string.h>
 
 #define SIM_(name_, family_, row_, invariant_, check_, live_file_, live_name_, recovery_, na_)              \
 	{ .name = (name_), .kind = SIM_KIND_SIMULATION, .family = (family_), .matrix_row = (row_),            \
 	  .invariant = (invariant_), .check = (check_), .live_file = (live_file_), .live_name = (live_name_), \
-	  .recovery = (recovery_), .not_applicable_reason = (na_), .run = NULL }
+	  .recovery = (recovery_), .not_applicable_reason = (na_), .run = (na_) ? NULL : sim_run_preset }
 #define ROW_(number_, name_, boundary_, invariant_, check_, live_file_, live_name_, recovery_, na_)             \
 	{ .name = (name_), .kind = SIM_KIND_CURATED, .number = (number_), .boundary = (boundary_),             \
 	  .invariant = (invariant_), .check = (check_), .live_file = (live_file_), .live_name = (live_name_), \
-	  .recovery = (recovery_), .not_applicable_reason = (na_), .run = NULL }
+	  .recovery = (recovery_), .not_applicable_reason = (na_), .run = (na_) ? NULL : sim_run_preset }
 
 /* the live-test pairs below hold a comma: expand them before counting arguments */
 #define SIM(...) SIM_(__VA_ARGS__)

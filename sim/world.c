@@ -287,7 +287,8 @@ static void capture_start(struct world *w)
 			       .max_changes_per_chunk = w->o.chunk_changes > 0 ? (uint64_t)w->o.chunk_changes : 1000,
 			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
 		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000,
-			 .max_batch_transactions = (uint64_t)w->o.capture_batch, .max_batch_messages = 64 },
+			 .max_batch_transactions = (uint64_t)w->o.capture_batch,
+			 .max_batch_messages = (uint64_t)w->o.capture_batch_messages },
 	};
 	int rc = capture_core_open(&w->cc, &co);
 	if (rc != EXIT_OK) {
@@ -461,6 +462,10 @@ static void applyd_start(struct world *w)
 		w->app_down_steps = 2;
 		return;
 	}
+	if (w->o.snapshot && w->target.n_watermarks < model_source_tables(w->src))
+		violated(w, "snapshot_handoff_before_stream_checkpoint",
+			 "applyd started with %zu of %zu tables' handoff watermarks recorded", w->target.n_watermarks,
+			 model_source_tables(w->src));
 	if (w->o.snapshot && w->run == RUN_STREAM_HANDOFF_READY)
 		run_move(w, RUN_STREAMING);
 	trace(w, "applyd_start", w->target.cp.last_commit_lsn, w->target.cp.stream_offset);
@@ -855,8 +860,10 @@ static bool drained(struct world *w)
 {
 	size_t n = model_source_txns(w->src);
 	uint64_t end = n ? model_source_txn(w->src, n - 1)->end_lsn : 0;
-	return w->app_up && !w->target.in_txn && w->target.cp.applied_through_lsn >= end &&
-	       model_source_confirmed_flush(w->src) >= end;
+	/* what committed before the snapshot's consistent point came with the copy */
+	uint64_t through = w->target.cp.applied_through_lsn > w->consistent_lsn ? w->target.cp.applied_through_lsn
+									       : w->consistent_lsn;
+	return w->app_up && !w->target.in_txn && through >= end && model_source_confirmed_flush(w->src) >= end;
 }
 
 static void one_step(struct world *w, int step)
@@ -987,8 +994,11 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 		one_step(&w, o->steps + step);
 	}
 	if (!w.failed && !drained(&w))
-		violated(&w, "drained", "after healing, %zu transactions at the source, the target applied through %" PRIX64
-			 " (capture %s, applyd %s%s)", model_source_txns(w.src), w.target.cp.last_commit_lsn,
+		violated(&w, "drained", "after healing, %zu transactions at the source ending at %" PRIX64
+			 ", confirmed %" PRIX64 ", the target applied through %" PRIX64 " (last commit %" PRIX64
+			 "; capture %s, applyd %s%s)", model_source_txns(w.src),
+			 model_source_txns(w.src) ? model_source_txn(w.src, model_source_txns(w.src) - 1)->end_lsn : 0,
+			 model_source_confirmed_flush(w.src), w.target.cp.applied_through_lsn, w.target.cp.last_commit_lsn,
 			 w.cap_up ? "up" : "down", w.app_up ? "up" : "down",
 			 w.app_stopped_by_quarantine ? ", stopped by a quarantine" : "");
 	if (!w.failed) {
@@ -1043,6 +1053,7 @@ void sim_world_defaults(struct sim_world_options *o, uint64_t seed)
 	o->big_pct = 10;
 	o->batch_transactions = 4;
 	o->capture_batch = 8;
+	o->capture_batch_messages = 64;
 	o->chunk_changes = 0;
 	o->divergence_at_step = -1;
 	o->fence_at_step = -1;
@@ -1060,6 +1071,7 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	o->big_pct = (int)rng_between(&g, 0, 25);
 	o->batch_transactions = (int)rng_between(&g, 1, 8);
 	o->capture_batch = (int)rng_between(&g, 1, 16);
+	o->capture_batch_messages = rng_chance(&g, 30) ? (int)rng_between(&g, 2, 8) : 64;
 	o->chunk_changes = rng_chance(&g, 40) ? (int)rng_between(&g, 1, 8) : 0;
 	o->p_kill_capture = (int)rng_between(&g, 0, 3);
 	o->p_kill_applyd = (int)rng_between(&g, 0, 3);

@@ -38,6 +38,7 @@ struct sim_world_options {
 	int big_pct;           /* percent of transactions that are large (streamed, chunked) */
 	int batch_transactions;/* applyd's apply.batch_transactions */
 	int capture_batch;     /* capture's max batch transactions */
+	int capture_batch_messages; /* ... and frames pending (a large transaction syncs its chunks at this) */
 	int chunk_changes;     /* strict chunking: changes per chunk; 0: off */
 	/* random faults */
 	int p_kill_capture, p_kill_applyd, p_power_loss, p_source_disconnect, p_status_lost, p_target_lost_before,

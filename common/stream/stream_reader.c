@@ -190,10 +190,17 @@ int stream_reader_next(struct stream_reader *r, struct stream_frame *frame)
 				return STREAM_EIO;
 			if (refresh_segments(r) < 0)
 				return STREAM_EIO;
-			if (r->n_bases > r->seg + 1 && r->bases[r->seg] == r->sf.base) {
-				r->sealed = true;
-				r->next_base = r->bases[r->seg + 1];
-			}
+			/* Find the open segment in the new list: retention may
+			 * have removed segments before it, so its index moved. */
+			for (size_t k = 0; k < r->n_bases; k++)
+				if (r->bases[k] == r->sf.base) {
+					r->seg = k;
+					if (k + 1 < r->n_bases) {
+						r->sealed = true;
+						r->next_base = r->bases[k + 1];
+					}
+					break;
+				}
 			limit = r->sealed ? r->next_base : r->sf.base + r->published;
 		}
 		if (r->sealed && r->next_offset >= r->next_base) {

@@ -94,3 +94,32 @@ load helpers/nodb
 	run -0 trellara-stream read --dir "$STREAM_DIR" --from 70 --count 1 --raw --format json
 	[ "$(jq .offset <<<"$output")" = 70 ]
 }
+
+# Found by the simulator (trellara chaos): a tailing reader kept the index
+# of its segment in the segment list it read at open; once retention had
+# removed the segments before it, it never noticed that its segment was
+# sealed by the next one, and waited at its end forever (applyd stopped
+# applying until restarted).
+@test "a tailing reader follows into the next segment after retention removed the ones before its own" {
+	frames 120 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -ge 2 ]
+	last=$(basename "$(ls "$STREAM_DIR"/segments/*.log | tail -1)" .log)
+	out=$BATS_TEST_TMPDIR/follow.out
+	trellara-stream read --dir "$STREAM_DIR" --from "$((10#$last))" --raw --follow --format json > "$out" 2>&1 3>&- &
+	reader=$!
+	# until: up to 10 s for a condition (this file has no server helpers)
+	until_ok() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
+	until_ok '[ "$(wc -l < "$out")" -ge $((120 - 10#$last)) ]'
+	# the reader sits in the active segment; everything before it goes
+	echo 120 > "$STREAM_DIR/groups/applyd"
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --apply
+	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
+	# enough new frames to seal the reader's segment and start another
+	frames 80 120 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	[ "$(basename "$(ls "$STREAM_DIR"/segments/*.log | tail -1)" .log)" != "$last" ]
+	until_ok '[ "$(tail -1 "$out" | jq .offset 2>/dev/null)" = 199 ]' || { kill "$reader"; tail -3 "$out"; false; }
+	kill "$reader"
+	wait "$reader" || true
+	# every frame once, in order
+	[ "$(jq -s 'map(.offset) == [range('"$((10#$last))"'; 200)]' "$out")" = true ]
+}
