@@ -190,15 +190,16 @@ int stream_reader_next(struct stream_reader *r, struct stream_frame *frame)
 				return STREAM_EIO;
 			if (refresh_segments(r) < 0)
 				return STREAM_EIO;
-			/* Find the open segment in the new list: retention may
-			 * have removed segments before it, so its index moved. */
+			/* The open segment is sealed once a later one exists.
+			 * Look it up by base: retention may have removed the
+			 * segments before it (its index in the list moved), or
+			 * the open one itself once every group had passed it
+			 * (its frames stay readable through our descriptor). */
 			for (size_t k = 0; k < r->n_bases; k++)
-				if (r->bases[k] == r->sf.base) {
-					r->seg = k;
-					if (k + 1 < r->n_bases) {
-						r->sealed = true;
-						r->next_base = r->bases[k + 1];
-					}
+				if (r->bases[k] > r->sf.base) {
+					r->seg = k > 0 && r->bases[k - 1] == r->sf.base ? k - 1 : k;
+					r->sealed = true;
+					r->next_base = r->bases[k];
 					break;
 				}
 			limit = r->sealed ? r->next_base : r->sf.base + r->published;

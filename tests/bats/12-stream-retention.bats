@@ -123,3 +123,29 @@ load helpers/nodb
 	# every frame once, in order
 	[ "$(jq -s 'map(.offset) == [range('"$((10#$last))"'; 200)]' "$out")" = true ]
 }
+
+# The same, when retention removed the reader's own segment: it had read
+# all of it, every group had passed it, and the next one began meanwhile.
+@test "a tailing reader at the end of a segment that retention removes goes on into the next one" {
+	frames 50 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 1 ]
+	out=$BATS_TEST_TMPDIR/follow.out
+	trellara-stream read --dir "$STREAM_DIR" --raw --follow --format json > "$out" 2>&1 3>&- &
+	reader=$!
+	until_ok() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
+	until_ok '[ "$(wc -l < "$out")" -ge 50 ]'
+	kill -STOP "$reader"
+	frames 80 50 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	# the group has passed the first segment (not the reader: it is
+	# stopped in it, its descriptor keeps the removed file readable)
+	second=$(basename "$(ls "$STREAM_DIR"/segments/*.log | sed -n 2p)" .log)
+	echo "$((10#$second))" > "$STREAM_DIR/groups/applyd"
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --apply
+	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
+	[ -e "$STREAM_DIR/segments/$second.log" ]
+	kill -CONT "$reader"
+	until_ok '[ "$(tail -1 "$out" | jq .offset 2>/dev/null)" = 129 ]' || { kill "$reader"; tail -c 300 "$out"; false; }
+	kill "$reader"
+	wait "$reader" || true
+	[ "$(jq -s 'map(.offset) == [range(0; 130)]' "$out")" = true ]
+}
