@@ -309,8 +309,24 @@ int stream_retention_plan_fs(struct stream_fs *fs, const char *dir, const char *
 		}
 	}
 	/* Never the active (last) segment; only whole segments wholly below
-	 * keep_from. */
-	for (size_t i = 0; i + 1 < n; i++) {
+	 * keep_from.  When the active segment holds no frame (recovery cut
+	 * its torn tail back to nothing), not the newest sealed one either:
+	 * capture's restart finds the stream's last commit and acknowledged
+	 * position in the newest frames, and with none left it would start
+	 * from nothing (found by the simulator). */
+	size_t deletable = n ? n - 1 : 0;
+	if (n >= 2) {
+		struct segment_file sf;
+		if (segment_file_open(&sf, fs, dir, bases[n - 1]) < 0)
+			goto out;
+		struct frame_header h;
+		const uint8_t *payload;
+		const char *reason;
+		if (segment_file_frame(&sf, 0, bases[n - 1], &h, &payload, &reason) != FRAME_VALID)
+			deletable = n - 2;
+		segment_file_close(&sf);
+	}
+	for (size_t i = 0; i < deletable; i++) {
 		if (bases[i + 1] > plan->keep_from)
 			break;
 		char *path = segment_path(dir, bases[i], ".log");

@@ -149,3 +149,24 @@ load helpers/nodb
 	wait "$reader" || true
 	[ "$(jq -s 'map(.offset) == [range(0; 130)]' "$out")" = true ]
 }
+
+# Found by the simulator: after a crash tore the first frame of a new
+# segment, recovery cut it back to nothing; retention then removed the
+# last segment holding frames, and a restarting capture found neither its
+# last commit nor the position it had acknowledged.
+@test "retention keeps the newest frames when the active segment is empty after a torn first frame" {
+	frames 62 0 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
+	[ "$(ls "$STREAM_DIR"/segments/*.log | wc -l)" -eq 1 ]
+	# the next frame opens segment 62 and dies halfway through writing it
+	run -137 env TRELLARA_FAULT=stream.mid_frame_write \
+		bash -c 'frames() { printf "{\"type\":\"txn\",\"payload\":\"frame 62 %s\"}\n" "$(printf "%*s" 1000 "" | tr " " x)"; }; frames | trellara-stream append --dir "$1" --min-free-bytes 0 --segment-bytes 65536' _ "$STREAM_DIR"
+	[ -e "$STREAM_DIR/segments/00000000000000000062.log" ]
+	# recovery cuts the torn frame: the active segment holds nothing
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq .last_valid_offset <<<"$output")" = 61 ]
+	echo 62 > "$STREAM_DIR/groups/applyd"
+	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --apply
+	[ -e "$STREAM_DIR/segments/00000000000000000000.log" ]
+	run -0 trellara-stream inspect-local --dir "$STREAM_DIR" --format json
+	[ "$(jq .last_valid_offset <<<"$output")" = 61 ]
+}
