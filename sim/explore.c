@@ -11,11 +11,18 @@
  * the real code's.
  */
 #include "presets.h"
+#include "tamper.h"
 #include "run.h"
 #include "world.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* Seeds per named scenario: every one must keep every invariant, and at
+ * least one must show the scenario's fault and its effect (some seeds'
+ * workloads give a fault point nothing to bite on: a crash after a
+ * batch that held only a watermark resends nothing). */
+#define PRESET_SEEDS 4
 
 static void fill(struct sim_result *out, const struct sim_world_result *r, uint64_t seed)
 {
@@ -54,15 +61,45 @@ int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result)
 	return 0;
 }
 
-/* Seeds per named scenario: every one must keep every invariant, and at
- * least one must show the scenario's fault and its effect (some seeds'
- * workloads give a fault point nothing to bite on: a crash after a
- * batch that held only a watermark resends nothing). */
-#define PRESET_SEEDS 4
+
+/* The scenarios of a damaged relay (tamper.c), by name. */
+static const struct {
+	const char *name;
+	enum sim_tamper kind;
+} tampers[] = {
+	{ "strict_chunk_manifest_arrives_with_missing_chunk", SIM_TAMPER_MISSING_CHUNK },
+	{ "strict_chunk_manifest_missing_chunk", SIM_TAMPER_MISSING_CHUNK },
+	{ "strict_chunk_manifest_arrives_before_chunks", SIM_TAMPER_MANIFEST_FIRST },
+	{ "strict_chunk_out_of_order_arrival", SIM_TAMPER_OUT_OF_ORDER },
+	{ "strict_chunk_checksum_tampering", SIM_TAMPER_CHANGED_BYTES },
+	{ "barrier_conflicting_duplicate_messages", SIM_TAMPER_CONFLICTING_MANIFEST },
+	{ "strict_chunk_partial_publish_failure", SIM_TAMPER_NO_BARRIER },
+};
+
+static int run_tamper(enum sim_tamper kind, uint64_t seed, struct sim_result *result)
+{
+	result->status = SIM_STATUS_PASS;
+	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
+		struct sim_tamper_result r;
+		bool ok = sim_tamper_run(kind, seed + k, &r);
+		if (result->n_seeds < SIM_MAX_SEEDS)
+			result->seeds[result->n_seeds++] = seed + k;
+		result->counters.chunks += r.chunks;
+		result->trace_digest = result->trace_digest * 1099511628211ULL ^ ((uint64_t)kind << 40 | (uint64_t)(r.exit_code + 1000 * r.chunks));
+		if (!ok) {
+			failed(result, "chunk_barrier_fails_closed", r.detail, seed + k);
+			return 0;
+		}
+	}
+	return 0;
+}
 
 int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_result *result)
 {
 	memset(result, 0, sizeof *result);
+	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
+		if (strcmp(tampers[i].name, s->name) == 0)
+			return run_tamper(tampers[i].kind, seed, result);
 	const struct sim_preset *p = sim_preset_find(s->name);
 	if (!p) {
 		result->status = SIM_STATUS_NOT_RUN;

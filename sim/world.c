@@ -353,7 +353,7 @@ static void capture_step(struct world *w)
 		}
 		if (got == 0) {
 			int rc = capture_core_flush(w->cc, w->now_us, w->now_us);
-			if (rc != EXIT_OK) {
+			if (w->kill_capture || w->power_now || rc != EXIT_OK) {
 				capture_failed(w, rc, "flush");
 				return;
 			}
@@ -373,8 +373,8 @@ static void capture_step(struct world *w)
 	}
 	if (w->cap_up && capture_core_quiet(w->cc, w->now_us) == CAPTURE_CORE_FLUSH) {
 		int rc = capture_core_flush(w->cc, w->now_us, w->now_us);
-		if (rc != EXIT_OK)
-			capture_failed(w, rc, "flush");
+		if (w->kill_capture || w->power_now || rc != EXIT_OK)
+			capture_failed(w, rc == EXIT_OK ? EXIT_CANTCREAT : rc, "flush");
 		else if (capture_core_status_due(w->cc, w->now_us))
 			capture_send_status(w, false);
 	}

@@ -1,0 +1,273 @@
+/*
+ * tamper.c - the chunk-set barrier against a damaged or misordered relay:
+ * a real capture core writes a stream of chunked transactions (stream A);
+ * the relay copies it frame by frame into stream B with one chunk set
+ * damaged (a chunk missing, the manifest first, chunks out of order, a
+ * chunk's bytes changed, a conflicting second manifest, or the manifest
+ * and marker never published); the real apply engine then applies B to
+ * the model target.  It must fail closed: stop before the damaged set
+ * with exit 65 (a quarantine entry naming chunk_integrity where the
+ * frames decode), every transaction before it applied, nothing of it.
+ */
+#include "tamper.h"
+
+#include "model_source.h"
+#include "model_target.h"
+#include "sim_db.h"
+
+#include "trellara/apply_engine.h"
+#include "trellara/capture_core.h"
+#include "trellara/checksum.h"
+#include "trellara/defaults.h"
+#include "trellara/envelope.h"
+#include "trellara/log.h"
+#include "trellara/stream.h"
+#include "trellara/stream_fs.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct frame_copy {
+	int type;
+	uint8_t *payload;
+	size_t len;
+	struct env_frame_summary s;
+};
+
+static int write_stream(struct stream_fs *fs, const char *dir, const struct frame_copy *f, size_t n)
+{
+	struct stream_writer_options wo = { .segment_bytes = MIN_SEGMENT_BYTES, .source_id = "sim", .flow = "sim" };
+	struct stream_writer *w;
+	struct stream_recovery rec;
+	if (stream_writer_open_fs(fs, dir, &wo, &w, &rec) != STREAM_OK)
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (stream_writer_append(w, f[i].type, 0, f[i].payload, f[i].len, NULL) != STREAM_OK ||
+		    stream_writer_sync(w) != STREAM_OK)
+			rc = -1;
+	stream_writer_close(w);
+	return rc;
+}
+
+bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_result *r)
+{
+	memset(r, 0, sizeof *r);
+	log_set_quiet(true);
+	struct model_source_options so;
+	model_source_options_default(&so);
+	so.n_tables = 2;
+	so.stream_pct = 60;
+	so.stream_min_changes = 8;
+	struct model_source *src = model_source_new(&so, seed);
+	struct stream_fs *disk = stream_fs_sim_new(seed, 1ULL << 30);
+	bool ok = false;
+	struct frame_copy *frames = NULL;
+	size_t n = 0;
+	/* 1. capture writes stream A */
+	struct capture_core *cc = NULL;
+	struct capture_core_options co = {
+		.fs = disk, .stream_dir = "/a", .slot = "sim_slot", .source_id = "sim",
+		.proto_version = model_source_proto_version(src),
+		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .source_id = "sim", .flow = "sim", .fault_prefix = "capture" },
+		.assembler = { .source_id = "sim", .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
+			       .spill_threshold_changes = UINT64_MAX / 2, .strict_chunking = true, .max_changes_per_chunk = 2,
+			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
+		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000, .max_batch_transactions = 4,
+			 .max_batch_messages = 64 },
+	};
+	if (model_source_produce(src, 12) < 0 || capture_core_open(&cc, &co) != EXIT_OK)
+		goto out;
+	model_source_connect(src);
+	const uint8_t *buf;
+	size_t len;
+	int64_t now = 1000;
+	while (model_source_next(src, &buf, &len) == 1) {
+		bool reply;
+		if (capture_core_on_message(cc, buf, len, now, now, &reply) != EXIT_OK)
+			goto out;
+		now += 100;
+	}
+	if (capture_core_flush(cc, now, now) != EXIT_OK)
+		goto out;
+	capture_core_close(cc);
+	cc = NULL;
+	/* 2. read A; find a chunk set of at least three chunks */
+	struct stream_reader *rd;
+	if (stream_reader_open_fs(disk, "/a", &rd) != STREAM_OK || stream_reader_seek(rd, 0) != STREAM_OK)
+		goto out;
+	struct stream_frame f;
+	while (stream_reader_next(rd, &f) == STREAM_OK) {
+		frames = xrealloc(frames, (n + 1) * sizeof *frames);
+		struct frame_copy *c = &frames[n++];
+		c->type = f.header.type;
+		c->len = f.header.payload_length;
+		c->payload = xmalloc(c->len ? c->len : 1);
+		memcpy(c->payload, f.payload, c->len);
+		char err[256];
+		memset(&c->s, 0, sizeof c->s);
+		env_frame_summary(c->type, c->payload, c->len, &c->s, err, sizeof err);
+	}
+	stream_reader_close(rd);
+	size_t first = n, manifest = n;
+	for (size_t i = 0; i < n && manifest == n; i++) {
+		if (frames[i].type != FRAME_CHUNK || frames[i].s.chunk_index != 0)
+			continue;
+		size_t k = i;
+		while (k < n && frames[k].type == FRAME_CHUNK && frames[k].s.xid == frames[i].s.xid)
+			k++;
+		if (k - i >= 3 && k + 1 < n && frames[k].type == FRAME_MANIFEST && frames[k + 1].type == FRAME_COMMIT_MARKER) {
+			first = i;
+			manifest = k;
+		}
+	}
+	if (manifest == n) {
+		snprintf(r->detail, sizeof r->detail, "the workload wrote no chunk set of three chunks");
+		goto out;
+	}
+	r->chunks = manifest - first;
+	uint64_t set_commit = frames[first].s.commit_lsn;
+	/* 3. the relay: stream B, the set damaged */
+	struct frame_copy *b = xcalloc(n + 2, sizeof *b);
+	size_t nb = 0;
+	for (size_t i = 0; i < first; i++)
+		b[nb++] = frames[i];
+	switch (kind) {
+	case SIM_TAMPER_MISSING_CHUNK:
+		for (size_t i = first; i <= manifest + 1; i++)
+			if (i != first + 1)
+				b[nb++] = frames[i];
+		break;
+	case SIM_TAMPER_MANIFEST_FIRST:
+		b[nb++] = frames[manifest];
+		for (size_t i = first; i < manifest; i++)
+			b[nb++] = frames[i];
+		b[nb++] = frames[manifest + 1];
+		break;
+	case SIM_TAMPER_OUT_OF_ORDER:
+		b[nb++] = frames[first];
+		b[nb++] = frames[first + 2];
+		b[nb++] = frames[first + 1];
+		for (size_t i = first + 3; i <= manifest + 1; i++)
+			b[nb++] = frames[i];
+		break;
+	case SIM_TAMPER_CHANGED_BYTES: {
+		for (size_t i = first; i <= manifest + 1; i++)
+			b[nb++] = frames[i];
+		/* one byte of the second chunk's last value, the frame itself
+		 * still well formed (its frame checksum is the writer's) */
+		struct frame_copy *c = &b[nb - (manifest + 1 - first)];
+		c->payload = xmalloc(c->len);
+		memcpy(c->payload, frames[first + 1].payload, c->len);
+		c->payload[c->len - 1] ^= 0x01;
+		break;
+	}
+	case SIM_TAMPER_CONFLICTING_MANIFEST: {
+		for (size_t i = first; i <= manifest; i++)
+			b[nb++] = frames[i];
+		/* the manifest again, claiming one chunk fewer */
+		struct env_manifest m;
+		char err[256];
+		if (env_decode_manifest(frames[manifest].payload, frames[manifest].len, &m, err, sizeof err) < 0)
+			goto out_b;
+		struct buf mb = { 0 };
+		struct env_header_fields hf = { .source_id = "sim", .xid = m.xid, .commit_lsn = m.commit_lsn,
+						.end_lsn = m.end_lsn, .commit_time_us = m.commit_time_us };
+		env_encode_manifest(&mb, &hf, m.chunk_count - 1, 0, m.chunks, 0, NULL);
+		env_manifest_free(&m);
+		b[nb].type = FRAME_MANIFEST;
+		b[nb].payload = mb.data;
+		b[nb].len = mb.len;
+		nb++;
+		b[nb++] = frames[manifest + 1];
+		break;
+	}
+	case SIM_TAMPER_NO_BARRIER:
+		for (size_t i = first; i < manifest; i++)
+			b[nb++] = frames[i];
+		break;
+	}
+	for (size_t i = manifest + 2; i < n; i++)
+		b[nb++] = frames[i];
+	if (write_stream(disk, "/b", b, nb) < 0) {
+		snprintf(r->detail, sizeof r->detail, "the relay could not write its stream");
+		goto out_b;
+	}
+	/* 4. apply B */
+	struct sim_db *tdb = sim_db_new();
+	model_source_create_tables(src, tdb);
+	struct apply_tables defs = { 0 };
+	defs.tables = xcalloc(MODEL_SOURCE_MAX_TABLES, sizeof *defs.tables);
+	for (size_t i = 0; i < model_source_tables(src); i++) {
+		const struct model_source_table *t = model_source_table(src, i);
+		struct apply_table *d = &defs.tables[defs.n_tables++];
+		d->name = xstrdup(t->name);
+		d->n_pk = t->n_key;
+		d->pk = xcalloc(t->n_key, sizeof *d->pk);
+		for (int k = 0; k < t->n_key; k++)
+			d->pk[k] = xstrdup(t->cols[k]);
+	}
+	struct model_target target;
+	model_target_init(&target, tdb, &defs);
+	model_target_connect(&target);
+	struct flow_config cfg = { .path = "sim.yml", .source_id = "sim", .publication = "sim_pub", .slot = "sim_slot",
+				   .dataset_id = "sim", .stream_path = "/b", .checkpoint_schema = "trellara",
+				   .consumer_group = "applyd", .apply_batch_transactions = 4 };
+	struct stream_reader *br;
+	if (stream_reader_open_fs(disk, "/b", &br) == STREAM_OK && stream_reader_seek(br, 0) == STREAM_OK) {
+		struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, &target, br, disk);
+		struct apply_tables tables = { 0 };
+		model_target_ops.reload_tables(&target, &tables);
+		apply_engine_connected(e, &target.cp, NULL, 0, &tables);
+		apply_engine_start(e, 0);
+		struct apply_outcome rc = apply_ok();
+		int idle = 0;
+		for (int step = 0; step < 100000 && apply_is_ok(rc) && idle < 50; step++) {
+			enum apply_step what;
+			rc = apply_engine_step(e, (int64_t)step * 1000, &what);
+			idle = what == APPLY_STEP_IDLE ? idle + 1 : 0;
+		}
+		r->exit_code = rc.status == APPLY_EXIT ? rc.exit_code : -1;
+		r->quarantined = target.n_quarantine > 0 && strcmp(target.quarantine[0].reason, "chunk_integrity") == 0;
+		apply_engine_free(e);
+		stream_reader_close(br);
+		/* what must hold: everything before the set, nothing of it */
+		const struct sim_db *want = model_source_state_at(src, set_commit - 1);
+		char diff[300] = "";
+		bool same = !sim_db_diff(want, target.db, diff, sizeof diff);
+		if (r->exit_code != EXIT_DATAERR)
+			snprintf(r->detail, sizeof r->detail, "apply did not stop with exit 65 at the damaged chunk set (outcome %d)",
+				 r->exit_code);
+		else if (!same)
+			snprintf(r->detail, sizeof r->detail, "the target is not the source's state before the damaged set: %s", diff);
+		else if (target.cp.last_commit_lsn >= set_commit)
+			snprintf(r->detail, sizeof r->detail, "the checkpoint passed the damaged set");
+		else
+			ok = true;
+	}
+	model_target_free(&target);
+	apply_tables_free(&defs);
+out_b:
+	for (size_t i = 0; i < nb; i++)
+		if (b[i].payload && (kind == SIM_TAMPER_CHANGED_BYTES || kind == SIM_TAMPER_CONFLICTING_MANIFEST)) {
+			bool shared = false;
+			for (size_t k = 0; k < n; k++)
+				shared |= b[i].payload == frames[k].payload;
+			if (!shared)
+				free(b[i].payload);
+		}
+	free(b);
+out:
+	if (cc)
+		capture_core_close(cc);
+	for (size_t i = 0; i < n; i++)
+		free(frames[i].payload);
+	free(frames);
+	model_source_free(src);
+	stream_fs_sim_free(disk);
+	log_set_quiet(false);
+	return ok;
+}

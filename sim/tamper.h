@@ -1,0 +1,30 @@
+/*
+ * tamper.h - chunk sets damaged between capture and apply (tamper.c).
+ */
+#ifndef TRELLARA_SIM_TAMPER_H
+#define TRELLARA_SIM_TAMPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum sim_tamper {
+	SIM_TAMPER_MISSING_CHUNK,       /* the manifest lists a chunk that never came */
+	SIM_TAMPER_MANIFEST_FIRST,      /* the manifest arrives before its chunks */
+	SIM_TAMPER_OUT_OF_ORDER,        /* chunks 1 and 2 swapped */
+	SIM_TAMPER_CHANGED_BYTES,       /* a chunk's bytes differ from what the manifest's checksum says */
+	SIM_TAMPER_CONFLICTING_MANIFEST,/* a second manifest that disagrees with the first */
+	SIM_TAMPER_NO_BARRIER,          /* chunks published, manifest and marker never; more follows */
+};
+
+struct sim_tamper_result {
+	int exit_code;    /* apply's: EXIT_DATAERR expected */
+	bool quarantined; /* a chunk_integrity entry */
+	size_t chunks;    /* in the damaged set */
+	char detail[400];
+};
+
+/* One run; false (with detail) when apply did not fail closed. */
+bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_result *r);
+
+#endif
