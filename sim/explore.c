@@ -94,6 +94,14 @@ static int run_tamper(enum sim_tamper kind, uint64_t seed, struct sim_result *re
 	return 0;
 }
 
+bool sim_scenario_simulated(const char *name)
+{
+	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
+		if (strcmp(tampers[i].name, name) == 0)
+			return true;
+	return sim_preset_find(name) != NULL;
+}
+
 int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_result *result)
 {
 	memset(result, 0, sizeof *result);

@@ -452,7 +452,7 @@ static int cmd_list(const struct options *o)
 			}
 			jw_string(&w, "recovery", s->recovery);
 			jw_string(&w, "not_applicable_reason", s->not_applicable_reason);
-			jw_bool(&w, "implemented", s->run != NULL);
+			jw_bool(&w, "implemented", s->run != NULL && sim_scenario_simulated(s->name));
 			jw_end(&w);
 		}
 		jw_end(&w);
@@ -467,7 +467,7 @@ static int cmd_list(const struct options *o)
 		const struct sim_scenario *s = &sim_scenarios[i];
 		if (s->kind != SIM_KIND_SIMULATION)
 			continue;
-		printf("  %-17s %s%s\n", s->family, s->name, s->not_applicable_reason ? "  (not applicable)" : s->run ? "" : "  (not implemented yet)");
+		printf("  %-17s %s%s\n", s->family, s->name, s->not_applicable_reason ? "  (not applicable)" : s->run && sim_scenario_simulated(s->name) ? "" : "  (not implemented yet)");
 	}
 	printf("curated matrix: %zu rows (%zu applicable)\n", rows, rows_applicable);
 	for (size_t i = 0; i < sim_n_scenarios; i++) {
@@ -475,7 +475,7 @@ static int cmd_list(const struct options *o)
 		if (s->kind != SIM_KIND_CURATED)
 			continue;
 		printf("  %2d %s  [%s]%s\n", s->number, s->name, s->boundary,
-		       s->not_applicable_reason ? "  (not applicable)" : s->run ? "" : "  (not implemented yet)");
+		       s->not_applicable_reason ? "  (not applicable)" : s->run && sim_scenario_simulated(s->name) ? "" : "  (not implemented yet)");
 	}
 	return fflush(stdout) == 0 ? EXIT_OK : EXIT_CANTCREAT;
 }

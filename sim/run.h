@@ -106,6 +106,8 @@ const char *const *sim_variant_names(void);
  * scenario's preset (sim/presets.c) over a few seeds; not_run when the
  * scenario has no preset yet. */
 int sim_run_preset(const struct sim_scenario *scenario, uint64_t seed, struct sim_result *result);
+/* Whether sim_run_preset simulates the scenario (else it reports not_run). */
+bool sim_scenario_simulated(const char *name);
 int sim_variant_select(const char *name);
 
 #endif
