@@ -96,15 +96,35 @@ static int run_tamper(enum sim_tamper kind, uint64_t seed, struct sim_result *re
 
 bool sim_scenario_simulated(const char *name)
 {
+	if (strcmp(name, "pgoutput_row_without_relation_metadata") == 0)
+		return true;
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, name) == 0)
 			return true;
 	return sim_preset_find(name) != NULL;
 }
 
+static int run_missing_relation(uint64_t seed, struct sim_result *result)
+{
+	result->status = SIM_STATUS_PASS;
+	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
+		char detail[SIM_DETAIL_LEN];
+		if (result->n_seeds < SIM_MAX_SEEDS)
+			result->seeds[result->n_seeds++] = seed + k;
+		if (!sim_missing_relation_run(seed + k, detail, sizeof detail)) {
+			failed(result, "relation_metadata_required_before_rows", detail, seed + k);
+			return 0;
+		}
+		result->trace_digest = result->trace_digest * 1099511628211ULL ^ (seed + k);
+	}
+	return 0;
+}
+
 int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_result *result)
 {
 	memset(result, 0, sizeof *result);
+	if (strcmp(s->name, "pgoutput_row_without_relation_metadata") == 0)
+		return run_missing_relation(seed, result);
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, s->name) == 0)
 			return run_tamper(tampers[i].kind, seed, result);

@@ -299,6 +299,11 @@ static bool e_reseeded(const struct sim_world_result *r, char *why, size_t n)
 	return true;
 }
 
+static void p_missing_table(struct sim_world_options *o)
+{
+	o->target_missing_table = 1;
+}
+
 static void p_broker_failure(struct sim_world_options *o)
 {
 	o->p_fsync_eio = 6;
@@ -338,6 +343,7 @@ static const struct sim_preset presets[] = {
 	{ "applier_after_target_commit_before_stream_ack", p_duplicate_delivery, e_point_and_dedup },
 	{ "duplicate_transaction_replay", p_duplicate_delivery, e_point_and_dedup },
 	{ "target_update_delete_zero_rows", p_quarantine, e_quarantined },
+	{ "target_schema_missing", p_missing_table, e_quarantined },
 	{ "pgoutput_dml_truncate_envelope_mapping", p_plain, e_any },
 	{ "pgoutput_ddl_only_boundary", p_plain, e_any },
 	{ "pgoutput_mixed_ddl_dml_boundary", p_plain, e_any },

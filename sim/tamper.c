@@ -271,3 +271,84 @@ out:
 	log_set_quiet(false);
 	return ok;
 }
+
+bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len)
+{
+	log_set_quiet(true);
+	struct model_source_options so;
+	model_source_options_default(&so);
+	so.n_tables = 2;
+	so.stream_pct = 0; /* plain transactions: the Relation sits between Begin and its rows */
+	struct model_source *src = model_source_new(&so, seed);
+	struct stream_fs *disk = stream_fs_sim_new(seed, 1ULL << 30);
+	struct capture_core *cc = NULL;
+	bool ok = false;
+	snprintf(detail, detail_len, "the source sent no Relation message");
+	struct capture_core_options co = {
+		.fs = disk, .stream_dir = "/a", .slot = "sim_slot", .source_id = "sim",
+		.proto_version = model_source_proto_version(src),
+		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .source_id = "sim", .flow = "sim", .fault_prefix = "capture" },
+		.assembler = { .source_id = "sim", .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
+			       .spill_threshold_changes = UINT64_MAX / 2, .max_changes_per_chunk = 1000,
+			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
+		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000, .max_batch_transactions = 1,
+			 .max_batch_messages = 64 },
+	};
+	if (model_source_produce(src, 10) < 0 || capture_core_open(&cc, &co) != EXIT_OK)
+		goto out;
+	model_source_connect(src);
+	const uint8_t *buf;
+	size_t len;
+	int64_t now = 1000;
+	uint64_t begin_commit = 0, victim_commit = 0;
+	int rc = EXIT_OK;
+	/* the second Relation message the source sends is lost on the way */
+	int relations = 0;
+	while (rc == EXIT_OK && model_source_next(src, &buf, &len) == 1) {
+		if (len > 25 && buf[0] == 'w' && buf[25] == 'B' && len >= 34) {
+			begin_commit = 0;
+			for (int i = 0; i < 8; i++)
+				begin_commit = begin_commit << 8 | buf[26 + i];
+		}
+		if (len > 25 && buf[0] == 'w' && buf[25] == 'R' && ++relations == 2) {
+			victim_commit = begin_commit;
+			continue;
+		}
+		bool reply;
+		rc = capture_core_on_message(cc, buf, len, now, now, &reply);
+		now += 100;
+	}
+	if (!victim_commit)
+		goto out;
+	if (rc != EXIT_DATAERR) {
+		snprintf(detail, detail_len, "rows of a relation never described were accepted (exit %d)", rc);
+		goto out;
+	}
+	/* whatever capture made durable holds nothing of that transaction */
+	capture_core_close(cc);
+	cc = NULL;
+	struct stream_reader *rd;
+	if (stream_reader_open_fs(disk, "/a", &rd) != STREAM_OK || stream_reader_seek(rd, 0) != STREAM_OK)
+		goto out;
+	struct stream_frame f;
+	ok = true;
+	while (stream_reader_next(rd, &f) == STREAM_OK) {
+		struct env_frame_summary s;
+		char err[256];
+		if ((f.header.type == FRAME_TXN || f.header.type == FRAME_COMMIT_MARKER) &&
+		    env_frame_summary(f.header.type, f.payload, f.header.payload_length, &s, err, sizeof err) == 0 &&
+		    s.commit_lsn >= victim_commit) {
+			snprintf(detail, detail_len, "the stream holds commit %" PRIX64 ", at or after the transaction without its relation",
+				 s.commit_lsn);
+			ok = false;
+		}
+	}
+	stream_reader_close(rd);
+out:
+	if (cc)
+		capture_core_close(cc);
+	model_source_free(src);
+	stream_fs_sim_free(disk);
+	log_set_quiet(false);
+	return ok;
+}

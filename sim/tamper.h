@@ -27,4 +27,9 @@ struct sim_tamper_result {
 /* One run; false (with detail) when apply did not fail closed. */
 bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_result *r);
 
+/* A Relation message lost before the rows that need it: capture must
+ * refuse the rows (exit 65) and the stream hold nothing of that
+ * transaction or after it; false (with detail) otherwise. */
+bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len);
+
 #endif

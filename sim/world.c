@@ -773,7 +773,8 @@ static void operator_repairs(struct world *w)
 		struct quarantine_entry *q = &w->target.quarantine[i];
 		if (strcmp(q->state, "quarantined") != 0)
 			continue;
-		if (strcmp(q->reason, "no_rows_matched") != 0) {
+		const char *expected = w->o.target_missing_table ? "missing_table" : "no_rows_matched";
+		if (strcmp(q->reason, expected) != 0) {
 			violated(w, "no_silent_target_divergence", "transaction %u quarantined as %s: %s", q->xid, q->reason,
 				 q->detail);
 			return;
@@ -957,7 +958,21 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	w.app_fs = stream_fs_sim_view(w.disk);
 	w.ops_fs = stream_fs_sim_view(w.disk);
 	struct sim_db *tdb = sim_db_new();
-	model_source_create_tables(w.src, tdb);
+	if (o->target_missing_table) {
+		/* the target as created without one of the flow's tables */
+		struct sim_db *all = sim_db_new();
+		model_source_create_tables(w.src, all);
+		for (size_t i = 0; i < model_source_tables(w.src); i++) {
+			const struct model_source_table *t = model_source_table(w.src, i);
+			if ((int)i + 1 == o->target_missing_table)
+				continue;
+			sim_db_create_table(tdb, t->name, t->n_cols, t->cols, t->n_key);
+		}
+		sim_db_free(all);
+		w.divergence_injected = true;
+	} else {
+		model_source_create_tables(w.src, tdb);
+	}
 	w.defs.tables = xcalloc(MODEL_SOURCE_MAX_TABLES, sizeof *w.defs.tables);
 	for (size_t i = 0; i < model_source_tables(w.src); i++) {
 		const struct model_source_table *t = model_source_table(w.src, i);
@@ -1012,9 +1027,10 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 			violated(&w, "transaction_dedup_before_reapply",
 				 "the stream holds %" PRIu64 " transactions through the checkpoint, the target counts %" PRIu64
 				 " applied", in_stream, w.target.cp.applied_transactions);
-		if (!w.failed && w.divergence_injected != (w.target.n_quarantine > 0) && o->divergence_at_step >= 0)
+		if (!w.failed && w.divergence_injected != (w.target.n_quarantine > 0) &&
+		    (o->divergence_at_step >= 0 || o->target_missing_table))
 			violated(&w, "no_silent_target_divergence", "a target row was removed but nothing was quarantined");
-		if (!w.failed && o->divergence_at_step < 0 && w.target.n_quarantine)
+		if (!w.failed && o->divergence_at_step < 0 && !o->target_missing_table && w.target.n_quarantine)
 			violated(&w, "no_silent_target_divergence", "quarantined without a divergence: %s: %s",
 				 w.target.quarantine[0].reason, w.target.quarantine[0].detail);
 	}

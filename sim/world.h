@@ -52,6 +52,9 @@ struct sim_world_options {
 	/* a target row deleted behind applyd's back at this step (-1: never),
 	 * repaired by the operator once quarantined, then replay-ready */
 	int divergence_at_step;
+	/* the target lacks this model table (0: none; 1..4: t1..t4) until the
+	 * operator creates it from the source, once quarantined */
+	int target_missing_table;
 	/* a fence set at this step (-1: never), released some steps later */
 	int fence_at_step;
 	/* the initial copy: pre_transactions commit before the slot exists;
