@@ -113,6 +113,7 @@ struct txn {
 	size_t n_subs;
 	uint32_t live;          /* changes that survived (set at commit) */
 	bool has_ddl;
+	uint64_t origin_lsn;    /* replayed from elsewhere (a replication origin): its LSN there, else 0 */
 	/* generation of an open large transaction */
 	uint32_t planned;
 	struct sim_db *own;     /* owned while open: the rows it made */
@@ -149,6 +150,7 @@ struct model_source {
 	uint64_t wal;        /* insert position */
 	int64_t now;         /* the simulated clock, µs since 2000 */
 	uint32_t next_xid;
+	uint64_t origin_lsn;  /* the upstream's position, for replayed transactions */
 	uint64_t next_key[MODEL_SOURCE_MAX_TABLES];
 	struct sim_db *db;   /* owned: the committed state */
 
@@ -233,6 +235,7 @@ void model_source_options_default(struct model_source_options *o)
 	o->toast_bytes = 2100;
 	o->null_pct = 10;
 	o->heartbeat_pct = 5;
+	o->origin_pct = 5;
 	o->stream_pct = 12;
 	o->max_open_streams = 2;
 	o->stream_min_changes = 8;
@@ -354,6 +357,10 @@ static struct txn *txn_new(struct model_source *ms, bool large)
 	struct txn *t = xcalloc(1, sizeof *t);
 	t->xid = ms->next_xid++;
 	t->large = large;
+	if (rng_chance(&ms->rng, ms->o.origin_pct)) {
+		ms->origin_lsn += rng_between(&ms->rng, 0x100, 0x10000);
+		t->origin_lsn = ms->origin_lsn;
+	}
 	if (ms->n_txns == ms->txns_cap) {
 		ms->txns_cap = ms->txns_cap ? 2 * ms->txns_cap : 64;
 		ms->txns = xrealloc(ms->txns, ms->txns_cap * sizeof *ms->txns);
@@ -623,7 +630,8 @@ static void log_commit(struct model_source *ms, struct txn *t)
 	}
 	ms->committed[ms->n_committed] = txn_index(ms, t);
 	ms->log[ms->n_committed] = (struct model_source_txn){ t->xid, t->commit_lsn, t->end_lsn, t->commit_ts, t->live,
-							      t->large, t->has_ddl };
+							      t->large, t->has_ddl,
+							      t->origin_lsn ? MODEL_SOURCE_ORIGIN : NULL, t->origin_lsn };
 	ms->n_committed++;
 	ms->stats.committed++;
 	if (ms->o.checkpoint_every > 0 && ms->n_committed % (size_t)ms->o.checkpoint_every == 0)
@@ -896,6 +904,7 @@ struct model_source *model_source_new(const struct model_source_options *o, uint
 	ms->wal = align8(ms->o.start_lsn ? ms->o.start_lsn : DEFAULT_START_LSN);
 	ms->now = CLOCK_START;
 	ms->next_xid = FIRST_XID;
+	ms->origin_lsn = 0x1234AB00;
 	ms->confirmed_flush = ms->wal; /* the slot's consistent point */
 	ms->persisted_flush = ms->wal;
 	ms->db = sim_db_new();
@@ -1197,6 +1206,18 @@ static bool alive_at(const struct change *ch, size_t at)
 	return ch->dead_at == NONE || ch->dead_at > at;
 }
 
+/* send_repl_origin: right after Begin, or after a stream's first Stream
+ * Start with no LSN (tests/fixtures/pgoutput/origin.hex). */
+static void send_origin(struct model_source *ms, uint64_t origin_lsn, uint64_t lsn)
+{
+	begin_message(ms, lsn);
+	buf_put_u8(&ms->queue, 'O');
+	buf_put_u64(&ms->queue, origin_lsn);
+	put_cstr(&ms->queue, MODEL_SOURCE_ORIGIN);
+	end_message(ms);
+	ms->stats.origins++;
+}
+
 static void send_plain(struct model_source *ms, struct txn *t, size_t at)
 {
 	uint32_t live = 0;
@@ -1217,6 +1238,8 @@ static void send_plain(struct model_source *ms, struct txn *t, size_t at)
 	buf_put_u32(b, t->xid);
 	end_message(ms);
 	ms->stats.begins++;
+	if (t->origin_lsn)
+		send_origin(ms, t->origin_lsn, live ? first : t->commit_lsn);
 	for (uint32_t i = 0; i < t->n_changes; i++)
 		if (alive_at(&t->changes[i], at)) {
 			struct change plain = t->changes[i];
@@ -1242,6 +1265,8 @@ static void send_stream_start(struct model_source *ms, struct txn *t, uint64_t l
 	buf_put_u32(&ms->queue, t->xid);
 	buf_put_u8(&ms->queue, t->s_streamed ? 0 : 1);
 	end_message(ms);
+	if (!t->s_streamed && t->origin_lsn)
+		send_origin(ms, 0, lsn);
 	if (!t->s_streamed && ms->n_streaming < (int)(sizeof ms->streaming / sizeof *ms->streaming))
 		ms->streaming[ms->n_streaming++] = t->index;
 	t->s_streamed = true;

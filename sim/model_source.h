@@ -12,7 +12,9 @@
  * changes (old key 'K', replica identity default), deletes, TRUNCATE of
  * one or several tables, trellara.ddl logical messages (transactional;
  * some transactions hold nothing else), empty transactions, heartbeat
- * messages between transactions (non-transactional), and large
+ * messages between transactions (non-transactional), transactions
+ * replayed from elsewhere (an Origin message after Begin, or after a
+ * stream's first Stream Start), and large
  * transactions that the walsender streams (protocol 2+): their blocks
  * interleave with other transactions' commits, their subtransactions
  * (nested savepoints) make changes under their own xids, a ROLLBACK TO
@@ -76,6 +78,7 @@
 #define MODEL_SOURCE_MAX_TABLES 4
 #define MODEL_SOURCE_DDL_PREFIX "trellara.ddl"
 #define MODEL_SOURCE_HEARTBEAT_PREFIX "trellara.heartbeat"
+#define MODEL_SOURCE_ORIGIN "trellara_upstream"
 
 struct model_source_options {
 	int proto_version;      /* 1..4 (3 and 4 send what 2 sends: no two-phase, no parallel streaming) */
@@ -95,6 +98,7 @@ struct model_source_options {
 	int toast_bytes;        /* the size of t2's b values */
 	int null_pct;           /* a and b (outside t2) are NULL */
 	int heartbeat_pct;      /* a non-transactional message after a commit */
+	int origin_pct;         /* a transaction replayed from elsewhere: an Origin message */
 	/* large, streamed transactions */
 	int stream_pct;         /* a new transaction is a large one */
 	int max_open_streams;   /* at most that many open at once (1..4) */
@@ -132,11 +136,13 @@ struct model_source_txn {
 	uint64_t changes;    /* what survived: I U D T and transactional messages */
 	bool streamed;       /* a large transaction (streamed when the session could) */
 	bool has_ddl;
+	const char *origin;  /* MODEL_SOURCE_ORIGIN for a replayed transaction, else NULL */
+	uint64_t origin_lsn; /* its LSN upstream (sent as 0 after a Stream Start) */
 };
 
 struct model_source_stats {
 	uint64_t sessions, messages, keepalives, reply_requests;
-	uint64_t relations, types, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
+	uint64_t relations, types, origins, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
 	uint64_t ddl_messages, heartbeats, empty_txns;
 	uint64_t stream_starts, stream_stops, stream_commits, stream_aborts, sub_aborts, late_aborts;
 	uint64_t streamed_sent_plain; /* a large transaction sent as Begin..Commit */

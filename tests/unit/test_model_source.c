@@ -72,8 +72,9 @@ struct client {
 	uint64_t digest;
 	bool failed;
 	uint32_t cur_xid;
+	uint64_t checkpoints;
 	/* counts */
-	uint64_t committed, skipped, empty, aborted, chunked, ddl_frames, reconnects, unchanged_toast, old_keys;
+	uint64_t committed, skipped, empty, aborted, chunked, ddl_frames, reconnects, unchanged_toast, old_keys, origins;
 };
 
 static int on_frame(void *ctx, int type, const uint8_t *payload, size_t len)
@@ -216,6 +217,17 @@ static uint64_t apply_envelope(struct client *c, const uint8_t *p, size_t len, u
 		FAIL(c, "envelope: %s", d.error);
 		env_decoder_free(&d);
 		return 0;
+	}
+	const struct model_source_txn *t = c->expect ? model_source_txn(c->ms, c->expect - 1) : NULL;
+	if (t && t->commit_lsn == commit_lsn) {
+		size_t want = t->origin ? strlen(t->origin) : 0;
+		if (d.header.origin_len != want || (want && memcmp(d.header.origin, t->origin, want) != 0))
+			FAIL(c, "transaction %u: origin \"%.*s\", expected \"%s\"", xid, (int)d.header.origin_len,
+			     d.header.origin ? d.header.origin : "", t->origin ? t->origin : "");
+		else if (want)
+			c->origins++;
+	} else {
+		FAIL(c, "envelope of %u is not the transaction just delivered", xid);
 	}
 	if (d.header.xid != xid || d.header.commit_lsn != commit_lsn)
 		FAIL(c, "envelope of xid %u commit %llx, expected %u %llx", d.header.xid,
@@ -439,8 +451,15 @@ static void pump(struct client *c, bool chaos)
 			FAIL(c, "next: %s", model_source_error(c->ms));
 			return;
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			/* caught up: the target is the source as of the last applied commit */
+			char diff[512];
+			if (sim_db_diff(model_source_state_at(c->ms, c->applied_commit), c->target, diff, sizeof diff))
+				FAIL(c, "caught up at commit %llx, the target differs: %s",
+				     (unsigned long long)c->applied_commit, diff);
+			c->checkpoints++;
 			return;
+		}
 		c->digest = fnv(c->digest, buf, len);
 		if (buf[0] == 'w')
 			handle_xlogdata(c, buf, len);
@@ -572,6 +591,7 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		counts->reconnects += c.reconnects;
 		counts->unchanged_toast += c.unchanged_toast;
 		counts->old_keys += c.old_keys;
+		counts->origins += c.origins;
 	}
 	frames_clear(&c);
 	free(c.frames);
@@ -620,7 +640,7 @@ static void test_seeds(void)
 	CHECK(s.sub_aborts > 0 && s.late_aborts > 0 && s.streamed_sent_plain > 0);
 	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.types > 0 && s.promotions > 0 && s.crash_restarts > 0);
 	CHECK(s.sessions > SEEDS);
-	CHECK(counts.unchanged_toast > 0 && counts.old_keys > 0);
+	CHECK(counts.unchanged_toast > 0 && counts.old_keys > 0 && counts.origins > 0 && s.origins > 0);
 	CHECK(counts.skipped > 0 && counts.empty > 0 && counts.aborted > 0 && counts.chunked > 0 && counts.ddl_frames > 0);
 }
 
