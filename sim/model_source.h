@@ -3,26 +3,26 @@
  * with one logical replication slot, speaking real pgoutput.
  *
  * Workload.  A seeded generator commits transactions over 1-4 tables
- * with keys (public.t1 .. public.t4: id int4 key, a text, b text; t2's b
- * is TOASTed - an update that leaves it alone sends it as unchanged-TOAST
- * 'u'; t3 has the two-column key (k1 int4, k2 text); t4 has a fourth
- * column "mood" of the enum type public.mood, announced by a Type
- * message): inserts (and a
+ * with keys: public.t1 .. public.t4 (id int4 key, a text, b text); t2's
+ * b is TOASTed (an update that leaves it alone sends it as
+ * unchanged-TOAST 'u'); t3 has the two-column key (k1 int4, k2 text); t4
+ * has a fourth column "mood" of the enum type public.mood (a Type
+ * message comes before its Relation).  Transactions hold inserts (also a
  * delete then re-insert of the same key), updates without and with key
  * changes (old key 'K', replica identity default), deletes, TRUNCATE of
  * one or several tables, trellara.ddl logical messages (transactional;
- * some transactions hold nothing else), empty transactions, heartbeat
- * messages between transactions (non-transactional), transactions
- * replayed from elsewhere (an Origin message after Begin, or after a
- * stream's first Stream Start), and large
- * transactions that the walsender streams (protocol 2+): their blocks
- * interleave with other transactions' commits, their subtransactions
- * (nested savepoints) make changes under their own xids, a ROLLBACK TO
- * SAVEPOINT cuts them back (Stream Abort of the subtransaction, children
- * first), and a transaction ends with Stream Commit or a whole Stream
- * Abort.  A large transaction works on rows of its own (fresh keys), as
- * concurrency in PostgreSQL would force: it can neither see nor lock what
- * other open transactions touch.  While one is open nobody truncates.
+ * some transactions hold nothing else), or nothing at all; between them
+ * come heartbeat messages (non-transactional); some are replayed from
+ * elsewhere (an Origin message after Begin, or after a stream's first
+ * Stream Start).  Large transactions are streamed by the walsender
+ * (protocol 2+): their blocks interleave with other transactions'
+ * commits, their subtransactions (nested savepoints) make changes under
+ * their own xids, a ROLLBACK TO SAVEPOINT cuts them back (Stream Abort of
+ * each streamed subtransaction, children first), and they end with
+ * Stream Commit or a whole Stream Abort.  A large transaction works on
+ * rows of its own (fresh keys), as concurrency in PostgreSQL would force:
+ * it can neither see nor lock what other open transactions touch; while
+ * one is open nobody truncates.
  *
  * The workload's committed state after every transaction is exact:
  * model_source_state_at() replays the log (with snapshots every 64
@@ -56,10 +56,10 @@
  * never backwards while the server runs; the highest flush ever seen is
  * kept.  The slot reaches disk only at checkpoints (every
  * checkpoint_every commits, or model_source_checkpoint), so a crash
- * restart brings confirmed_flush back to the last checkpoint's value.  A promotion
- * (new timeline, same system identifier) leaves a slot whose confirmed
- * position lags by `lag` confirmed transactions; the WAL is the same (a
- * synchronous standby), so it resends more, never less.
+ * restart brings confirmed_flush back to the last checkpoint's value.
+ * A promotion (new timeline, same system identifier) leaves a slot whose
+ * confirmed position lags by `lag` confirmed transactions; the WAL is the
+ * same (a synchronous standby), so it resends more, never less.
  *
  * Memory: owns everything; buffers handed out stay valid until the next
  * call on the same model source.  No I/O, no clock, no globals, no libpq.
@@ -140,6 +140,8 @@ struct model_source_txn {
 	uint64_t origin_lsn; /* its LSN upstream (sent as 0 after a Stream Start) */
 };
 
+/* Counters: what the workload produced (inserts .. empty_txns, committed,
+ * aborted, sub_aborts) and what the walsender sent (the rest). */
 struct model_source_stats {
 	uint64_t sessions, messages, keepalives, reply_requests;
 	uint64_t relations, types, origins, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
