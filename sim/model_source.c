@@ -114,6 +114,7 @@ struct txn {
 	uint32_t live;          /* changes that survived (set at commit) */
 	bool has_ddl;
 	uint64_t origin_lsn;    /* replayed from elsewhere (a replication origin): its LSN there, else 0 */
+	uint8_t touched;        /* tables it changed (a TRUNCATE would wait for it) */
 	/* generation of an open large transaction */
 	uint32_t planned;
 	struct sim_db *own;     /* owned while open: the rows it made */
@@ -151,6 +152,7 @@ struct model_source {
 	int64_t now;         /* the simulated clock, µs since 2000 */
 	uint32_t next_xid;
 	uint64_t origin_lsn;  /* the upstream's position, for replayed transactions */
+	uint32_t locked_by[MODEL_SOURCE_MAX_TABLES]; /* txn index + 1 of an open TRUNCATE's transaction, or 0 */
 	uint64_t next_key[MODEL_SOURCE_MAX_TABLES];
 	struct sim_db *db;   /* owned: the committed state */
 
@@ -447,6 +449,11 @@ static size_t row_bytes(const struct change *ch)
 static void change_logged(struct model_source *ms, struct txn *t, struct change *ch)
 {
 	ch->lsn = wal_record(ms, row_bytes(ch));
+	if (ch->kind == CH_TRUNCATE)
+		for (int i = 0; i < ch->n_trunc; i++)
+			t->touched |= (uint8_t)(1u << ch->trunc[i]);
+	else
+		t->touched |= (uint8_t)(1u << ch->table);
 	if (t->first_lsn == 0)
 		t->first_lsn = ch->lsn;
 	if (t->depth > 0) {
@@ -486,9 +493,23 @@ static char *ddl_content(struct model_source *ms, int table, uint32_t *len)
 	return s;
 }
 
+/* A table t may use: not held by another transaction's TRUNCATE (its
+ * ACCESS EXCLUSIVE lock would make t wait until that one ends); -1 when
+ * there is none. */
+static int pick_table(struct model_source *ms, const struct txn *t)
+{
+	int candidates[MODEL_SOURCE_MAX_TABLES], n = 0;
+	for (int i = 0; i < ms->o.n_tables; i++)
+		if (ms->locked_by[i] == 0 || ms->locked_by[i] == t->index + 1)
+			candidates[n++] = i;
+	return n ? candidates[rng_below(&ms->rng, (uint64_t)n)] : -1;
+}
+
 static void add_ddl(struct model_source *ms, struct txn *t, uint32_t xid)
 {
-	int table = (int)rng_below(&ms->rng, (uint64_t)ms->o.n_tables);
+	int table = pick_table(ms, t);
+	if (table < 0)
+		return;
 	struct change *ch = change_add(t, CH_MESSAGE, table);
 	ch->xid = xid;
 	ch->content = ddl_content(ms, table, &ch->content_len);
@@ -501,7 +522,9 @@ static void add_ddl(struct model_source *ms, struct txn *t, uint32_t xid)
 static int add_row_change(struct model_source *ms, struct txn *t, struct sim_db *view, uint32_t xid,
 			  char ***deleted, int *deleted_table)
 {
-	int table = (int)rng_below(&ms->rng, (uint64_t)ms->o.n_tables);
+	int table = pick_table(ms, t);
+	if (table < 0)
+		return 0;
 	const struct model_source_table *def = &table_defs[table];
 	int w_total = ms->o.insert_weight + ms->o.update_weight + ms->o.key_update_weight + ms->o.delete_weight;
 	int w = (int)rng_below(&ms->rng, (uint64_t)(w_total > 0 ? w_total : 1));
@@ -756,6 +779,32 @@ static void savepoint_rollback(struct model_source *ms, struct txn *t)
 	ms->stats.sub_aborts++;
 }
 
+/* A large transaction truncates a table no other open transaction has
+ * touched, and holds it (ACCESS EXCLUSIVE) until it ends. */
+static void large_truncate(struct model_source *ms, struct txn *t, uint32_t xid)
+{
+	int candidates[MODEL_SOURCE_MAX_TABLES], n = 0;
+	for (int i = 0; i < ms->o.n_tables; i++) {
+		bool free_table = ms->locked_by[i] == 0 || ms->locked_by[i] == t->index + 1;
+		for (int k = 0; k < ms->n_open && free_table; k++)
+			free_table = ms->open[k] == t->index || !(ms->txns[ms->open[k]]->touched & (1u << i));
+		if (free_table)
+			candidates[n++] = i;
+	}
+	if (n == 0)
+		return;
+	int table = candidates[rng_below(&ms->rng, (uint64_t)n)];
+	struct change *ch = change_add(t, CH_TRUNCATE, table);
+	ch->xid = xid;
+	ch->n_trunc = 1;
+	ch->trunc[0] = (uint8_t)table;
+	ch->trunc_flags = (uint8_t)rng_below(&ms->rng, 4);
+	change_logged(ms, t, ch);
+	apply_change(t->own, ch);
+	ms->locked_by[table] = t->index + 1;
+	ms->stats.truncates++;
+}
+
 static int large_txn_start(struct model_source *ms)
 {
 	struct txn *t = txn_new(ms, true);
@@ -780,6 +829,9 @@ static int large_txn_step(struct model_source *ms, struct txn *t)
 		uint32_t xid = t->depth ? t->subs[t->stack[t->depth - 1].sub].xid : t->xid;
 		if (rng_chance(&ms->rng, ms->o.ddl_pct / 2))
 			add_ddl(ms, t, xid);
+		/* BEGIN; TRUNCATE; reload; COMMIT - now and then */
+		if (rng_chance(&ms->rng, (ms->o.truncate_pct + 2) / 3))
+			large_truncate(ms, t, xid);
 		rc = add_row_change(ms, t, t->own, xid, &deleted, &deleted_table);
 		if (t->depth > 0 && rng_chance(&ms->rng, ms->o.rollback_pct)) {
 			savepoint_rollback(ms, t);
@@ -817,6 +869,9 @@ static int large_txn_finish(struct model_source *ms, struct txn *t)
 	while (t->depth > 0) /* COMMIT releases what is still open */
 		savepoint_release(t);
 	open_remove(ms, index);
+	for (int i = 0; i < MODEL_SOURCE_MAX_TABLES; i++)
+		if (ms->locked_by[i] == index + 1)
+			ms->locked_by[i] = 0;
 	sim_db_free(t->own);
 	t->own = NULL;
 	if (rng_chance(&ms->rng, ms->o.stream_abort_pct)) {

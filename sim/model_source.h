@@ -21,8 +21,10 @@
  * each streamed subtransaction, children first), and they end with
  * Stream Commit or a whole Stream Abort.  A large transaction works on
  * rows of its own (fresh keys), as concurrency in PostgreSQL would force:
- * it can neither see nor lock what other open transactions touch; while
- * one is open nobody truncates.
+ * it can neither see nor lock what other open transactions touch.  It
+ * may TRUNCATE a table no other open transaction has touched, and holds
+ * it until it ends (nobody else uses that table meanwhile); other
+ * transactions truncate only while no large one is open.
  *
  * The workload's committed state after every transaction is exact:
  * model_source_state_at() replays the log (with snapshots every 64
