@@ -168,7 +168,7 @@ int model_source_create_tables(const struct model_source *ms, struct sim_db *db)
 /* The workload: commits n more transactions into the WAL (aborted and
  * still-open large transactions do not count); 0 or -1. */
 int model_source_produce(struct model_source *ms, unsigned n);
-/* Ends every open large transaction (each commits or aborts as the
+/* Ends every open large transaction now (each commits or aborts as the
  * workload decides), so that nothing is left in flight; 0 or -1. */
 int model_source_finish(struct model_source *ms);
 size_t model_source_open_large(const struct model_source *ms);

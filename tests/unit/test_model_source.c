@@ -637,18 +637,22 @@ static void test_seeds(void)
 	memset(&counts, 0, sizeof counts);
 	/* MODEL_SOURCE_SEED=N runs that seed alone (a failure's replay) */
 	const char *only = getenv("MODEL_SOURCE_SEED");
-	for (uint64_t seed = 1; seed <= SEEDS; seed++)
-		if (!only || strtoull(only, NULL, 10) == seed)
-			run_seed(seed, &s, &counts);
-	if (only)
+	/* MODEL_SOURCE_SEEDS=N runs N seeds (a longer hunt) */
+	const char *many = getenv("MODEL_SOURCE_SEEDS");
+	uint64_t seeds = many ? strtoull(many, NULL, 10) : SEEDS;
+	if (only) {
+		run_seed(strtoull(only, NULL, 10), &s, &counts);
 		return;
-	printf("model source: %llu committed (%llu aborted) over %d seeds; %llu sessions, %llu messages, %llu keepalives\n"
+	}
+	for (uint64_t seed = 1; seed <= seeds; seed++)
+		run_seed(seed, &s, &counts);
+	printf("model source: %llu committed (%llu aborted) over %llu seeds; %llu sessions, %llu messages, %llu keepalives\n"
 	       "  %llu inserts, %llu updates (%llu key changes, %llu unchanged TOAST), %llu deletes, %llu truncates, "
 	       "%llu ddl, %llu heartbeats, %llu empty\n"
 	       "  %llu stream starts, %llu stream commits, %llu stream aborts (%llu sub, %llu late), %llu large sent plain\n"
 	       "  client: %llu applied, %llu skipped, %llu empty, %llu aborted, %llu chunked, %llu ddl frames, "
 	       "%llu unchanged TOAST, %llu old keys\n",
-	       (unsigned long long)s.committed, (unsigned long long)s.aborted, SEEDS, (unsigned long long)s.sessions,
+	       (unsigned long long)s.committed, (unsigned long long)s.aborted, (unsigned long long)seeds, (unsigned long long)s.sessions,
 	       (unsigned long long)s.messages, (unsigned long long)s.keepalives, (unsigned long long)s.inserts,
 	       (unsigned long long)s.updates, (unsigned long long)s.key_updates, (unsigned long long)s.toast_unchanged,
 	       (unsigned long long)s.deletes, (unsigned long long)s.truncates, (unsigned long long)s.ddl_messages,
@@ -665,7 +669,7 @@ static void test_seeds(void)
 	CHECK(s.stream_starts > 0 && s.stream_stops > 0 && s.stream_commits > 0 && s.stream_aborts > 0);
 	CHECK(s.sub_aborts > 0 && s.late_aborts > 0 && s.streamed_sent_plain > 0);
 	CHECK(s.keepalives > 0 && s.reply_requests > 0 && s.relations > 0 && s.types > 0 && s.promotions > 0 && s.crash_restarts > 0);
-	CHECK(s.sessions > SEEDS);
+	CHECK(s.sessions > seeds);
 	/* every kind of change came inside stream blocks too, with its xid */
 	for (const char *k = "RYIUDTM"; *k; k++)
 		if (counts.in_block[(int)*k] == 0)
