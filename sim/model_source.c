@@ -113,6 +113,8 @@ struct txn {
 	size_t n_subs;
 	uint32_t live;          /* changes that survived (set at commit) */
 	bool has_ddl;
+	uint64_t origin_lsn;    /* replayed from elsewhere (a replication origin): its LSN there, else 0 */
+	uint8_t touched;        /* tables it changed (a TRUNCATE would wait for it) */
 	/* generation of an open large transaction */
 	uint32_t planned;
 	struct sim_db *own;     /* owned while open: the rows it made */
@@ -149,6 +151,8 @@ struct model_source {
 	uint64_t wal;        /* insert position */
 	int64_t now;         /* the simulated clock, µs since 2000 */
 	uint32_t next_xid;
+	uint64_t origin_lsn;  /* the upstream's position, for replayed transactions */
+	uint32_t locked_by[MODEL_SOURCE_MAX_TABLES]; /* txn index + 1 of an open TRUNCATE's transaction, or 0 */
 	uint64_t next_key[MODEL_SOURCE_MAX_TABLES];
 	struct sim_db *db;   /* owned: the committed state */
 
@@ -233,6 +237,7 @@ void model_source_options_default(struct model_source_options *o)
 	o->toast_bytes = 2100;
 	o->null_pct = 10;
 	o->heartbeat_pct = 5;
+	o->origin_pct = 5;
 	o->stream_pct = 12;
 	o->max_open_streams = 2;
 	o->stream_min_changes = 8;
@@ -354,6 +359,10 @@ static struct txn *txn_new(struct model_source *ms, bool large)
 	struct txn *t = xcalloc(1, sizeof *t);
 	t->xid = ms->next_xid++;
 	t->large = large;
+	if (rng_chance(&ms->rng, ms->o.origin_pct)) {
+		ms->origin_lsn += rng_between(&ms->rng, 0x100, 0x10000);
+		t->origin_lsn = ms->origin_lsn;
+	}
 	if (ms->n_txns == ms->txns_cap) {
 		ms->txns_cap = ms->txns_cap ? 2 * ms->txns_cap : 64;
 		ms->txns = xrealloc(ms->txns, ms->txns_cap * sizeof *ms->txns);
@@ -440,6 +449,11 @@ static size_t row_bytes(const struct change *ch)
 static void change_logged(struct model_source *ms, struct txn *t, struct change *ch)
 {
 	ch->lsn = wal_record(ms, row_bytes(ch));
+	if (ch->kind == CH_TRUNCATE)
+		for (int i = 0; i < ch->n_trunc; i++)
+			t->touched |= (uint8_t)(1u << ch->trunc[i]);
+	else
+		t->touched |= (uint8_t)(1u << ch->table);
 	if (t->first_lsn == 0)
 		t->first_lsn = ch->lsn;
 	if (t->depth > 0) {
@@ -479,9 +493,23 @@ static char *ddl_content(struct model_source *ms, int table, uint32_t *len)
 	return s;
 }
 
+/* A table t may use: not held by another transaction's TRUNCATE (its
+ * ACCESS EXCLUSIVE lock would make t wait until that one ends); -1 when
+ * there is none. */
+static int pick_table(struct model_source *ms, const struct txn *t)
+{
+	int candidates[MODEL_SOURCE_MAX_TABLES], n = 0;
+	for (int i = 0; i < ms->o.n_tables; i++)
+		if (ms->locked_by[i] == 0 || ms->locked_by[i] == t->index + 1)
+			candidates[n++] = i;
+	return n ? candidates[rng_below(&ms->rng, (uint64_t)n)] : -1;
+}
+
 static void add_ddl(struct model_source *ms, struct txn *t, uint32_t xid)
 {
-	int table = (int)rng_below(&ms->rng, (uint64_t)ms->o.n_tables);
+	int table = pick_table(ms, t);
+	if (table < 0)
+		return;
 	struct change *ch = change_add(t, CH_MESSAGE, table);
 	ch->xid = xid;
 	ch->content = ddl_content(ms, table, &ch->content_len);
@@ -494,7 +522,9 @@ static void add_ddl(struct model_source *ms, struct txn *t, uint32_t xid)
 static int add_row_change(struct model_source *ms, struct txn *t, struct sim_db *view, uint32_t xid,
 			  char ***deleted, int *deleted_table)
 {
-	int table = (int)rng_below(&ms->rng, (uint64_t)ms->o.n_tables);
+	int table = pick_table(ms, t);
+	if (table < 0)
+		return 0;
 	const struct model_source_table *def = &table_defs[table];
 	int w_total = ms->o.insert_weight + ms->o.update_weight + ms->o.key_update_weight + ms->o.delete_weight;
 	int w = (int)rng_below(&ms->rng, (uint64_t)(w_total > 0 ? w_total : 1));
@@ -623,7 +653,8 @@ static void log_commit(struct model_source *ms, struct txn *t)
 	}
 	ms->committed[ms->n_committed] = txn_index(ms, t);
 	ms->log[ms->n_committed] = (struct model_source_txn){ t->xid, t->commit_lsn, t->end_lsn, t->commit_ts, t->live,
-							      t->large, t->has_ddl };
+							      t->large, t->has_ddl,
+							      t->origin_lsn ? MODEL_SOURCE_ORIGIN : NULL, t->origin_lsn };
 	ms->n_committed++;
 	ms->stats.committed++;
 	if (ms->o.checkpoint_every > 0 && ms->n_committed % (size_t)ms->o.checkpoint_every == 0)
@@ -748,6 +779,32 @@ static void savepoint_rollback(struct model_source *ms, struct txn *t)
 	ms->stats.sub_aborts++;
 }
 
+/* A large transaction truncates a table no other open transaction has
+ * touched, and holds it (ACCESS EXCLUSIVE) until it ends. */
+static void large_truncate(struct model_source *ms, struct txn *t, uint32_t xid)
+{
+	int candidates[MODEL_SOURCE_MAX_TABLES], n = 0;
+	for (int i = 0; i < ms->o.n_tables; i++) {
+		bool free_table = ms->locked_by[i] == 0 || ms->locked_by[i] == t->index + 1;
+		for (int k = 0; k < ms->n_open && free_table; k++)
+			free_table = ms->open[k] == t->index || !(ms->txns[ms->open[k]]->touched & (1u << i));
+		if (free_table)
+			candidates[n++] = i;
+	}
+	if (n == 0)
+		return;
+	int table = candidates[rng_below(&ms->rng, (uint64_t)n)];
+	struct change *ch = change_add(t, CH_TRUNCATE, table);
+	ch->xid = xid;
+	ch->n_trunc = 1;
+	ch->trunc[0] = (uint8_t)table;
+	ch->trunc_flags = (uint8_t)rng_below(&ms->rng, 4);
+	change_logged(ms, t, ch);
+	apply_change(t->own, ch);
+	ms->locked_by[table] = t->index + 1;
+	ms->stats.truncates++;
+}
+
 static int large_txn_start(struct model_source *ms)
 {
 	struct txn *t = txn_new(ms, true);
@@ -772,6 +829,9 @@ static int large_txn_step(struct model_source *ms, struct txn *t)
 		uint32_t xid = t->depth ? t->subs[t->stack[t->depth - 1].sub].xid : t->xid;
 		if (rng_chance(&ms->rng, ms->o.ddl_pct / 2))
 			add_ddl(ms, t, xid);
+		/* BEGIN; TRUNCATE; reload; COMMIT - now and then */
+		if (rng_chance(&ms->rng, (ms->o.truncate_pct + 2) / 3))
+			large_truncate(ms, t, xid);
 		rc = add_row_change(ms, t, t->own, xid, &deleted, &deleted_table);
 		if (t->depth > 0 && rng_chance(&ms->rng, ms->o.rollback_pct)) {
 			savepoint_rollback(ms, t);
@@ -809,6 +869,9 @@ static int large_txn_finish(struct model_source *ms, struct txn *t)
 	while (t->depth > 0) /* COMMIT releases what is still open */
 		savepoint_release(t);
 	open_remove(ms, index);
+	for (int i = 0; i < MODEL_SOURCE_MAX_TABLES; i++)
+		if (ms->locked_by[i] == index + 1)
+			ms->locked_by[i] = 0;
 	sim_db_free(t->own);
 	t->own = NULL;
 	if (rng_chance(&ms->rng, ms->o.stream_abort_pct)) {
@@ -855,12 +918,11 @@ int model_source_finish(struct model_source *ms)
 {
 	if (ms->broken)
 		return -1;
-	while (ms->n_open > 0) {
-		struct txn *t = ms->txns[ms->open[0]];
-		int rc = t->n_changes >= t->planned ? large_txn_finish(ms, t) : large_txn_step(ms, t);
-		if (rc < 0)
+	/* each ends now, whatever it planned: stepping one could wait forever
+	 * for a table another holds */
+	while (ms->n_open > 0)
+		if (large_txn_finish(ms, ms->txns[ms->open[0]]) < 0)
 			return -1;
-	}
 	return ms->broken ? -1 : 0;
 }
 
@@ -896,6 +958,7 @@ struct model_source *model_source_new(const struct model_source_options *o, uint
 	ms->wal = align8(ms->o.start_lsn ? ms->o.start_lsn : DEFAULT_START_LSN);
 	ms->now = CLOCK_START;
 	ms->next_xid = FIRST_XID;
+	ms->origin_lsn = 0x1234AB00;
 	ms->confirmed_flush = ms->wal; /* the slot's consistent point */
 	ms->persisted_flush = ms->wal;
 	ms->db = sim_db_new();
@@ -1197,6 +1260,18 @@ static bool alive_at(const struct change *ch, size_t at)
 	return ch->dead_at == NONE || ch->dead_at > at;
 }
 
+/* send_repl_origin: right after Begin, or after a stream's first Stream
+ * Start with no LSN (tests/fixtures/pgoutput/origin.hex). */
+static void send_origin(struct model_source *ms, uint64_t origin_lsn, uint64_t lsn)
+{
+	begin_message(ms, lsn);
+	buf_put_u8(&ms->queue, 'O');
+	buf_put_u64(&ms->queue, origin_lsn);
+	put_cstr(&ms->queue, MODEL_SOURCE_ORIGIN);
+	end_message(ms);
+	ms->stats.origins++;
+}
+
 static void send_plain(struct model_source *ms, struct txn *t, size_t at)
 {
 	uint32_t live = 0;
@@ -1217,6 +1292,8 @@ static void send_plain(struct model_source *ms, struct txn *t, size_t at)
 	buf_put_u32(b, t->xid);
 	end_message(ms);
 	ms->stats.begins++;
+	if (t->origin_lsn)
+		send_origin(ms, t->origin_lsn, live ? first : t->commit_lsn);
 	for (uint32_t i = 0; i < t->n_changes; i++)
 		if (alive_at(&t->changes[i], at)) {
 			struct change plain = t->changes[i];
@@ -1242,6 +1319,8 @@ static void send_stream_start(struct model_source *ms, struct txn *t, uint64_t l
 	buf_put_u32(&ms->queue, t->xid);
 	buf_put_u8(&ms->queue, t->s_streamed ? 0 : 1);
 	end_message(ms);
+	if (!t->s_streamed && t->origin_lsn)
+		send_origin(ms, 0, lsn);
 	if (!t->s_streamed && ms->n_streaming < (int)(sizeof ms->streaming / sizeof *ms->streaming))
 		ms->streaming[ms->n_streaming++] = t->index;
 	t->s_streamed = true;

@@ -3,24 +3,28 @@
  * with one logical replication slot, speaking real pgoutput.
  *
  * Workload.  A seeded generator commits transactions over 1-4 tables
- * with keys (public.t1 .. public.t4: id int4 key, a text, b text; t2's b
- * is TOASTed - an update that leaves it alone sends it as unchanged-TOAST
- * 'u'; t3 has the two-column key (k1 int4, k2 text); t4 has a fourth
- * column "mood" of the enum type public.mood, announced by a Type
- * message): inserts (and a
+ * with keys: public.t1 .. public.t4 (id int4 key, a text, b text); t2's
+ * b is TOASTed (an update that leaves it alone sends it as
+ * unchanged-TOAST 'u'); t3 has the two-column key (k1 int4, k2 text); t4
+ * has a fourth column "mood" of the enum type public.mood (a Type
+ * message comes before its Relation).  Transactions hold inserts (also a
  * delete then re-insert of the same key), updates without and with key
  * changes (old key 'K', replica identity default), deletes, TRUNCATE of
  * one or several tables, trellara.ddl logical messages (transactional;
- * some transactions hold nothing else), empty transactions, heartbeat
- * messages between transactions (non-transactional), and large
- * transactions that the walsender streams (protocol 2+): their blocks
- * interleave with other transactions' commits, their subtransactions
- * (nested savepoints) make changes under their own xids, a ROLLBACK TO
- * SAVEPOINT cuts them back (Stream Abort of the subtransaction, children
- * first), and a transaction ends with Stream Commit or a whole Stream
- * Abort.  A large transaction works on rows of its own (fresh keys), as
- * concurrency in PostgreSQL would force: it can neither see nor lock what
- * other open transactions touch.  While one is open nobody truncates.
+ * some transactions hold nothing else), or nothing at all; between them
+ * come heartbeat messages (non-transactional); some are replayed from
+ * elsewhere (an Origin message after Begin, or after a stream's first
+ * Stream Start).  Large transactions are streamed by the walsender
+ * (protocol 2+): their blocks interleave with other transactions'
+ * commits, their subtransactions (nested savepoints) make changes under
+ * their own xids, a ROLLBACK TO SAVEPOINT cuts them back (Stream Abort of
+ * each streamed subtransaction, children first), and they end with
+ * Stream Commit or a whole Stream Abort.  A large transaction works on
+ * rows of its own (fresh keys), as concurrency in PostgreSQL would force:
+ * it can neither see nor lock what other open transactions touch.  It
+ * may TRUNCATE a table no other open transaction has touched, and holds
+ * it until it ends (nobody else uses that table meanwhile); other
+ * transactions truncate only while no large one is open.
  *
  * The workload's committed state after every transaction is exact:
  * model_source_state_at() replays the log (with snapshots every 64
@@ -54,10 +58,10 @@
  * never backwards while the server runs; the highest flush ever seen is
  * kept.  The slot reaches disk only at checkpoints (every
  * checkpoint_every commits, or model_source_checkpoint), so a crash
- * restart brings confirmed_flush back to the last checkpoint's value.  A promotion
- * (new timeline, same system identifier) leaves a slot whose confirmed
- * position lags by `lag` confirmed transactions; the WAL is the same (a
- * synchronous standby), so it resends more, never less.
+ * restart brings confirmed_flush back to the last checkpoint's value.
+ * A promotion (new timeline, same system identifier) leaves a slot whose
+ * confirmed position lags by `lag` confirmed transactions; the WAL is the
+ * same (a synchronous standby), so it resends more, never less.
  *
  * Memory: owns everything; buffers handed out stay valid until the next
  * call on the same model source.  No I/O, no clock, no globals, no libpq.
@@ -76,6 +80,7 @@
 #define MODEL_SOURCE_MAX_TABLES 4
 #define MODEL_SOURCE_DDL_PREFIX "trellara.ddl"
 #define MODEL_SOURCE_HEARTBEAT_PREFIX "trellara.heartbeat"
+#define MODEL_SOURCE_ORIGIN "trellara_upstream"
 
 struct model_source_options {
 	int proto_version;      /* 1..4 (3 and 4 send what 2 sends: no two-phase, no parallel streaming) */
@@ -95,6 +100,7 @@ struct model_source_options {
 	int toast_bytes;        /* the size of t2's b values */
 	int null_pct;           /* a and b (outside t2) are NULL */
 	int heartbeat_pct;      /* a non-transactional message after a commit */
+	int origin_pct;         /* a transaction replayed from elsewhere: an Origin message */
 	/* large, streamed transactions */
 	int stream_pct;         /* a new transaction is a large one */
 	int max_open_streams;   /* at most that many open at once (1..4) */
@@ -132,11 +138,15 @@ struct model_source_txn {
 	uint64_t changes;    /* what survived: I U D T and transactional messages */
 	bool streamed;       /* a large transaction (streamed when the session could) */
 	bool has_ddl;
+	const char *origin;  /* MODEL_SOURCE_ORIGIN for a replayed transaction, else NULL */
+	uint64_t origin_lsn; /* its LSN upstream (sent as 0 after a Stream Start) */
 };
 
+/* Counters: what the workload produced (inserts .. empty_txns, committed,
+ * aborted, sub_aborts) and what the walsender sent (the rest). */
 struct model_source_stats {
 	uint64_t sessions, messages, keepalives, reply_requests;
-	uint64_t relations, types, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
+	uint64_t relations, types, origins, begins, commits, inserts, updates, key_updates, toast_unchanged, deletes, truncates;
 	uint64_t ddl_messages, heartbeats, empty_txns;
 	uint64_t stream_starts, stream_stops, stream_commits, stream_aborts, sub_aborts, late_aborts;
 	uint64_t streamed_sent_plain; /* a large transaction sent as Begin..Commit */
@@ -158,7 +168,7 @@ int model_source_create_tables(const struct model_source *ms, struct sim_db *db)
 /* The workload: commits n more transactions into the WAL (aborted and
  * still-open large transactions do not count); 0 or -1. */
 int model_source_produce(struct model_source *ms, unsigned n);
-/* Ends every open large transaction (each commits or aborts as the
+/* Ends every open large transaction now (each commits or aborts as the
  * workload decides), so that nothing is left in flight; 0 or -1. */
 int model_source_finish(struct model_source *ms);
 size_t model_source_open_large(const struct model_source *ms);
