@@ -37,7 +37,7 @@ bool chunk_set_interrupted(const struct chunk_set *cs, uint32_t xid, uint64_t co
 
 bool chunk_set_abandon_is_gap(const struct chunk_set *cs, uint64_t next_lsn)
 {
-	return cs->active && next_lsn >= cs->commit_lsn && !cs->duplicate;
+	return cs->active && next_lsn > cs->commit_lsn && !cs->duplicate;
 }
 
 bool chunk_set_check_start(struct chunk_set *cs, uint32_t xid, uint64_t commit_lsn, uint64_t offset, uint32_t index,

@@ -15,7 +15,9 @@
  *    transaction's chunk, or by chunk 0 of the same transaction (a
  *    replay: the capture resent it).  An interrupted or otherwise
  *    abandoned set is a gap (chunk_set_abandon_is_gap) when what follows
- *    is at or past its commit and it is not a duplicate: fail closed;
+ *    is past its commit (a position above its commit LSN: at the commit
+ *    LSN its commit record is still ahead) and it is not a duplicate:
+ *    fail closed;
  *    else (a replay, an earlier position, a duplicate) it is discarded.
  *  - The manifest lists as many chunks as arrived, with the same
  *    checksums and (unless the set is a duplicate, whose changes were
