@@ -14,6 +14,7 @@
 #include "model_source.h"
 #include "model_target.h"
 #include "sim_db.h"
+#include "world.h"
 
 #include "trellara/apply_engine.h"
 #include "trellara/capture_core.h"
@@ -69,16 +70,8 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
 	size_t n = 0;
 	/* 1. capture writes stream A */
 	struct capture_core *cc = NULL;
-	struct capture_core_options co = {
-		.fs = disk, .stream_dir = "/a", .slot = "sim_slot", .source_id = "sim",
-		.proto_version = model_source_proto_version(src),
-		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .source_id = "sim", .flow = "sim", .fault_prefix = "capture" },
-		.assembler = { .source_id = "sim", .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
-			       .spill_threshold_changes = UINT64_MAX / 2, .strict_chunking = true, .max_changes_per_chunk = 2,
-			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
-		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000, .max_batch_transactions = 4,
-			 .max_batch_messages = 64 },
-	};
+	struct capture_core_options co;
+	sim_capture_options(&co, disk, "/a", model_source_proto_version(src), 2, 4, 64);
 	if (model_source_produce(src, 12) < 0 || capture_core_open(&cc, &co) != EXIT_OK)
 		goto out;
 	model_source_connect(src);
@@ -284,16 +277,8 @@ bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len)
 	struct capture_core *cc = NULL;
 	bool ok = false;
 	snprintf(detail, detail_len, "the source sent no Relation message");
-	struct capture_core_options co = {
-		.fs = disk, .stream_dir = "/a", .slot = "sim_slot", .source_id = "sim",
-		.proto_version = model_source_proto_version(src),
-		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .source_id = "sim", .flow = "sim", .fault_prefix = "capture" },
-		.assembler = { .source_id = "sim", .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
-			       .spill_threshold_changes = UINT64_MAX / 2, .max_changes_per_chunk = 1000,
-			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
-		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000, .max_batch_transactions = 1,
-			 .max_batch_messages = 64 },
-	};
+	struct capture_core_options co;
+	sim_capture_options(&co, disk, "/a", model_source_proto_version(src), 0, 1, 64);
 	if (model_source_produce(src, 10) < 0 || capture_core_open(&cc, &co) != EXIT_OK)
 		goto out;
 	model_source_connect(src);

@@ -257,6 +257,28 @@ static uint64_t stream_transactions(struct world *w, uint64_t through_lsn, bool 
 
 /* ---- capture ---- */
 
+void sim_capture_options(struct capture_core_options *co, struct stream_fs *fs, const char *dir, int proto_version,
+			 int chunk_changes, int batch, int batch_messages)
+{
+	*co = (struct capture_core_options){
+		.fs = fs,
+		.stream_dir = dir,
+		.slot = "sim_slot",
+		.source_id = "sim",
+		.proto_version = proto_version,
+		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .min_free_bytes = 0, .source_id = "sim", .flow = "sim",
+			    .fault_prefix = "capture" },
+		/* nothing spills: the assembler's spill files are on the host's
+		 * file system, outside the simulation */
+		.assembler = { .source_id = "sim", .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
+			       .spill_threshold_changes = UINT64_MAX / 2, .strict_chunking = chunk_changes > 0,
+			       .max_changes_per_chunk = chunk_changes > 0 ? (uint64_t)chunk_changes : 1000,
+			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
+		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000,
+			 .max_batch_transactions = (uint64_t)batch, .max_batch_messages = (uint64_t)batch_messages },
+	};
+}
+
 static void capture_down(struct world *w, const char *why)
 {
 	if (!w->cap_up)
@@ -274,22 +296,9 @@ static void capture_down(struct world *w, const char *why)
 static void capture_start(struct world *w)
 {
 	stream_fs_sim_view_restart(w->cap_fs);
-	struct capture_core_options co = {
-		.fs = w->cap_fs,
-		.stream_dir = STREAM_DIR,
-		.slot = "sim_slot",
-		.source_id = w->cfg.source_id,
-		.proto_version = model_source_proto_version(w->src),
-		.writer = { .segment_bytes = MIN_SEGMENT_BYTES, .min_free_bytes = 0, .source_id = w->cfg.source_id,
-			    .flow = "sim", .fault_prefix = "capture" },
-		.assembler = { .source_id = w->cfg.source_id, .flow = "sim", .spill_dir = "/nonexistent-sim-spill",
-			       .spill_threshold_changes = UINT64_MAX / 2, .strict_chunking = w->o.chunk_changes > 0,
-			       .max_changes_per_chunk = w->o.chunk_changes > 0 ? (uint64_t)w->o.chunk_changes : 1000,
-			       .max_frame_payload = MAX_FRAME_PAYLOAD, .target_frame_payload = FRAME_TARGET_PAYLOAD },
-		.ack = { .status_interval_us = 10000, .watermark_interval_us = 50000,
-			 .max_batch_transactions = (uint64_t)w->o.capture_batch,
-			 .max_batch_messages = (uint64_t)w->o.capture_batch_messages },
-	};
+	struct capture_core_options co;
+	sim_capture_options(&co, w->cap_fs, STREAM_DIR, model_source_proto_version(w->src), w->o.chunk_changes,
+			    w->o.capture_batch, w->o.capture_batch_messages);
 	int rc = capture_core_open(&w->cc, &co);
 	if (rc != EXIT_OK) {
 		capture_core_close(w->cc);

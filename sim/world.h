@@ -29,6 +29,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct stream_fs;
+
 /* Fault rates are percent per scheduler step. */
 struct sim_world_options {
 	uint64_t seed;
@@ -86,6 +88,14 @@ struct sim_world_result {
 		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
+
+struct capture_core_options;
+/* The simulator's capture, as every run configures it: the stream dir on
+ * fs, the source's protocol version, chunks of chunk_changes changes
+ * (0: no strict chunking), fdatasync after batch transactions or
+ * batch_messages frames. */
+void sim_capture_options(struct capture_core_options *co, struct stream_fs *fs, const char *dir, int proto_version,
+			 int chunk_changes, int batch, int batch_messages);
 
 /* One run; false when an invariant failed (r says which). */
 bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r);
