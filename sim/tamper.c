@@ -150,12 +150,20 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
 	case SIM_TAMPER_CHANGED_BYTES: {
 		for (size_t i = first; i <= manifest + 1; i++)
 			b[nb++] = frames[i];
-		/* one byte of the second chunk's last value, the frame itself
-		 * still well formed (its frame checksum is the writer's) */
+		/* one byte of the second chunk, the frame itself still well
+		 * formed (its frame checksum is the writer's) */
 		struct frame_copy *c = &b[nb - (manifest + 1 - first)];
 		c->payload = xmalloc(c->len);
 		memcpy(c->payload, frames[first + 1].payload, c->len);
-		c->payload[c->len - 1] ^= 0x01;
+		/* a character of a text value (the last letter or digit): the
+		 * chunk still decodes, only its checksum tells */
+		for (size_t k = c->len; k-- > 0;) {
+			uint8_t ch = c->payload[k];
+			if ((ch >= 'a' && ch <= 'y') || (ch >= '0' && ch <= '8')) {
+				c->payload[k] = (uint8_t)(ch + 1);
+				break;
+			}
+		}
 		break;
 	}
 	case SIM_TAMPER_CONFLICTING_MANIFEST: {
