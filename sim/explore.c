@@ -86,6 +86,10 @@ static int run_tamper(enum sim_tamper kind, uint64_t seed, struct sim_result *re
 			result->seeds[result->n_seeds++] = seed + k;
 		result->counters.chunks += r.chunks;
 		result->trace_digest = result->trace_digest * 1099511628211ULL ^ ((uint64_t)kind << 40 | (uint64_t)(r.exit_code + 1000 * r.chunks));
+		if (ok && !r.quarantined) {
+			ok = false;
+			snprintf(r.detail, sizeof r.detail, "apply stopped, but without a chunk_integrity quarantine entry");
+		}
 		if (!ok) {
 			failed(result, "chunk_barrier_fails_closed", r.detail, seed + k);
 			return 0;

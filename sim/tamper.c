@@ -155,14 +155,26 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
 		struct frame_copy *c = &b[nb - (manifest + 1 - first)];
 		c->payload = xmalloc(c->len);
 		memcpy(c->payload, frames[first + 1].payload, c->len);
-		/* a character of a text value (the last letter or digit): the
-		 * chunk still decodes, only its checksum tells */
-		for (size_t k = c->len; k-- > 0;) {
-			uint8_t ch = c->payload[k];
-			if ((ch >= 'a' && ch <= 'y') || (ch >= '0' && ch <= '8')) {
-				c->payload[k] = (uint8_t)(ch + 1);
-				break;
-			}
+		/* a character of a text value outside the key: the chunk
+		 * still decodes and applies, only its checksum tells (the chunk payload is a 4-byte prefix,
+		 * then an envelope) */
+		struct env_decoder d;
+		const struct env_change *ch;
+		bool changed = false;
+		if (env_decode_begin(&d, c->payload + 4, c->len - 4) == 0)
+			while (!changed && env_decode_next(&d, &ch) == 1)
+				for (uint16_t v = 0; !changed && v < ch->new_tuple.n; v++)
+					if (ch->new_tuple.values[v].kind == ENV_TEXT && ch->new_tuple.values[v].len > 0 &&
+					    (ch->op == ENV_INSERT || ch->op == ENV_UPDATE) &&
+					    !d.header.relations[ch->relation].columns[v].key) {
+						size_t at = (size_t)(ch->new_tuple.values[v].data - c->payload);
+						c->payload[at] = (uint8_t)(c->payload[at] == 'z' ? 'y' : 'z');
+						changed = true;
+					}
+		env_decoder_free(&d);
+		if (!changed) {
+			snprintf(r->detail, sizeof r->detail, "the chunk to change holds no text value");
+			goto out_b;
 		}
 		break;
 	}
