@@ -243,7 +243,7 @@ correctness-report: $(SIM_BIN)
 	$(SIM_BIN) run --seed $(SIM_SEED) --schedules $(SIM_SCHEDULES) --incomplete-ok --format json --output $(SIM_RUN) || status=$$?; \
 	if [ $$status -gt 1 ]; then exit $$status; fi; \
 	$(SIM_BIN) report --input $(SIM_RUN) --output $(CORRECTNESS_REPORT) || exit $$?; \
-	echo "wrote $(CORRECTNESS_REPORT) from $(SIM_RUN) ($$([ $$status -eq 0 ] && echo PASS || echo FAIL))"; \
+	echo "wrote $(CORRECTNESS_REPORT) from $(SIM_RUN) (result $$(jq -r .result $(SIM_RUN)))"; \
 	exit $$status
 
 # The report's embedded tree hash must be the source's (sim/source-info.sh
