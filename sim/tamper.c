@@ -212,17 +212,8 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
 	/* 4. apply B */
 	struct sim_db *tdb = sim_db_new();
 	model_source_create_tables(src, tdb);
-	struct apply_tables defs = { 0 };
-	defs.tables = xcalloc(MODEL_SOURCE_MAX_TABLES, sizeof *defs.tables);
-	for (size_t i = 0; i < model_source_tables(src); i++) {
-		const struct model_source_table *t = model_source_table(src, i);
-		struct apply_table *d = &defs.tables[defs.n_tables++];
-		d->name = xstrdup(t->name);
-		d->n_pk = t->n_key;
-		d->pk = xcalloc(t->n_key, sizeof *d->pk);
-		for (int k = 0; k < t->n_key; k++)
-			d->pk[k] = xstrdup(t->cols[k]);
-	}
+	struct apply_tables defs;
+	sim_flow_tables(src, &defs);
 	struct model_target target;
 	model_target_init(&target, tdb, &defs);
 	model_target_connect(&target);

@@ -255,6 +255,23 @@ static uint64_t stream_transactions(struct world *w, uint64_t through_lsn, bool 
 	return n;
 }
 
+/* ---- the flow ---- */
+
+void sim_flow_tables(const struct model_source *src, struct apply_tables *defs)
+{
+	memset(defs, 0, sizeof *defs);
+	defs->tables = xcalloc(MODEL_SOURCE_MAX_TABLES, sizeof *defs->tables);
+	for (size_t i = 0; i < model_source_tables(src); i++) {
+		const struct model_source_table *t = model_source_table(src, i);
+		struct apply_table *d = &defs->tables[defs->n_tables++];
+		d->name = xstrdup(t->name);
+		d->n_pk = t->n_key;
+		d->pk = xcalloc(t->n_key, sizeof *d->pk);
+		for (int k = 0; k < t->n_key; k++)
+			d->pk[k] = xstrdup(t->cols[k]);
+	}
+}
+
 /* ---- capture ---- */
 
 void sim_capture_options(struct capture_core_options *co, struct stream_fs *fs, const char *dir, int proto_version,
@@ -982,16 +999,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	} else {
 		model_source_create_tables(w.src, tdb);
 	}
-	w.defs.tables = xcalloc(MODEL_SOURCE_MAX_TABLES, sizeof *w.defs.tables);
-	for (size_t i = 0; i < model_source_tables(w.src); i++) {
-		const struct model_source_table *t = model_source_table(w.src, i);
-		struct apply_table *d = &w.defs.tables[w.defs.n_tables++];
-		d->name = xstrdup(t->name);
-		d->n_pk = t->n_key;
-		d->pk = xcalloc(t->n_key, sizeof *d->pk);
-		for (int k = 0; k < t->n_key; k++)
-			d->pk[k] = xstrdup(t->cols[k]);
-	}
+	sim_flow_tables(w.src, &w.defs);
 	model_target_init(&w.target, tdb, &w.defs);
 	w.target.on_commit = on_target_commit;
 	w.target.on_commit_ctx = &w;

@@ -89,6 +89,12 @@ struct sim_world_result {
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 
+struct apply_tables;
+struct model_source;
+/* The flow's tables as applyd knows them (names, key columns) for the
+ * model source's tables; the caller frees them (apply_tables_free). */
+void sim_flow_tables(const struct model_source *src, struct apply_tables *defs);
+
 struct capture_core_options;
 /* The simulator's capture, as every run configures it: the stream dir on
  * fs, the source's protocol version, chunks of chunk_changes changes
