@@ -236,3 +236,25 @@ _postmasters_gone() { _gone "$1" && _gone "$2"; }
 	[ -d "$TRELLARA_FILE_DIR" ]
 	run -0 psql_source 'SELECT 1'
 }
+
+@test "harness: bg_stop right after bg_start never runs bats' EXIT trap in the child" {
+	# A child signalled before it dropped the traps it inherited used to
+	# run the test's EXIT trap (teardown, a second "not ok"): a flake seen
+	# in 60-verify.  A shell outside bats with an EXIT trap of its own
+	# starts and stops a child 100 times; only that shell may run it.
+	cat >"$TEST_DIR/race.sh" <<-'SH'
+		set -eE
+		bats_require_minimum_version() { :; }
+		source "$1"
+		declare -gA TRELLARA_BG=()
+		TEST_DIR=$2
+		trap 'echo "$BASHPID" >>"$TEST_DIR/exit-traps"' EXIT
+		for ((n = 0; n < 100; n++)); do
+			bg_start s sleep 30
+			bg_stop s TERM 5
+		done
+	SH
+	mkdir "$TEST_DIR/race"
+	run -0 bash "$TEST_DIR/race.sh" "$REPO/tests/bats/helpers/common.bash" "$TEST_DIR/race"
+	[ "$(wc -l <"$TEST_DIR/race/exit-traps")" -eq 1 ]
+}

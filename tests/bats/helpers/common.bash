@@ -562,8 +562,11 @@ bg_start() {
 	local name=${1:?bg_start: NAME required}
 	shift
 	[[ -z ${TRELLARA_BG[$name]:-} ]] || { echo "bg_start: \"$name\" already running" >&2; return 1; }
+	local ready="$TEST_DIR/$name.ready"
+	rm -f "$ready"
 	(
 		_trellara_pg_detach
+		: >"$ready"
 		if declare -F "$1" >/dev/null; then
 			"$@"
 			exit
@@ -572,6 +575,17 @@ bg_start() {
 	) </dev/null >"$TEST_DIR/$name.log" 2>&1 &
 	TRELLARA_BG[$name]=$!
 	printf '%s\n' "$!" >"$TEST_DIR/$name.pid"
+	# Until the child has dropped bats' traps it still runs bats' EXIT
+	# trap when signalled: a bg_stop that came that early made the child
+	# run the test's teardown and report the test a second time.  Return
+	# only once it has dropped them.
+	local i
+	for ((i = 0; i < 1000; i++)); do
+		[[ -e $ready ]] && break
+		kill -0 "$!" 2>/dev/null || break
+		sleep 0.01
+	done
+	rm -f "$ready"
 }
 
 bg_pid() {
