@@ -195,6 +195,23 @@ static char *sbuf_detach(struct sbuf *b)
 	return s;
 }
 
+/* A run whose copy failed: failed_recoverable with its reason, durably,
+ * before anything retries it (the run has its slot evidence by now).  The
+ * next "trellara snapshot" resumes it: the tables not copied are copied
+ * at a fresh snapshot, the copied ones are kept. */
+static void record_failure(PGconn *conn, const struct flow_config *cfg, const char *run_id, const char *reason)
+{
+	char r[400];
+	size_t n = strlen(reason);
+	if (n >= sizeof r)
+		snprintf(r, sizeof r, "%.*s...", (int)(sizeof r - 4), reason);
+	else
+		snprintf(r, sizeof r, "%s", reason);
+	if (runs_move(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, RUN_FAILED_RECOVERABLE, NULL, 0,
+		      NULL, NULL, r, false) != 0)
+		log_warn("snapshot run \"%s\": its failure could not be recorded (the run stays in its state)", run_id);
+}
+
 /* ---- --create-tables ---- */
 
 /* A connection string for a child's command line: every parameter of
@@ -612,6 +629,7 @@ int snapshot_run(const struct snapshot_options *o)
 		 * do not stop it */
 		int emptied = copy_empty_targets(cfg, dst, tables, n);
 		if (emptied) {
+			record_failure(dst, cfg, run_id, "the target tables could not be emptied before the copy");
 			code = emptied > 0 ? EXIT_CONFIG : EXIT_TEMPFAIL;
 			goto out;
 		}
@@ -619,13 +637,16 @@ int snapshot_run(const struct snapshot_options *o)
 			.cfg = cfg, .run_id = run_id, .snapshot_name = ex.snapshot_name, .watermark_lsn = watermark,
 			.tables = tables, .n_tables = n, .workers = (unsigned)cfg->snapshot_workers,
 		};
-		if (copy_tables(&job) < 0)
+		if (copy_tables(&job) < 0) {
+			record_failure(dst, cfg, run_id, "the copy workers could not start");
 			goto out;
+		}
 	}
 	/* the snapshot is no longer needed */
 	PQfinish(ex.repl);
 	ex.repl = NULL;
 	int failed = 0, changed = 0;
+	struct sbuf why = { 0 };
 	for (size_t i = 0; i < n; i++) {
 		if (tables[i].outcome == COPY_DONE) {
 			printf("copied %s.%s: %" PRIu64 " rows\n", tables[i].schema, tables[i].name, tables[i].rows);
@@ -638,11 +659,17 @@ int snapshot_run(const struct snapshot_options *o)
 			record_schema_changed(dst, cfg, run_id, relation);
 			printf("NOT handed off %s: its schema changed during the copy; apply the change to the target table and run the snapshot again\n",
 			       relation);
+			sbuf_addf(&why, "%s%s: its schema changed during the copy", why.len ? "; " : "", relation);
 		} else {
 			failed++;
 			printf("FAILED %s: %s\n", relation, tables[i].error);
+			sbuf_addf(&why, "%s%s: %s", why.len ? "; " : "", relation, tables[i].error);
 		}
 	}
+	char *reason = sbuf_detach(&why);
+	if (failed || changed)
+		record_failure(dst, cfg, run_id, reason);
+	free(reason);
 	if (failed || changed) {
 		log_error("snapshot run \"%s\": %d tables failed, %d changed schema during their copy: no handoff", run_id, failed,
 			  changed);

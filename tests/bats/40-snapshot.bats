@@ -148,7 +148,8 @@ resume_after() {
 	bg_wait snap 60
 	[ "$BG_STATUS" -eq 1 ]
 	grep -q "NOT handed off public.pgbench_branches: its schema changed during the copy" "$TEST_DIR/snap.log"
-	[ "$(run_state)" != stream_handoff_ready ]
+	[ "$(run_state)" = failed_recoverable ]
+	[[ "$(psql_target "SELECT failure_reason FROM trellara.snapshot_runs")" == *"public.pgbench_branches: its schema changed"* ]]
 	[ "$(psql_target "SELECT state FROM trellara.snapshot_table_progress WHERE relation = 'public.pgbench_branches'")" = schema_changed ]
 	run -78 trellara-capture --config "$FLOW_FILE"
 	unset TRELLARA_PAUSE
@@ -157,6 +158,29 @@ resume_after() {
 	[[ "$output" == *"copied public.pgbench_branches"* ]]
 	[ "$(run_state)" = stream_handoff_ready ]
 	assert_tables_equal pgbench_branches
+}
+
+@test "a table whose copy fails: the run is failed_recoverable with its reason before the retry, which copies only it" {
+	source_init 1
+	write_flow_file "$FLOW_FILE" --tables "public.pgbench_branches,public.pgbench_tellers" --set stream.min_free_bytes=1048576
+	psql_target "CREATE TABLE pgbench_branches (bid int PRIMARY KEY, bbalance int, filler char(88), CONSTRAINT no_first CHECK (bid > 1))" \
+		"CREATE TABLE pgbench_tellers (tid int PRIMARY KEY, bid int, tbalance int, filler char(84))"
+	run -75 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"FAILED public.pgbench_branches"* ]]
+	[ "$(run_state)" = failed_recoverable ]
+	reason=$(psql_target "SELECT failure_reason FROM trellara.snapshot_runs WHERE run_id = 'initial'")
+	[[ $reason == *"public.pgbench_branches"*'"no_first"'* ]]
+	[[ $reason != *pgbench_tellers* ]]
+	run -0 trellara-snapshot status --config "$FLOW_FILE"
+	[[ "$output" == *"failure: "*"public.pgbench_branches"* ]]
+	run -78 trellara-capture --config "$FLOW_FILE"
+	psql_target "ALTER TABLE pgbench_branches DROP CONSTRAINT no_first"
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	[[ "$output" == *"copied public.pgbench_branches"* ]]
+	[[ "$output" == *"skipped public.pgbench_tellers: copied already"* ]]
+	[ "$(run_state)" = stream_handoff_ready ]
+	[ -z "$(psql_target "SELECT failure_reason FROM trellara.snapshot_runs WHERE run_id = 'initial'")" ]
+	assert_tables_equal pgbench_branches pgbench_tellers
 }
 
 @test "reseed of a table under load: identical afterwards" {
