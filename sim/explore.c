@@ -101,7 +101,7 @@ static int run_tamper(enum sim_tamper kind, uint64_t seed, struct sim_result *re
 
 bool sim_scenario_simulated(const char *name)
 {
-	if (strcmp(name, "pgoutput_row_without_relation_metadata") == 0)
+	if (strcmp(name, "pgoutput_row_without_relation_metadata") == 0 || strcmp(name, "missing_replica_identity") == 0)
 		return true;
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, name) == 0)
@@ -109,15 +109,16 @@ bool sim_scenario_simulated(const char *name)
 	return sim_preset_find(name) != NULL;
 }
 
-static int run_missing_relation(uint64_t seed, struct sim_result *result)
+static int run_outside_world(bool (*run)(uint64_t, char *, size_t), const char *invariant, uint64_t seed,
+			     struct sim_result *result)
 {
 	result->status = SIM_STATUS_PASS;
 	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
 		char detail[SIM_DETAIL_LEN];
 		if (result->n_seeds < SIM_MAX_SEEDS)
 			result->seeds[result->n_seeds++] = seed + k;
-		if (!sim_missing_relation_run(seed + k, detail, sizeof detail)) {
-			failed(result, "relation_metadata_required_before_rows", detail, seed + k);
+		if (!run(seed + k, detail, sizeof detail)) {
+			failed(result, invariant, detail, seed + k);
 			return 0;
 		}
 		result->trace_digest = result->trace_digest * 1099511628211ULL ^ (seed + k);
@@ -129,7 +130,9 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 {
 	memset(result, 0, sizeof *result);
 	if (strcmp(s->name, "pgoutput_row_without_relation_metadata") == 0)
-		return run_missing_relation(seed, result);
+		return run_outside_world(sim_missing_relation_run, "relation_metadata_required_before_rows", seed, result);
+	if (strcmp(s->name, "missing_replica_identity") == 0)
+		return run_outside_world(sim_no_identity_run, "preflight_before_cdc_start", seed, result);
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, s->name) == 0)
 			return run_tamper(tampers[i].kind, seed, result);
@@ -162,7 +165,7 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 }
 
 static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_commits_chunk_set",
-					"retention_ignores_group", NULL };
+					"retention_ignores_group", "snapshot_ignores_schema_change", NULL };
 
 const char *const *sim_variant_names(void)
 {

@@ -1142,7 +1142,7 @@ static void send_relation(struct model_source *ms, int table, bool in_stream, ui
 	buf_put_u8(b, 'd');
 	buf_put_u16(b, t->n_cols);
 	for (uint16_t c = 0; c < t->n_cols; c++) {
-		buf_put_u8(b, c < t->n_key ? 1 : 0);
+		buf_put_u8(b, c < t->n_key && table + 1 != ms->o.no_identity_table ? 1 : 0);
 		put_cstr(b, t->cols[c]);
 		buf_put_u32(b, t->type_oids[c]);
 		buf_put_u32(b, UINT32_MAX); /* typmod -1 */
@@ -1210,7 +1210,7 @@ static void send_change(struct model_source *ms, struct txn *stream, const struc
 			buf_put_u8(b, 'N');
 			put_tuple(b, t, ch->row, NULL, false);
 		} else if (ch->kind == CH_UPDATE) {
-			if (ch->old_key) {
+			if (ch->old_key && ch->table + 1 != ms->o.no_identity_table) {
 				/* the key changed: the old key, other columns null */
 				buf_put_u8(b, 'K');
 				put_tuple(b, t, ch->old_key, NULL, true);

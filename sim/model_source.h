@@ -114,6 +114,11 @@ struct model_source_options {
 	/* walsender */
 	int keepalive_pct;      /* a keepalive before a message */
 	int reply_request_pct;  /* a keepalive asks for a reply */
+	/* a table (1..n_tables; 0: none) published without a replica
+	 * identity: its Relation marks no key column and its updates carry
+	 * no old key (what a table with neither a primary key nor REPLICA
+	 * IDENTITY FULL would give if the source let it be published) */
+	int no_identity_table;
 };
 
 /* Defaults that exercise everything above (proto 2, streaming on). */

@@ -259,8 +259,10 @@ static int m_change(void *p, const struct plan_relation *rels, uint32_t n_rels, 
 		drop_work(t);
 		return -1;
 	}
-	if (!pr->key) {
-		set_error(t, "TR003", false, tag, "keyless tables are outside the model", name);
+	if (!pr->key && c->op != ENV_INSERT) {
+		/* an insert needs no key; matching a row by every old column
+		 * (REPLICA IDENTITY FULL) is outside the model */
+		set_error(t, "TR003", false, tag, "keyless updates and deletes are outside the model", name);
 		drop_work(t);
 		return -1;
 	}

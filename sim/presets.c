@@ -8,6 +8,7 @@
  */
 #include "presets.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -257,14 +258,66 @@ static bool e_copy_failed(const struct sim_world_result *r, char *why, size_t n)
 		return snprintf(why, n, "no copy failed"), false;
 	return true;
 }
-static void p_copy_relay_crash(struct sim_world_options *o)
+static bool e_recorded_and_resumed(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_copy_failed(r, why, n))
+		return false;
+	if (r->recoverable_failures == 0)
+		return snprintf(why, n, "no failure was recorded as failed_recoverable"), false;
+	if (r->snapshot_resumes == 0)
+		return snprintf(why, n, "no run was resumed"), false;
+	return true;
+}
+static void p_copy_ddl(struct sim_world_options *o)
 {
 	snap(o);
-	o->p_kill_capture = 20;
+	o->p_copy_ddl = 40;
 }
-static bool e_copied_crashed(const struct sim_world_result *r, char *why, size_t n)
+static bool e_schema_change_caught(const struct sim_world_result *r, char *why, size_t n)
 {
-	return e_copied(r, why, n) && e_crashed(r, why, n);
+	if (!e_copied(r, why, n))
+		return false;
+	if (r->schema_changes_caught == 0)
+		return snprintf(why, n, "no schema change during a copy was caught (%" PRIu64 " ALTERs)", r->copy_ddls),
+		       false;
+	if (r->snapshot_resumes == 0)
+		return snprintf(why, n, "the changed table was never copied again"), false;
+	return true;
+}
+/* trellara-snapshot killed at one of its fault points, then run again */
+static void p_snapshot_killed_mid_copy(struct sim_world_options *o)
+{
+	snap(o);
+	o->kill_point = "snapshot.mid_table_copy";
+	o->kill_nth = 2;
+}
+static void p_snapshot_killed_after_export(struct sim_world_options *o)
+{
+	snap(o);
+	o->kill_point = "snapshot.after_export_before_copy";
+}
+static void p_snapshot_killed_before_handoff(struct sim_world_options *o)
+{
+	snap(o);
+	o->kill_point = "snapshot.after_copy_before_handoff";
+}
+/* the snapshot killed in a table's copy while capture is killed too */
+static void p_snapshot_and_relay_killed(struct sim_world_options *o)
+{
+	p_snapshot_killed_mid_copy(o);
+	o->p_kill_capture = 10;
+}
+static bool e_snapshot_killed_resumed(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_copied(r, why, n) || !e_point_hit(r, why, n))
+		return false;
+	if (r->snapshot_resumes == 0)
+		return snprintf(why, n, "the killed snapshot was never run again"), false;
+	return true;
+}
+static bool e_snapshot_killed_crashed(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_snapshot_killed_resumed(r, why, n) && e_crashed(r, why, n);
 }
 static void p_copy_twice(struct sim_world_options *o)
 {
@@ -319,12 +372,13 @@ static const struct sim_preset presets[] = {
 	{ "target_quarantine_repair_replay", p_quarantine, e_quarantined },
 	{ "checkpoint_failure_during_apply", p_checkpoint_failure, e_retried },
 	{ "stream_ack_loss_after_apply", p_stream_ack_loss, e_ambiguous },
-	/* simulations: snapshot handoff (the model snapshot; DDL during a copy is not modelled) */
+	/* simulations: snapshot handoff (the model snapshot) */
 	{ "snapshot_source_crash_during_table_copy", p_copy_fails, e_copy_failed },
-	{ "snapshot_relay_crash_during_table_copy", p_copy_relay_crash, e_copied_crashed },
+	{ "snapshot_relay_crash_during_table_copy", p_snapshot_and_relay_killed, e_snapshot_killed_crashed },
 	{ "snapshot_target_crash_during_table_copy", p_copy_fails, e_copy_failed },
 	{ "snapshot_duplicate_copy_attempt", p_copy_twice, e_copied_twice },
-	{ "snapshot_handoff_recorded_before_stream_start", snap, e_copied },
+	{ "snapshot_ddl_during_table_copy", p_copy_ddl, e_schema_change_caught },
+	{ "snapshot_handoff_recorded_before_stream_start", p_snapshot_killed_before_handoff, e_snapshot_killed_resumed },
 	/* simulations: strict chunk */
 	{ "strict_chunk_relay_crash_after_chunks_before_manifest", p_chunk_crash_before_manifest, e_point_and_chunks },
 	{ "strict_chunk_relay_crash_after_manifest_before_source_ack", p_chunk_crash_after_manifest, e_point_and_chunks },
@@ -358,13 +412,15 @@ static const struct sim_preset presets[] = {
 	{ "qualification_source_promotion_while_relay_disconnected", p_promotion_disconnected, e_promoted },
 	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
 	{ "snapshot_duplicate_copy_attempt", p_copy_twice, e_copied_twice },
-	{ "snapshot_incomplete_copy_resume", p_copy_fails, e_copy_failed },
+	{ "snapshot_incomplete_copy_resume", p_snapshot_killed_mid_copy, e_snapshot_killed_resumed },
 	{ "snapshot_source_crash_during_copy", p_copy_fails, e_copy_failed },
-	{ "snapshot_relay_crash_during_copy", p_copy_relay_crash, e_copied_crashed },
+	{ "snapshot_relay_crash_during_copy", p_snapshot_and_relay_killed, e_snapshot_killed_crashed },
 	{ "snapshot_target_crash_during_copy", p_copy_fails, e_copy_failed },
+	{ "snapshot_copy_failure_marked_recoverable", p_copy_fails, e_recorded_and_resumed },
 	{ "snapshot_invalid_state_regression", p_regression, e_refused },
-	{ "snapshot_exported_visibility_boundary", snap, e_copied },
-	{ "snapshot_handoff_recorded_before_stream_start", snap, e_copied },
+	{ "snapshot_exported_visibility_boundary", p_snapshot_killed_after_export, e_snapshot_killed_resumed },
+	{ "snapshot_ddl_during_copy", p_copy_ddl, e_schema_change_caught },
+	{ "snapshot_handoff_recorded_before_stream_start", p_snapshot_killed_before_handoff, e_snapshot_killed_resumed },
 	{ "repair_and_replay_ready", p_quarantine, e_quarantined },
 	{ "quarantine_replay_ready_requires_exact_boundary", p_quarantine, e_quarantined },
 	{ "retention_protects_groups", p_retention, e_retention },

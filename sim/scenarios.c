@@ -56,6 +56,8 @@
 	"snapshot.mid_table_copy: the half copy is rolled back, the resume copies it whole: identical"
 #define LIVE_SNAPSHOT_DDL "tests/bats/40-snapshot.bats", \
 	"ALTER TABLE ADD COLUMN during a table's copy: no handoff until it is copied again"
+#define LIVE_SNAPSHOT_FAILED "tests/bats/40-snapshot.bats", \
+	"a table whose copy fails: the run is failed_recoverable with its reason before the retry, which copies only it"
 #define LIVE_CAPTURE_REFUSES_NO_HANDOFF "tests/bats/40-snapshot.bats", \
 	"capture refuses a flow whose snapshot is not handed off"
 #define LIVE_CHUNK_TAMPERED "tests/bats/30-apply.bats", \
@@ -371,7 +373,7 @@ const struct sim_scenario sim_scenarios[] = {
 	ROW(32, "snapshot_copy_failure_marked_recoverable", "initial_snapshot_to_stream_handoff",
 	    "snapshot_failure_state_is_durable_before_retry",
 	    "A failed copy leaves the run in a durable failed_recoverable state, with its reason, before any retry.",
-	    NO_LIVE, "trellara snapshot status --config FILE shows the run; trellara snapshot --config FILE retries it",
+	    LIVE_SNAPSHOT_FAILED, "trellara snapshot status --config FILE shows the run; trellara snapshot --config FILE retries it",
 	    APPLICABLE),
 	ROW(33, "snapshot_invalid_state_regression", "initial_snapshot_to_stream_handoff",
 	    "snapshot_state_machine_monotonic_until_recoverable",

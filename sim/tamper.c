@@ -348,3 +348,144 @@ out:
 	log_set_quiet(false);
 	return ok;
 }
+
+/* The first transaction in the stream at dir that updates or deletes a
+ * row of table; 0 when none does. */
+static uint64_t first_change_of(struct stream_fs *fs, const char *dir, const char *table)
+{
+	struct stream_reader *rd;
+	uint64_t found = 0;
+	if (stream_reader_open_fs(fs, dir, &rd) != STREAM_OK)
+		return 0;
+	struct stream_frame f;
+	if (stream_reader_seek(rd, 0) == STREAM_OK)
+		while (!found && stream_reader_next(rd, &f) == STREAM_OK) {
+			if (f.header.type != FRAME_TXN)
+				continue;
+			struct env_decoder d;
+			if (env_decode_begin(&d, f.payload, f.header.payload_length) == 0) {
+				const struct env_change *c;
+				while (!found && env_decode_next(&d, &c) == 1) {
+					const struct env_relation *r = &d.header.relations[c->relation];
+					char name[256];
+					snprintf(name, sizeof name, "%.*s.%.*s", (int)r->schema_len, r->schema, (int)r->name_len,
+						 r->name);
+					if ((c->op == ENV_UPDATE || c->op == ENV_DELETE) && strcmp(name, table) == 0)
+						found = d.header.commit_lsn;
+				}
+			}
+			env_decoder_free(&d);
+		}
+	stream_reader_close(rd);
+	return found;
+}
+
+bool sim_no_identity_run(uint64_t seed, char *detail, size_t detail_len)
+{
+	log_set_quiet(true);
+	struct model_source_options so;
+	model_source_options_default(&so);
+	so.n_tables = 2;
+	so.stream_pct = 0;
+	so.no_identity_table = 1;
+	/* the source itself refuses a DELETE there (pgoutput has no way to
+	 * send one without an old key): updates only */
+	so.delete_weight = 0;
+	so.truncate_pct = 0;
+	struct model_source *src = model_source_new(&so, seed);
+	struct stream_fs *disk = stream_fs_sim_new(seed, 1ULL << 30);
+	struct capture_core *cc = NULL;
+	bool ok = false;
+	const char *table = model_source_table(src, 0)->name;
+	snprintf(detail, detail_len, "capture could not write the stream");
+	/* 1. capture writes every transaction */
+	struct capture_core_options co;
+	sim_capture_options(&co, disk, "/a", model_source_proto_version(src), 0, 4, 64);
+	if (model_source_produce(src, 20) < 0) {
+		snprintf(detail, detail_len, "the model source: %s", model_source_error(src));
+		goto out;
+	}
+	if (capture_core_open(&cc, &co) != EXIT_OK)
+		goto out;
+	model_source_connect(src);
+	const uint8_t *buf;
+	size_t len;
+	int64_t now = 1000;
+	while (model_source_next(src, &buf, &len) == 1) {
+		bool reply;
+		int crc = capture_core_on_message(cc, buf, len, now, now, &reply);
+		if (crc != EXIT_OK) {
+			snprintf(detail, detail_len, "capture refused the source's messages (exit %d)", crc);
+			goto out;
+		}
+		now += 100;
+	}
+	if (capture_core_flush(cc, now, now) != EXIT_OK)
+		goto out;
+	capture_core_close(cc);
+	cc = NULL;
+	uint64_t victim = first_change_of(disk, "/a", table);
+	if (!victim) {
+		snprintf(detail, detail_len, "the workload updated or deleted no row of %s", table);
+		goto out;
+	}
+	/* 2. the real apply engine against the model target */
+	struct sim_db *tdb = sim_db_new();
+	model_source_create_tables(src, tdb);
+	struct apply_tables defs;
+	sim_flow_tables(src, &defs);
+	struct model_target target;
+	model_target_init(&target, tdb, &defs);
+	model_target_connect(&target);
+	struct flow_config cfg = { .path = "sim.yml", .source_id = "sim", .publication = "sim_pub", .slot = "sim_slot",
+				   .dataset_id = "sim", .stream_path = "/a", .checkpoint_schema = "trellara",
+				   .consumer_group = "applyd", .apply_batch_transactions = 4 };
+	struct stream_reader *rd;
+	if (stream_reader_open_fs(disk, "/a", &rd) == STREAM_OK && stream_reader_seek(rd, 0) == STREAM_OK) {
+		struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, &target, rd, disk);
+		struct apply_tables tables = { 0 };
+		model_target_ops.reload_tables(&target, &tables);
+		apply_engine_connected(e, &target.cp, NULL, 0, &tables);
+		apply_engine_start(e, 0);
+		struct apply_outcome rc = apply_ok();
+		int idle = 0;
+		for (int step = 0; step < 100000 && apply_is_ok(rc) && idle < 50; step++) {
+			enum apply_step what;
+			rc = apply_engine_step(e, (int64_t)step * 1000, &what);
+			idle = what == APPLY_STEP_IDLE ? idle + 1 : 0;
+		}
+		apply_engine_free(e);
+		stream_reader_close(rd);
+		/* it stops at that transaction, quarantined, having changed
+		 * nothing of it: no row was guessed */
+		const struct sim_db *want = model_source_state_at(src, victim - 1);
+		char diff[300] = "";
+		bool same = !sim_db_diff(want, target.db, diff, sizeof diff);
+		if (rc.status != APPLY_EXIT || rc.exit_code != EXIT_NEGATIVE)
+			snprintf(detail, detail_len, "apply did not stop with a quarantine (exit 1) at commit %" PRIX64, victim);
+		else if (target.n_quarantine != 1 || target.quarantine[0].commit_lsn != victim)
+			snprintf(detail, detail_len, "%d quarantine entries, the first at commit %" PRIX64 " (%s: %s), not commit %" PRIX64 " alone",
+				 target.n_quarantine, target.n_quarantine ? target.quarantine[0].commit_lsn : 0,
+				 target.n_quarantine ? target.quarantine[0].reason : "-",
+				 target.n_quarantine ? target.quarantine[0].detail : "-", victim);
+		else if (!strstr(target.quarantine[0].detail, "has no key"))
+			snprintf(detail, detail_len, "the quarantine does not say the table has no key: %s: %s",
+				 target.quarantine[0].reason, target.quarantine[0].detail);
+		else if (!same)
+			snprintf(detail, detail_len, "the target is not the source's state before commit %" PRIX64 ": %s", victim,
+				 diff);
+		else if (target.cp.last_commit_lsn >= victim)
+			snprintf(detail, detail_len, "the checkpoint passed commit %" PRIX64, victim);
+		else
+			ok = true;
+	}
+	model_target_free(&target);
+	apply_tables_free(&defs);
+out:
+	if (cc)
+		capture_core_close(cc);
+	model_source_free(src);
+	stream_fs_sim_free(disk);
+	log_set_quiet(false);
+	return ok;
+}

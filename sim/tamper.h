@@ -1,5 +1,6 @@
 /*
- * tamper.h - chunk sets damaged between capture and apply (tamper.c).
+ * tamper.h - runs outside the world (tamper.c): chunk sets damaged between
+ * capture and apply, a lost Relation message, a table without identity.
  */
 #ifndef TRELLARA_SIM_TAMPER_H
 #define TRELLARA_SIM_TAMPER_H
@@ -31,5 +32,12 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
  * refuse the rows (exit 65) and the stream hold nothing of that
  * transaction or after it; false (with detail) otherwise. */
 bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len);
+
+/* A table published without a replica identity (model_source's
+ * no_identity_table): its first update or delete must stop apply with a
+ * quarantine naming it ("has no key"), every transaction before it
+ * applied and nothing of it (no row guessed); false (with detail)
+ * otherwise. */
+bool sim_no_identity_run(uint64_t seed, char *detail, size_t detail_len);
 
 #endif

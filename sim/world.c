@@ -48,6 +48,12 @@ static const char *const applyd_points[] = {
 	"applyd.before_target_commit",
 	"applyd.after_target_commit_before_group_ack",
 };
+static const char *const snapshot_points[] = {
+	"snapshot.after_export_before_copy",
+	"snapshot.mid_table_copy",
+	"snapshot.after_copy_before_handoff",
+	"snapshot.after_handoff_before_stream",
+};
 
 struct world {
 	struct sim_world_options o;
@@ -80,8 +86,14 @@ struct world {
 	/* the model snapshot (options.snapshot) */
 	enum run_state run;
 	uint64_t consistent_lsn;
-	size_t next_table;
-	char failure_reason[64];
+	uint64_t copy_lsn;   /* the exported snapshot's position */
+	bool export_alive;   /* the invocation that exported it still runs */
+	bool kill_snapshot;  /* the armed fault point killed it */
+	bool failure_unrecorded;
+	bool copied[MODEL_SOURCE_MAX_TABLES], copied_stable[MODEL_SOURCE_MAX_TABLES];
+	uint64_t table_watermark[MODEL_SOURCE_MAX_TABLES];
+	uint32_t schema_now[MODEL_SOURCE_MAX_TABLES], schema_at_export[MODEL_SOURCE_MAX_TABLES];
+	char failure_reason[160];
 	/* a reseed in progress: the table, and the fence it waits behind */
 	int reseed_phase; /* 0 none, 1 fence set, 2 done */
 	size_t reseed_table;
@@ -131,6 +143,8 @@ static void kill_views_for(struct world *w, const char *name)
 	if (is_capture_point(name)) {
 		w->kill_capture = true;
 		stream_fs_sim_view_kill(w->cap_fs);
+	} else if (strncmp(name, "snapshot.", 9) == 0) {
+		w->kill_snapshot = true;
 	} else {
 		w->kill_applyd = true;
 		stream_fs_sim_view_kill(w->app_fs);
@@ -563,21 +577,101 @@ static bool run_move(struct world *w, enum run_state to)
 	return true;
 }
 
-/* One table's copy at the consistent point: one target transaction
- * (TRUNCATE, then the rows of the exported snapshot); false when it died. */
-static bool copy_one(struct world *w, const char *table)
+/* The source's catalog as the snapshot sees it: a schema version per
+ * table (the model's ALTER TABLE changes a table's fingerprint, not its
+ * columns), and its fingerprint as table_fingerprint would give it. */
+static void fingerprint(const struct world *w, size_t table, uint32_t version, char *out, size_t n)
 {
+	snprintf(out, n, "%s:%" PRIu32, model_source_table(w->src, table)->name, version);
+}
+
+/* A new exported snapshot: at the slot's consistent point for the run's
+ * first invocation, at the source's end (a temporary slot) for one that
+ * resumes it; the catalog as it is now. */
+static void snapshot_export(struct world *w, bool fresh)
+{
+	w->copy_lsn = fresh ? model_source_wal_end(w->src) : w->consistent_lsn;
+	memcpy(w->schema_at_export, w->schema_now, sizeof w->schema_at_export);
+	w->export_alive = true;
+	trace(w, "snapshot_export", w->copy_lsn, fresh);
+}
+
+/* trellara-snapshot exits (or dies): its exported snapshot goes with it. */
+static void snapshot_exits(struct world *w, const char *why)
+{
+	w->export_alive = false;
+	w->kill_snapshot = false;
+	trace(w, why, w->run, 0);
+}
+
+/* A fault point of trellara-snapshot's (the same names as its own); true
+ * when the armed one killed the snapshot there. */
+static bool snapshot_point(struct world *w, const char *name)
+{
+	fault_point(name);
+	if (!w->kill_snapshot && !w->power_now)
+		return false;
+	snapshot_exits(w, "snapshot_killed_at_point");
+	return true;
+}
+
+enum copy_outcome { COPIED, COPY_LOST_SOURCE, COPY_LOST_TARGET, COPY_SCHEMA_CHANGED, COPY_KILLED };
+
+/* One table's copy at the exported snapshot: one target transaction
+ * (TRUNCATE, then the rows of the snapshot), accepted only when the
+ * table's fingerprint held still (runstate.h, as copy.c decides). */
+static enum copy_outcome copy_one(struct world *w, size_t table)
+{
+	const char *name = model_source_table(w->src, table)->name;
 	if (!w->healing && rng_chance(&w->rng, w->o.p_copy_fails)) {
 		/* the source or the target connection died mid-copy: the
 		 * target transaction rolls back, nothing of it is visible */
 		w->r->copy_failures++;
-		return false;
+		return rng_chance(&w->rng, 50) ? COPY_LOST_SOURCE : COPY_LOST_TARGET;
 	}
-	struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->consistent_lsn - 1));
-	copy_table(w->target.db, at, table);
+	char before[80], at_snapshot[80], after[80];
+	uint32_t v_before = w->schema_now[table];
+	fingerprint(w, table, v_before, before, sizeof before);
+	fingerprint(w, table, w->schema_at_export[table], at_snapshot, sizeof at_snapshot);
+	if (!w->healing && w->o.p_copy_ddl > 0 && rng_chance(&w->rng, w->o.p_copy_ddl)) {
+		/* ALTER TABLE on the source while the table is copied */
+		w->schema_now[table]++;
+		w->r->copy_ddls++;
+		trace(w, "ddl_during_copy", table, w->schema_now[table]);
+	}
+	if (snapshot_point(w, "snapshot.mid_table_copy"))
+		return COPY_KILLED; /* the half copy rolls back */
+	fingerprint(w, table, w->schema_now[table], after, sizeof after);
+	if (!snapshot_schema_stable(before, at_snapshot, after))
+		return COPY_SCHEMA_CHANGED; /* rolled back: the target keeps what it held */
+	struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->copy_lsn - 1));
+	copy_table(w->target.db, at, name);
 	sim_db_free(at);
+	/* what the contract check at the handoff compares, kept apart from
+	 * the decision above */
+	w->copied_stable[table] = w->schema_at_export[table] == v_before && v_before == w->schema_now[table];
+	w->copied[table] = true;
+	w->table_watermark[table] = w->copy_lsn;
 	w->r->tables_copied++;
-	return true;
+	return COPIED;
+}
+
+/* The run failed with a reason: failed_recoverable, durably, before the
+ * program exits (the next invocation resumes it). */
+static void snapshot_fails(struct world *w, size_t table, const char *what)
+{
+	snprintf(w->failure_reason, sizeof w->failure_reason, "%s: %s", model_source_table(w->src, table)->name, what);
+	if (run_move(w, RUN_FAILED_RECOVERABLE))
+		w->r->recoverable_failures++;
+	snapshot_exits(w, "snapshot_failed");
+}
+
+static size_t next_uncopied(const struct world *w)
+{
+	size_t i = 0;
+	while (i < model_source_tables(w->src) && w->copied[i])
+		i++;
+	return i;
 }
 
 /* One step of trellara-snapshot, the run state machine as it moves. */
@@ -585,38 +679,67 @@ static void snapshot_step(struct world *w)
 {
 	if (!w->o.snapshot || handed_off(w) || w->failed)
 		return;
+	if (!w->export_alive) {
+		/* a new invocation resumes the run: the tables still to copy
+		 * are copied at a fresh snapshot and get its position as their
+		 * watermark; a failed run restarts at snapshot_exported */
+		if (w->failure_unrecorded)
+			violated(w, "snapshot_failure_state_is_durable_before_retry",
+				 "the run is retried from %s, but its failure was never recorded", run_state_name(w->run));
+		snapshot_export(w, true);
+		w->r->snapshot_resumes++;
+		if (w->run == RUN_FAILED_RECOVERABLE) {
+			w->failure_reason[0] = '\0';
+			run_move(w, RUN_SNAPSHOT_EXPORTED);
+		}
+		return;
+	}
 	switch (w->run) {
 	case RUN_PLANNED:
-		run_move(w, RUN_SLOT_CREATED);
+		/* slot and consistent point recorded, then the snapshot */
+		if (run_move(w, RUN_SLOT_CREATED) && run_move(w, RUN_SNAPSHOT_EXPORTED))
+			snapshot_point(w, "snapshot.after_export_before_copy");
 		return;
 	case RUN_SLOT_CREATED:
-		run_move(w, RUN_SNAPSHOT_EXPORTED);
-		return;
 	case RUN_SNAPSHOT_EXPORTED:
-	case RUN_FAILED_RECOVERABLE:
-		w->failure_reason[0] = '\0';
 		run_move(w, RUN_COPYING_TABLE);
 		return;
 	case RUN_COPYING_TABLE: {
-		const char *table = model_source_table(w->src, w->next_table)->name;
-		if (!copy_one(w, table)) {
-			snprintf(w->failure_reason, sizeof w->failure_reason, "copy of %s lost its connection", table);
-			run_move(w, RUN_FAILED_RECOVERABLE);
+		size_t table = next_uncopied(w);
+		if (table == model_source_tables(w->src)) {
+			if (run_move(w, RUN_COPY_COMPLETE))
+				snapshot_point(w, "snapshot.after_copy_before_handoff");
 			return;
+		}
+		switch (copy_one(w, table)) {
+		case COPY_LOST_SOURCE:
+			snapshot_fails(w, table, "copy failed: the source connection was lost");
+			return;
+		case COPY_LOST_TARGET:
+			/* nothing can be recorded: the run stays where it was */
+			snapshot_exits(w, "snapshot_lost_target");
+			return;
+		case COPY_SCHEMA_CHANGED:
+			w->r->schema_changes_caught++;
+			snapshot_fails(w, table, "its schema changed during the copy");
+			return;
+		case COPY_KILLED:
+			return;
+		case COPIED:
+			break;
 		}
 		if (w->o.copy_twice) {
 			/* a second attempt at the same table: the same rows */
 			struct sim_db *first = sim_db_clone(w->target.db);
-			if (copy_one(w, table)) {
-				char diff[300];
-				if (sim_db_diff(first, w->target.db, diff, sizeof diff))
-					violated(w, "snapshot_copy_idempotent_by_run_and_table", "copying %s again changed it: %s",
-						 table, diff);
-			}
+			struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->copy_lsn - 1));
+			copy_table(w->target.db, at, model_source_table(w->src, table)->name);
+			sim_db_free(at);
+			char diff[300];
+			if (sim_db_diff(first, w->target.db, diff, sizeof diff))
+				violated(w, "snapshot_copy_idempotent_by_run_and_table", "copying %s again changed it: %s",
+					 model_source_table(w->src, table)->name, diff);
 			sim_db_free(first);
 		}
-		if (++w->next_table == model_source_tables(w->src))
-			run_move(w, RUN_COPY_COMPLETE);
 		return;
 	}
 	case RUN_COPY_COMPLETE: {
@@ -627,10 +750,20 @@ static void snapshot_step(struct world *w)
 					 "copy_complete -> copying_table was allowed");
 			w->r->refused_moves++;
 		}
+		for (size_t i = 0; i < model_source_tables(w->src); i++) {
+			if (!w->copied[i])
+				violated(w, "snapshot_handoff_requires_complete_tables", "%s was never copied",
+					 model_source_table(w->src, i)->name);
+			else if (!w->copied_stable[i])
+				violated(w, "snapshot_contract_before_handoff",
+					 "%s is handed off, but its schema changed during its accepted copy",
+					 model_source_table(w->src, i)->name);
+		}
 		/* the handoff evidence: every table's watermark, before streaming */
 		for (size_t i = 0; i < model_source_tables(w->src); i++)
-			model_target_set_watermark(&w->target, model_source_table(w->src, i)->name, w->consistent_lsn);
-		run_move(w, RUN_STREAM_HANDOFF_READY);
+			model_target_set_watermark(&w->target, model_source_table(w->src, i)->name, w->table_watermark[i]);
+		if (run_move(w, RUN_STREAM_HANDOFF_READY))
+			snapshot_point(w, "snapshot.after_handoff_before_stream");
 		return;
 	}
 	default:
@@ -639,11 +772,22 @@ static void snapshot_step(struct world *w)
 }
 
 /* The slot is created now (before any transaction the stream carries):
- * what committed before is the snapshot's to copy. */
+ * what committed before is the snapshot's to copy.  Killed between
+ * creating the slot and recording it, the run stays planned and the next
+ * invocation creates the slot again, later. */
 static void snapshot_begin(struct world *w)
 {
 	if (w->o.pre_transactions > 0 && model_source_produce(w->src, (unsigned)w->o.pre_transactions) < 0)
 		violated(w, "model_source", "%s", model_source_error(w->src));
+	w->run = RUN_PLANNED;
+	fault_point("snapshot.after_slot_before_record");
+	if (w->kill_snapshot || w->power_now) {
+		w->kill_snapshot = w->power_now = false;
+		trace(w, "snapshot_killed_at_point", 0, 0);
+		/* the stale slot is dropped; the source went on meanwhile */
+		if (model_source_produce(w->src, 2) < 0)
+			violated(w, "model_source", "%s", model_source_error(w->src));
+	}
 	/* a record written from now on starts at wal_end or later */
 	w->consistent_lsn = model_source_wal_end(w->src);
 	/* the slot's confirmed position is the consistent point */
@@ -654,7 +798,7 @@ static void snapshot_begin(struct world *w)
 	model_source_connect(w->src);
 	model_source_on_status(w->src, m, sizeof m);
 	model_source_disconnect(w->src);
-	w->run = RUN_PLANNED;
+	snapshot_export(w, false);
 	trace(w, "snapshot_consistent_point", w->consistent_lsn, 0);
 }
 
@@ -696,6 +840,8 @@ static void power_loss(struct world *w)
 		capture_down(w, "power_loss_capture");
 	if (w->app_up)
 		applyd_down(w, "power_loss_applyd");
+	if (w->o.snapshot && w->export_alive && !handed_off(w))
+		snapshot_exits(w, "power_loss_snapshot");
 	stream_fs_sim_crash(w->disk, SIM_CRASH_POWER, rng_next(&w->rng));
 	stream_fs_sim_view_restart(w->cap_fs);
 	stream_fs_sim_view_restart(w->app_fs);
@@ -824,8 +970,11 @@ static void operator_repairs(struct world *w)
 static void arm_random_point(struct world *w)
 {
 	size_t nc = sizeof capture_points / sizeof *capture_points, na = sizeof applyd_points / sizeof *applyd_points;
-	size_t k = (size_t)rng_below(&w->rng, nc + na);
-	w->armed_point = k < nc ? capture_points[k] : applyd_points[k - nc];
+	/* trellara-snapshot's points while it runs (after_slot_before_record
+	 * only by name: the slot exists before the scheduler starts) */
+	size_t ns = w->o.snapshot && !handed_off(w) ? sizeof snapshot_points / sizeof *snapshot_points : 0;
+	size_t k = (size_t)rng_below(&w->rng, nc + na + ns);
+	w->armed_point = k < nc ? capture_points[k] : k < nc + na ? applyd_points[k - nc] : snapshot_points[k - nc - na];
 	w->armed_nth = (unsigned)rng_between(&w->rng, 1, 3);
 	w->armed_hits = 0;
 	w->armed_power = rng_chance(&w->rng, 30);
@@ -925,7 +1074,18 @@ static void one_step(struct world *w, int step)
 		operator_repairs(w);
 	restarts(w);
 	if (w->o.snapshot && !handed_off(w) && rng_chance(&w->rng, 50)) {
+		if (!w->healing && w->o.p_copy_ddl > 0 && rng_chance(&w->rng, w->o.p_copy_ddl / 3 + 1)) {
+			/* ALTER TABLE on the source between the export and a copy */
+			size_t t = (size_t)rng_below(&w->rng, model_source_tables(w->src));
+			if (!w->copied[t]) {
+				w->schema_now[t]++;
+				w->r->copy_ddls++;
+				trace(w, "ddl_before_copy", t, w->schema_now[t]);
+			}
+		}
 		snapshot_step(w);
+		if (w->power_now)
+			power_loss(w);
 		return;
 	}
 	switch (rng_below(&w->rng, 4)) {
@@ -1125,5 +1285,6 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 		o->pre_transactions = (int)rng_between(&g, 1, 30);
 		o->p_copy_fails = (int)rng_between(&g, 0, 30);
 		o->copy_twice = rng_chance(&g, 20);
+		o->p_copy_ddl = rng_chance(&g, 30) ? (int)rng_between(&g, 1, 30) : 0;
 	}
 }

@@ -67,6 +67,7 @@ struct sim_world_options {
 	int pre_transactions;
 	int p_copy_fails;        /* a table copy dies (source or target lost): rolled back, failed_recoverable, resumed */
 	bool copy_twice;         /* every table is copied a second time (idempotent) */
+	int p_copy_ddl;          /* an ALTER TABLE on the source during a table's copy (or before it) */
 	bool regression_attempt; /* try a backward state move; it must be refused */
 	/* a reseed of one table at this step (-1: never): fence, hold,
 	 * copy at a later position, watermark, release */
@@ -85,7 +86,8 @@ struct sim_world_result {
 	char detail[512];
 	uint64_t steps, transactions, applied, duplicates_skipped, capture_skipped, chunks, crashes, power_losses,
 		quarantines, fault_points_hit, retention_runs, promotions, ambiguous_commits, retries,
-		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves;
+		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves, recoverable_failures,
+		copy_ddls, schema_changes_caught, snapshot_resumes;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

@@ -9,6 +9,7 @@
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
+#include "trellara/runstate.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
@@ -472,7 +473,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	pgconn_command(src, "COMMIT");
 	src_open = false;
 	fp_after = table_fingerprint(meta, t->schema, t->name);
-	if (!fp_before || !fp_snap || !fp_after || strcmp(fp_before, fp_snap) != 0 || strcmp(fp_snap, fp_after) != 0) {
+	if (!snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
 		t->outcome = COPY_SCHEMA_CHANGED;
 		snprintf(t->error, sizeof t->error, "its schema changed while it was copied");
 		log_warn("table %s.%s: schema changed during its copy: not handed off; run \"trellara snapshot --config %s\" again to copy it again",

@@ -102,4 +102,13 @@ struct run_evidence {              /* what the run row holds when the move is at
 int run_transition_check(enum run_state from, enum run_state to, const struct run_evidence *ev,
 			 char *err, size_t errlen);
 
+/*
+ * A table's copy is accepted only when its schema fingerprint was the same
+ * before its copy (the catalog then), at the exported snapshot (the
+ * catalog as the snapshot sees it) and after it (DESIGN §6): otherwise a
+ * schema change came between, and the copy is not handed off.  A NULL
+ * fingerprint (it could not be read) counts as a change.
+ */
+bool snapshot_schema_stable(const char *before, const char *at_snapshot, const char *after);
+
 #endif

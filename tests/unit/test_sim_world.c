@@ -22,6 +22,44 @@ int main(void)
 		CHECK(ok);
 		CHECK(r.steps > 0);
 	}
+	/* trellara-snapshot killed at each of its fault points (as
+	 * TRELLARA_FAULT names them), then run again: the run keeps every
+	 * invariant, the point was reached, and the run was resumed
+	 * (after_handoff_before_stream leaves nothing to resume) */
+	static const char *const snapshot_points[] = {
+		"snapshot.after_slot_before_record", "snapshot.after_export_before_copy", "snapshot.mid_table_copy",
+		"snapshot.after_copy_before_handoff", "snapshot.after_handoff_before_stream",
+	};
+	for (size_t i = 0; i < sizeof snapshot_points / sizeof *snapshot_points; i++) {
+		struct sim_world_options o;
+		sim_world_defaults(&o, 11 + i);
+		o.snapshot = true;
+		o.pre_transactions = 20;
+		o.kill_point = snapshot_points[i];
+		o.kill_nth = 1;
+		struct sim_world_result r;
+		bool ok = sim_world_run(&o, &r);
+		if (!ok)
+			fprintf(stderr, "%s: %s: %s\n", snapshot_points[i], r.invariant, r.detail);
+		CHECK(ok);
+		CHECK(r.fault_points_hit == 1);
+		CHECK(r.tables_copied >= 3);
+		if (i >= 1 && i <= 3)
+			CHECK(r.snapshot_resumes >= 1);
+	}
+	/* a schema change during a copy is caught, and the table copied again */
+	{
+		struct sim_world_options o;
+		sim_world_defaults(&o, 5);
+		o.snapshot = true;
+		o.pre_transactions = 20;
+		o.p_copy_ddl = 60;
+		struct sim_world_result r;
+		CHECK(sim_world_run(&o, &r));
+		CHECK(r.schema_changes_caught >= 1);
+		CHECK(r.recoverable_failures >= r.schema_changes_caught);
+		CHECK(r.snapshot_resumes >= 1);
+	}
 	/* one seed, one run */
 	struct sim_world_options o;
 	sim_world_random(&o, 3);
