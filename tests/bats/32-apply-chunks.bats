@@ -111,3 +111,40 @@ applyd_took_chunks() {
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
 }
+
+@test "a chunk set cut short, then its transaction again as one txn frame (strict_chunking turned off for the restart): applied once, not quarantined" {
+	TRELLARA_FAULT=capture.after_chunk_sync:3 bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO big SELECT g, g FROM generate_series(1, $ROWS) g"
+	bg_wait capture 60
+	[ "$BG_STATUS" -eq 137 ]
+	grep -q 'fault point "capture.after_chunk_sync" reached (hit 3)' "$TEST_DIR/capture.log"
+	wait_for -t 30 applyd_took_chunks
+	# the operator drops strict_chunking before starting capture again: the
+	# server sends the transaction again, and (far below 16 MiB) it is
+	# written as one txn frame at the commit LSN of the incomplete set
+	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 \
+		--set stream.max_batch_messages=1
+	run -1 grep -q strict_chunking "$FLOW_FILE"
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for -t 60 "trellara-stream read --config '$FLOW_FILE' --format json | jq -se 'any(.[]; .type == \"txn\")'"
+	trellara-stream read --config "$FLOW_FILE" --format json >"$TEST_DIR/frames.json"
+	# three chunks of the transaction, no manifest or marker, then the same
+	# transaction (xid and commit LSN) as one txn frame
+	run -0 jq -sc '[.[] | select(.type != "watermark") | .type]' "$TEST_DIR/frames.json"
+	[ "$output" = '["chunk","chunk","chunk","txn"]' ]
+	run -0 jq -sr '[.[] | select(.type == "chunk" or .type == "txn") | "\(.xid) \(.commit_lsn)"] | unique | .[]' "$TEST_DIR/frames.json"
+	[[ $output =~ ^[0-9]+\ [0-9A-F]+/[0-9A-F]+$ ]]
+	# applyd applies it, or (the bug) quarantines it and exits
+	wait_for -t 30 "[ \"\$(applied_transactions)\" -ge 1 ] || ! kill -0 $(bg_pid applyd) 2>/dev/null"
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	caught_up 30
+	assert_tables_equal big
+	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")" -eq 1 ]
+	grep -q "incomplete chunk set (3 chunks) discarded: a later transaction" "$TEST_DIR/applyd.log"
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
