@@ -552,6 +552,8 @@ static struct apply_outcome chunk_abandon(struct apply_engine *a, uint64_t next_
 			 what);
 		return chunk_fail(a, detail);
 	}
+	if (next_lsn == a->chunk.commit_lsn)
+		what = "its transaction came again whole"; /* the resend after a restart, not a later one */
 	log_warn("transaction %u: incomplete chunk set (%u chunks) discarded: %s", a->chunk.xid, a->chunk.next_index, what);
 	if (a->in_txn) {
 		a->ops->rollback(a->t);

@@ -142,7 +142,7 @@ applyd_took_chunks() {
 	caught_up 30
 	assert_tables_equal big
 	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")" -eq 1 ]
-	grep -q "incomplete chunk set (3 chunks) discarded: a later transaction" "$TEST_DIR/applyd.log"
+	grep -q "incomplete chunk set (3 chunks) discarded: its transaction came again whole" "$TEST_DIR/applyd.log"
 	bg_stop applyd TERM
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
