@@ -316,6 +316,11 @@ static int cmd_run(const struct options *o)
 
 	if (o->input)
 		return usage_error("%s", "--input is for \"report\" only");
+	if (!o->variant && sim_variant_select(NULL) != 0) {
+		/* a broken variant's results are never taken for the real code's */
+		fprintf(stderr, PROGRAM ": this binary is built as a deliberately broken variant: name it with --variant\n");
+		return EXIT_USAGE;
+	}
 	if (o->variant) {
 		if (sim_variant_select(o->variant) != 0) {
 			const char *const *names = sim_variant_names();

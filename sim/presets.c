@@ -203,19 +203,6 @@ static void p_index_rebuild(struct sim_world_options *o)
 	o->kill_point_power = true;
 }
 
-static void p_retention(struct sim_world_options *o)
-{
-	o->p_retention = 30;
-	o->transactions = 200;
-	o->steps = 800;
-	o->big_pct = 20;
-}
-static bool e_retention(const struct sim_world_result *r, char *why, size_t n)
-{
-	if (r->retention_runs == 0)
-		return snprintf(why, n, "retention never removed a segment"), false;
-	return true;
-}
 
 static void p_plain(struct sim_world_options *o)
 {
@@ -228,10 +215,6 @@ static bool e_any(const struct sim_world_result *r, char *why, size_t n)
 	return true;
 }
 
-static void p_fence(struct sim_world_options *o)
-{
-	o->fence_at_step = 80;
-}
 
 static void snap(struct sim_world_options *o)
 {
@@ -341,16 +324,6 @@ static bool e_refused(const struct sim_world_result *r, char *why, size_t n)
 		return snprintf(why, n, "no backward move was attempted"), false;
 	return true;
 }
-static void p_reseed(struct sim_world_options *o)
-{
-	o->reseed_at_step = 60;
-}
-static bool e_reseeded(const struct sim_world_result *r, char *why, size_t n)
-{
-	if (r->reseeds == 0)
-		return snprintf(why, n, "no reseed completed"), false;
-	return true;
-}
 
 static void p_missing_table(struct sim_world_options *o)
 {
@@ -423,9 +396,6 @@ static const struct sim_preset presets[] = {
 	{ "snapshot_handoff_recorded_before_stream_start", p_snapshot_killed_before_handoff, e_snapshot_killed_resumed },
 	{ "repair_and_replay_ready", p_quarantine, e_quarantined },
 	{ "quarantine_replay_ready_requires_exact_boundary", p_quarantine, e_quarantined },
-	{ "retention_protects_groups", p_retention, e_retention },
-	{ "fence_hold_and_release", p_fence, e_any },
-	{ "reseed_behind_fence", p_reseed, e_reseeded },
 };
 
 const struct sim_preset *sim_preset_find(const char *name)
