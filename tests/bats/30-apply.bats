@@ -198,10 +198,10 @@ pgbench_compare() {
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history
 }
 
-@test "pgbench (4 clients, 40 s) with applyd killed -9 five times: the target ends identical" {
+@test "pgbench (4 clients, 25 s) with applyd killed -9 five times: the target ends identical" {
 	pgbench_init 1
 	start_flow
-	pgbench -n -c 4 -j 2 -T 40 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" > "$TEST_DIR/pgbench.log" 2>&1 &
+	pgbench -n -c 4 -j 2 -T 25 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" > "$TEST_DIR/pgbench.log" 2>&1 &
 	bench=$!
 	for round in 1 2 3 4 5; do
 		sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.1f", 3 + (r % 40) / 10 }')"

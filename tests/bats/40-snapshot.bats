@@ -43,9 +43,12 @@ run_state() {
 
 @test "a snapshot of 4 tables (one of 1 000 000 rows) while pgbench writes, then streaming: identical, no gap, no overlap" {
 	source_init 10
-	source_load 40 &
+	# the source writes from before the snapshot starts until after it ends
+	pgbench -n -c 2 -T 300 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1 &
 	load=$!
+	wait_for -t 30 "[ \"\$(psql_source 'SELECT count(*) FROM pgbench_history')\" -gt 0 ]"
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	kill -0 "$load" # still writing when the snapshot was done
 	[[ "$output" == *"copied public.pgbench_accounts: 1000000 rows"* ]]
 	[[ "$output" == *"stream_handoff_ready"* ]]
 	[ "$(run_state)" = stream_handoff_ready ]
@@ -57,7 +60,10 @@ run_state() {
 	run ! psql_target "DELETE FROM trellara.snapshot_handoff_events"
 	# indexes and keys were built after the data
 	[ "$(psql_target "SELECT count(*) FROM pg_indexes WHERE tablename = 'pgbench_accounts'")" -eq 1 ]
-	wait "$load"
+	# changes committed after the handoff too, then the load stops
+	wait_for -t 30 "[ \"\$(psql_source 'SELECT count(*) FROM pgbench_history')\" -gt \"$(psql_source 'SELECT count(*) FROM pgbench_history')\" ]"
+	kill -TERM "$load"
+	wait "$load" || true
 	stream_and_compare
 	[ "$(run_state)" = streaming ]
 	[ "$(psql_source "SELECT count(*) FROM pgbench_history")" -gt 100 ]
