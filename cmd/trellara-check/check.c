@@ -12,9 +12,11 @@
 #include "check.h"
 
 #include "trellara/conninfo.h"
+#include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/pgconn.h"
 #include "trellara/stream.h"
+#include "trellara/strbuf.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
@@ -70,40 +72,6 @@ static const char ddl_function_body[] =
 
 /* ------------------------------------------------------------ strings */
 
-struct sbuf {
-	char *s; /* owned */
-	size_t len, cap;
-};
-
-static void sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sbuf_addf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		abort();
-	if (b->len + (size_t)n + 1 > b->cap) {
-		b->cap = 2 * (b->len + (size_t)n + 1);
-		b->s = xrealloc(b->s, b->cap);
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-/* Ownership of the text passes to the caller ("" when nothing was added). */
-static char *sbuf_detach(struct sbuf *b)
-{
-	char *s = b->s ? b->s : xstrdup("");
-	b->s = NULL;
-	b->len = b->cap = 0;
-	return s;
-}
-
 static char *strdup_or_null(const char *s)
 {
 	return s ? xstrdup(s) : NULL;
@@ -123,16 +91,16 @@ char *check_shell_quote(const char *word)
 		safe = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p) != NULL;
 	if (safe)
 		return xstrdup(word);
-	struct sbuf b = { 0 };
-	sbuf_addf(&b, "'");
+	struct strbuf b = STRBUF_INIT;
+	strbuf_addf(&b, "'");
 	for (const char *p = word; *p; p++) {
 		if (*p == '\'')
-			sbuf_addf(&b, "'\\''");
+			strbuf_addf(&b, "'\\''");
 		else
-			sbuf_addf(&b, "%c", *p);
+			strbuf_addf(&b, "%c", *p);
 	}
-	sbuf_addf(&b, "'");
-	return sbuf_detach(&b);
+	strbuf_addf(&b, "'");
+	return strbuf_detach(&b, NULL);
 }
 
 static char *human_bytes(uint64_t n)
@@ -651,38 +619,38 @@ static bool table_publishable(const struct table_facts *t)
 static char *create_publication_sql(PGconn *conn, const struct flow_config *cfg, const struct source_facts *f,
 				    size_t *n_publishable, char **names)
 {
-	struct sbuf b = { 0 }, list = { 0 };
+	struct strbuf b = STRBUF_INIT, list = STRBUF_INIT;
 	char *pub = pgconn_quote_ident(conn, cfg->publication);
 	size_t n = 0;
 	bool partitioned = false;
 	for (size_t i = 0; i < f->n_tables; i++)
 		n += table_publishable(&f->tables[i]);
-	sbuf_addf(&b, "CREATE PUBLICATION %s FOR TABLE ", pub);
+	strbuf_addf(&b, "CREATE PUBLICATION %s FOR TABLE ", pub);
 	size_t listed = 0;
 	for (size_t i = 0; i < f->n_tables; i++) {
 		const struct table_facts *t = &f->tables[i];
 		if (n > 0 && !table_publishable(t))
 			continue;
-		sbuf_addf(&b, "%s%s", listed ? ", " : "", t->quoted);
-		sbuf_addf(&list, "%s%s", listed ? ", " : "", t->display);
+		strbuf_addf(&b, "%s%s", listed ? ", " : "", t->quoted);
+		strbuf_addf(&list, "%s%s", listed ? ", " : "", t->display);
 		listed++;
 		partitioned |= t->relkind == 'p';
 	}
 	if (partitioned)
-		sbuf_addf(&b, " WITH (publish_via_partition_root = true)");
+		strbuf_addf(&b, " WITH (publish_via_partition_root = true)");
 	free(pub);
 	if (n_publishable)
 		*n_publishable = n;
 	if (names)
-		*names = sbuf_detach(&list);
-	free(list.s);
-	return sbuf_detach(&b);
+		*names = strbuf_detach(&list, NULL);
+	strbuf_release(&list);
+	return strbuf_detach(&b, NULL);
 }
 
 /* The tables to add to an existing publication; NULL when none. */
 static char *add_tables_sql(PGconn *conn, const struct flow_config *cfg, const struct source_facts *f, char **names)
 {
-	struct sbuf b = { 0 }, list = { 0 };
+	struct strbuf b = STRBUF_INIT, list = STRBUF_INIT;
 	size_t n = 0;
 	for (size_t i = 0; i < f->n_tables; i++) {
 		const struct table_facts *t = &f->tables[i];
@@ -690,21 +658,21 @@ static char *add_tables_sql(PGconn *conn, const struct flow_config *cfg, const s
 			continue;
 		if (n++ == 0) {
 			char *pub = pgconn_quote_ident(conn, cfg->publication);
-			sbuf_addf(&b, "ALTER PUBLICATION %s ADD TABLE %s", pub, t->quoted);
+			strbuf_addf(&b, "ALTER PUBLICATION %s ADD TABLE %s", pub, t->quoted);
 			free(pub);
-			sbuf_addf(&list, "%s", t->display);
+			strbuf_addf(&list, "%s", t->display);
 		} else {
-			sbuf_addf(&b, ", %s", t->quoted);
-			sbuf_addf(&list, ", %s", t->display);
+			strbuf_addf(&b, ", %s", t->quoted);
+			strbuf_addf(&list, ", %s", t->display);
 		}
 	}
 	if (n == 0 || !f->pub_exists || f->pub_all_tables) {
-		free(b.s);
-		free(list.s);
+		strbuf_release(&b);
+		strbuf_release(&list);
 		return NULL;
 	}
-	*names = sbuf_detach(&list);
-	return sbuf_detach(&b);
+	*names = strbuf_detach(&list, NULL);
+	return strbuf_detach(&b, NULL);
 }
 
 /* ------------------------------------------------------------ fix */
@@ -959,24 +927,24 @@ static void evaluate_publication(PGconn *conn, const struct flow_config *cfg, co
 		 xasprintf("publication \"%s\" exists%s", cfg->publication,
 			   f->pub_all_tables ? " (FOR ALL TABLES)" : ""),
 		 NULL, false);
-	struct sbuf missing = { 0 };
+	struct strbuf missing = STRBUF_INIT;
 	if (!f->pub_insert)
-		sbuf_addf(&missing, "%sinsert", missing.len ? ", " : "");
+		strbuf_addf(&missing, "%sinsert", missing.len ? ", " : "");
 	if (!f->pub_update)
-		sbuf_addf(&missing, "%supdate", missing.len ? ", " : "");
+		strbuf_addf(&missing, "%supdate", missing.len ? ", " : "");
 	if (!f->pub_delete)
-		sbuf_addf(&missing, "%sdelete", missing.len ? ", " : "");
+		strbuf_addf(&missing, "%sdelete", missing.len ? ", " : "");
 	if (!f->pub_truncate)
-		sbuf_addf(&missing, "%struncate", missing.len ? ", " : "");
+		strbuf_addf(&missing, "%struncate", missing.len ? ", " : "");
 	if (missing.len)
 		add_item(r, S, "publication_operations", NULL, CHECK_BLOCKER,
 			 xasprintf("publication \"%s\" does not publish %s: those changes would never reach the target",
-				   cfg->publication, missing.s),
+				   cfg->publication, missing.buf),
 			 xasprintf("ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate');", pub), false);
 	else
 		add_item(r, S, "publication_operations", NULL, CHECK_OK,
 			 xstrdup("publishes insert, update, delete and truncate"), NULL, false);
-	free(missing.s);
+	strbuf_release(&missing);
 	free(pub);
 }
 
@@ -1106,22 +1074,22 @@ static void evaluate_slot(PGconn *conn, const struct flow_config *cfg, const str
 				   cfg->slot),
 			 NULL, false);
 	} else {
-		struct sbuf wrong = { 0 };
+		struct strbuf wrong = STRBUF_INIT;
 		if (!f->slot_type || strcmp(f->slot_type, "logical") != 0)
-			sbuf_addf(&wrong, "%sit is a %s slot", wrong.len ? "; " : "", f->slot_type ? f->slot_type : "?");
+			strbuf_addf(&wrong, "%sit is a %s slot", wrong.len ? "; " : "", f->slot_type ? f->slot_type : "?");
 		else if (!f->slot_plugin || strcmp(f->slot_plugin, "pgoutput") != 0)
-			sbuf_addf(&wrong, "%sits plugin is %s, not pgoutput", wrong.len ? "; " : "",
+			strbuf_addf(&wrong, "%sits plugin is %s, not pgoutput", wrong.len ? "; " : "",
 				  f->slot_plugin ? f->slot_plugin : "?");
 		if (f->slot_type && strcmp(f->slot_type, "logical") == 0 &&
 		    (!f->slot_database || strcmp(f->slot_database, f->database) != 0))
-			sbuf_addf(&wrong, "%sit belongs to database \"%s\", not \"%s\"", wrong.len ? "; " : "",
+			strbuf_addf(&wrong, "%sit belongs to database \"%s\", not \"%s\"", wrong.len ? "; " : "",
 				  f->slot_database ? f->slot_database : "?", f->database);
 		if (f->slot_temporary)
-			sbuf_addf(&wrong, "%sit is a temporary slot of another session", wrong.len ? "; " : "");
+			strbuf_addf(&wrong, "%sit is a temporary slot of another session", wrong.len ? "; " : "");
 		if (wrong.len) {
 			char *path = check_shell_quote(cfg->path);
 			add_item(r, S, "slot", NULL, CHECK_BLOCKER,
-				 xasprintf("\"%s\" cannot be this flow's slot: %s", cfg->slot, wrong.s),
+				 xasprintf("\"%s\" cannot be this flow's slot: %s", cfg->slot, wrong.buf),
 				 xasprintf("set another source.slot in %s, or, if nothing uses it:\n%s", path, drop), false);
 			free(path);
 		} else {
@@ -1132,7 +1100,7 @@ static void evaluate_slot(PGconn *conn, const struct flow_config *cfg, const str
 					   f->confirmed_flush_lsn ? f->confirmed_flush_lsn : "none"),
 				 NULL, false);
 		}
-		free(wrong.s);
+		strbuf_release(&wrong);
 
 		const char *app = f->slot_active_app ? f->slot_active_app : "unknown";
 		if (!f->slot_active)
@@ -1305,11 +1273,11 @@ static void evaluate_ddl(PGconn *conn, const struct source_facts *f, struct chec
 			 NULL, false);
 		return;
 	}
-	struct sbuf what = { 0 };
+	struct strbuf what = STRBUF_INIT;
 	if (!f->function_exists)
-		sbuf_addf(&what, "function %s.%s() is missing", DDL_SCHEMA, DDL_FUNCTION);
+		strbuf_addf(&what, "function %s.%s() is missing", DDL_SCHEMA, DDL_FUNCTION);
 	else if (!f->function_current)
-		sbuf_addf(&what, "function %s.%s() is not the current version", DDL_SCHEMA, DDL_FUNCTION);
+		strbuf_addf(&what, "function %s.%s() is not the current version", DDL_SCHEMA, DDL_FUNCTION);
 	static const char *const names[2] = { DDL_TRIGGER, DDL_DROP_TRIGGER };
 	for (int i = 0; i < 2; i++) {
 		const char *state = !f->trigger[i].exists ? "is missing"
@@ -1317,10 +1285,10 @@ static void evaluate_ddl(PGconn *conn, const struct source_facts *f, struct chec
 				    : !f->trigger[i].right ? "has the wrong event, filter or function"
 							    : NULL;
 		if (state)
-			sbuf_addf(&what, "%sevent trigger %s %s", what.len ? "; " : "", names[i], state);
+			strbuf_addf(&what, "%sevent trigger %s %s", what.len ? "; " : "", names[i], state);
 	}
-	char *detail = xasprintf("%s: schema changes will not reach the stream as ddl frames", what.s);
-	free(what.s);
+	char *detail = xasprintf("%s: schema changes will not reach the stream as ddl frames", what.buf);
+	strbuf_release(&what);
 	if (f->superuser) {
 		add_item(r, S, "ddl_trigger", NULL, CHECK_WARN, detail, trellara_command(r, "check", " --fix"), true);
 	} else {
@@ -1580,52 +1548,48 @@ void check_report_print_text(FILE *out, const struct check_report *r)
 	fprintf(out, "\nresult: %d blockers, %d warnings\n", r->blockers, r->warnings);
 }
 
-static void json_str(FILE *out, const char *s)
-{
-	if (s)
-		json_write_string(out, s, strlen(s));
-	else
-		fputs("null", out);
-}
-
 void check_report_print_json(FILE *out, const struct check_report *r)
 {
 	const struct check_identity *id = &r->identity;
-	fputs("{\"source\": ", out);
-	json_str(out, r->source);
-	fputs(", \"identity\": {\"system_identifier\": ", out);
-	json_str(out, id->system_identifier);
-	fputs(", \"database\": ", out);
-	json_str(out, id->database);
-	fprintf(out, ", \"timeline\": %" PRIu32 ", \"server_version\": ", id->timeline);
-	json_str(out, id->server_version);
-	fprintf(out, ", \"server_version_num\": %d, \"user\": ", id->server_version_num);
-	json_str(out, id->user);
-	fprintf(out, ", \"in_recovery\": %s}, \"checks\": [", id->in_recovery ? "true" : "false");
+	struct jsonw w;
+	jsonw_init(&w, out, true);
+	jsonw_open(&w, NULL, '{');
+	jsonw_str(&w, "source", r->source);
+	jsonw_open(&w, "identity", '{');
+	jsonw_str(&w, "system_identifier", id->system_identifier);
+	jsonw_str(&w, "database", id->database);
+	jsonw_u64(&w, "timeline", true, id->timeline);
+	jsonw_str(&w, "server_version", id->server_version);
+	jsonw_i64(&w, "server_version_num", true, id->server_version_num);
+	jsonw_str(&w, "user", id->user);
+	jsonw_bool(&w, "in_recovery", id->in_recovery);
+	jsonw_close(&w, '}');
+	jsonw_open(&w, "checks", '[');
 	for (size_t i = 0; i < r->n_items; i++) {
 		const struct check_item *c = &r->items[i];
-		fputs(i ? ", {\"section\": " : "{\"section\": ", out);
-		json_str(out, c->section);
-		fputs(", \"name\": ", out);
-		json_str(out, c->name);
-		fputs(", \"object\": ", out);
-		json_str(out, c->object);
-		fprintf(out, ", \"status\": \"%s\", \"detail\": ", status_word(c->status, true));
-		json_str(out, c->detail);
-		fputs(", \"fix\": ", out);
-		json_str(out, c->fix);
-		fprintf(out, ", \"fixable\": %s}", c->fixable ? "true" : "false");
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "section", c->section);
+		jsonw_str(&w, "name", c->name);
+		jsonw_str(&w, "object", c->object);
+		jsonw_str(&w, "status", status_word(c->status, true));
+		jsonw_str(&w, "detail", c->detail);
+		jsonw_str(&w, "fix", c->fix);
+		jsonw_bool(&w, "fixable", c->fixable);
+		jsonw_close(&w, '}');
 	}
-	fprintf(out, "], \"blockers\": %d, \"warnings\": %d, \"fix_requested\": %s, \"fixed\": [", r->blockers,
-		r->warnings, r->fix_requested ? "true" : "false");
+	jsonw_close(&w, ']');
+	jsonw_i64(&w, "blockers", true, r->blockers);
+	jsonw_i64(&w, "warnings", true, r->warnings);
+	jsonw_bool(&w, "fix_requested", r->fix_requested);
+	jsonw_open(&w, "fixed", '[');
 	for (size_t i = 0; i < r->n_fixed; i++) {
-		fputs(i ? ", {\"action\": " : "{\"action\": ", out);
-		json_str(out, r->fixed[i].action);
-		fputs(", \"detail\": ", out);
-		json_str(out, r->fixed[i].detail);
-		fputs(", \"sql\": ", out);
-		json_str(out, r->fixed[i].sql);
-		fputc('}', out);
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "action", r->fixed[i].action);
+		jsonw_str(&w, "detail", r->fixed[i].detail);
+		jsonw_str(&w, "sql", r->fixed[i].sql);
+		jsonw_close(&w, '}');
 	}
-	fputs("]}\n", out);
+	jsonw_close(&w, ']');
+	jsonw_close(&w, '}');
+	fputc('\n', out);
 }

@@ -11,10 +11,12 @@
 #include "trellara/checkpoint.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
+#include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
+#include "trellara/strbuf.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
@@ -161,40 +163,6 @@ static int move(PGconn *conn, const struct flow_config *cfg, const char *run_id,
 			 relation, NULL, false);
 }
 
-/* a growing string (as trellara-check's) */
-struct sbuf {
-	char *s; /* owned */
-	size_t len, cap;
-};
-
-static void sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sbuf_addf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		abort();
-	if (b->len + (size_t)n + 1 > b->cap) {
-		b->cap = 2 * (b->len + (size_t)n + 1);
-		b->s = xrealloc(b->s, b->cap);
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-static char *sbuf_detach(struct sbuf *b)
-{
-	char *s = b->s ? b->s : xstrdup("");
-	b->s = NULL;
-	b->len = b->cap = 0;
-	return s;
-}
-
 /* A run whose copy failed: failed_recoverable with its reason, durably,
  * before anything retries it (the run has its slot evidence by now).  The
  * next "trellara snapshot" resumes it: the tables not copied are copied
@@ -228,7 +196,7 @@ static char *conninfo_for_argv(const char *url, const char *role, char **passwor
 		PQfreemem(err);
 		return NULL;
 	}
-	struct sbuf b = { 0 };
+	struct strbuf b = STRBUF_INIT;
 	bool ok = true;
 	for (PQconninfoOption *o = opts; o->keyword; o++) {
 		if (!o->val || !*o->val)
@@ -245,19 +213,19 @@ static char *conninfo_for_argv(const char *url, const char *role, char **passwor
 			ok = false;
 			break;
 		}
-		sbuf_addf(&b, "%s%s='", b.len ? " " : "", o->keyword);
+		strbuf_addf(&b, "%s%s='", b.len ? " " : "", o->keyword);
 		for (const char *c = o->val; *c; c++)
-			sbuf_addf(&b, "%s%c", *c == '\'' || *c == '\\' ? "\\" : "", *c);
-		sbuf_addf(&b, "'");
+			strbuf_addf(&b, "%s%c", *c == '\'' || *c == '\\' ? "\\" : "", *c);
+		strbuf_addch(&b, '\'');
 	}
 	PQconninfoFree(opts);
 	if (!ok) {
-		free(b.s);
+		strbuf_release(&b);
 		free(*password);
 		*password = NULL;
 		return NULL;
 	}
-	return sbuf_detach(&b);
+	return strbuf_detach(&b, NULL);
 }
 
 /* Runs argv (found on PATH) with PGPASSWORD set to password in its own
@@ -307,15 +275,15 @@ static int run_child(char *const *argv, const char *password, bool quiet)
  * quotes doubled (wildcards and upper case are then literal). */
 static char *dump_pattern(const char *schema, const char *name)
 {
-	struct sbuf b = { 0 };
+	struct strbuf b = STRBUF_INIT;
 	const char *parts[2] = { schema, name };
 	for (int i = 0; i < 2; i++) {
-		sbuf_addf(&b, "%s\"", i ? "." : "");
+		strbuf_addf(&b, "%s\"", i ? "." : "");
 		for (const char *c = parts[i]; *c; c++)
-			sbuf_addf(&b, "%s%c", *c == '"' ? "\"" : "", *c);
-		sbuf_addf(&b, "\"");
+			strbuf_addf(&b, "%s%c", *c == '"' ? "\"" : "", *c);
+		strbuf_addch(&b, '"');
 	}
-	return sbuf_detach(&b);
+	return strbuf_detach(&b, NULL);
 }
 
 /* The -t patterns of a table: itself, and for a partitioned table every
@@ -646,7 +614,7 @@ int snapshot_run(const struct snapshot_options *o)
 	PQfinish(ex.repl);
 	ex.repl = NULL;
 	int failed = 0, changed = 0;
-	struct sbuf why = { 0 };
+	struct strbuf why = STRBUF_INIT;
 	for (size_t i = 0; i < n; i++) {
 		if (tables[i].outcome == COPY_DONE) {
 			printf("copied %s.%s: %" PRIu64 " rows\n", tables[i].schema, tables[i].name, tables[i].rows);
@@ -659,14 +627,14 @@ int snapshot_run(const struct snapshot_options *o)
 			record_schema_changed(dst, cfg, run_id, relation);
 			printf("NOT handed off %s: its schema changed during the copy; apply the change to the target table and run the snapshot again\n",
 			       relation);
-			sbuf_addf(&why, "%s%s: its schema changed during the copy", why.len ? "; " : "", relation);
+			strbuf_addf(&why, "%s%s: its schema changed during the copy", why.len ? "; " : "", relation);
 		} else {
 			failed++;
 			printf("FAILED %s: %s\n", relation, tables[i].error);
-			sbuf_addf(&why, "%s%s: %s", why.len ? "; " : "", relation, tables[i].error);
+			strbuf_addf(&why, "%s%s: %s", why.len ? "; " : "", relation, tables[i].error);
 		}
 	}
-	char *reason = sbuf_detach(&why);
+	char *reason = strbuf_detach(&why, NULL);
 	if (failed || changed)
 		record_failure(dst, cfg, run_id, reason);
 	free(reason);
@@ -762,28 +730,26 @@ int snapshot_status(const struct snapshot_options *o)
 		goto out;
 	int not_copied = 0;
 	char l[LSN_FORMAT_LEN];
+	struct jsonw w;
+	jsonw_init(&w, stdout, false);
 	if (o->json) {
-		printf("{\"flow\":\"%s:%s\",\"run\":", cfg->source_id, cfg->dataset_id);
+		char *flow = config_flow_id(cfg);
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "flow", flow);
+		free(flow);
 		if (!run.exists) {
-			printf("null");
+			jsonw_null(&w, "run");
 		} else {
-			printf("{\"run_id\":");
-			json_write_string(stdout, run.run_id, strlen(run.run_id));
-			printf(",\"state\":\"%s\",\"slot\":", run_state_name(run.state));
-			json_write_string(stdout, run.slot_name, strlen(run.slot_name));
-			printf(",\"consistent_lsn\":");
-			if (run.consistent_lsn)
-				printf("\"%s\"", lsn_format(run.consistent_lsn, l));
-			else
-				printf("null");
-			printf(",\"failure_reason\":");
-			if (*run.failure_reason)
-				json_write_string(stdout, run.failure_reason, strlen(run.failure_reason));
-			else
-				printf("null");
-			printf(",\"updated_at\":\"%s\"}", run.updated_at);
+			jsonw_open(&w, "run", '{');
+			jsonw_str(&w, "run_id", run.run_id);
+			jsonw_str(&w, "state", run_state_name(run.state));
+			jsonw_str(&w, "slot", run.slot_name);
+			jsonw_lsn(&w, "consistent_lsn", run.consistent_lsn != 0, run.consistent_lsn);
+			jsonw_str(&w, "failure_reason", *run.failure_reason ? run.failure_reason : NULL);
+			jsonw_str(&w, "updated_at", run.updated_at);
+			jsonw_close(&w, '}');
 		}
-		printf(",\"tables\":[");
+		jsonw_open(&w, "tables", '[');
 	} else if (run.exists) {
 		printf("run %s: %s (slot %s, consistent point %s, updated %s)\n", run.run_id, run_state_name(run.state),
 		       *run.slot_name ? run.slot_name : "-", run.consistent_lsn ? lsn_format(run.consistent_lsn, l) : "-",
@@ -808,14 +774,12 @@ int snapshot_status(const struct snapshot_options *o)
 		if (r && r->has_watermark)
 			lsn_format(r->watermark_lsn, watermark);
 		if (o->json) {
-			printf("%s{\"table\":", i ? "," : "");
-			json_write_string(stdout, name, strlen(name));
-			printf(",\"state\":\"%s\",\"rows\":%s,\"watermark_lsn\":", state, copied_rows);
-			if (*watermark)
-				printf("\"%s\"", watermark);
-			else
-				printf("null");
-			printf("}");
+			jsonw_open(&w, NULL, '{');
+			jsonw_str(&w, "table", name);
+			jsonw_str(&w, "state", state);
+			jsonw_u64(&w, "rows", true, r ? r->copied_rows : 0);
+			jsonw_str(&w, "watermark_lsn", *watermark ? watermark : NULL);
+			jsonw_close(&w, '}');
 		} else {
 			printf("  %-40s %-15s rows %-10s watermark %s\n", name, state, copied_rows, *watermark ? watermark : "-");
 		}
@@ -823,9 +787,10 @@ int snapshot_status(const struct snapshot_options *o)
 	free(rows);
 	const char *action = next_action(&run, not_copied);
 	if (o->json) {
-		printf("],\"next_action\":");
-		json_write_string(stdout, action, strlen(action));
-		printf("}\n");
+		jsonw_close(&w, ']');
+		jsonw_str(&w, "next_action", action);
+		jsonw_close(&w, '}');
+		putchar('\n');
 	} else {
 		printf("next: %s\n", action);
 	}
