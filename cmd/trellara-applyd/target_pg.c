@@ -149,8 +149,8 @@ static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels,
 	(void)n_rels;
 	(void)c;
 	struct target_pg *p = t;
-	return executor_exec(&p->ex, (const char *)stmt->sql.data, (int)stmt->n_params, stmt->values, tag,
-			     stmt->expect_one, stmt->what.len ? (const char *)stmt->what.data : NULL);
+	return executor_exec(&p->ex, stmt->sql.buf, (int)stmt->n_params, stmt->values, tag,
+			     stmt->expect_one, stmt->what.len ? stmt->what.buf : NULL);
 }
 
 static int pg_write_checkpoint(void *t, const struct apply_checkpoint *cp, uint64_t tag)

@@ -6,6 +6,7 @@
 #include "trellara/checkpoint.h"
 #include "trellara/config.h"
 #include "trellara/defaults.h"
+#include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
@@ -48,18 +49,27 @@ static int list(PGconn *conn, const struct flow_config *cfg, const struct flow_i
 		return EXIT_UNAVAILABLE;
 	int open = 0;
 	char lsn[LSN_FORMAT_LEN];
-	if (json)
-		fputs("{\"quarantine\":[", stdout);
+	struct jsonw w;
+	jsonw_init(&w, stdout, false);
+	if (json) {
+		jsonw_open(&w, NULL, '{');
+		jsonw_open(&w, "quarantine", '[');
+	}
 	for (int i = 0; i < n; i++) {
 		if (strcmp(q[i].state, "resolved") != 0)
 			open++;
 		lsn_format(q[i].commit_lsn, lsn);
 		if (json) {
-			printf("%s{\"id\":%" PRId64 ",\"transaction_id\":%u,\"commit_lsn\":\"%s\",\"stream_offset\":%" PRIu64
-			       ",\"reason\":\"%s\",\"state\":\"%s\",\"created_at\":\"%s\",\"detail\":",
-			       i ? "," : "", q[i].id, q[i].xid, lsn, q[i].stream_offset, q[i].reason, q[i].state, q[i].created_at);
-			json_write_string(stdout, q[i].detail, strlen(q[i].detail));
-			putchar('}');
+			jsonw_open(&w, NULL, '{');
+			jsonw_i64(&w, "id", true, q[i].id);
+			jsonw_u64(&w, "transaction_id", true, q[i].xid);
+			jsonw_str(&w, "commit_lsn", lsn);
+			jsonw_u64(&w, "stream_offset", true, q[i].stream_offset);
+			jsonw_str(&w, "reason", q[i].reason);
+			jsonw_str(&w, "state", q[i].state);
+			jsonw_str(&w, "created_at", q[i].created_at);
+			jsonw_str(&w, "detail", q[i].detail);
+			jsonw_close(&w, '}');
 		} else {
 			printf("%-12s transaction %u  commit %s  offset %" PRIu64 "  %s  since %s\n    %s\n", q[i].state, q[i].xid,
 			       lsn, q[i].stream_offset, q[i].reason, q[i].created_at, q[i].detail);
@@ -68,9 +78,12 @@ static int list(PGconn *conn, const struct flow_config *cfg, const struct flow_i
 				       cfg->path, q[i].xid, lsn);
 		}
 	}
-	if (json)
-		printf("],\"open\":%d}\n", open);
-	else if (n == 0)
+	if (json) {
+		jsonw_close(&w, ']');
+		jsonw_i64(&w, "open", true, open);
+		jsonw_close(&w, '}');
+		putchar('\n');
+	} else if (n == 0)
 		printf("no quarantined transactions\n");
 	free(q);
 	return open ? EXIT_NEGATIVE : EXIT_OK;

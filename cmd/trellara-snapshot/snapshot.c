@@ -1,20 +1,23 @@
 /*
- * snapshot.c - the snapshot run (DESIGN §6), its status, and reseed.
+ * snapshot.c - the snapshot run (DESIGN §6) and reseed; --create-tables
+ * is in snapshot_tables.c, status in snapshot_status.c.
  *
  * Fault points, in order: snapshot.after_slot_before_record,
  * snapshot.after_export_before_copy, snapshot.mid_table_copy (copy.c),
  * snapshot.after_copy_before_handoff, snapshot.after_handoff_before_stream.
  */
-#include "snapshot.h"
+#include "snapshot_int.h"
 #include "copy.h"
 
 #include "trellara/checkpoint.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
+#include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
+#include "trellara/strbuf.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
@@ -99,12 +102,12 @@ static int drop_stale_slot(PGconn *src, const char *slot)
 	return rc;
 }
 
-static void table_names(const struct flow_config *cfg, size_t i, char *buf, size_t len)
+void snapshot_table_names(const struct flow_config *cfg, size_t i, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s.%s", cfg->tables[i].schema, cfg->tables[i].name);
 }
 
-static struct flow_ids flow_ids_of(const struct flow_config *cfg)
+struct flow_ids snapshot_flow_ids(const struct flow_config *cfg)
 {
 	return (struct flow_ids){ cfg->source_id, cfg->dataset_id, cfg->consumer_group };
 }
@@ -112,14 +115,14 @@ static struct flow_ids flow_ids_of(const struct flow_config *cfg)
 /* Which tables of the run are copied already. */
 static int copied_tables(PGconn *conn, const struct flow_config *cfg, const char *run_id, bool *copied)
 {
-	struct flow_ids ids = flow_ids_of(cfg);
+	struct flow_ids ids = snapshot_flow_ids(cfg);
 	struct snapshot_progress *rows;
 	int n;
 	if (checkpoint_progress_list(conn, cfg->checkpoint_schema, &ids, run_id, &rows, &n) < 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_tables; i++) {
 		char name[300];
-		table_names(cfg, i, name, sizeof name);
+		snapshot_table_names(cfg, i, name, sizeof name);
 		copied[i] = false;
 		for (int r = 0; r < n; r++)
 			if (strcmp(rows[r].state, "copied") == 0 && strcmp(rows[r].relation, name) == 0)
@@ -131,7 +134,7 @@ static int copied_tables(PGconn *conn, const struct flow_config *cfg, const char
 
 static int record_schema_changed(PGconn *conn, const struct flow_config *cfg, const char *run_id, const char *relation)
 {
-	struct flow_ids ids = flow_ids_of(cfg);
+	struct flow_ids ids = snapshot_flow_ids(cfg);
 	return checkpoint_progress_schema_changed(conn, cfg->checkpoint_schema, &ids, run_id, relation);
 }
 
@@ -141,7 +144,7 @@ static int hand_off(PGconn *conn, const struct flow_config *cfg, const char *run
 {
 	if (pgconn_command(conn, "BEGIN") < 0)
 		return -1;
-	struct flow_ids ids = flow_ids_of(cfg);
+	struct flow_ids ids = snapshot_flow_ids(cfg);
 	if (checkpoint_handoff_record_run(conn, cfg->checkpoint_schema, &ids, run_id) < 0) {
 		pgconn_command(conn, "ROLLBACK");
 		return -1;
@@ -161,40 +164,6 @@ static int move(PGconn *conn, const struct flow_config *cfg, const char *run_id,
 			 relation, NULL, false);
 }
 
-/* a growing string (as trellara-check's) */
-struct sbuf {
-	char *s; /* owned */
-	size_t len, cap;
-};
-
-static void sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sbuf_addf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		abort();
-	if (b->len + (size_t)n + 1 > b->cap) {
-		b->cap = 2 * (b->len + (size_t)n + 1);
-		b->s = xrealloc(b->s, b->cap);
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-static char *sbuf_detach(struct sbuf *b)
-{
-	char *s = b->s ? b->s : xstrdup("");
-	b->s = NULL;
-	b->len = b->cap = 0;
-	return s;
-}
-
 /* A run whose copy failed: failed_recoverable with its reason, durably,
  * before anything retries it (the run has its slot evidence by now).  The
  * next "trellara snapshot" resumes it: the tables not copied are copied
@@ -210,243 +179,6 @@ static void record_failure(PGconn *conn, const struct flow_config *cfg, const ch
 	if (runs_move(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run_id, RUN_FAILED_RECOVERABLE, NULL, 0,
 		      NULL, NULL, r, false) != 0)
 		log_warn("snapshot run \"%s\": its failure could not be recorded (the run stays in its state)", run_id);
-}
-
-/* ---- --create-tables ---- */
-
-/* A connection string for a child's command line: every parameter of
- * url except the password, which goes into *password (NULL when none)
- * for the child's environment.  NULL when url cannot be parsed or
- * carries an sslpassword (logged). */
-static char *conninfo_for_argv(const char *url, const char *role, char **password)
-{
-	char *err = NULL;
-	*password = NULL;
-	PQconninfoOption *opts = PQconninfoParse(url, &err);
-	if (!opts) {
-		log_error("cannot parse the %s connection string%s%s", role, err ? ": " : "", err ? err : "");
-		PQfreemem(err);
-		return NULL;
-	}
-	struct sbuf b = { 0 };
-	bool ok = true;
-	for (PQconninfoOption *o = opts; o->keyword; o++) {
-		if (!o->val || !*o->val)
-			continue;
-		if (strcmp(o->keyword, "password") == 0) {
-			free(*password);
-			*password = xstrdup(o->val);
-			continue;
-		}
-		if (strcmp(o->keyword, "sslpassword") == 0) {
-			log_error("the %s connection string has an sslpassword: --create-tables cannot pass it to pg_dump and psql"
-				  " without a command line",
-				  role);
-			ok = false;
-			break;
-		}
-		sbuf_addf(&b, "%s%s='", b.len ? " " : "", o->keyword);
-		for (const char *c = o->val; *c; c++)
-			sbuf_addf(&b, "%s%c", *c == '\'' || *c == '\\' ? "\\" : "", *c);
-		sbuf_addf(&b, "'");
-	}
-	PQconninfoFree(opts);
-	if (!ok) {
-		free(b.s);
-		free(*password);
-		*password = NULL;
-		return NULL;
-	}
-	return sbuf_detach(&b);
-}
-
-/* Runs argv (found on PATH) with PGPASSWORD set to password in its own
- * environment only, files it creates private (umask 077), standard
- * output to /dev/null when quiet; its exit status, or -1 when it could
- * not run or died by a signal (logged). */
-static int run_child(char *const *argv, const char *password, bool quiet)
-{
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	if (pid < 0) {
-		log_error("cannot start %s: fork: %m", argv[0]);
-		return -1;
-	}
-	if (pid == 0) {
-		umask(077);
-		signal(SIGPIPE, SIG_DFL);
-		if (password)
-			setenv("PGPASSWORD", password, 1);
-		if (quiet) {
-			int fd = open("/dev/null", O_WRONLY);
-			if (fd >= 0) {
-				dup2(fd, STDOUT_FILENO);
-				close(fd);
-			}
-		}
-		execvp(argv[0], argv);
-		fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			log_error("waiting for %s: %m", argv[0]);
-			return -1;
-		}
-	}
-	if (WIFSIGNALED(status)) {
-		log_error("%s was killed by signal %d", argv[0], WTERMSIG(status));
-		return -1;
-	}
-	return WEXITSTATUS(status);
-}
-
-/* pg_dump's pattern for exactly this name: each part double-quoted,
- * quotes doubled (wildcards and upper case are then literal). */
-static char *dump_pattern(const char *schema, const char *name)
-{
-	struct sbuf b = { 0 };
-	const char *parts[2] = { schema, name };
-	for (int i = 0; i < 2; i++) {
-		sbuf_addf(&b, "%s\"", i ? "." : "");
-		for (const char *c = parts[i]; *c; c++)
-			sbuf_addf(&b, "%s%c", *c == '"' ? "\"" : "", *c);
-		sbuf_addf(&b, "\"");
-	}
-	return sbuf_detach(&b);
-}
-
-/* The -t patterns of a table: itself, and for a partitioned table every
- * partition below it (pg_dump -t does not follow them). */
-static int dump_patterns(PGconn *src, const struct table_config *t, char ***patterns, size_t *n)
-{
-	*patterns = xcalloc(1, sizeof **patterns);
-	(*patterns)[0] = dump_pattern(t->schema, t->name);
-	*n = 1;
-	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
-	char *qualified = xasprintf("%s.%s", qs, qn);
-	const char *p[1] = { qualified };
-	PGresult *res = pgconn_query(src,
-				     "SELECT n.nspname, c.relname FROM pg_partition_tree(to_regclass($1)) pt"
-				     " JOIN pg_class c ON c.oid = pt.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
-				     " WHERE pt.relid <> to_regclass($1) ORDER BY pt.level, c.relname",
-				     1, p);
-	free(qualified);
-	free(qs);
-	free(qn);
-	if (!res)
-		return -1;
-	*patterns = xrealloc(*patterns, ((size_t)PQntuples(res) + 1) * sizeof **patterns);
-	for (int r = 0; r < PQntuples(res); r++)
-		(*patterns)[(*n)++] = dump_pattern(PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
-	PQclear(res);
-	return 0;
-}
-
-/* --create-tables: the missing target tables from the source's
- * definitions (pg_dump into a private file, psql -f it), indexes and
- * constraints after the data.  No password on any command line. */
-static int create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
-				 bool only_missing, bool *created)
-{
-	int rc = -1;
-	char *src_pw = NULL, *dst_pw = NULL, *file = NULL, *dir = NULL;
-	char *src_ci = conninfo_for_argv(cfg->source_database_url, "source", &src_pw);
-	char *dst_ci = conninfo_for_argv(cfg->target_database_url, "target", &dst_pw);
-	if (!src_ci || !dst_ci)
-		goto out;
-	const char *tmp = getenv("TMPDIR");
-	dir = xasprintf("%s/trellara-snapshot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir)) { /* mode 0700 */
-		log_error("cannot create a private directory \"%s\" for pg_dump's output: %m", dir);
-		free(dir);
-		dir = NULL;
-		goto out;
-	}
-	file = xasprintf("%s/%s.sql", dir, section);
-	for (size_t i = 0; i < cfg->n_tables; i++) {
-		char name[300];
-		table_names(cfg, i, name, sizeof name);
-		if (only_missing) {
-			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
-			char *qualified = xasprintf("%s.%s", qs, qn);
-			const char *p[1] = { qualified };
-			PGresult *res = pgconn_query(dst, "SELECT to_regclass($1) IS NULL", 1, p);
-			free(qualified);
-			free(qs);
-			free(qn);
-			if (!res)
-				goto out;
-			created[i] = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-			PQclear(res);
-		}
-		if (!created[i])
-			continue;
-		char **patterns;
-		size_t n_patterns;
-		if (dump_patterns(src, &cfg->tables[i], &patterns, &n_patterns) < 0)
-			goto out;
-		char *section_opt = xasprintf("--section=%s", section);
-		size_t argc = 0;
-		char **argv = xcalloc(10 + 2 * n_patterns, sizeof *argv); /* 7 options, -t pairs, -d and its value, NULL */
-		argv[argc++] = "pg_dump";
-		argv[argc++] = "--no-owner";
-		argv[argc++] = "--no-privileges";
-		argv[argc++] = "--schema-only";
-		argv[argc++] = section_opt;
-		argv[argc++] = "-f";
-		argv[argc++] = file;
-		for (size_t k = 0; k < n_patterns; k++) {
-			argv[argc++] = "-t";
-			argv[argc++] = patterns[k];
-		}
-		argv[argc++] = "-d";
-		argv[argc++] = src_ci;
-		argv[argc] = NULL;
-		unlink(file);
-		int dump_status = run_child(argv, src_pw, false);
-		int restore_status = -2;
-		if (dump_status == 0) {
-			char *psql_argv[] = { "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", file, "-d",
-					      dst_ci, NULL };
-			restore_status = run_child(psql_argv, dst_pw, true);
-		}
-		unlink(file);
-		for (size_t k = 0; k < n_patterns; k++)
-			free(patterns[k]);
-		free(patterns);
-		free(argv);
-		free(section_opt);
-		if (dump_status != 0) {
-			log_error("cannot create target table %s from the source definition: pg_dump --section=%s failed (exit status %d)",
-				  name, section, dump_status);
-			goto out;
-		}
-		if (restore_status != 0) {
-			log_error("cannot create target table %s from the source definition: psql of pg_dump --section=%s failed"
-				  " (exit status %d)",
-				  name, section, restore_status);
-			goto out;
-		}
-		log_info("target table %s: %s created from the source definition", name, section);
-	}
-	rc = 0;
-out:
-	if (dir && rmdir(dir) < 0)
-		log_warn("cannot remove directory \"%s\": %m", dir);
-	free(dir);
-	free(file);
-	free(src_ci);
-	free(dst_ci);
-	if (src_pw)
-		memset(src_pw, 0, strlen(src_pw));
-	if (dst_pw)
-		memset(dst_pw, 0, strlen(dst_pw));
-	free(src_pw);
-	free(dst_pw);
-	return rc;
 }
 
 /* A flow may list a partitioned table or its partitions, not both: the
@@ -557,7 +289,7 @@ int snapshot_run(const struct snapshot_options *o)
 			code = EXIT_NEGATIVE;
 			goto out;
 		}
-		struct flow_ids ids = flow_ids_of(cfg);
+		struct flow_ids ids = snapshot_flow_ids(cfg);
 		checkpoint_progress_clear(dst, cfg->checkpoint_schema, &ids, run_id);
 		if (move(dst, cfg, run_id, RUN_PLANNED, NULL, 0, NULL, NULL) != 0)
 			goto out;
@@ -570,7 +302,7 @@ int snapshot_run(const struct snapshot_options *o)
 			goto out;
 		run.state = RUN_PLANNED;
 	}
-	if (o->create_tables && create_missing_tables(src, dst, cfg, "pre-data", true, created) < 0) {
+	if (o->create_tables && snapshot_create_missing_tables(src, dst, cfg, "pre-data", true, created) < 0) {
 		code = EXIT_CONFIG;
 		goto out;
 	}
@@ -646,7 +378,7 @@ int snapshot_run(const struct snapshot_options *o)
 	PQfinish(ex.repl);
 	ex.repl = NULL;
 	int failed = 0, changed = 0;
-	struct sbuf why = { 0 };
+	struct strbuf why = STRBUF_INIT;
 	for (size_t i = 0; i < n; i++) {
 		if (tables[i].outcome == COPY_DONE) {
 			printf("copied %s.%s: %" PRIu64 " rows\n", tables[i].schema, tables[i].name, tables[i].rows);
@@ -659,14 +391,14 @@ int snapshot_run(const struct snapshot_options *o)
 			record_schema_changed(dst, cfg, run_id, relation);
 			printf("NOT handed off %s: its schema changed during the copy; apply the change to the target table and run the snapshot again\n",
 			       relation);
-			sbuf_addf(&why, "%s%s: its schema changed during the copy", why.len ? "; " : "", relation);
+			strbuf_addf(&why, "%s%s: its schema changed during the copy", why.len ? "; " : "", relation);
 		} else {
 			failed++;
 			printf("FAILED %s: %s\n", relation, tables[i].error);
-			sbuf_addf(&why, "%s%s: %s", why.len ? "; " : "", relation, tables[i].error);
+			strbuf_addf(&why, "%s%s: %s", why.len ? "; " : "", relation, tables[i].error);
 		}
 	}
-	char *reason = sbuf_detach(&why);
+	char *reason = strbuf_detach(&why, NULL);
 	if (failed || changed)
 		record_failure(dst, cfg, run_id, reason);
 	free(reason);
@@ -686,7 +418,7 @@ int snapshot_run(const struct snapshot_options *o)
 			if (created[i])
 				continue;
 			char name[300];
-			table_names(cfg, i, name, sizeof name);
+			snapshot_table_names(cfg, i, name, sizeof name);
 			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
 			char *qualified = xasprintf("%s.%s", qs, qn);
 			const char *p[1] = { qualified };
@@ -699,7 +431,7 @@ int snapshot_run(const struct snapshot_options *o)
 			free(qs);
 			free(qn);
 		}
-		if (create_missing_tables(src, dst, cfg, "post-data", false, created) < 0) {
+		if (snapshot_create_missing_tables(src, dst, cfg, "post-data", false, created) < 0) {
 			code = EXIT_CONFIG;
 			goto out;
 		}
@@ -726,121 +458,12 @@ out:
 	return code;
 }
 
-/* ---- status ---- */
-
-static const char *next_action(const struct run_row *run, int not_copied)
-{
-	if (!run->exists)
-		return "run \"trellara snapshot --config FILE\" to copy the tables";
-	switch (run->state) {
-	case RUN_STREAM_HANDOFF_READY:
-		return "start trellara capture and trellara applyd";
-	case RUN_STREAMING:
-		return "keep capture and applyd running; run trellara verify to prove convergence";
-	case RUN_VERIFIED:
-		return "nothing: the copy is verified; verify again at any time";
-	default:
-		return not_copied ? "run \"trellara snapshot --config FILE\" again: it resumes with the tables not copied yet"
-				  : "run \"trellara snapshot --config FILE\" again to finish the handoff";
-	}
-}
-
-int snapshot_status(const struct snapshot_options *o)
-{
-	const struct flow_config *cfg = o->cfg;
-	PGconn *dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
-	int code = EXIT_UNAVAILABLE;
-	if (!dst || checkpoint_migrate(dst, cfg->checkpoint_schema) < 0)
-		goto out;
-	struct run_row run;
-	if (runs_load(dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, o->run_id, &run) < 0)
-		goto out;
-	struct flow_ids ids = flow_ids_of(cfg);
-	struct snapshot_progress *rows;
-	int n_rows;
-	if (checkpoint_progress_list(dst, cfg->checkpoint_schema, &ids, run.run_id, &rows, &n_rows) < 0)
-		goto out;
-	int not_copied = 0;
-	char l[LSN_FORMAT_LEN];
-	if (o->json) {
-		printf("{\"flow\":\"%s:%s\",\"run\":", cfg->source_id, cfg->dataset_id);
-		if (!run.exists) {
-			printf("null");
-		} else {
-			printf("{\"run_id\":");
-			json_write_string(stdout, run.run_id, strlen(run.run_id));
-			printf(",\"state\":\"%s\",\"slot\":", run_state_name(run.state));
-			json_write_string(stdout, run.slot_name, strlen(run.slot_name));
-			printf(",\"consistent_lsn\":");
-			if (run.consistent_lsn)
-				printf("\"%s\"", lsn_format(run.consistent_lsn, l));
-			else
-				printf("null");
-			printf(",\"failure_reason\":");
-			if (*run.failure_reason)
-				json_write_string(stdout, run.failure_reason, strlen(run.failure_reason));
-			else
-				printf("null");
-			printf(",\"updated_at\":\"%s\"}", run.updated_at);
-		}
-		printf(",\"tables\":[");
-	} else if (run.exists) {
-		printf("run %s: %s (slot %s, consistent point %s, updated %s)\n", run.run_id, run_state_name(run.state),
-		       *run.slot_name ? run.slot_name : "-", run.consistent_lsn ? lsn_format(run.consistent_lsn, l) : "-",
-		       run.updated_at);
-		if (*run.failure_reason)
-			printf("failure: %s\n", run.failure_reason);
-	} else {
-		printf("no snapshot run for flow %s:%s\n", cfg->source_id, cfg->dataset_id);
-	}
-	for (size_t i = 0; i < cfg->n_tables; i++) {
-		char name[300];
-		table_names(cfg, i, name, sizeof name);
-		const struct snapshot_progress *r = NULL;
-		for (int k = 0; k < n_rows; k++)
-			if (strcmp(rows[k].relation, name) == 0)
-				r = &rows[k];
-		const char *state = r ? r->state : "pending";
-		if (strcmp(state, "copied") != 0)
-			not_copied++;
-		char copied_rows[24], watermark[LSN_FORMAT_LEN] = "";
-		snprintf(copied_rows, sizeof copied_rows, "%" PRIu64, r ? r->copied_rows : 0);
-		if (r && r->has_watermark)
-			lsn_format(r->watermark_lsn, watermark);
-		if (o->json) {
-			printf("%s{\"table\":", i ? "," : "");
-			json_write_string(stdout, name, strlen(name));
-			printf(",\"state\":\"%s\",\"rows\":%s,\"watermark_lsn\":", state, copied_rows);
-			if (*watermark)
-				printf("\"%s\"", watermark);
-			else
-				printf("null");
-			printf("}");
-		} else {
-			printf("  %-40s %-15s rows %-10s watermark %s\n", name, state, copied_rows, *watermark ? watermark : "-");
-		}
-	}
-	free(rows);
-	const char *action = next_action(&run, not_copied);
-	if (o->json) {
-		printf("],\"next_action\":");
-		json_write_string(stdout, action, strlen(action));
-		printf("}\n");
-	} else {
-		printf("next: %s\n", action);
-	}
-	code = EXIT_OK;
-out:
-	PQfinish(dst);
-	return code;
-}
-
 /* ---- reseed ---- */
 
 /* The state of the flow's fence, "" when none is set. */
 static int fence_state(PGconn *dst, const struct flow_config *cfg, char *state, size_t len)
 {
-	struct flow_ids ids = flow_ids_of(cfg);
+	struct flow_ids ids = snapshot_flow_ids(cfg);
 	bool present;
 	uint64_t fence_lsn;
 	if (checkpoint_fence_get(dst, cfg->checkpoint_schema, &ids, &present, &fence_lsn, state, len) < 0)
@@ -852,7 +475,7 @@ static int fence_state(PGconn *dst, const struct flow_config *cfg, char *state, 
 
 static void fence_release(PGconn *dst, const struct flow_config *cfg)
 {
-	struct flow_ids ids = flow_ids_of(cfg);
+	struct flow_ids ids = snapshot_flow_ids(cfg);
 	checkpoint_fence_release(dst, cfg->checkpoint_schema, &ids, NULL);
 }
 
@@ -862,7 +485,7 @@ int snapshot_reseed(const struct snapshot_options *o)
 	size_t which = cfg->n_tables;
 	for (size_t i = 0; i < cfg->n_tables; i++) {
 		char name[300];
-		table_names(cfg, i, name, sizeof name);
+		snapshot_table_names(cfg, i, name, sizeof name);
 		if (strcmp(name, o->table) == 0)
 			which = i;
 	}
@@ -888,7 +511,7 @@ int snapshot_reseed(const struct snapshot_options *o)
 	/* 1. applyd holds at once: everything it applied is before the copy's
 	 * snapshot, and nothing after the snapshot reaches the table before
 	 * its new watermark is in place */
-	struct flow_ids ids = flow_ids_of(cfg);
+	struct flow_ids ids = snapshot_flow_ids(cfg);
 	bool mine;
 	if (checkpoint_fence_request(dst, cfg->checkpoint_schema, &ids, 0, "reseed", &mine) < 0)
 		goto out;

@@ -17,6 +17,7 @@
 #include "trellara/lsn.h"
 #include "trellara/runs.h"
 #include "trellara/stream.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
@@ -36,7 +37,7 @@ static void set_error(char *error, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(error, len, fmt, ap);
+	errbuf_vsetf(error, len, fmt, ap);
 	va_end(ap);
 	/* one line: libpq messages end in newlines and may hold several */
 	for (char *p = error; *p; p++)

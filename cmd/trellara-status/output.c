@@ -5,6 +5,7 @@
  */
 #include "status.h"
 
+#include "trellara/jsonw.h"
 #include "trellara/lsn.h"
 #include "trellara/textcodec.h"
 
@@ -203,272 +204,202 @@ void status_print_text(FILE *out, const struct status_report *r, enum status_vie
 
 /* ---- JSON ---- */
 
-/* A minimal streaming JSON writer: tracks whether a comma is due. */
-struct jw {
-	FILE *out;
-	bool comma[16];
-	int depth;
-};
-
-static void jw_key(struct jw *w, const char *key)
-{
-	if (w->comma[w->depth])
-		fputc(',', w->out);
-	w->comma[w->depth] = true;
-	if (key) {
-		json_write_string(w->out, key, strlen(key));
-		fputc(':', w->out);
-	}
-}
-
-static void jw_open(struct jw *w, const char *key, char bracket)
-{
-	jw_key(w, key);
-	fputc(bracket, w->out);
-	w->comma[++w->depth] = false;
-}
-
-static void jw_close(struct jw *w, char bracket)
-{
-	w->depth--;
-	fputc(bracket, w->out);
-}
-
-static void jw_str(struct jw *w, const char *key, const char *value)
-{
-	jw_key(w, key);
-	if (value)
-		json_write_string(w->out, value, strlen(value));
-	else
-		fputs("null", w->out);
-}
-
-static void jw_bool(struct jw *w, const char *key, bool value)
-{
-	jw_key(w, key);
-	fputs(value ? "true" : "false", w->out);
-}
-
-static void jw_u64(struct jw *w, const char *key, bool known, uint64_t value)
-{
-	jw_key(w, key);
-	if (known)
-		fprintf(w->out, "%" PRIu64, value);
-	else
-		fputs("null", w->out);
-}
-
-static void jw_num(struct jw *w, const char *key, bool known, double value)
-{
-	jw_key(w, key);
-	if (known && isfinite(value))
-		fprintf(w->out, "%.3f", value);
-	else
-		fputs("null", w->out);
-}
-
-static void jw_lsn(struct jw *w, const char *key, bool known, uint64_t lsn)
-{
-	char buf[LSN_FORMAT_LEN];
-	jw_str(w, key, known ? lsn_format(lsn, buf) : NULL);
-}
-
-static void json_source(struct jw *w, const struct status_report *r)
+static void json_source(struct jsonw *w, const struct status_report *r)
 {
 	const struct status_source *s = &r->source;
 	bool a = s->available;
-	jw_open(w, "source", '{');
-	jw_bool(w, "available", a);
-	jw_str(w, "error", a ? NULL : s->error);
-	jw_lsn(w, "wal_lsn", a, s->wal_lsn);
-	jw_key(w, "in_recovery");
+	jsonw_open(w, "source", '{');
+	jsonw_bool(w, "available", a);
+	jsonw_str(w, "error", a ? NULL : s->error);
+	jsonw_lsn(w, "wal_lsn", a, s->wal_lsn);
+	jsonw_key(w, "in_recovery");
 	fputs(a ? (s->in_recovery ? "true" : "false") : "null", w->out);
-	jw_open(w, "slot", '{');
-	jw_str(w, "name", r->cfg->slot);
-	jw_key(w, "exists");
+	jsonw_open(w, "slot", '{');
+	jsonw_str(w, "name", r->cfg->slot);
+	jsonw_key(w, "exists");
 	fputs(a ? (s->slot_exists ? "true" : "false") : "null", w->out);
-	jw_key(w, "active");
+	jsonw_key(w, "active");
 	fputs(a && s->slot_exists ? (s->slot_active ? "true" : "false") : "null", w->out);
-	jw_u64(w, "active_pid", a && s->slot_active, (uint64_t)s->slot_active_pid);
-	jw_str(w, "wal_status", a && *s->wal_status ? s->wal_status : NULL);
-	jw_lsn(w, "restart_lsn", a && s->has_restart_lsn, s->restart_lsn);
-	jw_lsn(w, "confirmed_flush_lsn", a && s->has_confirmed_flush, s->confirmed_flush_lsn);
-	jw_u64(w, "lag_bytes", a && s->has_lag_bytes, s->lag_bytes);
-	jw_num(w, "lag_seconds", a && s->has_lag_seconds, s->lag_seconds);
-	jw_str(w, "lag_seconds_basis", a ? s->lag_seconds_basis : NULL);
-	jw_u64(w, "retained_wal_bytes", a && s->has_retained, s->retained_bytes);
-	jw_u64(w, "wal_retention_warn_bytes", true, r->cfg->wal_retention_warn_bytes);
-	jw_close(w, '}');
-	jw_close(w, '}');
+	jsonw_u64(w, "active_pid", a && s->slot_active, (uint64_t)s->slot_active_pid);
+	jsonw_str(w, "wal_status", a && *s->wal_status ? s->wal_status : NULL);
+	jsonw_lsn(w, "restart_lsn", a && s->has_restart_lsn, s->restart_lsn);
+	jsonw_lsn(w, "confirmed_flush_lsn", a && s->has_confirmed_flush, s->confirmed_flush_lsn);
+	jsonw_u64(w, "lag_bytes", a && s->has_lag_bytes, s->lag_bytes);
+	jsonw_num(w, "lag_seconds", a && s->has_lag_seconds, s->lag_seconds);
+	jsonw_str(w, "lag_seconds_basis", a ? s->lag_seconds_basis : NULL);
+	jsonw_u64(w, "retained_wal_bytes", a && s->has_retained, s->retained_bytes);
+	jsonw_u64(w, "wal_retention_warn_bytes", true, r->cfg->wal_retention_warn_bytes);
+	jsonw_close(w, '}');
+	jsonw_close(w, '}');
 }
 
-static void json_stream(struct jw *w, const struct status_report *r)
+static void json_stream(struct jsonw *w, const struct status_report *r)
 {
 	const struct status_stream *s = &r->stream;
 	bool a = s->available;
-	jw_open(w, "stream", '{');
-	jw_bool(w, "available", a);
-	jw_str(w, "error", a ? NULL : s->error);
-	jw_str(w, "dir", r->cfg->stream_path);
-	jw_key(w, "writer_active");
+	jsonw_open(w, "stream", '{');
+	jsonw_bool(w, "available", a);
+	jsonw_str(w, "error", a ? NULL : s->error);
+	jsonw_str(w, "dir", r->cfg->stream_path);
+	jsonw_key(w, "writer_active");
 	fputs(a ? (s->writer_active ? "true" : "false") : "null", w->out);
-	jw_key(w, "corrupt");
+	jsonw_key(w, "corrupt");
 	fputs(a ? (s->corrupt ? "true" : "false") : "null", w->out);
-	jw_key(w, "empty");
+	jsonw_key(w, "empty");
 	fputs(a ? (s->empty ? "true" : "false") : "null", w->out);
-	jw_u64(w, "first_offset", a, s->first_offset);
-	jw_u64(w, "next_offset", a, s->next_offset);
-	jw_u64(w, "frames", a, s->next_offset - s->first_offset);
-	jw_u64(w, "bytes", a, s->bytes);
-	jw_u64(w, "segments", a, s->segments);
-	jw_u64(w, "torn_bytes", a, s->torn_bytes);
-	jw_str(w, "oldest_append_time", a && s->has_oldest ? s->oldest_time : NULL);
-	jw_num(w, "oldest_age_seconds", a && s->has_oldest, s->oldest_age_seconds);
-	jw_str(w, "newest_append_time", a && s->has_newest ? s->newest_time : NULL);
-	jw_num(w, "newest_age_seconds", a && s->has_newest, s->newest_age_seconds);
-	jw_lsn(w, "acknowledged_lsn", a && s->has_ack, s->ack_lsn);
-	jw_str(w, "acknowledged_time", a && s->has_ack ? s->ack_time : NULL);
-	jw_num(w, "acknowledged_age_seconds", a && s->has_ack, s->ack_age_seconds);
-	jw_open(w, "group", '{');
-	jw_str(w, "name", r->cfg->consumer_group);
-	jw_key(w, "exists");
+	jsonw_u64(w, "first_offset", a, s->first_offset);
+	jsonw_u64(w, "next_offset", a, s->next_offset);
+	jsonw_u64(w, "frames", a, s->next_offset - s->first_offset);
+	jsonw_u64(w, "bytes", a, s->bytes);
+	jsonw_u64(w, "segments", a, s->segments);
+	jsonw_u64(w, "torn_bytes", a, s->torn_bytes);
+	jsonw_str(w, "oldest_append_time", a && s->has_oldest ? s->oldest_time : NULL);
+	jsonw_num(w, "oldest_age_seconds", a && s->has_oldest, s->oldest_age_seconds);
+	jsonw_str(w, "newest_append_time", a && s->has_newest ? s->newest_time : NULL);
+	jsonw_num(w, "newest_age_seconds", a && s->has_newest, s->newest_age_seconds);
+	jsonw_lsn(w, "acknowledged_lsn", a && s->has_ack, s->ack_lsn);
+	jsonw_str(w, "acknowledged_time", a && s->has_ack ? s->ack_time : NULL);
+	jsonw_num(w, "acknowledged_age_seconds", a && s->has_ack, s->ack_age_seconds);
+	jsonw_open(w, "group", '{');
+	jsonw_str(w, "name", r->cfg->consumer_group);
+	jsonw_key(w, "exists");
 	fputs(a ? (s->group_exists ? "true" : "false") : "null", w->out);
-	jw_u64(w, "position", a, s->group_position);
-	jw_u64(w, "pending", a, s->group_pending);
-	jw_num(w, "oldest_pending_age_seconds", a && s->has_pending_age, s->oldest_pending_age_seconds);
-	jw_close(w, '}');
-	jw_close(w, '}');
+	jsonw_u64(w, "position", a, s->group_position);
+	jsonw_u64(w, "pending", a, s->group_pending);
+	jsonw_num(w, "oldest_pending_age_seconds", a && s->has_pending_age, s->oldest_pending_age_seconds);
+	jsonw_close(w, '}');
+	jsonw_close(w, '}');
 }
 
-static void json_target(struct jw *w, const struct status_report *r)
+static void json_target(struct jsonw *w, const struct status_report *r)
 {
 	const struct status_target *t = &r->target;
 	bool a = t->available;
 	bool c = a && t->checkpoint_exists;
-	jw_open(w, "apply", '{');
-	jw_bool(w, "available", a);
-	jw_str(w, "error", a ? NULL : t->error);
-	jw_key(w, "checkpoint_schema_exists");
+	jsonw_open(w, "apply", '{');
+	jsonw_bool(w, "available", a);
+	jsonw_str(w, "error", a ? NULL : t->error);
+	jsonw_key(w, "checkpoint_schema_exists");
 	fputs(a ? (t->schema_exists ? "true" : "false") : "null", w->out);
-	jw_key(w, "checkpoint_exists");
+	jsonw_key(w, "checkpoint_exists");
 	fputs(a ? (t->checkpoint_exists ? "true" : "false") : "null", w->out);
-	jw_str(w, "consumer_group", r->cfg->consumer_group);
-	jw_lsn(w, "last_commit_lsn", c, t->last_commit_lsn);
-	jw_u64(w, "last_xid", c, t->last_xid);
-	jw_lsn(w, "applied_through_lsn", c, t->applied_through_lsn);
-	jw_u64(w, "stream_offset", c, t->stream_offset);
-	jw_u64(w, "applied_transactions", c, t->applied_transactions);
-	jw_u64(w, "applied_changes", c, t->applied_changes);
-	jw_u64(w, "skipped_duplicates", c, t->skipped_duplicates);
+	jsonw_str(w, "consumer_group", r->cfg->consumer_group);
+	jsonw_lsn(w, "last_commit_lsn", c, t->last_commit_lsn);
+	jsonw_u64(w, "last_xid", c, t->last_xid);
+	jsonw_lsn(w, "applied_through_lsn", c, t->applied_through_lsn);
+	jsonw_u64(w, "stream_offset", c, t->stream_offset);
+	jsonw_u64(w, "applied_transactions", c, t->applied_transactions);
+	jsonw_u64(w, "applied_changes", c, t->applied_changes);
+	jsonw_u64(w, "skipped_duplicates", c, t->skipped_duplicates);
 	bool lag = c && r->source.available && r->source.wal_lsn >= t->applied_through_lsn;
-	jw_u64(w, "lag_bytes", lag, lag ? r->source.wal_lsn - t->applied_through_lsn : 0);
-	jw_str(w, "checkpoint_updated_at", c ? t->checkpoint_updated_at : NULL);
-	jw_num(w, "checkpoint_age_seconds", c, t->checkpoint_age_seconds);
-	jw_num(w, "transactions_per_second", c && t->has_rate, t->transactions_per_second);
-	jw_num(w, "changes_per_second", c && t->has_rate, t->changes_per_second);
-	jw_num(w, "rate_window_seconds", c && t->has_rate, t->rate_window_seconds);
-	jw_close(w, '}');
+	jsonw_u64(w, "lag_bytes", lag, lag ? r->source.wal_lsn - t->applied_through_lsn : 0);
+	jsonw_str(w, "checkpoint_updated_at", c ? t->checkpoint_updated_at : NULL);
+	jsonw_num(w, "checkpoint_age_seconds", c, t->checkpoint_age_seconds);
+	jsonw_num(w, "transactions_per_second", c && t->has_rate, t->transactions_per_second);
+	jsonw_num(w, "changes_per_second", c && t->has_rate, t->changes_per_second);
+	jsonw_num(w, "rate_window_seconds", c && t->has_rate, t->rate_window_seconds);
+	jsonw_close(w, '}');
 
 	bool q = a && t->schema_exists;
-	jw_open(w, "quarantine", '{');
-	jw_bool(w, "available", a);
-	jw_u64(w, "open", q, t->quarantine_open);
-	jw_u64(w, "replay_ready", q, t->quarantine_replay_ready);
-	jw_str(w, "oldest_created_at", q && t->has_quarantine_oldest ? t->quarantine_oldest_at : NULL);
-	jw_num(w, "oldest_age_seconds", q && t->has_quarantine_oldest, t->quarantine_oldest_age_seconds);
-	jw_open(w, "entries", '[');
+	jsonw_open(w, "quarantine", '{');
+	jsonw_bool(w, "available", a);
+	jsonw_u64(w, "open", q, t->quarantine_open);
+	jsonw_u64(w, "replay_ready", q, t->quarantine_replay_ready);
+	jsonw_str(w, "oldest_created_at", q && t->has_quarantine_oldest ? t->quarantine_oldest_at : NULL);
+	jsonw_num(w, "oldest_age_seconds", q && t->has_quarantine_oldest, t->quarantine_oldest_age_seconds);
+	jsonw_open(w, "entries", '[');
 	char l[LSN_FORMAT_LEN];
 	for (int i = 0; q && i < t->n_listed; i++) {
 		const struct status_quarantine_entry *e = &t->listed[i];
-		jw_open(w, NULL, '{');
-		jw_u64(w, "id", true, (uint64_t)e->id);
-		jw_u64(w, "transaction_id", true, e->xid);
-		jw_str(w, "commit_lsn", lsn_format(e->commit_lsn, l));
-		jw_u64(w, "stream_offset", true, e->stream_offset);
-		jw_str(w, "reason", e->reason);
-		jw_str(w, "state", e->state);
-		jw_str(w, "created_at", e->created_at);
-		jw_close(w, '}');
+		jsonw_open(w, NULL, '{');
+		jsonw_u64(w, "id", true, (uint64_t)e->id);
+		jsonw_u64(w, "transaction_id", true, e->xid);
+		jsonw_str(w, "commit_lsn", lsn_format(e->commit_lsn, l));
+		jsonw_u64(w, "stream_offset", true, e->stream_offset);
+		jsonw_str(w, "reason", e->reason);
+		jsonw_str(w, "state", e->state);
+		jsonw_str(w, "created_at", e->created_at);
+		jsonw_close(w, '}');
 	}
-	jw_close(w, ']');
-	jw_close(w, '}');
+	jsonw_close(w, ']');
+	jsonw_close(w, '}');
 
-	jw_open(w, "snapshot", '{');
-	jw_bool(w, "available", a);
+	jsonw_open(w, "snapshot", '{');
+	jsonw_bool(w, "available", a);
 	if (q && t->run_exists) {
-		jw_open(w, "run", '{');
-		jw_str(w, "run_id", t->run_id);
-		jw_str(w, "state", t->run_state);
-		jw_str(w, "failure_reason", *t->run_failure_reason ? t->run_failure_reason : NULL);
-		jw_str(w, "updated_at", t->run_updated_at);
-		jw_close(w, '}');
+		jsonw_open(w, "run", '{');
+		jsonw_str(w, "run_id", t->run_id);
+		jsonw_str(w, "state", t->run_state);
+		jsonw_str(w, "failure_reason", *t->run_failure_reason ? t->run_failure_reason : NULL);
+		jsonw_str(w, "updated_at", t->run_updated_at);
+		jsonw_close(w, '}');
 	} else {
-		jw_key(w, "run");
-		fputs("null", w->out);
+		jsonw_null(w, "run");
 	}
-	jw_close(w, '}');
+	jsonw_close(w, '}');
 }
 
-static void json_supervisor(struct jw *w, const struct status_report *r)
+static void json_supervisor(struct jsonw *w, const struct status_report *r)
 {
 	const struct status_supervisor *s = &r->supervisor;
 	bool a = s->available;
-	jw_open(w, "supervisor", '{');
-	jw_bool(w, "available", a);
-	jw_str(w, "error", a ? NULL : s->error);
-	jw_str(w, "metrics_dir", s->configured ? s->metrics_dir : NULL);
-	jw_str(w, "state_file", s->configured ? s->path : NULL);
-	jw_str(w, "state", a && *s->state ? s->state : NULL);
-	jw_key(w, "running");
+	jsonw_open(w, "supervisor", '{');
+	jsonw_bool(w, "available", a);
+	jsonw_str(w, "error", a ? NULL : s->error);
+	jsonw_str(w, "metrics_dir", s->configured ? s->metrics_dir : NULL);
+	jsonw_str(w, "state_file", s->configured ? s->path : NULL);
+	jsonw_str(w, "state", a && *s->state ? s->state : NULL);
+	jsonw_key(w, "running");
 	fputs(a ? (s->supervisor_alive ? "true" : "false") : "null", w->out);
-	jw_u64(w, "pid", a && s->supervisor_pid > 0, (uint64_t)s->supervisor_pid);
-	jw_u64(w, "capture_restarts", a && s->has_capture_restarts, s->capture_restarts);
-	jw_u64(w, "applyd_restarts", a && s->has_applyd_restarts, s->applyd_restarts);
-	jw_str(w, "last_exit", a && *s->last_exit ? s->last_exit : NULL);
-	jw_str(w, "updated_at", a && *s->updated_at ? s->updated_at : NULL);
-	jw_open(w, "metrics_files", '{');
+	jsonw_u64(w, "pid", a && s->supervisor_pid > 0, (uint64_t)s->supervisor_pid);
+	jsonw_u64(w, "capture_restarts", a && s->has_capture_restarts, s->capture_restarts);
+	jsonw_u64(w, "applyd_restarts", a && s->has_applyd_restarts, s->applyd_restarts);
+	jsonw_str(w, "last_exit", a && *s->last_exit ? s->last_exit : NULL);
+	jsonw_str(w, "updated_at", a && *s->updated_at ? s->updated_at : NULL);
+	jsonw_open(w, "metrics_files", '{');
 	for (int i = 0; i < 2; i++)
-		jw_num(w, s->daemons[i].program, s->daemons[i].exists, s->daemons[i].age_seconds);
-	jw_close(w, '}');
-	jw_close(w, '}');
+		jsonw_num(w, s->daemons[i].program, s->daemons[i].exists, s->daemons[i].age_seconds);
+	jsonw_close(w, '}');
+	jsonw_close(w, '}');
 }
 
-static void json_problems(struct jw *w, const struct status_report *r, enum status_view view)
+static void json_problems(struct jsonw *w, const struct status_report *r, enum status_view view)
 {
-	jw_open(w, view == STATUS_VIEW_ALERTS ? "alerts" : "problems", '[');
+	jsonw_open(w, view == STATUS_VIEW_ALERTS ? "alerts" : "problems", '[');
 	for (int i = 0; i < r->n_problems; i++) {
 		const struct status_problem *p = &r->problems[i];
 		if (view == STATUS_VIEW_ALERTS && p->severity != STATUS_ALERT)
 			continue;
-		jw_open(w, NULL, '{');
-		jw_str(w, "severity", status_severity_name(p->severity));
-		jw_str(w, "code", p->code);
-		jw_str(w, "message", p->message);
-		jw_str(w, "action", p->action);
-		jw_close(w, '}');
+		jsonw_open(w, NULL, '{');
+		jsonw_str(w, "severity", status_severity_name(p->severity));
+		jsonw_str(w, "code", p->code);
+		jsonw_str(w, "message", p->message);
+		jsonw_str(w, "action", p->action);
+		jsonw_close(w, '}');
 	}
-	jw_close(w, ']');
+	jsonw_close(w, ']');
 }
 
 void status_print_json(FILE *out, const struct status_report *r, enum status_view view)
 {
-	struct jw w = { .out = out };
-	jw_open(&w, NULL, '{');
-	jw_str(&w, "flow", r->flow);
-	jw_str(&w, "source_id", r->cfg->source_id);
-	jw_str(&w, "dataset_id", r->cfg->dataset_id);
-	jw_str(&w, "environment", r->cfg->environment);
-	jw_str(&w, "generated_at", r->generated_at);
-	jw_str(&w, "view", view == STATUS_VIEW_ALERTS ? "alerts" : view == STATUS_VIEW_DIAGNOSTICS ? "diagnostics" : "report");
+	struct jsonw w;
+	jsonw_init(&w, out, false);
+	jsonw_open(&w, NULL, '{');
+	jsonw_str(&w, "flow", r->flow);
+	jsonw_str(&w, "source_id", r->cfg->source_id);
+	jsonw_str(&w, "dataset_id", r->cfg->dataset_id);
+	jsonw_str(&w, "environment", r->cfg->environment);
+	jsonw_str(&w, "generated_at", r->generated_at);
+	jsonw_str(&w, "view", view == STATUS_VIEW_ALERTS ? "alerts" : view == STATUS_VIEW_DIAGNOSTICS ? "diagnostics" : "report");
 	if (view == STATUS_VIEW_REPORT) {
 		json_source(&w, r);
 		json_stream(&w, r);
 		json_target(&w, r);
 		json_supervisor(&w, r);
 	}
-	jw_u64(&w, "alert_count", true, (uint64_t)status_count(r, STATUS_ALERT));
-	jw_u64(&w, "warning_count", true, (uint64_t)status_count(r, STATUS_WARNING));
+	jsonw_u64(&w, "alert_count", true, (uint64_t)status_count(r, STATUS_ALERT));
+	jsonw_u64(&w, "warning_count", true, (uint64_t)status_count(r, STATUS_WARNING));
 	json_problems(&w, r, view);
-	jw_close(&w, '}');
+	jsonw_close(&w, '}');
 	fputc('\n', out);
 }

@@ -7,6 +7,7 @@
 
 #include "trellara/defaults.h"
 #include "trellara/envelope.h"
+#include "trellara/jsonw.h"
 #include "trellara/lsn.h"
 #include "trellara/log.h"
 #include "trellara/stream.h"
@@ -97,51 +98,58 @@ int stream_cli_inspect(const struct stream_cli_options *o)
 	free_list(owned);
 	uint64_t last_valid = r.next_offset;
 	if (o->json) {
-		printf("{\"dir\":");
-		json_write_string(stdout, o->dir, strlen(o->dir));
-		printf(",\"format_version\":%d,\"source_id\":", r.meta.format_version);
-		if (r.meta.source_id)
-			json_write_string(stdout, r.meta.source_id, strlen(r.meta.source_id));
-		else
-			printf("null");
-		printf(",\"flow\":");
-		if (r.meta.flow)
-			json_write_string(stdout, r.meta.flow, strlen(r.meta.flow));
-		else
-			printf("null");
-		printf(",\"writer_active\":%s,\"empty\":%s,\"first_offset\":%" PRIu64 ",\"next_offset\":%" PRIu64
-		       ",\"last_valid_offset\":",
-		       r.writer_active ? "true" : "false", r.empty ? "true" : "false", r.first_offset, r.next_offset);
-		if (r.empty)
-			printf("null");
-		else
-			printf("%" PRIu64, last_valid - 1);
-		printf(",\"bytes\":%" PRIu64 ",\"torn_bytes\":%" PRIu64 ",\"corrupt\":%s,\"segments\":[", r.total_bytes,
-		       r.torn_bytes, r.corrupt ? "true" : "false");
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "dir", o->dir);
+		jsonw_i64(&w, "format_version", true, r.meta.format_version);
+		jsonw_str(&w, "source_id", r.meta.source_id);
+		jsonw_str(&w, "flow", r.meta.flow);
+		jsonw_bool(&w, "writer_active", r.writer_active);
+		jsonw_bool(&w, "empty", r.empty);
+		jsonw_u64(&w, "first_offset", true, r.first_offset);
+		jsonw_u64(&w, "next_offset", true, r.next_offset);
+		jsonw_u64(&w, "last_valid_offset", !r.empty, last_valid - 1);
+		jsonw_u64(&w, "bytes", true, r.total_bytes);
+		jsonw_u64(&w, "torn_bytes", true, r.torn_bytes);
+		jsonw_bool(&w, "corrupt", r.corrupt);
+		jsonw_open(&w, "segments", '[');
 		for (size_t i = 0; i < r.n_segments; i++) {
 			struct segment_report *s = &r.segments[i];
-			printf("%s{\"name\":\"%s\",\"base_offset\":%" PRIu64 ",\"frames\":%" PRIu64 ",\"bytes\":%" PRIu64
-			       ",\"file_bytes\":%" PRIu64 ",\"torn_bytes\":%" PRIu64 ",\"corrupt\":%s",
-			       i ? "," : "", s->name, s->base_offset, s->frames, s->bytes, s->file_bytes, s->torn_bytes,
-			       s->corrupt ? "true" : "false");
+			jsonw_open(&w, NULL, '{');
+			jsonw_str(&w, "name", s->name);
+			jsonw_u64(&w, "base_offset", true, s->base_offset);
+			jsonw_u64(&w, "frames", true, s->frames);
+			jsonw_u64(&w, "bytes", true, s->bytes);
+			jsonw_u64(&w, "file_bytes", true, s->file_bytes);
+			jsonw_u64(&w, "torn_bytes", true, s->torn_bytes);
+			jsonw_bool(&w, "corrupt", s->corrupt);
 			if (s->corrupt) {
-				printf(",\"corrupt_position\":%" PRIu64 ",\"corrupt_reason\":", s->corrupt_position);
-				json_write_string(stdout, s->corrupt_reason, strlen(s->corrupt_reason));
+				jsonw_u64(&w, "corrupt_position", true, s->corrupt_position);
+				jsonw_str(&w, "corrupt_reason", s->corrupt_reason);
 			}
-			printf(",\"index\":{\"state\":\"%s\",\"valid_entries\":%" PRIu64 ",\"detail\":",
-			       index_state_name(s->index_state), s->index_entries);
-			json_write_string(stdout, s->index_detail, strlen(s->index_detail));
-			printf("}}");
+			jsonw_open(&w, "index", '{');
+			jsonw_str(&w, "state", index_state_name(s->index_state));
+			jsonw_u64(&w, "valid_entries", true, s->index_entries);
+			jsonw_str(&w, "detail", s->index_detail);
+			jsonw_close(&w, '}');
+			jsonw_close(&w, '}');
 		}
-		printf("],\"groups\":[");
+		jsonw_close(&w, ']');
+		jsonw_open(&w, "groups", '[');
 		for (size_t i = 0; i < r.n_groups; i++) {
 			struct group_report *g = &r.groups[i];
-			printf("%s{\"name\":", i ? "," : "");
-			json_write_string(stdout, g->name, strlen(g->name));
-			printf(",\"position\":%" PRIu64 ",\"exists\":%s,\"protected\":%s,\"pending\":%" PRIu64 "}",
-			       g->position, g->exists ? "true" : "false", g->is_protected ? "true" : "false", g->pending);
+			jsonw_open(&w, NULL, '{');
+			jsonw_str(&w, "name", g->name);
+			jsonw_u64(&w, "position", true, g->position);
+			jsonw_bool(&w, "exists", g->exists);
+			jsonw_bool(&w, "protected", g->is_protected);
+			jsonw_u64(&w, "pending", true, g->pending);
+			jsonw_close(&w, '}');
 		}
-		printf("]}\n");
+		jsonw_close(&w, ']');
+		jsonw_close(&w, '}');
+		putchar('\n');
 	} else {
 		printf("stream:            %s\n", o->dir);
 		printf("flow:              %s (source %s)\n", r.meta.flow ? r.meta.flow : "-",
@@ -194,14 +202,26 @@ static int print_frame(const struct stream_cli_options *o, const struct stream_f
 	const char *type = frame_type_name(h->type);
 	char err[256];
 	if (o->json) {
-		printf("{\"offset\":%" PRIu64 ",\"type\":\"%s\",\"flags\":%u,\"append_time\":\"%s\",\"payload_length\":%u",
-		       h->offset, type, h->flags, when, h->payload_length);
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		jsonw_open(&w, NULL, '{');
+		jsonw_u64(&w, "offset", true, h->offset);
+		jsonw_str(&w, "type", type);
+		jsonw_u64(&w, "flags", true, h->flags);
+		jsonw_str(&w, "append_time", when);
+		jsonw_u64(&w, "payload_length", true, h->payload_length);
 		if (o->raw) {
-			printf(",\"version\":%u,\"crc\":\"0x%08x\",\"segment\":", h->version, h->crc);
-			json_write_string(stdout, f->segment, strlen(f->segment));
+			char crc[16];
+			snprintf(crc, sizeof crc, "0x%08x", h->crc);
+			jsonw_u64(&w, "version", true, h->version);
+			jsonw_str(&w, "crc", crc);
+			jsonw_str(&w, "segment", f->segment);
+			jsonw_u64(&w, "position", true, f->position);
 			char *b = base64_encode(f->payload, h->payload_length);
-			printf(",\"position\":%" PRIu64 ",\"payload_base64\":\"%s\"}\n", f->position, b);
+			jsonw_str(&w, "payload_base64", b);
 			free(b);
+			jsonw_close(&w, '}');
+			putchar('\n');
 			return 0;
 		}
 		/* Decode into memory first: a bad payload prints nothing half-way. */
@@ -211,10 +231,11 @@ static int print_frame(const struct stream_cli_options *o, const struct stream_f
 		int rc = env_frame_write_json(mem, h->type, f->payload, h->payload_length, err, sizeof err);
 		fclose(mem);
 		if (rc == 0)
-			printf(",%s}\n", text);
+			printf(",%s", text); /* the payload's members, written by the envelope codec */
 		free(text);
+		jsonw_close(&w, '}');
+		putchar('\n');
 		if (rc < 0) {
-			printf("}\n");
 			log_error("stream frame at offset %" PRIu64 " (%s byte %" PRIu64 "): %s payload does not decode: %s",
 				  h->offset, f->segment, f->position, type, err);
 			log_hint("\"trellara-stream read --raw\" prints any frame undecoded");
@@ -306,10 +327,17 @@ int stream_cli_locate(const struct stream_cli_options *o)
 		char when[48];
 		format_time_us(f.header.append_time_us, when, sizeof when);
 		if (o->json) {
-			printf("{\"offset\":%" PRIu64 ",\"segment\":", f.header.offset);
-			json_write_string(stdout, f.segment, strlen(f.segment));
-			printf(",\"position\":%" PRIu64 ",\"type\":\"%s\",\"payload_length\":%u,\"append_time\":\"%s\"}\n",
-			       f.position, frame_type_name(f.header.type), f.header.payload_length, when);
+			struct jsonw w;
+			jsonw_init(&w, stdout, false);
+			jsonw_open(&w, NULL, '{');
+			jsonw_u64(&w, "offset", true, f.header.offset);
+			jsonw_str(&w, "segment", f.segment);
+			jsonw_u64(&w, "position", true, f.position);
+			jsonw_str(&w, "type", frame_type_name(f.header.type));
+			jsonw_u64(&w, "payload_length", true, f.header.payload_length);
+			jsonw_str(&w, "append_time", when);
+			jsonw_close(&w, '}');
+			putchar('\n');
 		} else {
 			printf("offset %" PRIu64 ": %s byte %" PRIu64 ", %s frame, %u payload bytes, appended %s\n",
 			       f.header.offset, f.segment, f.position, frame_type_name(f.header.type),
@@ -340,17 +368,22 @@ int stream_cli_retention(const struct stream_cli_options *o)
 		return code;
 	}
 	if (o->json) {
-		printf("{\"apply\":%s,\"keep_from\":", o->apply ? "true" : "false");
-		if (plan.keep_from == UINT64_MAX)
-			printf("null");
-		else
-			printf("%" PRIu64, plan.keep_from);
-		printf(",\"limited_by\":");
-		json_write_string(stdout, plan.limited_by, strlen(plan.limited_by));
-		printf(",\"bytes\":%" PRIu64 ",\"segments\":[", plan.bytes);
-		for (size_t i = 0; i < plan.n_segments; i++)
-			printf("%s\"%s.log\"", i ? "," : "", plan.segments[i]);
-		printf("]}\n");
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		jsonw_open(&w, NULL, '{');
+		jsonw_bool(&w, "apply", o->apply);
+		jsonw_u64(&w, "keep_from", plan.keep_from != UINT64_MAX, plan.keep_from);
+		jsonw_str(&w, "limited_by", plan.limited_by);
+		jsonw_u64(&w, "bytes", true, plan.bytes);
+		jsonw_open(&w, "segments", '[');
+		for (size_t i = 0; i < plan.n_segments; i++) {
+			char *name = xasprintf("%s.log", plan.segments[i]);
+			jsonw_str(&w, NULL, name);
+			free(name);
+		}
+		jsonw_close(&w, ']');
+		jsonw_close(&w, '}');
+		putchar('\n');
 	} else {
 		for (size_t i = 0; i < plan.n_segments; i++)
 			printf("%s %s.log\n", o->apply ? "deleted" : "would delete", plan.segments[i]);

@@ -5,6 +5,7 @@
 
 #include "trellara/checkpoint.h"
 #include "trellara/defaults.h"
+#include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
@@ -570,49 +571,73 @@ int verify_run(const struct verify_options *o)
 				   : handoff_ok ? "the run reached stream_handoff_ready at one consistent LSN before streaming"
 						: "the snapshot run is not handed off";
 	if (o->json) {
-		printf("{\"flow\":\"%s:%s\",\"compared_at\":\"%s\",\"tables\":[", cfg->source_id, cfg->dataset_id, l1);
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		char *flow = config_flow_id(cfg);
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "flow", flow);
+		free(flow);
+		jsonw_str(&w, "compared_at", l1);
+		jsonw_open(&w, "tables", '[');
 		for (size_t i = 0; i < v.n_results; i++) {
 			struct table_result *r = &v.results[i];
-			printf("%s{\"table\":", i ? "," : "");
-			json_write_string(stdout, r->name, strlen(r->name));
-			printf(",\"result\":\"%s\",\"scope\":\"%s\",\"keyless\":%s,\"source_rows\":%" PRIu64
-			       ",\"target_rows\":%" PRIu64,
-			       table_ok(r) ? "converged" : "diverged", scope_names[r->scope], r->keyless ? "true" : "false",
-			       r->source_rows, r->target_rows);
-			if (r->error) {
-				printf(",\"error\":");
-				json_write_string(stdout, r->error_text, strlen(r->error_text));
-			}
-			printf(",\"divergences\":[");
-			bool first = true;
+			jsonw_open(&w, NULL, '{');
+			jsonw_str(&w, "table", r->name);
+			jsonw_str(&w, "result", table_ok(r) ? "converged" : "diverged");
+			jsonw_str(&w, "scope", scope_names[r->scope]);
+			jsonw_bool(&w, "keyless", r->keyless);
+			jsonw_u64(&w, "source_rows", true, r->source_rows);
+			jsonw_u64(&w, "target_rows", true, r->target_rows);
+			if (r->error)
+				jsonw_str(&w, "error", r->error_text);
+			jsonw_open(&w, "divergences", '[');
 			for (int k = 0; k < 3; k++) {
 				if (!r->count[k])
 					continue;
-				printf("%s{\"kind\":\"%s\",\"count\":%" PRIu64 ",\"keys\":[", first ? "" : ",", div_names[k], r->count[k]);
-				first = false;
-				for (int e = 0; e < r->n_examples[k]; e++) {
-					if (e)
-						putchar(',');
-					json_write_string(stdout, r->examples[k][e], strlen(r->examples[k][e]));
-				}
-				printf("]}");
+				jsonw_open(&w, NULL, '{');
+				jsonw_str(&w, "kind", div_names[k]);
+				jsonw_u64(&w, "count", true, r->count[k]);
+				jsonw_open(&w, "keys", '[');
+				for (int e = 0; e < r->n_examples[k]; e++)
+					jsonw_str(&w, NULL, r->examples[k][e]);
+				jsonw_close(&w, ']');
+				jsonw_close(&w, '}');
 			}
-			printf("]");
-			if (!table_ok(r))
-				printf(",\"recovery\":\"trellara reseed --config %s --table %s\"", cfg->path, r->name);
-			printf("}");
+			jsonw_close(&w, ']');
+			if (!table_ok(r)) {
+				char *recovery = xasprintf("trellara reseed --config %s --table %s", cfg->path, r->name);
+				jsonw_str(&w, "recovery", recovery);
+				free(recovery);
+			}
+			jsonw_close(&w, '}');
 		}
-		printf("],\"watermark\":{\"fence_lsn\":\"%s\",\"applied_through_lsn\":\"%s\",\"last_commit_lsn\":", l1, l2);
-		lsn_format(cp.last_commit_lsn, l2);
-		printf("\"%s\"},\"handoff\":{\"ok\":%s,\"run\":", l2, handoff_ok ? "true" : "false");
-		if (run.exists)
-			printf("{\"run_id\":\"%s\",\"state\":\"%s\",\"tables_handed_off\":%" PRId64 "}", run.run_id,
-			       run_state_name(run.state), handoff_tables);
-		else
-			printf("null");
-		printf(",\"detail\":\"%s\"},\"duplicates\":{\"skipped_by_dedup\":%" PRIu64 ",\"applied_transactions\":%" PRIu64
-		       "},\"quarantined\":%d,\"result\":\"%s\"}\n",
-		       handoff_text, cp.skipped_duplicates, cp.applied_transactions, nq, converged ? "CONVERGED" : "DIVERGED");
+		jsonw_close(&w, ']');
+		jsonw_open(&w, "watermark", '{');
+		jsonw_lsn(&w, "fence_lsn", true, v.fence_lsn);
+		jsonw_lsn(&w, "applied_through_lsn", true, cp.applied_through_lsn);
+		jsonw_lsn(&w, "last_commit_lsn", true, cp.last_commit_lsn);
+		jsonw_close(&w, '}');
+		jsonw_open(&w, "handoff", '{');
+		jsonw_bool(&w, "ok", handoff_ok);
+		if (run.exists) {
+			jsonw_open(&w, "run", '{');
+			jsonw_str(&w, "run_id", run.run_id);
+			jsonw_str(&w, "state", run_state_name(run.state));
+			jsonw_i64(&w, "tables_handed_off", true, handoff_tables);
+			jsonw_close(&w, '}');
+		} else {
+			jsonw_null(&w, "run");
+		}
+		jsonw_str(&w, "detail", handoff_text);
+		jsonw_close(&w, '}');
+		jsonw_open(&w, "duplicates", '{');
+		jsonw_u64(&w, "skipped_by_dedup", true, cp.skipped_duplicates);
+		jsonw_u64(&w, "applied_transactions", true, cp.applied_transactions);
+		jsonw_close(&w, '}');
+		jsonw_i64(&w, "quarantined", true, nq);
+		jsonw_str(&w, "result", converged ? "CONVERGED" : "DIVERGED");
+		jsonw_close(&w, '}');
+		putchar('\n');
 	} else {
 		for (size_t i = 0; i < v.n_results; i++) {
 			struct table_result *r = &v.results[i];

@@ -3,6 +3,7 @@
  */
 #include "trellara/planner.h"
 
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <stdarg.h>
@@ -14,46 +15,29 @@
 void plan_stmt_init(struct plan_stmt *s)
 {
 	memset(s, 0, sizeof *s);
+	strbuf_init(&s->sql);
+	strbuf_init(&s->what);
 }
 
 void plan_stmt_free(struct plan_stmt *s)
 {
-	buf_free(&s->sql);
+	strbuf_release(&s->sql);
 	buf_free(&s->arena);
-	buf_free(&s->what);
+	strbuf_release(&s->what);
 	free(s->offsets);
 	free(s->values);
-	memset(s, 0, sizeof *s);
+	plan_stmt_init(s);
 }
 
-void sql_quote_ident(struct buf *b, const char *name, size_t len)
+void sql_quote_ident(struct strbuf *b, const char *name, size_t len)
 {
-	buf_put_u8(b, '"');
+	strbuf_addch(b, '"');
 	for (size_t i = 0; i < len; i++) {
 		if (name[i] == '"')
-			buf_put_u8(b, '"');
-		buf_put_u8(b, (uint8_t)name[i]);
+			strbuf_addch(b, '"');
+		strbuf_addch(b, name[i]);
 	}
-	buf_put_u8(b, '"');
-}
-
-static void put_text(struct buf *b, const char *text)
-{
-	buf_put(b, text, strlen(text));
-}
-
-static void put_fmt(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put_fmt(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	buf_reserve(b, (size_t)n + 1);
-	va_start(ap, fmt);
-	vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
+	strbuf_addch(b, '"');
 }
 
 /* Adds a parameter; returns its number ($n). */
@@ -69,10 +53,10 @@ static size_t add_param(struct plan_stmt *s, const void *data, size_t len)
 	return ++s->n_params;
 }
 
-static void put_relation(struct buf *b, const struct env_relation *r)
+static void put_relation(struct strbuf *b, const struct env_relation *r)
 {
 	sql_quote_ident(b, r->schema, r->schema_len);
-	buf_put_u8(b, '.');
+	strbuf_addch(b, '.');
 	sql_quote_ident(b, r->name, r->name_len);
 }
 
@@ -86,48 +70,44 @@ static bool no_equality(uint32_t type_oid)
 	return false;
 }
 
-/* "schema.table (key=value, ...)", values cut short, into d. */
-static void describe_into(struct buf *d_out, const struct env_relation *r, const bool *key, const struct env_tuple *t)
+/* "schema.table (key=value, ...)", values cut short, into d (replacing
+ * what it held). */
+static void describe_into(struct strbuf *d, const struct env_relation *r, const bool *key, const struct env_tuple *t)
 {
-	struct buf d = { 0 };
-	buf_put(&d, r->schema, r->schema_len);
-	buf_put_u8(&d, '.');
-	buf_put(&d, r->name, r->name_len);
-	buf_put(&d, " (", 2);
+	strbuf_reset(d);
+	strbuf_add(d, r->schema, r->schema_len);
+	strbuf_addch(d, '.');
+	strbuf_add(d, r->name, r->name_len);
+	strbuf_adds(d, " (");
 	bool first = true;
 	for (uint16_t i = 0; i < t->n; i++) {
 		if (key && !key[i])
 			continue;
 		if (!first)
-			buf_put(&d, ", ", 2);
+			strbuf_adds(d, ", ");
 		first = false;
-		buf_put(&d, r->columns[i].name, r->columns[i].name_len);
-		buf_put_u8(&d, '=');
+		strbuf_add(d, r->columns[i].name, r->columns[i].name_len);
+		strbuf_addch(d, '=');
 		const struct env_value *v = &t->values[i];
 		if (v->kind == ENV_NULL)
-			put_text(&d, "NULL");
+			strbuf_adds(d, "NULL");
 		else if (v->kind == ENV_UNCHANGED_TOAST)
-			put_text(&d, "(unchanged toast)");
+			strbuf_adds(d, "(unchanged toast)");
 		else
-			buf_put(&d, v->data, v->len > 64 ? 64 : v->len);
-		if (d.len > 400)
+			strbuf_add(d, v->data, v->len > 64 ? 64 : v->len);
+		if (d->len > 400)
 			break;
 	}
-	buf_put_u8(&d, ')');
-	d_out->len = 0;
-	buf_put(d_out, d.data, d.len);
-	buf_put_u8(d_out, 0);
-	d_out->len--;
-	buf_free(&d);
+	strbuf_addch(d, ')');
 }
 
 /* "what" for the server-side expect_one() message, as a parameter. */
 static void describe(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t)
 {
-	struct buf d = { 0 };
+	struct strbuf d = STRBUF_INIT;
 	describe_into(&d, r, key, t);
-	add_param(s, d.data, d.len);
-	buf_free(&d);
+	add_param(s, d.buf, d.len);
+	strbuf_release(&d);
 }
 
 /* WHERE clause over the key (or, keyless, every column) of tuple t. */
@@ -139,7 +119,7 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 		if (key && !key[i])
 			continue;
 		const struct env_value *v = &t->values[i];
-		put_text(&s->sql, first ? " WHERE " : " AND ");
+		strbuf_adds(&s->sql, first ? " WHERE " : " AND ");
 		first = false;
 		if (v->kind == ENV_UNCHANGED_TOAST) {
 			snprintf(err, errlen, "%.*s.%.*s: the value of match column \"%.*s\" was not sent (unchanged TOAST)",
@@ -149,15 +129,15 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 		}
 		if (v->kind == ENV_NULL) {
 			sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
-			put_text(&s->sql, " IS NULL");
+			strbuf_adds(&s->sql, " IS NULL");
 			continue;
 		}
 		size_t n = add_param(s, v->data, v->len);
 		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (no_equality(r->columns[i].type_oid))
-			put_fmt(&s->sql, "::text = $%zu::text", n);
+			strbuf_addf(&s->sql, "::text = $%zu::text", n);
 		else
-			put_fmt(&s->sql, " = $%zu", n);
+			strbuf_addf(&s->sql, " = $%zu", n);
 	}
 	if (first) {
 		snprintf(err, errlen, "%.*s.%.*s has no column to match rows on", (int)r->schema_len, r->schema,
@@ -171,21 +151,21 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 static int put_set(struct plan_stmt *s, const struct env_relation *r, const struct env_tuple *t, const bool *omit,
 		   char *err, size_t errlen)
 {
-	put_text(&s->sql, " SET ");
+	strbuf_adds(&s->sql, " SET ");
 	bool first = true;
 	for (uint16_t i = 0; i < t->n; i++) {
 		const struct env_value *v = &t->values[i];
 		if (v->kind == ENV_UNCHANGED_TOAST || (omit && omit[i]))
 			continue;
 		if (!first)
-			put_text(&s->sql, ", ");
+			strbuf_adds(&s->sql, ", ");
 		first = false;
 		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (v->kind == ENV_NULL) {
-			put_text(&s->sql, " = NULL");
+			strbuf_adds(&s->sql, " = NULL");
 		} else {
 			size_t n = add_param(s, v->data, v->len);
-			put_fmt(&s->sql, " = $%zu", n);
+			strbuf_addf(&s->sql, " = $%zu", n);
 		}
 	}
 	if (first) {
@@ -200,7 +180,7 @@ static int put_set(struct plan_stmt *s, const struct env_relation *r, const stru
 			return -1;
 		}
 		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
-		put_text(&s->sql, " = ");
+		strbuf_adds(&s->sql, " = ");
 		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 	}
 	return 0;
@@ -268,27 +248,26 @@ static void put_guards(struct plan_stmt *s, const struct env_relation *r, const 
 	for (uint16_t i = 0; i < t->n; i++) {
 		if (!guard[i])
 			continue;
-		put_text(&s->sql, " AND ");
+		strbuf_adds(&s->sql, " AND ");
 		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (t->values[i].kind == ENV_NULL)
-			put_text(&s->sql, " IS NULL");
+			strbuf_adds(&s->sql, " IS NULL");
 		else
-			put_fmt(&s->sql, " = $%zu", add_param(s, t->values[i].data, t->values[i].len));
+			strbuf_addf(&s->sql, " = $%zu", add_param(s, t->values[i].data, t->values[i].len));
 	}
 }
 
 /* "ONLY " unless the target table is partitioned: a change to an
  * inheritance parent is the parent's alone; a partitioned table's rows
  * live in its partitions. */
-static void put_only(struct buf *b, const struct plan_relation *pr)
+static void put_only(struct strbuf *b, const struct plan_relation *pr)
 {
 	if (!pr->partitioned)
-		put_text(b, "ONLY ");
+		strbuf_adds(b, "ONLY ");
 }
 
 static void finish(struct plan_stmt *s)
 {
-	buf_put_u8(&s->sql, 0);
 	s->values = xrealloc(s->values, (s->n_params ? s->n_params : 1) * sizeof *s->values);
 	for (size_t i = 0; i < s->n_params; i++)
 		s->values[i] = (const char *)s->arena.data + s->offsets[i];
@@ -297,15 +276,14 @@ static void finish(struct plan_stmt *s)
 int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
 		const struct env_change *c, bool describe_row, struct plan_stmt *s, char *err, size_t errlen)
 {
-	s->sql.len = 0;
+	strbuf_reset(&s->sql);
 	s->arena.len = 0;
 	s->n_params = 0;
 	s->is_row_change = false;
 	s->expect_one = false;
-	s->what.len = 0;
+	strbuf_reset(&s->what);
 	if (c->op == ENV_MESSAGE) {
 		finish(s);
-		s->sql.len = 0;
 		return 1;
 	}
 	if (c->op == ENV_TRUNCATE) {
@@ -313,19 +291,19 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		 * never CASCADE (the message already names every published
 		 * table the source's cascade reached; a target table outside
 		 * them that references one makes the TRUNCATE fail) */
-		put_text(&s->sql, "TRUNCATE ");
+		strbuf_adds(&s->sql, "TRUNCATE ");
 		for (uint32_t i = 0; i < c->n_truncate; i++) {
 			if (c->truncate_relations[i] >= n_relations) {
 				snprintf(err, errlen, "truncate refers to relation %u of %u", c->truncate_relations[i], n_relations);
 				return -1;
 			}
 			if (i)
-				put_text(&s->sql, ", ");
+				strbuf_adds(&s->sql, ", ");
 			put_only(&s->sql, &relations[c->truncate_relations[i]]);
 			put_relation(&s->sql, relations[c->truncate_relations[i]].rel);
 		}
 		if (c->truncate_flags & 2)
-			put_text(&s->sql, " RESTART IDENTITY");
+			strbuf_adds(&s->sql, " RESTART IDENTITY");
 		finish(s);
 		return 0;
 	}
@@ -337,37 +315,37 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	const struct env_relation *r = pr->rel;
 	s->is_row_change = true;
 	if (c->op == ENV_INSERT) {
-		put_text(&s->sql, "INSERT INTO ");
+		strbuf_adds(&s->sql, "INSERT INTO ");
 		put_relation(&s->sql, r);
-		put_text(&s->sql, " (");
+		strbuf_adds(&s->sql, " (");
 		for (uint16_t i = 0; i < r->n_columns; i++) {
 			if (i)
-				put_text(&s->sql, ", ");
+				strbuf_adds(&s->sql, ", ");
 			sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		}
-		put_text(&s->sql, ")");
+		strbuf_adds(&s->sql, ")");
 		for (uint16_t i = 0; pr->identity_always && i < r->n_columns; i++)
 			if (pr->identity_always[i]) {
 				/* keep the source's value */
-				put_text(&s->sql, " OVERRIDING SYSTEM VALUE");
+				strbuf_adds(&s->sql, " OVERRIDING SYSTEM VALUE");
 				break;
 			}
-		put_text(&s->sql, " VALUES (");
+		strbuf_adds(&s->sql, " VALUES (");
 		for (uint16_t i = 0; i < c->new_tuple.n; i++) {
 			const struct env_value *v = &c->new_tuple.values[i];
 			if (i)
-				put_text(&s->sql, ", ");
+				strbuf_adds(&s->sql, ", ");
 			if (v->kind == ENV_NULL) {
-				put_text(&s->sql, "NULL");
+				strbuf_adds(&s->sql, "NULL");
 			} else if (v->kind == ENV_TEXT) {
-				put_fmt(&s->sql, "$%zu", add_param(s, v->data, v->len));
+				strbuf_addf(&s->sql, "$%zu", add_param(s, v->data, v->len));
 			} else {
 				snprintf(err, errlen, "%.*s.%.*s: insert with an unchanged-TOAST value", (int)r->schema_len,
 					 r->schema, (int)r->name_len, r->name);
 				return -1;
 			}
 		}
-		put_text(&s->sql, ")");
+		strbuf_adds(&s->sql, ")");
 		finish(s);
 		return 0;
 	}
@@ -390,13 +368,13 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		/* UPDATE ONLY t SET ... WHERE key / DELETE FROM ONLY t WHERE
 		 * key: the executor checks the row count (expect_one) */
 		if (c->op == ENV_UPDATE) {
-			put_text(&s->sql, "UPDATE ");
+			strbuf_adds(&s->sql, "UPDATE ");
 			put_only(&s->sql, pr);
 			put_relation(&s->sql, r);
 			if (put_set(s, r, &c->new_tuple, omit, err, errlen) < 0)
 				goto out;
 		} else {
-			put_text(&s->sql, "DELETE FROM ");
+			strbuf_adds(&s->sql, "DELETE FROM ");
 			put_only(&s->sql, pr);
 			put_relation(&s->sql, r);
 		}
@@ -418,27 +396,27 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	 * m AS (UPDATE ONLY t SET ... WHERE tableoid = (SELECT tableoid FROM c)
 	 *       AND ctid = (SELECT ctid FROM c) RETURNING 1)
 	 * SELECT schema.expect_one((SELECT count(*) FROM c), what) */
-	put_text(&s->sql, "WITH c AS (SELECT tableoid, ctid FROM ");
+	strbuf_adds(&s->sql, "WITH c AS (SELECT tableoid, ctid FROM ");
 	put_only(&s->sql, pr);
 	put_relation(&s->sql, r);
 	if (put_predicate(s, r, NULL, match, err, errlen) < 0)
 		goto out;
-	put_text(&s->sql, " LIMIT 1), m AS (");
+	strbuf_adds(&s->sql, " LIMIT 1), m AS (");
 	if (c->op == ENV_UPDATE) {
-		put_text(&s->sql, "UPDATE ");
+		strbuf_adds(&s->sql, "UPDATE ");
 		put_only(&s->sql, pr);
 		put_relation(&s->sql, r);
 		if (put_set(s, r, &c->new_tuple, omit, err, errlen) < 0)
 			goto out;
 	} else {
-		put_text(&s->sql, "DELETE FROM ");
+		strbuf_adds(&s->sql, "DELETE FROM ");
 		put_only(&s->sql, pr);
 		put_relation(&s->sql, r);
 	}
-	put_text(&s->sql, " WHERE tableoid = (SELECT tableoid FROM c) AND ctid = (SELECT ctid FROM c) RETURNING 1) SELECT ");
+	strbuf_adds(&s->sql, " WHERE tableoid = (SELECT tableoid FROM c) AND ctid = (SELECT ctid FROM c) RETURNING 1) SELECT ");
 	sql_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
 	describe(s, r, NULL, match);
-	put_fmt(&s->sql, ".expect_one((SELECT count(*) FROM c), $%zu) FROM (SELECT count(*) FROM m) done", s->n_params);
+	strbuf_addf(&s->sql, ".expect_one((SELECT count(*) FROM c), $%zu) FROM (SELECT count(*) FROM m) done", s->n_params);
 	finish(s);
 	rc = 0;
 out:

@@ -1,5 +1,7 @@
 #include "trellara/runstate.h"
 
+#include "trellara/strbuf.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,7 +61,7 @@ static int reject(char *err, size_t errlen, enum run_state from, enum run_state 
 		return -1; /* truncated; snprintf terminated it */
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	errbuf_vsetf(err + n, errlen - (size_t)n, fmt, ap);
 	va_end(ap);
 	return -1;
 }

@@ -10,6 +10,7 @@
 #include "trellara/fsutil.h"
 #include "trellara/lsn.h"
 #include "trellara/stream.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <dirent.h>
@@ -101,16 +102,6 @@ struct assembler {
 	size_t n_generations;
 };
 
-static int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* The flow identity as it appears in spill file names: letters, digits,
  * "_" and "-" as they are, every other byte as %XX, so the name has no
  * "." and no "/"; a long one is cut and ends in "~" and the CRC-32C of the
@@ -178,9 +169,9 @@ static void remove_stale_spill_files(const char *dir, const char *prefix)
 int assembler_open(struct assembler **out, const struct assembler_options *o, char *err, size_t errlen)
 {
 	if (!o->flow || !*o->flow)
-		return errf(err, errlen, "the transaction assembler needs the flow identity (it names the spill files)");
+		return errbuf_setf(err, errlen, "the transaction assembler needs the flow identity (it names the spill files)");
 	if (fs_mkdir_p(o->spill_dir) < 0)
-		return errf(err, errlen, "cannot create spill directory \"%s\"", o->spill_dir);
+		return errbuf_setf(err, errlen, "cannot create spill directory \"%s\"", o->spill_dir);
 	struct assembler *a = xcalloc(1, sizeof *a);
 	a->options = *o;
 	a->source_id = xstrdup(o->source_id);
@@ -354,12 +345,12 @@ static int spill(struct assembler *a, struct txn *t, char *err, size_t errlen)
 		t->spill_path = xasprintf("%s/%s.%u.spill", a->spill_dir, a->spill_prefix, t->xid);
 		t->spill_fd = open(t->spill_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (t->spill_fd < 0) {
-			errf(err, errlen, "cannot create spill file \"%s\": %s", t->spill_path, strerror(errno));
+			errbuf_setf(err, errlen, "cannot create spill file \"%s\": %s", t->spill_path, strerror(errno));
 			return ASSEMBLER_STORAGE_FAILED;
 		}
 	}
 	if (fs_pwrite_all(t->spill_fd, t->memory.data, t->memory.len, (off_t)t->spill_bytes, t->spill_path) < 0) {
-		errf(err, errlen, "cannot write spill file \"%s\"", t->spill_path);
+		errbuf_setf(err, errlen, "cannot write spill file \"%s\"", t->spill_path);
 		return ASSEMBLER_STORAGE_FAILED;
 	}
 	t->spill_bytes += t->memory.len;
@@ -463,11 +454,11 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 		if (!rel)
 			rel = pgoutput_relcache_lookup(&session->relcache, msg->change.relid);
 		if (!rel)
-			return errf(err, errlen, "transaction %u: %s for unknown relation %u", t->xid,
+			return errbuf_setf(err, errlen, "transaction %u: %s for unknown relation %u", t->xid,
 				    pgoutput_type_name(msg->type), msg->change.relid);
 		for (int i = 0; msg->type != PGOUTPUT_DELETE && i < msg->change.new_tuple.ncols; i++)
 			if (msg->change.new_tuple.cols[i].kind == PGOUTPUT_COLUMN_BINARY)
-				return errf(err, errlen, "transaction %u: binary column values are not supported", t->xid);
+				return errbuf_setf(err, errlen, "transaction %u: binary column values are not supported", t->xid);
 		uint32_t index = txn_relation_index(a, t, rel);
 		buf_put_u8(b, (uint8_t)msg->type);
 		buf_put_u32(b, index);
@@ -486,7 +477,7 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 				pgoutput_relcache_lookup(&session->relcache, msg->truncate.relids[i]);
 			if (!rel) {
 				free(indexes);
-				return errf(err, errlen, "transaction %u: Truncate of unknown relation %u", t->xid,
+				return errbuf_setf(err, errlen, "transaction %u: Truncate of unknown relation %u", t->xid,
 					    msg->truncate.relids[i]);
 			}
 			indexes[i] = txn_relation_index(a, t, rel);
@@ -501,7 +492,7 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 	}
 	case PGOUTPUT_MESSAGE:
 		if (strlen(msg->message.prefix) > UINT16_MAX)
-			return errf(err, errlen, "transaction %u: a logical message prefix of %zu bytes is longer than %u",
+			return errbuf_setf(err, errlen, "transaction %u: a logical message prefix of %zu bytes is longer than %u",
 				    t->xid, strlen(msg->message.prefix), UINT16_MAX);
 		buf_put_u8(b, ENV_MESSAGE);
 		buf_put_u8(b, msg->message.transactional ? 1 : 0);
@@ -524,7 +515,7 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 		return 0;
 	}
 	if (b->len - before + 64 > a->options.max_frame_payload)
-		return errf(err, errlen,
+		return errbuf_setf(err, errlen,
 			    "transaction %u: one change of %zu bytes exceeds the maximum frame payload (%zu bytes)",
 			    t->xid, b->len - before, a->options.max_frame_payload);
 	t->changes++;
@@ -546,7 +537,7 @@ static int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errle
 		t->memory.len = (size_t)(cut - t->spill_bytes);
 	} else {
 		if (ftruncate(t->spill_fd, (off_t)cut) < 0) {
-			errf(err, errlen, "cannot truncate spill file \"%s\": %s", t->spill_path, strerror(errno));
+			errbuf_setf(err, errlen, "cannot truncate spill file \"%s\": %s", t->spill_path, strerror(errno));
 			return ASSEMBLER_STORAGE_FAILED;
 		}
 		t->spill_bytes = cut;
@@ -582,7 +573,7 @@ struct emit_ctx {
 static int do_emit(struct emit_ctx *e, int type, const uint8_t *payload, size_t len)
 {
 	if (e->emit(e->ctx, type, payload, len) < 0) {
-		errf(e->err, e->errlen, "transaction %u: the stream did not take a %s frame", e->t->xid,
+		errbuf_setf(e->err, e->errlen, "transaction %u: the stream did not take a %s frame", e->t->xid,
 		     frame_type_name(type));
 		return ASSEMBLER_EMIT_FAILED;
 	}
@@ -609,7 +600,7 @@ static int read_changes(struct emit_ctx *e, uint64_t pos, uint8_t *dst, size_t l
 			size_t n = (size_t)(t->spill_bytes - pos < len ? t->spill_bytes - pos : len);
 			ssize_t got = pread(t->spill_fd, dst, n, (off_t)pos);
 			if (got <= 0) {
-				errf(e->err, e->errlen, "cannot read spill file \"%s\": %s", t->spill_path,
+				errbuf_setf(e->err, e->errlen, "cannot read spill file \"%s\": %s", t->spill_path,
 				     got < 0 ? strerror(errno) : "short file");
 				return ASSEMBLER_STORAGE_FAILED;
 			}
@@ -687,7 +678,7 @@ static int emit_chunked(struct emit_ctx *e)
 			wlen += n;
 		}
 		if (have < 0) {
-			rc = errf(e->err, e->errlen, "transaction %u: spilled change bytes are malformed", t->xid);
+			rc = errbuf_setf(e->err, e->errlen, "transaction %u: spilled change bytes are malformed", t->xid);
 			goto out;
 		}
 		bool end = have == 0;
@@ -712,7 +703,7 @@ static int emit_chunked(struct emit_ctx *e)
 		if (end)
 			break;
 		if (in_chunk == 0 && 4 + head.len + 4 + clen > a->options.max_frame_payload) {
-			rc = errf(e->err, e->errlen,
+			rc = errbuf_setf(e->err, e->errlen,
 				  "transaction %u: a change of %zu bytes with the envelope head (%zu bytes) exceeds the "
 				  "maximum frame payload (%zu bytes)",
 				  t->xid, clen, head.len, a->options.max_frame_payload);
@@ -730,7 +721,7 @@ static int emit_chunked(struct emit_ctx *e)
 		in_chunk++;
 	}
 	if (emitted_changes != t->changes) {
-		rc = errf(e->err, e->errlen, "transaction %u: emitted %llu of %llu changes", t->xid,
+		rc = errbuf_setf(e->err, e->errlen, "transaction %u: emitted %llu of %llu changes", t->xid,
 			  (unsigned long long)emitted_changes, (unsigned long long)t->changes);
 		goto out;
 	}
@@ -824,7 +815,7 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 	switch (msg->type) {
 	case PGOUTPUT_BEGIN:
 		if (a->current)
-			return errf(err, errlen, "Begin of transaction %u while transaction %u is open", msg->xid,
+			return errbuf_setf(err, errlen, "Begin of transaction %u while transaction %u is open", msg->xid,
 				    a->current->xid);
 		a->current = txn_new(a, msg->xid, false);
 		a->current->final_lsn = msg->begin.final_lsn;
@@ -833,7 +824,7 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 	case PGOUTPUT_COMMIT: {
 		struct txn *t = a->current;
 		if (!t)
-			return errf(err, errlen, "Commit without an open transaction");
+			return errbuf_setf(err, errlen, "Commit without an open transaction");
 		return commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts, emit, ctx,
 				  result, err, errlen);
 	}
@@ -861,7 +852,7 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		if (!t) {
 			if (msg->type == PGOUTPUT_MESSAGE && !msg->message.transactional)
 				return 0; /* non-transactional messages belong to no transaction */
-			return errf(err, errlen, "%s outside a transaction", pgoutput_type_name(msg->type));
+			return errbuf_setf(err, errlen, "%s outside a transaction", pgoutput_type_name(msg->type));
 		}
 		if (msg->type == PGOUTPUT_MESSAGE && !msg->message.transactional)
 			return 0;
@@ -897,5 +888,5 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		return abort_subxact(t, msg->stream_abort.subxid, err, errlen);
 	}
 	}
-	return errf(err, errlen, "unexpected message type 0x%02x", msg->type);
+	return errbuf_setf(err, errlen, "unexpected message type 0x%02x", msg->type);
 }

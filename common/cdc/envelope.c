@@ -4,6 +4,7 @@
 #include "trellara/envelope.h"
 
 #include "trellara/lsn.h"
+#include "trellara/strbuf.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
@@ -119,7 +120,7 @@ static int fail(struct env_decoder *d, const char *fmt, ...)
 	char what[200];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
+	errbuf_vsetf(what, sizeof what, fmt, ap);
 	va_end(ap);
 	snprintf(d->error, sizeof d->error, "envelope: %s at byte %zu", what, d->pos);
 	return -1;

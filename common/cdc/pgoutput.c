@@ -9,6 +9,7 @@
  */
 #include "trellara/pgoutput.h"
 
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <stdarg.h>
@@ -17,19 +18,6 @@
 #include <string.h>
 
 /* ---- errors and the bounded reader ------------------------------------ */
-
-static void set_error(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_error(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* "X/X" locally: the decoder has no other dependency than xalloc. */
 #define LSN_TEXT_LEN 18
@@ -57,7 +45,7 @@ static int need(struct reader *r, size_t n, const char *field)
 {
 	if (remaining(r) >= n)
 		return 0;
-	set_error(r->err, r->errlen,
+	errbuf_setf(r->err, r->errlen,
 		  "pgoutput: truncated %s message: need %zu bytes for %s at byte %zu, have %zu",
 		  r->what, n, field, r->pos, remaining(r));
 	return -1;
@@ -118,13 +106,13 @@ static int read_string(struct reader *r, const char *field, bool allow_empty, co
 	size_t at = r->pos;
 	const uint8_t *nul = remaining(r) ? memchr(r->buf + at, '\0', remaining(r)) : NULL;
 	if (!nul) {
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: truncated %s message: %s at byte %zu has no NUL terminator within the %zu bytes left",
 			  r->what, field, at, remaining(r));
 		return -1;
 	}
 	if (!allow_empty && nul == r->buf + at) {
-		set_error(r->err, r->errlen, "pgoutput: empty %s in %s message at byte %zu", field,
+		errbuf_setf(r->err, r->errlen, "pgoutput: empty %s in %s message at byte %zu", field,
 			  r->what, at);
 		return -1;
 	}
@@ -140,7 +128,7 @@ static int read_xid(struct reader *r, const char *field, uint32_t *xid)
 	if (read_u32(r, field, xid) < 0)
 		return -1;
 	if (*xid == 0) {
-		set_error(r->err, r->errlen, "pgoutput: invalid %s 0 in %s message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: invalid %s 0 in %s message at byte %zu",
 			  field, r->what, at);
 		return -1;
 	}
@@ -232,14 +220,14 @@ static int read_tuple(struct reader *r, const char *role, bool allow_unchanged,
 	if (read_i16(r, "column count", &ncols) < 0)
 		return -1;
 	if (ncols < 0 || ncols > PGOUTPUT_MAX_COLUMNS) {
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: bad column count %d in %s at byte %zu (0..%d)", ncols, role, at,
 			  PGOUTPUT_MAX_COLUMNS);
 		return -1;
 	}
 	/* Each column takes at least its kind byte. */
 	if ((size_t)ncols > remaining(r)) {
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: truncated %s message: %s declares %d columns at byte %zu but only %zu bytes remain",
 			  r->what, role, ncols, at, remaining(r));
 		return -1;
@@ -258,7 +246,7 @@ static int read_tuple(struct reader *r, const char *role, bool allow_unchanged,
 			break;
 		case PGOUTPUT_COLUMN_UNCHANGED_TOAST:
 			if (!allow_unchanged) {
-				set_error(r->err, r->errlen,
+				errbuf_setf(r->err, r->errlen,
 					  "pgoutput: unchanged-TOAST column %d in %s at byte %zu: only an Update's new tuple can carry one",
 					  i + 1, role, kind_at);
 				return -1;
@@ -271,7 +259,7 @@ static int read_tuple(struct reader *r, const char *role, bool allow_unchanged,
 			if (read_u32(r, "column value length", &len) < 0)
 				return -1;
 			if (len > INT32_MAX) {
-				set_error(r->err, r->errlen,
+				errbuf_setf(r->err, r->errlen,
 					  "pgoutput: negative value length %d for column %d in %s at byte %zu",
 					  (int32_t)len, i + 1, role, len_at);
 				return -1;
@@ -284,7 +272,7 @@ static int read_tuple(struct reader *r, const char *role, bool allow_unchanged,
 			break;
 		}
 		default:
-			set_error(r->err, r->errlen,
+			errbuf_setf(r->err, r->errlen,
 				  "pgoutput: unknown column kind 0x%02x for column %d in %s at byte %zu",
 				  kind, i + 1, role, kind_at);
 			return -1;
@@ -302,7 +290,7 @@ static int read_relid(struct reader *r, uint32_t *relid)
 	if (read_u32(r, "relation id", relid) < 0)
 		return -1;
 	if (*relid == 0) {
-		set_error(r->err, r->errlen, "pgoutput: invalid relation id 0 in %s message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: invalid relation id 0 in %s message at byte %zu",
 			  r->what, at);
 		return -1;
 	}
@@ -316,7 +304,7 @@ static int read_tuple_tag(struct reader *r, uint8_t *tag)
 
 static int bad_tag(struct reader *r, uint8_t tag, size_t at, const char *expected)
 {
-	set_error(r->err, r->errlen, "pgoutput: unexpected tuple tag 0x%02x in %s message at byte %zu (expected %s)",
+	errbuf_setf(r->err, r->errlen, "pgoutput: unexpected tuple tag 0x%02x in %s message at byte %zu (expected %s)",
 		  tag, r->what, at, expected);
 	return -1;
 }
@@ -329,7 +317,7 @@ static int decode_begin(struct reader *r, struct pgoutput_message *out)
 	    read_xid(r, "transaction id", &out->xid) < 0)
 		return -1;
 	if (out->begin.final_lsn == 0) {
-		set_error(r->err, r->errlen, "pgoutput: final LSN not set in Begin message at byte %zu", at);
+		errbuf_setf(r->err, r->errlen, "pgoutput: final LSN not set in Begin message at byte %zu", at);
 		return -1;
 	}
 	out->has_xid = true;
@@ -345,7 +333,7 @@ static int decode_commit_body(struct reader *r, struct pgoutput_message *out)
 	if (read_u8(r, "flags", &flags) < 0)
 		return -1;
 	if (flags != 0) {
-		set_error(r->err, r->errlen, "pgoutput: unknown flags 0x%02x in %s message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: unknown flags 0x%02x in %s message at byte %zu",
 			  flags, r->what, at);
 		return -1;
 	}
@@ -356,7 +344,7 @@ static int decode_commit_body(struct reader *r, struct pgoutput_message *out)
 		return -1;
 	if (out->commit.commit_lsn == 0 || out->commit.end_lsn <= out->commit.commit_lsn) {
 		char a[LSN_TEXT_LEN], b[LSN_TEXT_LEN];
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: bad LSNs in %s message at byte %zu: commit %s, end %s (end must follow commit)",
 			  r->what, at, lsn_text(out->commit.commit_lsn, a),
 			  lsn_text(out->commit.end_lsn, b));
@@ -384,7 +372,7 @@ static int decode_relation(struct reader *r, struct pgoutput_message *out)
 	if (read_u8(r, "replica identity", &replident) < 0)
 		return -1;
 	if (replident != 'd' && replident != 'n' && replident != 'f' && replident != 'i') {
-		set_error(r->err, r->errlen, "pgoutput: unknown replica identity 0x%02x in Relation message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: unknown replica identity 0x%02x in Relation message at byte %zu",
 			  replident, at);
 		return -1;
 	}
@@ -394,14 +382,14 @@ static int decode_relation(struct reader *r, struct pgoutput_message *out)
 	if (read_i16(r, "column count", &natts) < 0)
 		return -1;
 	if (natts < 0 || natts > PGOUTPUT_MAX_COLUMNS) {
-		set_error(r->err, r->errlen, "pgoutput: bad column count %d in Relation message at byte %zu (0..%d)",
+		errbuf_setf(r->err, r->errlen, "pgoutput: bad column count %d in Relation message at byte %zu (0..%d)",
 			  natts, at, PGOUTPUT_MAX_COLUMNS);
 		return -1;
 	}
 	/* flags, a name of at least its NUL, type oid, typmod */
 	enum { MIN_ATTRIBUTE_BYTES = 1 + 1 + 4 + 4 };
 	if ((size_t)natts > remaining(r) / MIN_ATTRIBUTE_BYTES) {
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: truncated Relation message: %d columns declared at byte %zu but only %zu bytes remain",
 			  natts, at, remaining(r));
 		return -1;
@@ -415,7 +403,7 @@ static int decode_relation(struct reader *r, struct pgoutput_message *out)
 		if (read_u8(r, "column flags", &flags) < 0)
 			return -1;
 		if (flags & ~1u) {
-			set_error(r->err, r->errlen,
+			errbuf_setf(r->err, r->errlen,
 				  "pgoutput: unknown flags 0x%02x for column %d in Relation message at byte %zu",
 				  flags, i + 1, flags_at);
 			return -1;
@@ -438,7 +426,7 @@ static int decode_type(struct reader *r, struct pgoutput_message *out)
 	if (read_u32(r, "type oid", &out->datatype.type_oid) < 0)
 		return -1;
 	if (out->datatype.type_oid == 0) {
-		set_error(r->err, r->errlen, "pgoutput: invalid type oid 0 in Type message at byte %zu", at);
+		errbuf_setf(r->err, r->errlen, "pgoutput: invalid type oid 0 in Type message at byte %zu", at);
 		return -1;
 	}
 	return read_string(r, "namespace", true, &out->datatype.nspname) < 0 ||
@@ -508,7 +496,7 @@ static int decode_truncate(struct reader *r, struct pgoutput_message *out)
 	if (read_u32(r, "relation count", &nrelids) < 0)
 		return -1;
 	if (nrelids == 0 || nrelids > INT32_MAX) {
-		set_error(r->err, r->errlen, "pgoutput: bad relation count %d in Truncate message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: bad relation count %d in Truncate message at byte %zu",
 			  (int32_t)nrelids, at);
 		return -1;
 	}
@@ -517,12 +505,12 @@ static int decode_truncate(struct reader *r, struct pgoutput_message *out)
 	if (read_u8(r, "flags", &flags) < 0)
 		return -1;
 	if (flags & ~3u) {
-		set_error(r->err, r->errlen, "pgoutput: unknown flags 0x%02x in Truncate message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: unknown flags 0x%02x in Truncate message at byte %zu",
 			  flags, at);
 		return -1;
 	}
 	if (nrelids > remaining(r) / 4) {
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: truncated Truncate message: %u relations declared but only %zu bytes remain at byte %zu",
 			  nrelids, remaining(r), r->pos);
 		return -1;
@@ -545,7 +533,7 @@ static int decode_logical_message(struct reader *r, struct pgoutput_message *out
 	if (read_u8(r, "flags", &flags) < 0)
 		return -1;
 	if (flags & ~1u) {
-		set_error(r->err, r->errlen, "pgoutput: unknown flags 0x%02x in Message message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: unknown flags 0x%02x in Message message at byte %zu",
 			  flags, at);
 		return -1;
 	}
@@ -558,7 +546,7 @@ static int decode_logical_message(struct reader *r, struct pgoutput_message *out
 	if (read_u32(r, "content length", &len) < 0)
 		return -1;
 	if (len > INT32_MAX) {
-		set_error(r->err, r->errlen, "pgoutput: negative content length %d in Message message at byte %zu",
+		errbuf_setf(r->err, r->errlen, "pgoutput: negative content length %d in Message message at byte %zu",
 			  (int32_t)len, at);
 		return -1;
 	}
@@ -580,7 +568,7 @@ static int decode_stream_start(struct reader *r, struct pgoutput_message *out)
 	if (read_u8(r, "first segment flag", &first) < 0)
 		return -1;
 	if (first > 1) {
-		set_error(r->err, r->errlen,
+		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: bad first segment flag 0x%02x in Stream Start message at byte %zu",
 			  first, at);
 		return -1;
@@ -612,36 +600,36 @@ int pgoutput_decode(const uint8_t *buf, size_t len, int proto_version, bool in_s
 {
 	clear_message(out);
 	if (proto_version < PGOUTPUT_MIN_PROTO_VERSION || proto_version > PGOUTPUT_MAX_PROTO_VERSION) {
-		set_error(err, errlen, "pgoutput: unsupported protocol version %d (this decoder reads %d and %d)",
+		errbuf_setf(err, errlen, "pgoutput: unsupported protocol version %d (this decoder reads %d and %d)",
 			  proto_version, PGOUTPUT_MIN_PROTO_VERSION, PGOUTPUT_MAX_PROTO_VERSION);
 		return -1;
 	}
 	if (in_stream_block && proto_version < 2) {
-		set_error(err, errlen, "pgoutput: stream blocks need protocol version 2, not %d",
+		errbuf_setf(err, errlen, "pgoutput: stream blocks need protocol version 2, not %d",
 			  proto_version);
 		return -1;
 	}
 	if (len == 0 || !buf) {
-		set_error(err, errlen, "pgoutput: empty message");
+		errbuf_setf(err, errlen, "pgoutput: empty message");
 		return -1;
 	}
 	uint8_t type = buf[0];
 	const char *name = pgoutput_type_name(type);
 	if (!name) {
 		if (type >= 0x20 && type < 0x7f)
-			set_error(err, errlen, "pgoutput: unknown message type '%c' (0x%02x)", type, type);
+			errbuf_setf(err, errlen, "pgoutput: unknown message type '%c' (0x%02x)", type, type);
 		else
-			set_error(err, errlen, "pgoutput: unknown message type 0x%02x", type);
+			errbuf_setf(err, errlen, "pgoutput: unknown message type 0x%02x", type);
 		return -1;
 	}
 	if (!strchr("BCORYIUDTMSEcA", type)) {
-		set_error(err, errlen,
+		errbuf_setf(err, errlen,
 			  "pgoutput: unsupported %s message ('%c'): two-phase messages need protocol version 3, this decoder reads %d and %d",
 			  name, type, PGOUTPUT_MIN_PROTO_VERSION, PGOUTPUT_MAX_PROTO_VERSION);
 		return -1;
 	}
 	if (strchr("SEcA", type) && proto_version < 2) {
-		set_error(err, errlen, "pgoutput: unexpected %s message ('%c') in protocol version %d",
+		errbuf_setf(err, errlen, "pgoutput: unexpected %s message ('%c') in protocol version %d",
 			  name, type, proto_version);
 		return -1;
 	}
@@ -674,7 +662,7 @@ int pgoutput_decode(const uint8_t *buf, size_t len, int proto_version, bool in_s
 	if (rc < 0)
 		return -1;
 	if (r.pos != len) {
-		set_error(err, errlen, "pgoutput: %zu trailing bytes after %s message at byte %zu",
+		errbuf_setf(err, errlen, "pgoutput: %zu trailing bytes after %s message at byte %zu",
 			  len - r.pos, name, r.pos);
 		return -1;
 	}
@@ -763,7 +751,7 @@ int pgoutput_relcache_apply(struct pgoutput_relcache *cache, const struct pgoutp
 {
 	if (msg->type != PGOUTPUT_RELATION) {
 		const char *name = pgoutput_type_name((uint8_t)msg->type);
-		set_error(err, errlen, "pgoutput: relation cache given a %s message, not a Relation",
+		errbuf_setf(err, errlen, "pgoutput: relation cache given a %s message, not a Relation",
 			  name ? name : "unknown");
 		return -1;
 	}
@@ -811,7 +799,7 @@ static int check_tuple(const struct pgoutput_relation *rel, const struct pgoutpu
 		       const char *role, const char *what, char *err, size_t errlen)
 {
 	if (tuple->ncols != rel->natts) {
-		set_error(err, errlen, "pgoutput: relation %u \"%s.%s\" has %d columns but %s%s carries %d",
+		errbuf_setf(err, errlen, "pgoutput: relation %u \"%s.%s\" has %d columns but %s%s carries %d",
 			  rel->relid, rel->nspname, rel->relname, rel->natts, role, what, tuple->ncols);
 		return -1;
 	}
@@ -825,7 +813,7 @@ static int check_old(const struct pgoutput_relation *rel, const struct pgoutput_
 	const struct pgoutput_tuple *old = &msg->change.old_tuple;
 	if (msg->change.old_kind == PGOUTPUT_OLD_FULL) {
 		if (rel->replident != PGOUTPUT_REPLIDENT_FULL) {
-			set_error(err, errlen,
+			errbuf_setf(err, errlen,
 				  "pgoutput: %s carries an old tuple (O) but relation %u \"%s.%s\" has replica identity %s, not full",
 				  what, rel->relid, rel->nspname, rel->relname, replident_name(rel->replident));
 			return -1;
@@ -833,7 +821,7 @@ static int check_old(const struct pgoutput_relation *rel, const struct pgoutput_
 		return check_tuple(rel, old, "the old tuple (O) of ", what, err, errlen);
 	}
 	if (rel->replident != PGOUTPUT_REPLIDENT_DEFAULT && rel->replident != PGOUTPUT_REPLIDENT_INDEX) {
-		set_error(err, errlen,
+		errbuf_setf(err, errlen,
 			  "pgoutput: %s carries an old key (K) but relation %u \"%s.%s\" has replica identity %s",
 			  what, rel->relid, rel->nspname, rel->relname, replident_name(rel->replident));
 		return -1;
@@ -843,7 +831,7 @@ static int check_old(const struct pgoutput_relation *rel, const struct pgoutput_
 	for (int i = 0; i < rel->natts; i++) {
 		bool has_value = old->cols[i].kind != PGOUTPUT_COLUMN_NULL;
 		if (has_value != rel->columns[i].key) {
-			set_error(err, errlen,
+			errbuf_setf(err, errlen,
 				  has_value ? "pgoutput: old key (K) of %s carries a value for column \"%s\" of relation %u \"%s.%s\", which is not a key column"
 					    : "pgoutput: old key (K) of %s has no value for key column \"%s\" of relation %u \"%s.%s\"",
 				  what, rel->columns[i].name, rel->relid, rel->nspname, rel->relname);
@@ -862,7 +850,7 @@ int pgoutput_relcache_check(const struct pgoutput_relcache *cache, const struct 
 	if (msg->type == PGOUTPUT_TRUNCATE) {
 		for (int i = 0; i < msg->truncate.nrelids; i++)
 			if (!pgoutput_relcache_lookup(cache, msg->truncate.relids[i])) {
-				set_error(err, errlen,
+				errbuf_setf(err, errlen,
 					  "pgoutput: Truncate of unknown relation %u: no Relation message received for it",
 					  msg->truncate.relids[i]);
 				return -1;
@@ -873,7 +861,7 @@ int pgoutput_relcache_check(const struct pgoutput_relcache *cache, const struct 
 		return 0;
 	const struct pgoutput_relation *rel = pgoutput_relcache_lookup(cache, msg->change.relid);
 	if (!rel) {
-		set_error(err, errlen, "pgoutput: %s for unknown relation %u: no Relation message received for it",
+		errbuf_setf(err, errlen, "pgoutput: %s for unknown relation %u: no Relation message received for it",
 			  what, msg->change.relid);
 		return -1;
 	}
@@ -894,7 +882,7 @@ int pgoutput_session_init(struct pgoutput_session *session, int proto_version, c
 {
 	memset(session, 0, sizeof *session);
 	if (proto_version < PGOUTPUT_MIN_PROTO_VERSION || proto_version > PGOUTPUT_MAX_PROTO_VERSION) {
-		set_error(err, errlen, "pgoutput: unsupported protocol version %d (this decoder reads %d and %d)",
+		errbuf_setf(err, errlen, "pgoutput: unsupported protocol version %d (this decoder reads %d and %d)",
 			  proto_version, PGOUTPUT_MIN_PROTO_VERSION, PGOUTPUT_MAX_PROTO_VERSION);
 		return -1;
 	}
@@ -965,7 +953,7 @@ static int out_of_order(const struct pgoutput_session *session, const struct pgo
 			char *err, size_t errlen)
 {
 	char where[64];
-	set_error(err, errlen, "pgoutput: unexpected %s message %s",
+	errbuf_setf(err, errlen, "pgoutput: unexpected %s message %s",
 		  pgoutput_type_name((uint8_t)msg->type), state_text(session, where, sizeof where));
 	return -1;
 }
@@ -985,7 +973,7 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 		if (!idle)
 			return out_of_order(session, out, err, errlen);
 		if (pgoutput_session_stream_open(session, out->xid)) {
-			set_error(err, errlen, "pgoutput: Begin for transaction %u, which has an open stream",
+			errbuf_setf(err, errlen, "pgoutput: Begin for transaction %u, which has an open stream",
 				  out->xid);
 			return -1;
 		}
@@ -998,7 +986,7 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 		if (session->state != PGOUTPUT_SESSION_IN_TRANSACTION)
 			return out_of_order(session, out, err, errlen);
 		if (out->commit.commit_lsn != session->final_lsn) {
-			set_error(err, errlen,
+			errbuf_setf(err, errlen,
 				  "pgoutput: Commit LSN %s of transaction %u differs from its Begin's final LSN %s",
 				  lsn_text(out->commit.commit_lsn, a), session->xid,
 				  lsn_text(session->final_lsn, b));
@@ -1010,7 +998,7 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 		if (!idle)
 			return out_of_order(session, out, err, errlen);
 		if (out->stream_start.first_segment == pgoutput_session_stream_open(session, out->xid)) {
-			set_error(err, errlen,
+			errbuf_setf(err, errlen,
 				  out->stream_start.first_segment
 					  ? "pgoutput: Stream Start marks a first segment for transaction %u, whose stream is already open"
 					  : "pgoutput: Stream Start continues transaction %u, whose stream was never started",
@@ -1033,7 +1021,7 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 		if (!idle)
 			return out_of_order(session, out, err, errlen);
 		if (!pgoutput_session_stream_open(session, out->xid)) {
-			set_error(err, errlen, "pgoutput: %s for transaction %u, which has no open stream",
+			errbuf_setf(err, errlen, "pgoutput: %s for transaction %u, which has no open stream",
 				  pgoutput_type_name((uint8_t)out->type), out->xid);
 			return -1;
 		}
@@ -1044,7 +1032,7 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 		if (idle)
 			return out_of_order(session, out, err, errlen);
 		if (session->block_messages != 0) {
-			set_error(err, errlen,
+			errbuf_setf(err, errlen,
 				  "pgoutput: Origin message after %lu other messages of transaction %u: it must directly follow %s",
 				  session->block_messages, session->xid, in_block ? "Stream Start" : "Begin");
 			return -1;
@@ -1054,7 +1042,7 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 	case PGOUTPUT_MESSAGE:
 		if (out->message.transactional == idle) {
 			char where[64];
-			set_error(err, errlen, "pgoutput: %s logical message \"%s\" %s",
+			errbuf_setf(err, errlen, "pgoutput: %s logical message \"%s\" %s",
 				  idle ? "transactional" : "non-transactional", out->message.prefix,
 				  state_text(session, where, sizeof where));
 			return -1;

@@ -41,6 +41,7 @@
 #define TRELLARA_PLANNER_H
 
 #include "trellara/envelope.h"
+#include "trellara/strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,14 +54,14 @@ struct plan_relation {
 };
 
 struct plan_stmt {
-	struct buf sql;      /* NUL-terminated statement text */
+	struct strbuf sql;   /* the statement text */
 	struct buf arena;    /* parameter bytes, each NUL-terminated */
 	size_t *offsets;     /* owned: parameter i starts at arena.data + offsets[i], or SIZE_MAX for NULL */
 	size_t n_params, cap_params;
 	const char **values; /* owned: pointers into arena, valid until the next plan_change */
 	bool is_row_change;  /* insert/update/delete (truncate: false) */
 	bool expect_one;     /* the statement must change exactly one row */
-	struct buf what;     /* with describe: "schema.table (key=value)" for messages */
+	struct strbuf what;  /* with describe: "schema.table (key=value)" for messages */
 };
 
 void plan_stmt_init(struct plan_stmt *s);
@@ -74,6 +75,6 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		const struct env_change *c, bool describe, struct plan_stmt *s, char *err, size_t errlen);
 
 /* Appends a quoted identifier to b. */
-void sql_quote_ident(struct buf *b, const char *name, size_t len);
+void sql_quote_ident(struct strbuf *b, const char *name, size_t len);
 
 #endif

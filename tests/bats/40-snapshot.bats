@@ -211,3 +211,17 @@ resume_after() {
 	bg_stop applyd TERM
 	bg_stop capture TERM
 }
+
+@test "snapshot status --format json escapes what it prints: a source id with a quote and a backslash stays valid JSON" {
+	export SOURCE_ID='src"q\ote'
+	psql_source "CREATE TABLE accounts (id int PRIMARY KEY, note text)" \
+		"INSERT INTO accounts SELECT g, 'n' || g FROM generate_series(1, 5) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
+	write_flow_file "$FLOW_FILE" --tables public.accounts
+	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	run -0 trellara-snapshot status --config "$FLOW_FILE" --format json
+	jq -e . <<<"$output" >/dev/null
+	[ "$(jq -r .flow <<<"$output")" = 'src"q\ote:bats_dataset' ]
+	[ "$(jq -r .run.state <<<"$output")" = stream_handoff_ready ]
+	[ "$(jq -r '.tables[0].table' <<<"$output")" = public.accounts ]
+}

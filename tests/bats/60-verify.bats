@@ -108,6 +108,16 @@ run_state() {
 	[ "$(jq '.tables | length' <<<"$output")" -eq 1 ]
 }
 
+@test "verify --format json escapes what it prints: a flow file path with a quote and a backslash stays valid JSON" {
+	weird="$TEST_DIR/fl\"o\\w.yml"
+	cp "$FLOW_FILE" "$weird"
+	psql_target "UPDATE pgbench_tellers SET tbalance = 5 WHERE tid = 3"
+	run -1 --separate-stderr trellara-verify --config "$weird" --table public.pgbench_tellers --format json
+	jq -e . <<<"$output" >/dev/null
+	[ "$(jq -r '.tables[0].recovery' <<<"$output")" = "trellara reseed --config $weird --table public.pgbench_tellers" ]
+	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
+}
+
 @test "without applyd at the fence verify gives no verdict: exit 75, and leaves no fence behind" {
 	bg_stop applyd TERM
 	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1"

@@ -87,7 +87,7 @@ int main(void)
 	int i = 0;
 	while (env_decode_next(&d, &c) == 1) {
 		CHECK(plan_change("trellara", &rel, 1, c, true, &s, err, sizeof err) == 0);
-		CHECK_STR((const char *)s.sql.data, expected[i]);
+		CHECK_STR(s.sql.buf, expected[i]);
 		i++;
 		if (i == 1) {
 			CHECK(s.n_params == 2);
@@ -103,7 +103,7 @@ int main(void)
 			CHECK_STR(s.values[1], "c");
 			CHECK_STR(s.values[2], "1");
 			CHECK(s.expect_one);
-			CHECK_STR((const char *)s.what.data, "we\"ird.t (id=1)");
+			CHECK_STR(s.what.buf, "we\"ird.t (id=1)");
 		}
 		if (i == 3) /* no old tuple: the key comes from the new row */
 			CHECK_STR(s.values[3], "2");
@@ -124,7 +124,7 @@ int main(void)
 	i = 0;
 	while (env_decode_next(&d, &c) == 1) {
 		CHECK(plan_change("trellara", &part, 1, c, false, &s, err, sizeof err) == 0);
-		CHECK_STR((const char *)s.sql.data, expected_part[i]);
+		CHECK_STR(s.sql.buf, expected_part[i]);
 		i++;
 	}
 	CHECK(i == 5);
@@ -138,14 +138,14 @@ int main(void)
 	struct plan_relation ident = { &d.header.relations[0], key, always, false };
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == 0);
-	CHECK_STR((const char *)s.sql.data,
+	CHECK_STR(s.sql.buf,
 		  "INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") OVERRIDING SYSTEM VALUE VALUES ($1, $2, NULL)");
 	CHECK(env_decode_next(&d, &c) == 1); /* key 1 -> 2 */
 	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == -1);
 	CHECK(strstr(err, "GENERATED ALWAYS identity column \"id\" of we\"ird.t from 1 to 2") != NULL);
 	CHECK(env_decode_next(&d, &c) == 1); /* key unchanged */
 	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == 0);
-	CHECK_STR((const char *)s.sql.data,
+	CHECK_STR(s.sql.buf,
 		  "UPDATE ONLY \"we\"\"ird\".\"t\" SET \"na\"\"me\" = $1, \"body\" = $2 WHERE \"id\" = $3");
 	CHECK_STR(s.values[2], "2");
 	env_decoder_free(&d);
@@ -158,7 +158,7 @@ int main(void)
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &guarded, 1, c, false, &s, err, sizeof err) == 0);
-	CHECK_STR((const char *)s.sql.data,
+	CHECK_STR(s.sql.buf,
 		  "UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3 AND \"body\" = $4");
 	CHECK_STR(s.values[3], "x");
 	env_decoder_free(&d);
@@ -171,7 +171,7 @@ int main(void)
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &keyless, 1, c, false, &s, err, sizeof err) == 0);
-	const char *sql = (const char *)s.sql.data;
+	const char *sql = s.sql.buf;
 	/* one of identical rows, by (tableoid, ctid) */
 	CHECK(strstr(sql, "WITH c AS (SELECT tableoid, ctid FROM ONLY \"we\"\"ird\".\"t\" WHERE \"id\" = $1 AND \"na\"\"me\" = $2 AND \"body\" IS NULL LIMIT 1)") != NULL);
 	CHECK(strstr(sql, "m AS (UPDATE ONLY \"we\"\"ird\".\"t\" SET") != NULL);

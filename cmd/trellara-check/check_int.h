@@ -1,0 +1,143 @@
+/*
+ * check_int.h - what the parts of trellara-check share (not a library
+ * interface): the facts gathered from the source, and the functions of
+ * each phase.
+ *
+ *   check_facts.c   gather: read-only catalog queries into struct source_facts
+ *   check_fix.c     the SQL text --fix runs (and the fixes shown), and fix
+ *   check_rules.c   rules: facts -> named checks; no server, no I/O, so unit
+ *                   tests judge hand-made facts (tests/unit/test_check_rules.c)
+ *   check_report.c  the text and JSON report
+ *   check.c         the run: phases in order, and the checks that need I/O
+ *                   of their own (the stream's identity, the target role)
+ *
+ * Ownership: every char * in the facts is owned by the struct holding it
+ * and freed by check_source_facts_free; functions returning char * hand a
+ * new allocation to the caller; check_add_item and check_add_action take
+ * ownership of the detail, fix and sql texts they are given.
+ */
+#ifndef TRELLARA_CHECK_INT_H
+#define TRELLARA_CHECK_INT_H
+
+#include "check.h"
+
+#include "trellara/pgconn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CHECK_APPLICATION_NAME "trellara-check"
+#define CAPTURE_APPLICATION_NAME "trellara-capture"
+#define DDL_SCHEMA "trellara"
+#define DDL_FUNCTION "emit_ddl"
+#define DDL_TRIGGER "trellara_ddl"
+#define DDL_DROP_TRIGGER "trellara_ddl_drop"
+#define DDL_MESSAGE_PREFIX "trellara.ddl"
+
+/* The body of trellara.emit_ddl() (check_fix.c). */
+extern const char check_ddl_function_body[];
+
+struct table_facts {
+	const struct table_config *config;
+	char *display;        /* owned: schema.name as configured */
+	char *quoted;         /* owned: "schema"."name" */
+	bool exists;
+	char *oid;            /* owned */
+	char relkind, persistence, replident;
+	char *pk_index;        /* owned, NULL: no primary key */
+	char *pk_columns;      /* owned */
+	char *ident_index;     /* owned: the REPLICA IDENTITY USING INDEX index */
+	char *candidate_index; /* owned: a unique index on NOT NULL columns */
+	bool in_publication;
+	char *row_filter;      /* owned: the publication's WHERE for it */
+	bool column_list;
+	char *partition_of;    /* owned: "schema.name" of a partitioned ancestor also configured */
+};
+
+struct source_facts {
+	/* identity and role */
+	char *database, *user, *system_identifier; /* owned */
+	uint32_t checkpoint_timeline;
+	char *server_version; /* owned */
+	int version_num;
+	bool in_recovery, superuser, replication_role;
+	/* settings */
+	char *wal_level; /* owned */
+	long max_replication_slots, max_wal_senders;
+	bool has_max_slot_wal_keep_size;
+	long long max_slot_wal_keep_size_mb;
+	bool has_idle_timeout;
+	char *idle_timeout, *idle_timeout_unit; /* owned */
+	bool has_standby_slots;
+	char *synchronized_standby_slots; /* owned */
+	long slots_used, senders_used, physical_slots;
+	/* publication */
+	bool pub_exists, pub_all_tables, pub_insert, pub_update, pub_delete, pub_truncate, pub_via_root;
+	/* tables */
+	struct table_facts *tables; /* owned */
+	size_t n_tables;
+	/* slot */
+	bool slot_exists, slot_temporary, slot_active, has_failover, slot_failover;
+	char *slot_type, *slot_plugin, *slot_database, *slot_active_app; /* owned */
+	char *slot_active_pid, *restart_lsn, *confirmed_flush_lsn, *wal_status, *invalidation; /* owned */
+	bool retained_known, safe_wal_known;
+	uint64_t retained_bytes;
+	long long safe_wal_size;
+	/* DDL evidence */
+	bool function_exists, function_current;
+	char *function_oid; /* owned */
+	struct {
+		bool exists, enabled, right;
+	} trigger[2]; /* [0] trellara_ddl, [1] trellara_ddl_drop */
+};
+
+/* IDENTIFY_SYSTEM on a replication connection, done once at the end. */
+struct replication_facts {
+	bool ok;
+	char *error; /* owned */
+	struct pg_identity id;
+};
+
+
+/* check_facts.c */
+void check_table_facts_free(struct table_facts *t);
+void check_source_facts_free(struct source_facts *f);
+char *check_value(const PGresult *res, int row, int col);
+bool check_value_bool(const PGresult *res, int row, int col);
+long long check_value_ll(const PGresult *res, int row, int col);
+/* 0, or -1 (logged) when an inspection query fails */
+int check_gather(PGconn *conn, const struct flow_config *cfg, struct source_facts *f);
+void check_gather_replication(const char *url, struct replication_facts *r);
+
+/* check_fix.c */
+char *check_ddl_install_sql(int version_num);
+bool check_table_publishable(const struct table_facts *t);
+char *check_create_publication_sql(const struct flow_config *cfg, const struct source_facts *f,
+				   size_t *n_publishable, char **names);
+char *check_add_tables_sql(const struct flow_config *cfg, const struct source_facts *f, char **names);
+bool check_ddl_trigger_ok(const struct source_facts *f);
+void check_fix_source(PGconn *conn, const struct check_options *o, const struct source_facts *f,
+		      struct check_report *r);
+
+/* check_rules.c: r->config_path must be set (it goes into the fixes). */
+char *check_trellara_command(const struct check_report *r, const char *sub, const char *extra);
+void check_set_identity(const struct source_facts *f, const struct replication_facts *repl, struct check_report *r);
+/* The server, publication, table, slot and DDL checks, in that order
+ * (only the server's below PostgreSQL 10). */
+void check_rules_evaluate(const struct flow_config *cfg, const struct source_facts *f,
+			  const struct replication_facts *repl, struct check_report *r);
+
+/* check.c */
+char *check_strdup_or_null(const char *s);
+void check_chomp(char *m);
+char *check_human_bytes(uint64_t n);
+/* "name" with quotes doubled: PQescapeIdentifier's text for a name valid
+ * in the server's encoding, without a connection */
+char *check_quote_ident(const char *name);
+/* 'text' with quotes doubled (pgconn_quote_literal) */
+char *check_quote_literal(const char *text);
+void check_add_item(struct check_report *r, const char *section, const char *name, const char *object,
+		    enum check_status status, char *detail, char *fix, bool fixable);
+void check_add_action(struct check_report *r, const char *action, char *detail, char *sql);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * jsonw.c - the streaming JSON writer (contract in jsonw.h).
+ */
+#include "trellara/jsonw.h"
+
+#include "trellara/lsn.h"
+#include "trellara/textcodec.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+void jsonw_init(struct jsonw *w, FILE *out, bool spaced)
+{
+	memset(w, 0, sizeof *w);
+	w->out = out;
+	w->spaced = spaced;
+}
+
+void jsonw_key(struct jsonw *w, const char *key)
+{
+	if (w->comma[w->depth])
+		fputs(w->spaced ? ", " : ",", w->out);
+	w->comma[w->depth] = true;
+	if (key) {
+		json_write_string(w->out, key, strlen(key));
+		fputs(w->spaced ? ": " : ":", w->out);
+	}
+}
+
+void jsonw_open(struct jsonw *w, const char *key, char bracket)
+{
+	jsonw_key(w, key);
+	fputc(bracket, w->out);
+	if (w->depth < JSONW_MAX_DEPTH - 1)
+		w->depth++;
+	w->comma[w->depth] = false;
+}
+
+void jsonw_close(struct jsonw *w, char bracket)
+{
+	if (w->depth > 0)
+		w->depth--;
+	fputc(bracket, w->out);
+}
+
+void jsonw_str(struct jsonw *w, const char *key, const char *value)
+{
+	jsonw_key(w, key);
+	if (value)
+		json_write_string(w->out, value, strlen(value));
+	else
+		fputs("null", w->out);
+}
+
+void jsonw_bool(struct jsonw *w, const char *key, bool value)
+{
+	jsonw_key(w, key);
+	fputs(value ? "true" : "false", w->out);
+}
+
+void jsonw_null(struct jsonw *w, const char *key)
+{
+	jsonw_key(w, key);
+	fputs("null", w->out);
+}
+
+void jsonw_u64(struct jsonw *w, const char *key, bool known, uint64_t value)
+{
+	jsonw_key(w, key);
+	if (known)
+		fprintf(w->out, "%" PRIu64, value);
+	else
+		fputs("null", w->out);
+}
+
+void jsonw_i64(struct jsonw *w, const char *key, bool known, int64_t value)
+{
+	jsonw_key(w, key);
+	if (known)
+		fprintf(w->out, "%" PRId64, value);
+	else
+		fputs("null", w->out);
+}
+
+void jsonw_num(struct jsonw *w, const char *key, bool known, double value)
+{
+	jsonw_key(w, key);
+	if (known && isfinite(value))
+		fprintf(w->out, "%.3f", value);
+	else
+		fputs("null", w->out);
+}
+
+void jsonw_lsn(struct jsonw *w, const char *key, bool known, uint64_t lsn)
+{
+	char buf[LSN_FORMAT_LEN];
+	jsonw_str(w, key, known ? lsn_format(lsn, buf) : NULL);
+}

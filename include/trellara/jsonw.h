@@ -1,0 +1,48 @@
+/*
+ * jsonw.h - the one JSON writer of the programs' --format json output: a
+ * streaming writer onto a FILE that tracks whether a comma is due, escapes
+ * every string (json_write_string of textcodec.h) and prints unknown
+ * values as null, never 0.
+ *
+ * Each value function takes the member's key, or NULL inside an array.
+ * Numbers: integers in full ("%" PRIu64 / PRId64), reals with three
+ * decimals ("%.3f", null when not finite), LSNs as "X/X" strings.
+ * Nesting is at most JSONW_MAX_DEPTH levels.  The writer owns nothing
+ * (out is borrowed) and does not check stdio errors: the caller checks
+ * ferror/fflush once at the end, as for any other output.
+ *
+ * A writer set up with spaced = true puts a space after every ":" and
+ * ","; (trellara-check's output has always looked like that).
+ */
+#ifndef TRELLARA_JSONW_H
+#define TRELLARA_JSONW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define JSONW_MAX_DEPTH 16
+
+struct jsonw {
+	FILE *out; /* borrowed */
+	bool spaced;
+	bool comma[JSONW_MAX_DEPTH];
+	int depth;
+};
+
+void jsonw_init(struct jsonw *w, FILE *out, bool spaced);
+/* Writes the comma due and, when key is not NULL, "key":. */
+void jsonw_key(struct jsonw *w, const char *key);
+/* Opens an object ('{') or an array ('['); jsonw_close ends it ('}', ']'). */
+void jsonw_open(struct jsonw *w, const char *key, char bracket);
+void jsonw_close(struct jsonw *w, char bracket);
+/* value NULL prints null */
+void jsonw_str(struct jsonw *w, const char *key, const char *value);
+void jsonw_bool(struct jsonw *w, const char *key, bool value);
+void jsonw_null(struct jsonw *w, const char *key);
+void jsonw_u64(struct jsonw *w, const char *key, bool known, uint64_t value);
+void jsonw_i64(struct jsonw *w, const char *key, bool known, int64_t value);
+void jsonw_num(struct jsonw *w, const char *key, bool known, double value);
+void jsonw_lsn(struct jsonw *w, const char *key, bool known, uint64_t lsn);
+
+#endif
