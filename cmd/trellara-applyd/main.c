@@ -4,22 +4,8 @@
  */
 #include "applyd.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
-
-#include <getopt.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static const char usage_text[] =
 	"usage: trellara-applyd --config FILE\n"
@@ -44,44 +30,32 @@ static const char usage_text[] =
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },         { "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 }
-	};
-	const char *config_path = NULL;
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:vhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-applyd %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
-		}
-	}
-	log_setup(argv[0], verbosity);
-	if (!config_path || optind < argc) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	static const struct option longopts[] = { CLI_COMMON_LONGOPTS };
+	struct cli cli;
+	int c, code;
+	cli_init(&cli, "trellara-applyd", usage_text, "", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END)
+		if (c == CLI_EXIT)
+			return cli.exit_code;
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
+	if (optind < argc)
+		return cli_extra_operand(&cli, optind);
+	uint64_t reconnect_base_ms;
+	if ((code = cli_env_u64(ENV_RECONNECT_BASE_MS, DEFAULT_RECONNECT_BASE_MS, MIN_RECONNECT_BASE_MS,
+				MAX_RECONNECT_BASE_MS, &reconnect_base_ms)) != EXIT_OK)
+		return code;
 	struct flow_config config;
-	if (config_load(config_path, &config) < 0)
-		return EXIT_CONFIG;
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
+		return code;
 	struct applyd_options options = {
 		.config = &config,
-		.max_reconnect_attempts = 8,
-		.reconnect_base_ms = getenv(ENV_RECONNECT_BASE_MS) ? atoi(getenv(ENV_RECONNECT_BASE_MS)) : 500,
-		.stop = &stop_requested,
+		.max_reconnect_attempts = DEFAULT_MAX_RECONNECT_ATTEMPTS,
+		.reconnect_base_ms = (int)reconnect_base_ms,
+		.stop = cli_catch_stop_signals(),
 	};
 	struct applyd_stats stats;
-	int code = apply_outcome_exit_code(applyd_run(&options, &stats));
+	code = apply_outcome_exit_code(applyd_run(&options, &stats));
 	config_free(&config);
 	return code;
 }

@@ -4,23 +4,8 @@
  */
 #include "capture.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
-
-#include <getopt.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static const char usage_text[] =
 	"usage: trellara-capture --config FILE [--start-now]\n"
@@ -45,50 +30,42 @@ enum { OPT_START_NOW = 1000 };
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "start-now", no_argument, NULL, OPT_START_NOW },
-		{ "verbose", no_argument, NULL, 'v' },      { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },      { NULL, 0, NULL, 0 }
-	};
-	const char *config_path = NULL;
+	static const struct option longopts[] = { { "start-now", no_argument, NULL, OPT_START_NOW },
+						  CLI_COMMON_LONGOPTS };
+	struct cli cli;
 	bool start_now = false;
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:vhV", longopts, NULL)) != -1) {
+	int c, code;
+	cli_init(&cli, "trellara-capture", usage_text, "", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
 		case OPT_START_NOW: start_now = true; break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-capture %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		default: return cli.exit_code;
 		}
 	}
-	log_setup(argv[0], verbosity);
-	if (!config_path || optind < argc) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
+	if (optind < argc)
+		return cli_extra_operand(&cli, optind);
+	uint64_t status_interval_ms, reconnect_base_ms;
+	if ((code = cli_env_u64(ENV_STATUS_INTERVAL_MS, DEFAULT_STATUS_INTERVAL_MS, MIN_STATUS_INTERVAL_MS,
+				MAX_STATUS_INTERVAL_MS, &status_interval_ms)) != EXIT_OK ||
+	    (code = cli_env_u64(ENV_RECONNECT_BASE_MS, DEFAULT_RECONNECT_BASE_MS, MIN_RECONNECT_BASE_MS,
+				MAX_RECONNECT_BASE_MS, &reconnect_base_ms)) != EXIT_OK)
+		return code;
 	struct flow_config config;
-	if (config_load(config_path, &config) < 0)
-		return EXIT_CONFIG;
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	const char *interval = getenv(ENV_STATUS_INTERVAL_MS);
+	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
+		return code;
 	struct capture_options options = {
 		.config = &config,
 		.start_now = start_now,
-		.status_interval_ms = interval && atoi(interval) > 0 ? atoi(interval) : 10000,
-		.watermark_interval_ms = 1000,
-		.max_reconnect_attempts = 8,
-		.reconnect_base_ms = getenv(ENV_RECONNECT_BASE_MS) ? atoi(getenv(ENV_RECONNECT_BASE_MS)) : 500,
-		.stop = &stop_requested,
+		.status_interval_ms = (int)status_interval_ms,
+		.watermark_interval_ms = DEFAULT_WATERMARK_INTERVAL_MS,
+		.max_reconnect_attempts = DEFAULT_MAX_RECONNECT_ATTEMPTS,
+		.reconnect_base_ms = (int)reconnect_base_ms,
+		.stop = cli_catch_stop_signals(),
 	};
 	struct capture_stats stats;
-	int code = capture_run(&options, &stats);
+	code = capture_run(&options, &stats);
 	config_free(&config);
 	return code;
 }

@@ -3,13 +3,10 @@
  */
 #include "check.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
 
-#include <getopt.h>
 #include <stdio.h>
-#include <string.h>
 
 static const char usage_text[] =
 	"usage: trellara-check --config FILE [--format text|json] [--fix [--create-slot]]\n"
@@ -36,52 +33,44 @@ static const char usage_text[] =
 	"78 configuration error\n";
 
 enum { OPT_FIX = 1000, OPT_CREATE_SLOT };
+enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "format", required_argument, NULL, 'f' },
-		{ "fix", no_argument, NULL, OPT_FIX },       { "create-slot", no_argument, NULL, OPT_CREATE_SLOT },
-		{ "verbose", no_argument, NULL, 'v' },       { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },       { NULL, 0, NULL, 0 }
+		{ "format", required_argument, NULL, 'f' },   { "fix", no_argument, NULL, OPT_FIX },
+		{ "create-slot", no_argument, NULL, OPT_CREATE_SLOT }, CLI_COMMON_LONGOPTS
 	};
-	const char *config_path = NULL, *format = "text";
+	static const char *const formats[] = { "text", "json", NULL };
+	struct cli cli;
 	bool fix = false, create_slot = false;
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:f:vhV", longopts, NULL)) != -1) {
+	int c, code, format = FORMAT_TEXT;
+	cli_init(&cli, "trellara-check", usage_text, "f:", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'f': format = optarg; break;
+		case 'f':
+			if (!cli_arg_choice(&cli, formats, &format))
+				return EXIT_USAGE;
+			break;
 		case OPT_FIX: fix = true; break;
 		case OPT_CREATE_SLOT: create_slot = true; break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-check %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		default: return cli.exit_code;
 		}
 	}
-	log_setup(argv[0], verbosity);
-	if (!config_path || optind < argc) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
-	if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
-		fprintf(stderr, "trellara-check: --format must be text or json, got \"%s\"\n", format);
-		return EXIT_USAGE;
-	}
-	if (create_slot && !fix) {
-		fputs("trellara-check: --create-slot needs --fix\n", stderr);
-		return EXIT_USAGE;
-	}
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
+	if (optind < argc)
+		return cli_extra_operand(&cli, optind);
+	if (create_slot && !fix)
+		return cli_usage_error(&cli, "--create-slot needs --fix");
 	struct flow_config config;
-	if (config_load(config_path, &config) < 0)
-		return EXIT_CONFIG;
+	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
+		return code;
 	struct check_options options = { .config = &config, .fix = fix, .create_slot = create_slot };
 	struct check_report report;
-	int code = EXIT_UNAVAILABLE;
+	code = EXIT_UNAVAILABLE;
 	if (check_run(&options, &report) == 0) {
-		if (strcmp(format, "json") == 0)
+		if (format == FORMAT_JSON)
 			check_report_print_json(stdout, &report);
 		else
 			check_report_print_text(stdout, &report);

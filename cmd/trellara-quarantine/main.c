@@ -4,7 +4,7 @@
  * trellara-quarantine(1).
  */
 #include "trellara/checkpoint.h"
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
 #include "trellara/jsonw.h"
 #include "trellara/log.h"
@@ -12,7 +12,6 @@
 #include "trellara/pgconn.h"
 #include "trellara/textcodec.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +39,7 @@ static const char usage_text[] =
 	"quarantined transaction, 64 usage, 69 target unavailable, 78 configuration error\n";
 
 enum { OPT_ALL = 1000, OPT_XID, OPT_LSN };
+enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */
 
 static int list(PGconn *conn, const struct flow_config *cfg, const struct flow_ids *ids, bool all, bool json)
 {
@@ -92,55 +92,53 @@ static int list(PGconn *conn, const struct flow_config *cfg, const struct flow_i
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "format", required_argument, NULL, 'f' },
-		{ "all", no_argument, NULL, OPT_ALL },      { "transaction-id", required_argument, NULL, OPT_XID },
-		{ "commit-lsn", required_argument, NULL, OPT_LSN }, { "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },         { "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 }
+		{ "format", required_argument, NULL, 'f' },      { "all", no_argument, NULL, OPT_ALL },
+		{ "transaction-id", required_argument, NULL, OPT_XID }, { "commit-lsn", required_argument, NULL, OPT_LSN },
+		CLI_COMMON_LONGOPTS
 	};
-	const char *config_path = NULL, *format = "text", *xid_text = NULL, *lsn_text = NULL;
-	bool all = false;
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:f:vhV", longopts, NULL)) != -1) {
+	static const char *const formats[] = { "text", "json", NULL };
+	struct cli cli;
+	const char *lsn_text = NULL;
+	bool all = false, have_xid = false;
+	uint64_t xid = 0, lsn = 0;
+	int c, code, format = FORMAT_TEXT;
+	cli_init(&cli, "trellara-quarantine", usage_text, "f:", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'f': format = optarg; break;
+		case 'f':
+			if (!cli_arg_choice(&cli, formats, &format))
+				return EXIT_USAGE;
+			break;
 		case OPT_ALL: all = true; break;
-		case OPT_XID: xid_text = optarg; break;
-		case OPT_LSN: lsn_text = optarg; break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-quarantine %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		case OPT_XID:
+			if (!cli_arg_u64(&cli, 1, UINT32_MAX, &xid))
+				return EXIT_USAGE;
+			have_xid = true;
+			break;
+		case OPT_LSN:
+			if (!lsn_parse(cli.arg, &lsn))
+				return cli_usage_error(&cli, "invalid value \"%s\" for option %s (an LSN: X/X)", cli.arg,
+						       cli.option);
+			lsn_text = cli.arg;
+			break;
+		default: return cli.exit_code;
 		}
 	}
-	log_setup(argv[0], verbosity);
-	if (!config_path || optind + 1 != argc || (strcmp(format, "text") && strcmp(format, "json"))) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
+	if (optind >= argc)
+		return cli_usage_error(&cli, "a command is required: list or replay-ready");
+	if (optind + 1 < argc)
+		return cli_extra_operand(&cli, optind + 1);
 	const char *command = argv[optind];
 	bool replay = strcmp(command, "replay-ready") == 0;
-	if (!replay && strcmp(command, "list") != 0) {
-		fprintf(stderr, "trellara-quarantine: unknown command \"%s\"\n%s", command, usage_text);
-		return EXIT_USAGE;
-	}
-	uint64_t lsn = 0;
-	unsigned long xid = 0;
-	if (replay) {
-		char *end = NULL;
-		if (xid_text)
-			xid = strtoul(xid_text, &end, 10);
-		if (!xid_text || !lsn_text || *end || xid == 0 || xid > UINT32_MAX || !lsn_parse(lsn_text, &lsn)) {
-			fprintf(stderr, "trellara-quarantine: replay-ready needs --transaction-id XID (a positive integer) and --commit-lsn X/X\n");
-			return EXIT_USAGE;
-		}
-	}
+	if (!replay && strcmp(command, "list") != 0)
+		return cli_usage_error(&cli, "unknown command \"%s\"", command);
+	if (replay && (!have_xid || !lsn_text))
+		return cli_usage_error(&cli, "replay-ready needs --transaction-id XID (a positive integer) and --commit-lsn X/X");
 	struct flow_config cfg;
-	if (config_load(config_path, &cfg) < 0)
-		return EXIT_CONFIG;
-	int code;
+	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
+		return code;
 	struct flow_ids ids = { cfg.source_id, cfg.dataset_id, cfg.consumer_group };
 	PGconn *conn = pgconn_connect(cfg.target_database_url, PGCONN_NORMAL, "trellara-quarantine", "target");
 	if (!conn || checkpoint_migrate(conn, cfg.checkpoint_schema) < 0) {
@@ -148,19 +146,19 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (!replay) {
-		code = list(conn, &cfg, &ids, all, strcmp(format, "json") == 0);
+		code = list(conn, &cfg, &ids, all, format == FORMAT_JSON);
 		goto out;
 	}
 	int rc = checkpoint_quarantine_replay_ready(conn, cfg.checkpoint_schema, &ids, (uint32_t)xid, lsn);
 	if (rc < 0) {
 		code = EXIT_UNAVAILABLE;
 	} else if (rc == 1) {
-		log_error("no quarantined transaction %lu with commit LSN %s in flow %s:%s (group \"%s\")", xid, lsn_text,
+		log_error("no quarantined transaction %" PRIu64 " with commit LSN %s in flow %s:%s (group \"%s\")", xid, lsn_text,
 			  cfg.source_id, cfg.dataset_id, cfg.consumer_group);
-		log_hint("\"trellara quarantine list --config %s\" shows the exact boundary", config_path);
+		log_hint("\"trellara quarantine list --config %s\" shows the exact boundary", cli.config_path);
 		code = EXIT_NEGATIVE;
 	} else {
-		printf("transaction %lu (commit %s) is ready for replay: trellara-applyd applies it on its next start\n", xid,
+		printf("transaction %" PRIu64 " (commit %s) is ready for replay: trellara-applyd applies it on its next start\n", xid,
 		       lsn_text);
 		code = EXIT_OK;
 	}

@@ -4,13 +4,10 @@
  */
 #include "snapshot.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
 
-#include <getopt.h>
 #include <signal.h>
-#include <stdio.h>
 #include <string.h>
 
 static const char usage_text[] =
@@ -39,51 +36,51 @@ static const char usage_text[] =
 	"or a fence could not be held (safe to run again), 78 configuration error\n";
 
 enum { OPT_RUN_ID = 1000, OPT_FORCE, OPT_CREATE_TABLES, OPT_TABLE };
+enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },    { "run-id", required_argument, NULL, OPT_RUN_ID },
-		{ "force", no_argument, NULL, OPT_FORCE },     { "create-tables", no_argument, NULL, OPT_CREATE_TABLES },
-		{ "table", required_argument, NULL, OPT_TABLE }, { "format", required_argument, NULL, 'f' },
-		{ "verbose", no_argument, NULL, 'v' },         { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 }
+		{ "run-id", required_argument, NULL, OPT_RUN_ID }, { "force", no_argument, NULL, OPT_FORCE },
+		{ "create-tables", no_argument, NULL, OPT_CREATE_TABLES }, { "table", required_argument, NULL, OPT_TABLE },
+		{ "format", required_argument, NULL, 'f' },       CLI_COMMON_LONGOPTS
 	};
-	const char *config_path = NULL, *format = "text";
+	static const char *const formats[] = { "text", "json", NULL };
+	struct cli cli;
 	struct snapshot_options o = { 0 };
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:f:vhV", longopts, NULL)) != -1) {
+	int c, code, format = FORMAT_TEXT;
+	cli_init(&cli, "trellara-snapshot", usage_text, "f:", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'f': format = optarg; break;
-		case OPT_RUN_ID: o.run_id = optarg; break;
+		case 'f':
+			if (!cli_arg_choice(&cli, formats, &format))
+				return EXIT_USAGE;
+			break;
+		case OPT_RUN_ID: o.run_id = cli.arg; break;
 		case OPT_FORCE: o.force = true; break;
 		case OPT_CREATE_TABLES: o.create_tables = true; break;
-		case OPT_TABLE: o.table = optarg; break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-snapshot %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		case OPT_TABLE: o.table = cli.arg; break;
+		default: return cli.exit_code;
 		}
 	}
-	log_setup(argv[0], verbosity);
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
 	const char *command = optind < argc ? argv[optind++] : "run";
-	if (!config_path || optind < argc || (strcmp(format, "text") && strcmp(format, "json")) ||
-	    (strcmp(command, "run") && strcmp(command, "status") && strcmp(command, "reseed")) ||
-	    ((strcmp(command, "reseed") == 0) != (o.table != NULL))) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
-	o.json = strcmp(format, "json") == 0;
+	if (optind < argc)
+		return cli_extra_operand(&cli, optind);
+	if (strcmp(command, "run") && strcmp(command, "status") && strcmp(command, "reseed"))
+		return cli_usage_error(&cli, "unknown command \"%s\"", command);
+	if ((strcmp(command, "reseed") == 0) != (o.table != NULL))
+		return cli_usage_error(&cli, "--table SCHEMA.TABLE goes with reseed, and reseed needs it");
+	o.json = format == FORMAT_JSON;
 	struct flow_config cfg;
-	if (config_load(config_path, &cfg) < 0)
-		return EXIT_CONFIG;
+	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
+		return code;
 	signal(SIGPIPE, SIG_IGN);
 	o.cfg = &cfg;
-	int code = !strcmp(command, "status") ? snapshot_status(&o)
-		   : !strcmp(command, "reseed") ? snapshot_reseed(&o)
-						 : snapshot_run(&o);
+	code = !strcmp(command, "status") ? snapshot_status(&o)
+	       : !strcmp(command, "reseed") ? snapshot_reseed(&o)
+					     : snapshot_run(&o);
 	config_free(&cfg);
 	return code;
 }

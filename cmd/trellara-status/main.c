@@ -6,15 +6,12 @@
  */
 #include "status.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
 #include "trellara/metrics.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static const char usage_text[] =
 	"usage: trellara-status --config FILE [--view report|diagnostics|alerts]\n"
@@ -42,71 +39,51 @@ static const char usage_text[] =
 	"least one alert, 64 usage, 78 configuration error\n";
 
 enum { OPT_VIEW = 1000, OPT_RATE_SECONDS };
-
-static bool parse_seconds(const char *text, double *out)
-{
-	char *end;
-	double v = strtod(text, &end);
-	if (!*text || *end || !(v >= 0) || v > 3600)
-		return false;
-	*out = v;
-	return true;
-}
+enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_PROMETHEUS }; /* index into formats[] */
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },          { "view", required_argument, NULL, OPT_VIEW },
-		{ "format", required_argument, NULL, 'f' },          { "rate-seconds", required_argument, NULL, OPT_RATE_SECONDS },
-		{ "verbose", no_argument, NULL, 'v' },               { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },               { NULL, 0, NULL, 0 }
+		{ "view", required_argument, NULL, OPT_VIEW }, { "format", required_argument, NULL, 'f' },
+		{ "rate-seconds", required_argument, NULL, OPT_RATE_SECONDS }, CLI_COMMON_LONGOPTS
 	};
-	const char *config_path = NULL, *format = "text", *view_name = "report";
-	double rate_seconds = 1;
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:f:vhV", longopts, NULL)) != -1) {
+	static const char *const formats[] = { "text", "json", "prometheus", NULL };
+	/* in the order of enum status_view */
+	static const char *const views[] = { "report", "diagnostics", "alerts", NULL };
+	struct cli cli;
+	double rate_seconds = DEFAULT_STATUS_RATE_SECONDS;
+	int c, code, format = FORMAT_TEXT, view_index = 0;
+	cli_init(&cli, "trellara-status", usage_text, "f:", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'f': format = optarg; break;
-		case OPT_VIEW: view_name = optarg; break;
-		case OPT_RATE_SECONDS:
-			if (!parse_seconds(optarg, &rate_seconds)) {
-				fprintf(stderr, "trellara-status: --rate-seconds wants a number of seconds from 0 to 3600, not \"%s\"\n",
-					optarg);
+		case 'f':
+			if (!cli_arg_choice(&cli, formats, &format))
 				return EXIT_USAGE;
-			}
 			break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-status %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		case OPT_VIEW:
+			if (!cli_arg_choice(&cli, views, &view_index))
+				return EXIT_USAGE;
+			break;
+		case OPT_RATE_SECONDS:
+			if (!cli_arg_duration(&cli, 0, MAX_STATUS_RATE_SECONDS, &rate_seconds))
+				return EXIT_USAGE;
+			break;
+		default: return cli.exit_code;
 		}
 	}
-	log_setup(argv[0], verbosity);
-	enum status_view view;
-	if (strcmp(view_name, "report") == 0)
-		view = STATUS_VIEW_REPORT;
-	else if (strcmp(view_name, "diagnostics") == 0)
-		view = STATUS_VIEW_DIAGNOSTICS;
-	else if (strcmp(view_name, "alerts") == 0)
-		view = STATUS_VIEW_ALERTS;
-	else {
-		fprintf(stderr, "trellara-status: unknown view \"%s\" (report, diagnostics or alerts)\n", view_name);
-		return EXIT_USAGE;
-	}
-	bool json = strcmp(format, "json") == 0, prometheus = strcmp(format, "prometheus") == 0;
-	if (!config_path || optind < argc || (!json && !prometheus && strcmp(format, "text") != 0)) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
+	if (optind < argc)
+		return cli_extra_operand(&cli, optind);
+	enum status_view view = (enum status_view)view_index;
+	bool json = format == FORMAT_JSON, prometheus = format == FORMAT_PROMETHEUS;
 	struct flow_config cfg;
-	if (config_load(config_path, &cfg) < 0)
-		return EXIT_CONFIG;
+	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
+		return code;
 	struct status_report report;
 	status_gather(&report, &cfg, rate_seconds);
 	status_evaluate(&report);
-	int code = EXIT_OK;
+	code = EXIT_OK;
 	if (prometheus) {
 		struct metrics m;
 		metrics_init(&m, report.flow, cfg.source_id);

@@ -4,25 +4,14 @@
  */
 #include "stream_cli.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
 #include "trellara/xalloc.h"
 
-#include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static const char usage_text[] =
 	"usage: trellara-stream COMMAND (--config FILE | --dir DIR) [OPTIONS]\n"
@@ -68,132 +57,101 @@ static bool stream_exists(const char *dir)
 	return ok;
 }
 
-static bool parse_u64(const char *text, uint64_t *out)
-{
-	char *end;
-	if (!text || !*text || *text == '-')
-		return false;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (*end)
-		return false;
-	*out = v;
-	return true;
-}
-
 enum {
 	OPT_FROM = 1000, OPT_COUNT, OPT_FOLLOW, OPT_RAW, OPT_OFFSET, OPT_LSN, OPT_APPLY, OPT_PROTECT,
 	OPT_SEGMENT_BYTES, OPT_MIN_FREE, OPT_BATCH, OPT_NO_GROUPS_OK
 };
+enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },   { "dir", required_argument, NULL, 'd' },
-		{ "format", required_argument, NULL, 'f' },   { "from", required_argument, NULL, OPT_FROM },
-		{ "count", required_argument, NULL, OPT_COUNT }, { "follow", no_argument, NULL, OPT_FOLLOW },
-		{ "raw", no_argument, NULL, OPT_RAW },         { "offset", required_argument, NULL, OPT_OFFSET },
-		{ "lsn", required_argument, NULL, OPT_LSN },   { "apply", no_argument, NULL, OPT_APPLY },
-		{ "protect", required_argument, NULL, OPT_PROTECT },
+		{ "dir", required_argument, NULL, 'd' },          { "format", required_argument, NULL, 'f' },
+		{ "from", required_argument, NULL, OPT_FROM },    { "count", required_argument, NULL, OPT_COUNT },
+		{ "follow", no_argument, NULL, OPT_FOLLOW },      { "raw", no_argument, NULL, OPT_RAW },
+		{ "offset", required_argument, NULL, OPT_OFFSET }, { "lsn", required_argument, NULL, OPT_LSN },
+		{ "apply", no_argument, NULL, OPT_APPLY },        { "protect", required_argument, NULL, OPT_PROTECT },
 		{ "segment-bytes", required_argument, NULL, OPT_SEGMENT_BYTES },
 		{ "min-free-bytes", required_argument, NULL, OPT_MIN_FREE },
-		{ "batch", required_argument, NULL, OPT_BATCH }, { "verbose", no_argument, NULL, 'v' },
-		{ "no-groups-ok", no_argument, NULL, OPT_NO_GROUPS_OK },
-		{ "help", no_argument, NULL, 'h' },            { "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 }
+		{ "batch", required_argument, NULL, OPT_BATCH },  { "no-groups-ok", no_argument, NULL, OPT_NO_GROUPS_OK },
+		CLI_COMMON_LONGOPTS
 	};
+	static const char *const formats[] = { "text", "json", NULL };
 	struct stream_cli_options o = {
 		.segment_bytes = DEFAULT_SEGMENT_BYTES,
 		.min_free_bytes = DEFAULT_MIN_FREE_BYTES,
 		.max_batch_messages = DEFAULT_MAX_BATCH_MESSAGES,
-		.stop = &stop_requested,
 	};
-	const char *config_path = NULL, *dir = NULL, *format = "text";
+	struct cli cli;
+	const char *dir = NULL;
 	const char **protect = NULL;
 	size_t n_protect = 0;
 	bool have_segment = false, have_min_free = false, have_batch = false;
-	int verbosity = 0, code = EXIT_OK, c;
+	int c, code = EXIT_OK, format = FORMAT_TEXT;
 	struct flow_config config;
 	bool config_loaded = false;
 
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:d:f:vhV", longopts, NULL)) != -1) {
+	cli_init(&cli, "trellara-stream", usage_text, "d:f:", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
+		uint64_t *number = NULL;
+		bool *given = NULL;
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'd': dir = optarg; break;
-		case 'f': format = optarg; break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-stream %s\n", TRELLARA_VERSION); return EXIT_OK;
+		case 'd': dir = cli.arg; break;
+		case 'f':
+			if (!cli_arg_choice(&cli, formats, &format)) {
+				code = EXIT_USAGE;
+				goto out;
+			}
+			break;
 		case OPT_FOLLOW: o.follow = true; break;
 		case OPT_RAW: o.raw = true; break;
 		case OPT_APPLY: o.apply = true; break;
 		case OPT_NO_GROUPS_OK: o.no_groups_ok = true; break;
-		case OPT_LSN: o.lsn = optarg; break;
+		case OPT_LSN: o.lsn = cli.arg; break;
 		case OPT_PROTECT:
 			protect = xrealloc(protect, (n_protect + 1) * sizeof *protect);
-			protect[n_protect++] = optarg;
+			protect[n_protect++] = cli.arg;
 			break;
-		case OPT_FROM:
-		case OPT_COUNT:
-		case OPT_OFFSET:
-		case OPT_SEGMENT_BYTES:
-		case OPT_MIN_FREE:
-		case OPT_BATCH: {
-			uint64_t v;
-			if (!parse_u64(optarg, &v)) {
-				fprintf(stderr, "trellara-stream: option --%s needs a non-negative integer, got \"%s\"\n",
-					longopts[c == OPT_FROM ? 3 : c == OPT_COUNT ? 4 : c == OPT_OFFSET ? 7 :
-						 c == OPT_SEGMENT_BYTES ? 11 : c == OPT_MIN_FREE ? 12 : 13].name, optarg);
+		case OPT_FROM: number = &o.from, given = &o.have_from; break;
+		case OPT_COUNT: number = &o.count, given = &o.have_count; break;
+		case OPT_OFFSET: number = &o.offset, given = &o.have_offset; break;
+		case OPT_SEGMENT_BYTES: number = &o.segment_bytes, given = &have_segment; break;
+		case OPT_MIN_FREE: number = &o.min_free_bytes, given = &have_min_free; break;
+		case OPT_BATCH: number = &o.max_batch_messages, given = &have_batch; break;
+		default: code = cli.exit_code; goto out;
+		}
+		if (number) {
+			if (!cli_arg_u64(&cli, 0, UINT64_MAX, number)) {
 				code = EXIT_USAGE;
 				goto out;
 			}
-			if (c == OPT_FROM) { o.from = v; o.have_from = true; }
-			if (c == OPT_COUNT) { o.count = v; o.have_count = true; }
-			if (c == OPT_OFFSET) { o.offset = v; o.have_offset = true; }
-			if (c == OPT_SEGMENT_BYTES) { o.segment_bytes = v; have_segment = true; }
-			if (c == OPT_MIN_FREE) { o.min_free_bytes = v; have_min_free = true; }
-			if (c == OPT_BATCH) { o.max_batch_messages = v; have_batch = true; }
-			break;
-		}
-		default:
-			fputs(usage_text, stderr);
-			code = EXIT_USAGE;
-			goto out;
+			*given = true;
 		}
 	}
-	log_setup(argv[0], verbosity);
+	if ((code = cli_finish(&cli, false)) != EXIT_OK)
+		goto out;
 	if (optind >= argc) {
-		fputs(usage_text, stderr);
-		code = EXIT_USAGE;
+		code = cli_usage_error(&cli, "a command is required: inspect-local, read, locate, retention or append");
 		goto out;
 	}
 	const char *command = argv[optind++];
 	if (optind < argc) {
-		fprintf(stderr, "trellara-stream: unexpected argument \"%s\"\n", argv[optind]);
-		code = EXIT_USAGE;
+		code = cli_extra_operand(&cli, optind);
 		goto out;
 	}
-	if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
-		fprintf(stderr, "trellara-stream: --format must be text or json, got \"%s\"\n", format);
-		code = EXIT_USAGE;
-		goto out;
-	}
-	o.json = strcmp(format, "json") == 0;
+	o.json = format == FORMAT_JSON;
+	const char *config_path = cli.config_path;
 	if (!config_path == !dir) {
-		fprintf(stderr, "trellara-stream: give exactly one of --config FILE and --dir DIR\n");
-		code = EXIT_USAGE;
+		code = cli_usage_error(&cli, "give exactly one of --config FILE and --dir DIR");
 		goto out;
 	}
 	if (config_path) {
-		if (config_load(config_path, &config) < 0) {
-			code = EXIT_CONFIG;
+		if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 			goto out;
-		}
 		config_loaded = true;
 		if (have_segment || have_min_free || have_batch) {
-			fprintf(stderr, "trellara-stream: --segment-bytes, --min-free-bytes and --batch go with --dir; "
-					"with --config the flow file's stream settings apply\n");
-			code = EXIT_USAGE;
+			code = cli_usage_error(&cli, "--segment-bytes, --min-free-bytes and --batch go with --dir; "
+						     "with --config the flow file's stream settings apply");
 			goto out;
 		}
 		o.dir = config.stream_path;
@@ -216,23 +174,17 @@ int main(int argc, char **argv)
 	char *flow = config_loaded ? config_flow_id(&config) : NULL;
 	o.flow = flow;
 
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	o.stop = cli_catch_stop_signals();
 
 	if (strcmp(command, "append") != 0 && !stream_exists(o.dir)) {
-		fprintf(stderr, "trellara-stream: no stream at \"%s\" (no segments directory)\n", o.dir);
-		code = EXIT_USAGE;
+		code = cli_usage_error(&cli, "no stream at \"%s\" (no segments directory)", o.dir);
 	} else if (strcmp(command, "inspect-local") == 0)
 		code = stream_cli_inspect(&o);
 	else if (strcmp(command, "read") == 0)
 		code = stream_cli_read(&o);
 	else if (strcmp(command, "locate") == 0) {
 		if (o.have_offset == (o.lsn != NULL)) {
-			fprintf(stderr, "trellara-stream: locate needs exactly one of --offset N and --lsn LSN\n");
-			code = EXIT_USAGE;
+			code = cli_usage_error(&cli, "locate needs exactly one of --offset N and --lsn LSN");
 		} else {
 			code = stream_cli_locate(&o);
 		}
@@ -241,8 +193,7 @@ int main(int argc, char **argv)
 	else if (strcmp(command, "append") == 0)
 		code = stream_cli_append(&o);
 	else {
-		fprintf(stderr, "trellara-stream: unknown command \"%s\"\n%s", command, usage_text);
-		code = EXIT_USAGE;
+		code = cli_usage_error(&cli, "unknown command \"%s\"", command);
 	}
 	free(flow);
 out:

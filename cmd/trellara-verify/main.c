@@ -4,23 +4,8 @@
  */
 #include "verify.h"
 
-#include "trellara/config.h"
+#include "trellara/cli.h"
 #include "trellara/defaults.h"
-#include "trellara/log.h"
-
-#include <getopt.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static const char usage_text[] =
 	"usage: trellara-verify --config FILE [--table SCHEMA.TABLE] [--format text|json]\n"
@@ -44,47 +29,46 @@ static const char usage_text[] =
 	"78 configuration error\n";
 
 enum { OPT_TABLE = 1000, OPT_FENCE_TIMEOUT };
+enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "table", required_argument, NULL, OPT_TABLE },
-		{ "format", required_argument, NULL, 'f' }, { "fence-timeout", required_argument, NULL, OPT_FENCE_TIMEOUT },
-		{ "verbose", no_argument, NULL, 'v' },      { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },      { NULL, 0, NULL, 0 }
+		{ "table", required_argument, NULL, OPT_TABLE }, { "format", required_argument, NULL, 'f' },
+		{ "fence-timeout", required_argument, NULL, OPT_FENCE_TIMEOUT }, CLI_COMMON_LONGOPTS
 	};
-	const char *config_path = NULL, *format = "text";
-	struct verify_options o = { .fence_timeout_s = 120, .stop = &stop_requested };
-	int verbosity = 0, c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:f:vhV", longopts, NULL)) != -1) {
+	static const char *const formats[] = { "text", "json", NULL };
+	struct cli cli;
+	struct verify_options o = { .fence_timeout_s = DEFAULT_FENCE_TIMEOUT_S };
+	uint64_t fence_timeout_s;
+	int c, code, format = FORMAT_TEXT;
+	cli_init(&cli, "trellara-verify", usage_text, "f:", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'f': format = optarg; break;
-		case OPT_TABLE: o.table = optarg; break;
-		case OPT_FENCE_TIMEOUT: o.fence_timeout_s = atoi(optarg); break;
-		case 'v': verbosity++; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-verify %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
+		case 'f':
+			if (!cli_arg_choice(&cli, formats, &format))
+				return EXIT_USAGE;
+			break;
+		case OPT_TABLE: o.table = cli.arg; break;
+		case OPT_FENCE_TIMEOUT:
+			if (!cli_arg_u64(&cli, 1, MAX_FENCE_TIMEOUT_S, &fence_timeout_s))
+				return EXIT_USAGE;
+			o.fence_timeout_s = (int)fence_timeout_s;
+			break;
+		default: return cli.exit_code;
 		}
 	}
-	log_setup(argv[0], verbosity);
-	if (!config_path || optind < argc || (strcmp(format, "text") && strcmp(format, "json")) || o.fence_timeout_s <= 0) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
-	o.json = strcmp(format, "json") == 0;
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
+	if (optind < argc)
+		return cli_extra_operand(&cli, optind);
+	o.json = format == FORMAT_JSON;
 	struct flow_config cfg;
-	if (config_load(config_path, &cfg) < 0)
-		return EXIT_CONFIG;
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
+		return code;
+	o.stop = cli_catch_stop_signals();
 	o.cfg = &cfg;
-	int code = verify_run(&o);
+	code = verify_run(&o);
 	config_free(&cfg);
 	return code;
 }

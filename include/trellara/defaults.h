@@ -48,6 +48,28 @@ enum trellara_exit {
 #define FRAME_TARGET_PAYLOAD (16U * 1024 * 1024)
 #define MAX_FRAME_PAYLOAD (1024U * 1024 * 1024 + 64U * 1024 * 1024)
 
+/* Programs' defaults: what a main() uses when no option or environment
+ * variable says otherwise (the man pages state the same numbers). */
+/* capture, applyd: reconnection attempts in a row before exit 69 */
+#define DEFAULT_MAX_RECONNECT_ATTEMPTS 8
+/* capture, applyd: TRELLARA_RECONNECT_BASE_MS, the first reconnect delay;
+ * it doubles up to 60 times this, so the range keeps 60x inside an int */
+#define DEFAULT_RECONNECT_BASE_MS 500
+#define MIN_RECONNECT_BASE_MS 1
+#define MAX_RECONNECT_BASE_MS 60000
+/* capture: TRELLARA_STATUS_INTERVAL_MS, the standby status period */
+#define DEFAULT_STATUS_INTERVAL_MS 10000
+#define MIN_STATUS_INTERVAL_MS 1
+#define MAX_STATUS_INTERVAL_MS 3600000
+/* capture: at most one watermark frame per this many milliseconds */
+#define DEFAULT_WATERMARK_INTERVAL_MS 1000
+/* verify --fence-timeout SECS: how long to wait for applyd at the fence */
+#define DEFAULT_FENCE_TIMEOUT_S 120
+#define MAX_FENCE_TIMEOUT_S 86400
+/* status --rate-seconds N: how far apart the apply rate's two samples are */
+#define DEFAULT_STATUS_RATE_SECONDS 1
+#define MAX_STATUS_RATE_SECONDS 3600
+
 /* Flow-file defaults. */
 #define DEFAULT_CHECKPOINT_SCHEMA "trellara"
 #define DEFAULT_CONSUMER_GROUP "applyd"

@@ -138,3 +138,121 @@ inspect() {
 	[ "$status" -ne 78 ]
 	[[ $output != *"flow file"* ]]
 }
+
+# ---- bad option values, every program (issue 12) ----
+
+# The programs built into bin/: trellara-capture, trellara-stream, ...
+programs() {
+	local bin
+	for bin in "$REPO"/bin/trellara-*; do
+		[ -f "$bin" ] && [ -x "$bin" ] && printf '%s\n' "${bin##*/}"
+	done
+	return 0
+}
+
+# help_options_with PROGRAM ARG-RE: the long options of PROGRAM --help
+# whose argument's name matches ARG-RE, one per line ("--batch").
+help_options_with() {
+	"$REPO/bin/$1" --help | awk -v arg="$2" '
+		/^options:/ { inside = 1; next }
+		inside && /^$/ { exit }
+		inside && match($0, "--[a-z][a-z0-9-]* (" arg ")( |$)") {
+			s = substr($0, RSTART, RLENGTH)
+			sub(/ .*/, "", s)
+			print s
+		}'
+}
+
+# The options that take a number are those whose argument --help names N,
+# SECS or XID: a new one (or a new program) is checked without a list here.
+numeric_options() {
+	help_options_with "$1" 'N|SECS|XID'
+}
+
+# A flow file whose servers refuse at once: a program that took a bad
+# value and went on fails there, not with 64.
+write_refusing_flow() {
+	write_flow "$1"
+	sed -i -e 's|postgresql://replicator@db1/app|postgresql://trellara@127.0.0.1:1/app|' \
+		-e 's|postgresql:///app_copy|postgresql://trellara@127.0.0.1:1/app_copy|' "$1"
+}
+
+@test "options: every program answers a bad numeric option value with 64 and a message naming the option" {
+	local flow="$TEST_DIR/trellara.yml" prog opt value n_progs=0 n_opts=0 all_opts=""
+	write_refusing_flow "$flow"
+	for prog in $(programs); do
+		n_progs=$((n_progs + 1))
+		for opt in $(numeric_options "$prog"); do
+			n_opts=$((n_opts + 1))
+			all_opts+=" $prog$opt"
+			# not a number: what atoi and a bare strtoull took ("5abc" is 5
+			# to atoi, "-1" and " -1" wrap around in strtoull)
+			for value in abc 5abc -1 ' -1' '' 0x10; do
+				run -64 "$prog" "$opt=$value" --config "$flow"
+				[[ $output == *"invalid value \"$value\" for option $opt"* ]] ||
+					{ echo "$prog $opt=\"$value\": $output" >&2; false; }
+				[[ $output == *"hint: run \"$prog --help\""* ]]
+			done
+			# out of range for every option: past what 64 bits hold
+			run -64 "$prog" "$opt" 99999999999999999999 --config "$flow"
+			[[ $output == *"$opt must be in range "* ]] ||
+				{ echo "$prog $opt 99999999999999999999: $output" >&2; false; }
+		done
+	done
+	# the loops ran over the programs and options known today
+	[ "$n_progs" -ge 8 ]
+	[ "$n_opts" -ge 9 ]
+	local known
+	for known in trellara-verify--fence-timeout trellara-status--rate-seconds \
+		trellara-quarantine--transaction-id trellara-stream--batch trellara-stream--count; do
+		[[ "$all_opts " == *" $known "* ]] || { echo "no numeric option $known in --help" >&2; false; }
+	done
+}
+
+@test "options: a value out of an option's own range is 64 naming the option and the range" {
+	local flow="$TEST_DIR/trellara.yml"
+	write_refusing_flow "$flow"
+	run -64 trellara-verify --fence-timeout 0 --config "$flow"
+	[[ $output == *"--fence-timeout must be in range 1.."* ]]
+	run -64 trellara-status --rate-seconds 3601 --config "$flow"
+	[[ $output == *"--rate-seconds must be in range 0..3600"* ]]
+	run -64 trellara-quarantine replay-ready --transaction-id 0 --commit-lsn 0/1 --config "$flow"
+	[[ $output == *"--transaction-id must be in range 1..4294967295"* ]]
+	run -64 trellara-quarantine replay-ready --transaction-id 4294967296 --commit-lsn 0/1 --config "$flow"
+	[[ $output == *"--transaction-id must be in range 1..4294967295"* ]]
+	# an abbreviated option is named in full
+	run -64 trellara-verify --fence=abc --config "$flow"
+	[[ $output == *'invalid value "abc" for option --fence-timeout'* ]]
+}
+
+@test "options: every program answers an unknown option or a bad choice with 64 naming the option" {
+	local flow="$TEST_DIR/trellara.yml" prog n=0
+	write_refusing_flow "$flow"
+	for prog in $(programs); do
+		n=$((n + 1))
+		run -64 "$prog" --batch-size=abc --config "$flow"
+		[[ $output == *'unknown option "--batch-size"'* ]] || { echo "$prog: $output" >&2; false; }
+		[[ $output == *"hint: run \"$prog --help\""* ]]
+		run -64 "$prog" --config
+		[[ $output == *'"--config"'* ]] || { echo "$prog: $output" >&2; false; }
+		if [ -n "$(help_options_with "$prog" FORMAT)" ]; then
+			run -64 "$prog" --format=yaml --config "$flow"
+			[[ $output == *'--format must be '*', got "yaml"'* ]] || { echo "$prog: $output" >&2; false; }
+		fi
+	done
+	[ "$n" -ge 8 ]
+}
+
+@test "options: a bad TRELLARA_*_MS value makes capture and applyd exit 78 naming the variable" {
+	local flow="$TEST_DIR/trellara.yml" prog value
+	write_refusing_flow "$flow"
+	for prog in trellara-capture trellara-applyd; do
+		for value in abc 0 -5 ''; do
+			TRELLARA_RECONNECT_BASE_MS=$value run -78 "$prog" --config "$flow"
+			[[ $output == *"environment variable TRELLARA_RECONNECT_BASE_MS"* ||
+				$output == *"TRELLARA_RECONNECT_BASE_MS must be in range "* ]] || { echo "$prog: $output" >&2; false; }
+		done
+	done
+	TRELLARA_STATUS_INTERVAL_MS=10s run -78 trellara-capture --config "$flow"
+	[[ $output == *'invalid value "10s" for environment variable TRELLARA_STATUS_INTERVAL_MS'* ]]
+}
