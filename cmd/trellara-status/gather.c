@@ -11,6 +11,7 @@
 #include "status.h"
 
 #include "trellara/checkpoint.h"
+#include "trellara/clock.h"
 #include "trellara/conninfo.h"
 #include "trellara/envelope.h"
 #include "trellara/log.h"
@@ -45,25 +46,11 @@ static void set_error(char *error, size_t len, const char *fmt, ...)
 	log_debug("%s", error);
 }
 
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Seconds from then_us to now_us; a frame appended after we took "now"
  * is 0 s old, not negative. */
 static double age_seconds(int64_t now_us, int64_t then_us)
 {
 	return now_us > then_us ? (double)(now_us - then_us) / 1e6 : 0.0;
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* µs since the epoch as 2026-11-29T09:09:01.051170Z (trellara-stream's form). */
@@ -307,7 +294,7 @@ static void gather_stream(struct status_stream *s, const struct flow_config *cfg
 	struct stream_reader *reader = NULL;
 	if (stream_reader_open(dir, &reader) != STREAM_OK)
 		return;
-	int64_t now = wall_us(), t;
+	int64_t now = clock_wall_us(), t;
 	if (frame_time_at(reader, s->first_offset, &t)) {
 		s->has_oldest = true;
 		format_time_us(t, s->oldest_time, sizeof s->oldest_time);
@@ -347,7 +334,7 @@ static int read_checkpoint(PGconn *conn, const struct flow_config *cfg, struct s
 		set_error(t->error, sizeof t->error, "%s", error);
 		return -1;
 	}
-	sample->taken_us = mono_us();
+	sample->taken_us = clock_mono_us();
 	sample->exists = o.exists;
 	if (sample->exists) {
 		sample->transactions = o.cp.applied_transactions;
@@ -519,7 +506,7 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 	memset(r, 0, sizeof *r);
 	r->cfg = cfg;
 	r->flow = config_flow_id(cfg);
-	format_time_us(wall_us(), r->generated_at, sizeof r->generated_at);
+	format_time_us(clock_wall_us(), r->generated_at, sizeof r->generated_at);
 
 	struct status_target *t = &r->target;
 	struct checkpoint_sample first = { 0 }, second = { 0 };
@@ -537,7 +524,7 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 	if (target_ok && t->schema_exists) {
 		if (rate_seconds > 0 && first.exists) {
 			int64_t until = first.taken_us + (int64_t)(rate_seconds * 1e6);
-			for (int64_t now = mono_us(); now < until; now = mono_us()) {
+			for (int64_t now = clock_mono_us(); now < until; now = clock_mono_us()) {
 				struct timespec ts = { (until - now) / 1000000, ((until - now) % 1000000) * 1000 };
 				nanosleep(&ts, NULL);
 			}
