@@ -23,6 +23,7 @@
 #include "trellara/notify.h"
 #include "trellara/pgconn.h"
 #include "trellara/stream.h"
+#include "trellara/stream_exit.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
 
@@ -287,14 +288,15 @@ static struct apply_outcome position_reader(struct applyd *a)
 {
 	uint64_t group_pos;
 	bool exists;
-	if (stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists) != STREAM_OK)
-		return apply_exit(EXIT_DATAERR);
+	int st = stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists);
+	if (st != STREAM_OK)
+		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	bool ahead;
 	uint64_t start = apply_engine_start_offset(&a->cp, group_pos, exists, &ahead);
 	if (ahead)
 		log_warn("consumer group \"%s\" is at %" PRIu64 ", ahead of the target's checkpoint (%" PRIu64 "): reading from the checkpoint",
 			 a->cfg->consumer_group, group_pos, a->cp.stream_offset);
-	int st = stream_reader_seek(a->reader, start);
+	st = stream_reader_seek(a->reader, start);
 	/* Past the published end: frames a killed capture made durable but
 	 * did not index yet are published again once its successor has
 	 * recovered the stream; wait for that (bounded) before failing. */
@@ -304,9 +306,10 @@ static struct apply_outcome position_reader(struct applyd *a)
 		st = stream_reader_seek(a->reader, start);
 	}
 	if (st != STREAM_OK) {
-		log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
-			 start);
-		return apply_exit(EXIT_DATAERR);
+		if (st == STREAM_ERANGE)
+			log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
+				 start);
+		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	}
 	apply_engine_start(a->engine, start);
 	char l[LSN_FORMAT_LEN];
