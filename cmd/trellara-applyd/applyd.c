@@ -114,7 +114,7 @@ static struct apply_outcome set_replica_role(struct applyd *a)
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	struct apply_outcome rc = apply_reconnect();
-	if (state && strcmp(state, "42501") == 0) {
+	if (sqlstate_classify(state) == SQLSTATE_CLASS_PERMISSION) {
 		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
 		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
 			  role, msg ? msg : "permission denied");

@@ -12,17 +12,16 @@
 
 #include "trellara/checkpoint.h"
 #include "trellara/clock.h"
-#include "trellara/conninfo.h"
 #include "trellara/envelope.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
+#include "trellara/pgconn.h"
 #include "trellara/runs.h"
 #include "trellara/stream.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -63,43 +62,32 @@ static void format_time_us(int64_t us, char *buf, size_t len)
 	snprintf(buf + n, len - n, ".%06ldZ", (long)(us % 1000000));
 }
 
-/* ---- libpq, read-only ---- */
+/* ---- the databases, read-only ---- */
 
+/* A quiet handle (pgconn.h): the report carries the failures, the log
+ * only at debug level. */
 static PGconn *connect_readonly(const char *url, const char *role, char *error, size_t error_len)
 {
-	/* connect_timeout first: a value in the URL itself wins over ours */
-	const char *keys[] = { "connect_timeout", "dbname", "application_name", NULL };
-	const char *values[] = { STATUS_CONNECT_TIMEOUT_SECONDS, url, "trellara-status", NULL };
-	PGconn *conn = PQconnectdbParams(keys, values, 1);
-	if (!conn || PQstatus(conn) != CONNECTION_OK) {
-		char *masked = conninfo_mask(url);
-		set_error(error, error_len, "cannot connect to the %s database \"%s\": %s", role, masked,
-			  conn ? PQerrorMessage(conn) : "out of memory");
-		free(masked);
+	struct pgconn_options o = { .application_name = "trellara-status", .role = role,
+				    .connect_timeout = STATUS_CONNECT_TIMEOUT_SECONDS, .report = PGCONN_QUIET,
+				    .error = error, .error_len = error_len };
+	PGconn *conn = pgconn_open(url, &o);
+	if (conn && pgconn_command(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET statement_timeout = "
+					 STATUS_STATEMENT_TIMEOUT_MS) < 0) {
+		set_error(error, error_len, "%s database: cannot set up a read-only session: %s", role, pgconn_message(conn));
 		PQfinish(conn);
-		return NULL;
+		conn = NULL;
 	}
-	PGresult *res = PQexec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET statement_timeout = "
-				     STATUS_STATEMENT_TIMEOUT_MS);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		set_error(error, error_len, "%s database: cannot set up a read-only session: %s", role, PQerrorMessage(conn));
-		PQclear(res);
-		PQfinish(conn);
-		return NULL;
-	}
-	PQclear(res);
 	return conn;
 }
 
+/* pgconn_query(), its failure recorded as "cannot read WHAT: ...". */
 static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *params, const char *what, char *error,
 		       size_t error_len)
 {
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		set_error(error, error_len, "cannot read %s: %s", what, PQerrorMessage(conn));
-		PQclear(res);
-		return NULL;
-	}
+	PGresult *res = pgconn_query(conn, sql, n, params);
+	if (!res)
+		set_error(error, error_len, "cannot read %s: %s", what, pgconn_message(conn));
 	return res;
 }
 
