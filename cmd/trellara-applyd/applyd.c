@@ -13,7 +13,9 @@
 #include "target_pg.h"
 
 #include "trellara/apply_engine.h"
+#include "trellara/backoff.h"
 #include "trellara/checkpoint.h"
+#include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
@@ -21,6 +23,7 @@
 #include "trellara/notify.h"
 #include "trellara/pgconn.h"
 #include "trellara/stream.h"
+#include "trellara/stream_exit.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
 
@@ -45,40 +48,30 @@ struct applyd {
 	struct stream_reader *reader;
 	struct apply_checkpoint cp;  /* as read at connect */
 	struct notify_watchdog watchdog;
-	int64_t last_metrics_us;
+	struct metrics_publisher metrics; /* observability.metrics_dir/applyd.prom */
 	bool ready_sent;
 	unsigned int rng;
 };
 
-static int64_t mono_us(void)
+/* The samples of applyd.prom (metrics_publish: at most once a second). */
+static void fill_metrics(struct metrics *m, int64_t now_us, void *arg)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* observability.metrics_dir/applyd.prom, at most once a second. */
-static void write_metrics(struct applyd *a, bool force)
-{
-	if (!a->cfg->metrics_dir)
-		return;
-	int64_t now = mono_us();
-	if (!force && now - a->last_metrics_us < 1000000)
-		return;
-	a->last_metrics_us = now;
+	(void)now_us;
+	struct applyd *a = arg;
 	const struct apply_checkpoint *cp = apply_engine_checkpoint(a->engine);
 	const struct apply_engine_stats *st = apply_engine_stats(a->engine);
-	struct metrics m;
-	metrics_init(&m, a->flow, a->cfg->source_id);
-	metrics_add_u64(&m, "trellara_applyd_transactions_total", "source transactions applied (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->applied_transactions);
-	metrics_add_u64(&m, "trellara_applyd_changes_total", "row changes applied (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->applied_changes);
-	metrics_add_u64(&m, "trellara_applyd_skipped_duplicates_total", "transactions skipped by dedup (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->skipped_duplicates);
-	metrics_add_u64(&m, "trellara_applyd_quarantined_total", "transactions quarantined by this process", METRIC_COUNTER, NULL, NULL, st->quarantined);
-	metrics_add_u64(&m, "trellara_applyd_batches_total", "target transactions committed by this process", METRIC_COUNTER, NULL, NULL, st->batches);
-	metrics_add_u64(&m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, cp->applied_through_lsn);
-	metrics_add_u64(&m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, cp->stream_offset);
-	metrics_write_file(a->cfg->metrics_dir, "applyd", &m, false);
-	metrics_free(&m);
+	metrics_add_u64(m, "trellara_applyd_transactions_total", "source transactions applied (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->applied_transactions);
+	metrics_add_u64(m, "trellara_applyd_changes_total", "row changes applied (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->applied_changes);
+	metrics_add_u64(m, "trellara_applyd_skipped_duplicates_total", "transactions skipped by dedup (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->skipped_duplicates);
+	metrics_add_u64(m, "trellara_applyd_quarantined_total", "transactions quarantined by this process", METRIC_COUNTER, NULL, NULL, st->quarantined);
+	metrics_add_u64(m, "trellara_applyd_batches_total", "target transactions committed by this process", METRIC_COUNTER, NULL, NULL, st->batches);
+	metrics_add_u64(m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, cp->applied_through_lsn);
+	metrics_add_u64(m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, cp->stream_offset);
+}
+
+static void write_metrics(struct applyd *a, bool force)
+{
+	metrics_publish(&a->metrics, clock_mono_us(), force, fill_metrics, a);
 }
 
 /* ---- the loop ---- */
@@ -91,10 +84,10 @@ static struct apply_outcome apply_loop(struct applyd *a)
 		write_metrics(a, false);
 		if (*a->o->stop) {
 			notify_send("STOPPING=1");
-			return apply_engine_stop(a->engine, mono_us());
+			return apply_engine_stop(a->engine, clock_mono_us());
 		}
 		enum apply_step what;
-		struct apply_outcome rc = apply_engine_step(a->engine, mono_us(), &what);
+		struct apply_outcome rc = apply_engine_step(a->engine, clock_mono_us(), &what);
 		if (!apply_is_ok(rc))
 			return rc;
 		if (what == APPLY_STEP_IDLE) {
@@ -121,7 +114,7 @@ static struct apply_outcome set_replica_role(struct applyd *a)
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	struct apply_outcome rc = apply_reconnect();
-	if (state && strcmp(state, "42501") == 0) {
+	if (sqlstate_classify(state) == SQLSTATE_CLASS_PERMISSION) {
 		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
 		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
 			  role, msg ? msg : "permission denied");
@@ -295,14 +288,15 @@ static struct apply_outcome position_reader(struct applyd *a)
 {
 	uint64_t group_pos;
 	bool exists;
-	if (stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists) != STREAM_OK)
-		return apply_exit(EXIT_DATAERR);
+	int st = stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists);
+	if (st != STREAM_OK)
+		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	bool ahead;
 	uint64_t start = apply_engine_start_offset(&a->cp, group_pos, exists, &ahead);
 	if (ahead)
 		log_warn("consumer group \"%s\" is at %" PRIu64 ", ahead of the target's checkpoint (%" PRIu64 "): reading from the checkpoint",
 			 a->cfg->consumer_group, group_pos, a->cp.stream_offset);
-	int st = stream_reader_seek(a->reader, start);
+	st = stream_reader_seek(a->reader, start);
 	/* Past the published end: frames a killed capture made durable but
 	 * did not index yet are published again once its successor has
 	 * recovered the stream; wait for that (bounded) before failing. */
@@ -312,9 +306,10 @@ static struct apply_outcome position_reader(struct applyd *a)
 		st = stream_reader_seek(a->reader, start);
 	}
 	if (st != STREAM_OK) {
-		log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
-			 start);
-		return apply_exit(EXIT_DATAERR);
+		if (st == STREAM_ERANGE)
+			log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
+				 start);
+		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	}
 	apply_engine_start(a->engine, start);
 	char l[LSN_FORMAT_LEN];
@@ -323,21 +318,18 @@ static struct apply_outcome position_reader(struct applyd *a)
 	return apply_ok();
 }
 
+static void tick_watchdog(void *arg)
+{
+	notify_watchdog_tick(arg);
+}
+
+/* base doubling up to 60 x base, each +-25 % jitter (backoff.h) */
 static void backoff(struct applyd *a, int attempt, const char *what)
 {
-	double base = a->o->reconnect_base_ms / 1000.0, delay = base;
-	for (int i = 1; i < attempt && delay < 60 * base; i++)
-		delay *= 2;
-	if (delay > 60 * base)
-		delay = 60 * base;
-	delay *= 0.75 + 0.5 * ((double)rand_r(&a->rng) / RAND_MAX);
-	log_info("%s in %.1f s (attempt %d of %d)", what, delay, attempt, a->o->max_reconnect_attempts);
-	int64_t until = mono_us() + (int64_t)(delay * 1e6);
-	while (!*a->o->stop && mono_us() < until) {
-		notify_watchdog_tick(&a->watchdog);
-		struct timespec ts = { 0, 50 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
+	struct backoff_jitter jitter = backoff_jitter_rand_r(&a->rng);
+	int64_t delay = backoff_next_us((int64_t)a->o->reconnect_base_ms * 1000, attempt, &jitter);
+	log_info("%s in %.1f s (attempt %d of %d)", what, (double)delay / 1e6, attempt, a->o->max_reconnect_attempts);
+	backoff_wait(delay, a->o->stop, tick_watchdog, &a->watchdog);
 }
 
 struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_stats *stats)
@@ -346,7 +338,8 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 	memset(stats, 0, sizeof *stats);
 	a.flow = config_flow_id(a.cfg);
 	a.ids = (struct flow_ids){ a.cfg->source_id, a.cfg->dataset_id, a.cfg->consumer_group };
-	a.rng = (unsigned)(mono_us() ^ getpid());
+	a.rng = backoff_seed();
+	a.metrics = (struct metrics_publisher){ a.cfg->metrics_dir, "applyd", a.flow, a.cfg->source_id, 0 };
 	notify_watchdog_init(&a.watchdog);
 	struct apply_outcome code = apply_ok();
 	/* the stream may not exist before capture first ran: wait for it */

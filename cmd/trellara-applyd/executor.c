@@ -5,6 +5,7 @@
 
 #include "trellara/log.h"
 #include "trellara/pgconn.h"
+#include "trellara/sqlstate.h"
 #include "trellara/xalloc.h"
 
 #include <stdio.h>
@@ -156,9 +157,7 @@ static void record_error(struct executor *e, PGresult *res, uint64_t tag)
 	snprintf(e->error.sqlstate, sizeof e->error.sqlstate, "%s", state ? state : "");
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	snprintf(e->error.message, sizeof e->error.message, "%s", msg ? msg : PQerrorMessage(e->conn));
-	e->error.connection_lost = PQstatus(e->conn) != CONNECTION_OK ||
-				   (state && (strncmp(state, "08", 2) == 0 || strcmp(state, "57P01") == 0 ||
-					      strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0));
+	e->error.connection_lost = PQstatus(e->conn) != CONNECTION_OK || sqlstate_classify(state) == SQLSTATE_CLASS_CONNECTION;
 }
 
 static void drain_to_sync(PGconn *conn)

@@ -8,7 +8,9 @@
  */
 #include "capture.h"
 
+#include "trellara/backoff.h"
 #include "trellara/capture_core.h"
+#include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
@@ -27,8 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 struct capture {
 	const struct capture_options *o;
@@ -42,25 +42,11 @@ struct capture {
 	char run_id[128];
 	bool run_handoff_ready;       /* move the run to streaming once streaming */
 	struct notify_watchdog watchdog;
-	int64_t last_metrics_us;
+	struct metrics_publisher metrics; /* observability.metrics_dir/capture.prom */
 	bool ready_sent;
 	bool slot_existed;            /* ensure_slot found it (did not create it) */
 	uint64_t slot_confirmed_lsn;  /* its confirmed_flush_lsn then */
 };
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* The run's counters: the core's, and the reconnects counted here. */
 static void sync_stats(struct capture *c)
@@ -77,53 +63,48 @@ static void sync_stats(struct capture *c)
 	c->stats->durable_lsn = cs.durable_lsn;
 }
 
-/* observability.metrics_dir/capture.prom, at most once a second. */
-static void write_metrics(struct capture *c, bool force)
+/* The samples of capture.prom (metrics_publish: at most once a second). */
+static void fill_metrics(struct metrics *m, int64_t now, void *arg)
 {
-	if (!c->cfg->metrics_dir)
-		return;
-	int64_t now = mono_us();
-	if (!force && now - c->last_metrics_us < 1000000)
-		return;
-	c->last_metrics_us = now;
+	struct capture *c = arg;
 	sync_stats(c);
 	struct capture_core_stats cs = { 0 };
 	if (c->core)
 		cs = capture_core_stats(c->core);
-	struct metrics m;
-	metrics_init(&m, c->flow, c->cfg->source_id);
 	const struct capture_stats *st = c->stats;
-	metrics_add_u64(&m, "trellara_capture_transactions_total", "source transactions appended to the stream", METRIC_COUNTER, NULL, NULL, st->transactions);
-	metrics_add_u64(&m, "trellara_capture_changes_total", "row changes appended", METRIC_COUNTER, NULL, NULL, st->changes);
-	metrics_add_u64(&m, "trellara_capture_frames_total", "stream frames appended", METRIC_COUNTER, NULL, NULL, st->frames);
-	metrics_add_u64(&m, "trellara_capture_skipped_duplicates_total", "transactions already in the stream, skipped", METRIC_COUNTER, NULL, NULL, st->skipped_duplicates);
-	metrics_add_u64(&m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
-	metrics_add_u64(&m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
-	metrics_add_u64(&m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
-	metrics_add_u64(&m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, cs.durable_lsn);
+	metrics_add_u64(m, "trellara_capture_transactions_total", "source transactions appended to the stream", METRIC_COUNTER, NULL, NULL, st->transactions);
+	metrics_add_u64(m, "trellara_capture_changes_total", "row changes appended", METRIC_COUNTER, NULL, NULL, st->changes);
+	metrics_add_u64(m, "trellara_capture_frames_total", "stream frames appended", METRIC_COUNTER, NULL, NULL, st->frames);
+	metrics_add_u64(m, "trellara_capture_skipped_duplicates_total", "transactions already in the stream, skipped", METRIC_COUNTER, NULL, NULL, st->skipped_duplicates);
+	metrics_add_u64(m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
+	metrics_add_u64(m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
+	metrics_add_u64(m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
+	metrics_add_u64(m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, cs.durable_lsn);
 	if (cs.last_status_us)
-		metrics_add_double(&m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update",
+		metrics_add_double(m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update",
 				   METRIC_GAUGE, NULL, NULL, (double)(now - cs.last_status_us) / 1e6);
-	metrics_write_file(c->cfg->metrics_dir, "capture", &m, false);
-	metrics_free(&m);
 }
 
+static void write_metrics(struct capture *c, bool force)
+{
+	metrics_publish(&c->metrics, clock_mono_us(), force, fill_metrics, c);
+}
 
 static int send_status(struct capture *c)
 {
 	uint8_t m[CAPTURE_STATUS_MESSAGE_LEN];
-	capture_core_status_message(c->core, m, wall_us(), false);
+	capture_core_status_message(c->core, m, clock_wall_us(), false);
 	if (PQputCopyData(c->conn, (const char *)m, sizeof m) <= 0 || PQflush(c->conn) != 0) {
 		log_warn("cannot send standby status update: %s", PQerrorMessage(c->conn));
 		return -1;
 	}
-	capture_core_on_status_sent(c->core, mono_us());
+	capture_core_on_status_sent(c->core, clock_mono_us());
 	return 0;
 }
 
 static int flush_batch(struct capture *c)
 {
-	return capture_core_flush(c->core, mono_us(), wall_us());
+	return capture_core_flush(c->core, clock_mono_us(), clock_wall_us());
 }
 
 /* ---- the source side ---- */
@@ -356,7 +337,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		if (n > 0) {
 			*made_progress = true;
 			bool reply;
-			int rc = capture_core_on_message(c->core, (const uint8_t *)buf, (size_t)n, mono_us(), wall_us(),
+			int rc = capture_core_on_message(c->core, (const uint8_t *)buf, (size_t)n, clock_mono_us(), clock_wall_us(),
 							 &reply);
 			PQfreemem(buf);
 			if (reply && send_status(c) < 0 && rc == EXIT_OK)
@@ -380,7 +361,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		/* Nothing more right now.  Under load the next message is usually
 		 * a moment away: give the batch up to 2 ms more before its
 		 * fdatasync (group commit), then end it. */
-		if (capture_core_quiet(c->core, mono_us()) == CAPTURE_CORE_WAIT) {
+		if (capture_core_quiet(c->core, clock_mono_us()) == CAPTURE_CORE_WAIT) {
 			struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
 			if (poll(&more, 1, 1) > 0) {
 				if (PQconsumeInput(c->conn) == 0) {
@@ -394,7 +375,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		}
 		if (flush_batch(c) != EXIT_OK)
 			return EXIT_CANTCREAT;
-		if (capture_core_status_due(c->core, mono_us()) && send_status(c) < 0)
+		if (capture_core_status_due(c->core, clock_mono_us()) && send_status(c) < 0)
 			return -1;
 		struct pollfd pfd = { .fd = PQsocket(c->conn), .events = POLLIN };
 		int wait_ms = c->o->status_interval_ms;
@@ -411,23 +392,19 @@ static int stream_loop(struct capture *c, bool *made_progress)
 	}
 }
 
+static void tick_watchdog(void *arg)
+{
+	notify_watchdog_tick(arg);
+}
+
 static void backoff_sleep(struct capture *c, int attempt)
 {
 	/* base (0.5 s) doubling up to 60 x base (30 s), each +-25 % jitter */
-	double base = c->o->reconnect_base_ms / 1000.0, delay = base;
-	for (int i = 1; i < attempt && delay < 60 * base; i++)
-		delay *= 2;
-	if (delay > 60 * base)
-		delay = 60 * base;
-	double jitter = 0.75 + 0.5 * ((double)rand_r(&c->rng) / RAND_MAX);
-	delay *= jitter;
-	log_info("reconnecting to the source in %.1f s (attempt %d of %d)", delay, attempt, c->o->max_reconnect_attempts);
-	int64_t until = mono_us() + (int64_t)(delay * 1e6);
-	while (!*c->o->stop && mono_us() < until) {
-		notify_watchdog_tick(&c->watchdog);
-		struct timespec ts = { 0, 50 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
+	struct backoff_jitter jitter = backoff_jitter_rand_r(&c->rng);
+	int64_t delay = backoff_next_us((int64_t)c->o->reconnect_base_ms * 1000, attempt, &jitter);
+	log_info("reconnecting to the source in %.1f s (attempt %d of %d)", (double)delay / 1e6, attempt,
+		 c->o->max_reconnect_attempts);
+	backoff_wait(delay, c->o->stop, tick_watchdog, &c->watchdog);
 }
 
 int capture_run(const struct capture_options *o, struct capture_stats *stats)
@@ -436,7 +413,8 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 	struct capture c = { .o = o, .cfg = cfg, .stats = stats };
 	memset(stats, 0, sizeof *stats);
 	c.flow = config_flow_id(cfg);
-	c.rng = (unsigned int)(wall_us() ^ getpid());
+	c.rng = backoff_seed();
+	c.metrics = (struct metrics_publisher){ cfg->metrics_dir, "capture", c.flow, cfg->source_id, 0 };
 	notify_watchdog_init(&c.watchdog);
 	int code = EXIT_OK;
 	char l1[LSN_FORMAT_LEN];

@@ -11,10 +11,11 @@
 #include "status.h"
 
 #include "trellara/checkpoint.h"
-#include "trellara/conninfo.h"
+#include "trellara/clock.h"
 #include "trellara/envelope.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
+#include "trellara/pgconn.h"
 #include "trellara/runs.h"
 #include "trellara/stream.h"
 #include "trellara/strbuf.h"
@@ -22,7 +23,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -46,25 +46,11 @@ static void set_error(char *error, size_t len, const char *fmt, ...)
 	log_debug("%s", error);
 }
 
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Seconds from then_us to now_us; a frame appended after we took "now"
  * is 0 s old, not negative. */
 static double age_seconds(int64_t now_us, int64_t then_us)
 {
 	return now_us > then_us ? (double)(now_us - then_us) / 1e6 : 0.0;
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* µs since the epoch as 2026-11-29T09:09:01.051170Z (trellara-stream's form). */
@@ -77,43 +63,32 @@ static void format_time_us(int64_t us, char *buf, size_t len)
 	snprintf(buf + n, len - n, ".%06ldZ", (long)(us % 1000000));
 }
 
-/* ---- libpq, read-only ---- */
+/* ---- the databases, read-only ---- */
 
+/* A quiet handle (pgconn.h): the report carries the failures, the log
+ * only at debug level. */
 static PGconn *connect_readonly(const char *url, const char *role, char *error, size_t error_len)
 {
-	/* connect_timeout first: a value in the URL itself wins over ours */
-	const char *keys[] = { "connect_timeout", "dbname", "application_name", NULL };
-	const char *values[] = { STATUS_CONNECT_TIMEOUT_SECONDS, url, "trellara-status", NULL };
-	PGconn *conn = PQconnectdbParams(keys, values, 1);
-	if (!conn || PQstatus(conn) != CONNECTION_OK) {
-		char *masked = conninfo_mask(url);
-		set_error(error, error_len, "cannot connect to the %s database \"%s\": %s", role, masked,
-			  conn ? PQerrorMessage(conn) : "out of memory");
-		free(masked);
+	struct pgconn_options o = { .application_name = "trellara-status", .role = role,
+				    .connect_timeout = STATUS_CONNECT_TIMEOUT_SECONDS, .report = PGCONN_QUIET,
+				    .error = error, .error_len = error_len };
+	PGconn *conn = pgconn_open(url, &o);
+	if (conn && pgconn_command(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET statement_timeout = "
+					 STATUS_STATEMENT_TIMEOUT_MS) < 0) {
+		set_error(error, error_len, "%s database: cannot set up a read-only session: %s", role, pgconn_message(conn));
 		PQfinish(conn);
-		return NULL;
+		conn = NULL;
 	}
-	PGresult *res = PQexec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET statement_timeout = "
-				     STATUS_STATEMENT_TIMEOUT_MS);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		set_error(error, error_len, "%s database: cannot set up a read-only session: %s", role, PQerrorMessage(conn));
-		PQclear(res);
-		PQfinish(conn);
-		return NULL;
-	}
-	PQclear(res);
 	return conn;
 }
 
+/* pgconn_query(), its failure recorded as "cannot read WHAT: ...". */
 static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *params, const char *what, char *error,
 		       size_t error_len)
 {
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		set_error(error, error_len, "cannot read %s: %s", what, PQerrorMessage(conn));
-		PQclear(res);
-		return NULL;
-	}
+	PGresult *res = pgconn_query(conn, sql, n, params);
+	if (!res)
+		set_error(error, error_len, "cannot read %s: %s", what, pgconn_message(conn));
 	return res;
 }
 
@@ -308,7 +283,7 @@ static void gather_stream(struct status_stream *s, const struct flow_config *cfg
 	struct stream_reader *reader = NULL;
 	if (stream_reader_open(dir, &reader) != STREAM_OK)
 		return;
-	int64_t now = wall_us(), t;
+	int64_t now = clock_wall_us(), t;
 	if (frame_time_at(reader, s->first_offset, &t)) {
 		s->has_oldest = true;
 		format_time_us(t, s->oldest_time, sizeof s->oldest_time);
@@ -348,7 +323,7 @@ static int read_checkpoint(PGconn *conn, const struct flow_config *cfg, struct s
 		set_error(t->error, sizeof t->error, "%s", error);
 		return -1;
 	}
-	sample->taken_us = mono_us();
+	sample->taken_us = clock_mono_us();
 	sample->exists = o.exists;
 	if (sample->exists) {
 		sample->transactions = o.cp.applied_transactions;
@@ -520,7 +495,7 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 	memset(r, 0, sizeof *r);
 	r->cfg = cfg;
 	r->flow = config_flow_id(cfg);
-	format_time_us(wall_us(), r->generated_at, sizeof r->generated_at);
+	format_time_us(clock_wall_us(), r->generated_at, sizeof r->generated_at);
 
 	struct status_target *t = &r->target;
 	struct checkpoint_sample first = { 0 }, second = { 0 };
@@ -538,7 +513,7 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 	if (target_ok && t->schema_exists) {
 		if (rate_seconds > 0 && first.exists) {
 			int64_t until = first.taken_us + (int64_t)(rate_seconds * 1e6);
-			for (int64_t now = mono_us(); now < until; now = mono_us()) {
+			for (int64_t now = clock_mono_us(); now < until; now = clock_mono_us()) {
 				struct timespec ts = { (until - now) / 1000000, ((until - now) % 1000000) * 1000 };
 				nanosleep(&ts, NULL);
 			}

@@ -11,6 +11,7 @@
 #include "trellara/lsn.h"
 #include "trellara/log.h"
 #include "trellara/stream.h"
+#include "trellara/stream_exit.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
@@ -22,26 +23,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-int stream_cli_exit_code(int status)
-{
-	switch (status) {
-	case STREAM_OK:
-	case STREAM_END:
-		return EXIT_OK;
-	case STREAM_ECORRUPT:
-		return EXIT_DATAERR;
-	case STREAM_EIO:
-	case STREAM_ENOSPC:
-		return EXIT_CANTCREAT;
-	case STREAM_ELOCKED:
-		return EXIT_TEMPFAIL;
-	case STREAM_ERANGE:
-		return EXIT_USAGE;
-	default:
-		return EXIT_DATAERR;
-	}
-}
 
 static void format_time_us(int64_t us, char *buf, size_t len)
 {
@@ -274,7 +255,7 @@ int stream_cli_read(const struct stream_cli_options *o)
 	struct stream_reader *r;
 	int rc = stream_reader_open(o->dir, &r);
 	if (rc != STREAM_OK)
-		return rc == STREAM_EINVAL ? EXIT_USAGE : stream_cli_exit_code(rc);
+		return stream_exit_code(rc, STREAM_FROM_ARGUMENT);
 	if (o->have_from && (rc = stream_reader_seek(r, o->from)) != STREAM_OK)
 		goto out;
 	uint64_t printed = 0;
@@ -301,7 +282,7 @@ int stream_cli_read(const struct stream_cli_options *o)
 out:
 	fflush(stdout);
 	stream_reader_close(r);
-	return stream_cli_exit_code(rc);
+	return stream_exit_code(rc, STREAM_FROM_ARGUMENT);
 }
 
 int stream_cli_locate(const struct stream_cli_options *o)
@@ -314,7 +295,7 @@ int stream_cli_locate(const struct stream_cli_options *o)
 	struct stream_reader *r;
 	int rc = stream_reader_open(o->dir, &r);
 	if (rc != STREAM_OK)
-		return rc == STREAM_EINVAL ? EXIT_USAGE : stream_cli_exit_code(rc);
+		return stream_exit_code(rc, STREAM_FROM_ARGUMENT);
 	struct stream_frame f;
 	if ((rc = stream_reader_seek(r, o->offset)) == STREAM_OK) {
 		rc = stream_reader_next(r, &f);
@@ -345,7 +326,7 @@ int stream_cli_locate(const struct stream_cli_options *o)
 		}
 	}
 	stream_reader_close(r);
-	return stream_cli_exit_code(rc);
+	return stream_exit_code(rc, STREAM_FROM_ARGUMENT);
 }
 
 int stream_cli_retention(const struct stream_cli_options *o)
@@ -487,7 +468,7 @@ int stream_cli_append(const struct stream_cli_options *o)
 	struct stream_recovery rec;
 	int rc = stream_writer_open(o->dir, &wo, &w, &rec);
 	if (rc != STREAM_OK)
-		return rc == STREAM_EINVAL ? EXIT_CONFIG : stream_cli_exit_code(rc);
+		return stream_exit_code(rc, STREAM_FROM_CONFIG);
 	if (rec.truncated_bytes || rec.index_rebuilt_entries)
 		log_info("recovered stream \"%s\": next offset %" PRIu64 ", %" PRIu64 " torn bytes truncated, %" PRIu64
 			 " index entries rebuilt",
@@ -552,14 +533,14 @@ int stream_cli_append(const struct stream_cli_options *o)
 		free(bytes);
 		json_object_free(&obj);
 		if (rc != STREAM_OK) {
-			code = rc == STREAM_EINVAL ? EXIT_DATAERR : stream_cli_exit_code(rc);
+			code = stream_exit_code(rc, STREAM_FROM_DATA);
 			break;
 		}
 		n_pending++;
 		if (n_pending == batch || !line_input_waiting(&in)) {
 			rc = append_flush(w, pending, &n_pending);
 			if (rc != STREAM_OK) {
-				code = stream_cli_exit_code(rc);
+				code = stream_exit_code(rc, STREAM_FROM_DATA);
 				break;
 			}
 		}
@@ -570,7 +551,7 @@ int stream_cli_append(const struct stream_cli_options *o)
 	if (code == EXIT_OK || code == EXIT_DATAERR) {
 		rc = append_flush(w, pending, &n_pending);
 		if (rc != STREAM_OK)
-			code = stream_cli_exit_code(rc);
+			code = stream_exit_code(rc, STREAM_FROM_DATA);
 	}
 	free(in.buf);
 	free(pending);

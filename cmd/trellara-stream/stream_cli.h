@@ -37,7 +37,4 @@ int stream_cli_locate(const struct stream_cli_options *o);
 int stream_cli_retention(const struct stream_cli_options *o);
 int stream_cli_append(const struct stream_cli_options *o);
 
-/* Exit code for a stream_status. */
-int stream_cli_exit_code(int status);
-
 #endif

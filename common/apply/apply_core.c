@@ -2,6 +2,7 @@
  * apply_core.c - applyd's decisions (apply_core.h).
  */
 #include "trellara/apply_core.h"
+#include "trellara/sqlstate.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,29 +114,6 @@ uint32_t apply_core_truncate_filter(const enum apply_relation_verdict *verdicts,
 	return n_kept;
 }
 
-/* Errors of the target's state rather than of the transaction: the
- * transaction is rolled back and applied again after a backoff, never
- * quarantined.  (A lost connection is handled before this.) */
-bool apply_core_transient_sqlstate(const char *sqlstate)
-{
-	static const char *const states[] = {
-		"40001", "40P01", "40003", /* serialization failure, deadlock, completion unknown */
-		"55P03",                   /* lock not available: lock_timeout */
-		"57014",                   /* query canceled: statement_timeout */
-		"57P01", "57P02", "57P03", /* shutdown, crash, cannot connect now (recovery) */
-		"25006",                   /* read-only transaction: the target is a standby */
-		"58030",                   /* I/O error */
-		"53100", "53300",          /* disk full, too many connections */
-		/* not 53200 (out of memory) nor 53400 (a configured limit such
-		 * as max_locks_per_transaction): the transaction itself can
-		 * cause them, and retrying it would only fail again */
-	};
-	for (size_t i = 0; i < sizeof states / sizeof *states; i++)
-		if (strcmp(sqlstate, states[i]) == 0)
-			return true;
-	return false;
-}
-
 const char *apply_core_quarantine_reason(const char *sqlstate)
 {
 	if (strcmp(sqlstate, "42P01") == 0)
@@ -153,9 +131,13 @@ const char *apply_core_quarantine_reason(const char *sqlstate)
 
 enum apply_failure_action apply_core_on_failure(bool connection_lost, const char *sqlstate, bool single_mode)
 {
-	if (connection_lost)
+	/* the one SQLSTATE list (sqlstate.h): a transient error is the
+	 * target's state rather than the transaction's, so the transaction is
+	 * rolled back and applied again after a backoff, never quarantined */
+	enum sqlstate_class class = sqlstate_classify(sqlstate);
+	if (connection_lost || class == SQLSTATE_CLASS_CONNECTION)
 		return APPLY_FAILURE_RECONNECT;
-	if (apply_core_transient_sqlstate(sqlstate))
+	if (class == SQLSTATE_CLASS_TRANSIENT)
 		return APPLY_FAILURE_RETRY;
 	if (!single_mode)
 		return APPLY_FAILURE_ONE_AT_A_TIME;

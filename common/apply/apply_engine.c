@@ -28,6 +28,7 @@
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/stream.h"
+#include "trellara/stream_exit.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
@@ -836,7 +837,7 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 		return rc;
 	}
 	if (st != STREAM_OK)
-		return apply_exit(st == STREAM_ECORRUPT ? EXIT_DATAERR : EXIT_CANTCREAT);
+		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	struct apply_outcome rc = apply_ok();
 	switch (f.header.type) {
 	case FRAME_TXN:

@@ -264,3 +264,18 @@ int metrics_write_file(const char *dir, const char *program, const struct metric
 	free(path);
 	return rc;
 }
+
+void metrics_publish(struct metrics_publisher *p, int64_t now_us, bool force,
+		     void (*fill)(struct metrics *m, int64_t now_us, void *arg), void *arg)
+{
+	if (!p->dir)
+		return;
+	if (!force && p->last_us && now_us - p->last_us < 1000000)
+		return;
+	p->last_us = now_us;
+	struct metrics m;
+	metrics_init(&m, p->flow, p->source);
+	fill(&m, now_us, arg);
+	metrics_write_file(p->dir, p->program, &m, false);
+	metrics_free(&m);
+}

@@ -3,6 +3,7 @@
  */
 #include "trellara/notify.h"
 
+#include "trellara/clock.h"
 #include "trellara/log.h"
 #include "trellara/xalloc.h"
 
@@ -14,7 +15,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 int notify_send(const char *state)
@@ -111,13 +111,6 @@ uint64_t notify_watchdog_interval_us(void)
 	return usec;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void notify_watchdog_init(struct notify_watchdog *w)
 {
 	w->interval_us = notify_watchdog_interval_us();
@@ -128,7 +121,7 @@ int notify_watchdog_tick(struct notify_watchdog *w)
 {
 	if (w->interval_us == 0)
 		return 0;
-	int64_t now = mono_us();
+	int64_t now = clock_mono_us();
 	if (w->last_us != 0 && now - w->last_us < (int64_t)(w->interval_us / 2))
 		return 0;
 	w->last_us = now;

@@ -11,6 +11,7 @@
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgoutput.h"
+#include "trellara/stream_exit.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
@@ -193,8 +194,7 @@ int capture_core_open(struct capture_core **ccp, const struct capture_core_optio
 	int rc = stream_writer_open_fs(o->fs, o->stream_dir, &o->writer, &c->writer, &rec);
 	if (rc != STREAM_OK) {
 		c->writer = NULL;
-		return rc == STREAM_ECORRUPT ? EXIT_DATAERR : rc == STREAM_ELOCKED ? EXIT_TEMPFAIL
-			: rc == STREAM_EINVAL ? EXIT_CONFIG : EXIT_CANTCREAT;
+		return stream_exit_code(rc, STREAM_FROM_CONFIG);
 	}
 	c->stats.next_offset = rec.next_offset;
 	struct ack_restart_point restart;

@@ -5,15 +5,55 @@
 #include "trellara/lsn.h"
 #include "trellara/xalloc.h"
 
+#include <libpq-events.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void chomp_message(char *m)
+/* What Trellara knows about a connection: libpq instance data of
+ * pgconn_event, freed when the connection is. */
+struct pgconn_info {
+	char *role;       /* owned */
+	char *masked_url; /* owned */
+	bool quiet;
+	char sqlstate[6];
+	char *message;    /* owned; NULL: no failure */
+};
+
+/* A libpq message on one line: newlines inside become spaces, trailing
+ * newlines and spaces go (libpq messages end in a newline and may hold
+ * several lines).  Newly allocated. */
+static char *one_line(const char *m)
 {
-	size_t n = strlen(m);
-	while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' '))
-		m[--n] = '\0';
+	char *copy = xstrdup(m ? m : "");
+	size_t n = strlen(copy);
+	while (n > 0 && (copy[n - 1] == '\n' || copy[n - 1] == ' '))
+		copy[--n] = '\0';
+	for (char *p = copy; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	return copy;
+}
+
+static int pgconn_event(PGEventId id, void *event, void *pass_through)
+{
+	(void)pass_through;
+	if (id == PGEVT_CONNDESTROY) {
+		PGEventConnDestroy *e = event;
+		struct pgconn_info *info = PQinstanceData(e->conn, pgconn_event);
+		if (info) {
+			free(info->role);
+			free(info->masked_url);
+			free(info->message);
+			free(info);
+		}
+	}
+	return 1;
+}
+
+static struct pgconn_info *info_of(const PGconn *conn)
+{
+	return conn ? PQinstanceData(conn, pgconn_event) : NULL;
 }
 
 /* Server notices ("schema already exists, skipping") are debug logs,
@@ -21,34 +61,122 @@ static void chomp_message(char *m)
 static void notice_to_log(void *arg, const char *message)
 {
 	(void)arg;
-	char *m = xstrdup(message);
-	chomp_message(m);
+	char *m = one_line(message);
 	log_debug("server: %s", m);
 	free(m);
 }
 
-PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *application_name, const char *role)
+PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 {
-	const char *keys[5] = { "dbname", "application_name", NULL, NULL, NULL };
-	const char *values[5] = { url, application_name, NULL, NULL, NULL };
-	int n = 2;
-	if (kind == PGCONN_REPLICATION) {
+	const char *keys[6], *values[6];
+	int n = 0;
+	if (o->connect_timeout) {
+		/* first: a value in the URL itself wins over ours */
+		keys[n] = "connect_timeout";
+		values[n++] = o->connect_timeout;
+	}
+	keys[n] = "dbname";
+	values[n++] = url;
+	keys[n] = "application_name";
+	values[n++] = o->application_name;
+	if (o->kind == PGCONN_REPLICATION) {
 		keys[n] = "replication";
 		values[n++] = "database";
 	}
+	keys[n] = values[n] = NULL;
+	const char *role = o->role ? o->role : "database";
 	PGconn *conn = PQconnectdbParams(keys, values, 1);
+	char *masked = conninfo_mask(url);
 	if (!conn || PQstatus(conn) != CONNECTION_OK) {
-		char *masked = conninfo_mask(url);
-		char *message = xstrdup(conn ? PQerrorMessage(conn) : "out of memory");
-		chomp_message(message);
-		log_error("cannot connect to the %s database \"%s\": %s", role, masked, message);
+		char *message = one_line(conn ? PQerrorMessage(conn) : "out of memory");
+		if (o->report == PGCONN_QUIET && o->error) {
+			snprintf(o->error, o->error_len, "cannot connect to the %s database \"%s\": %s", role, masked, message);
+			log_debug("%s", o->error);
+		} else {
+			log_error("cannot connect to the %s database \"%s\": %s", role, masked, message);
+		}
 		free(message);
 		free(masked);
 		PQfinish(conn);
 		return NULL;
 	}
+	struct pgconn_info *info = xcalloc(1, sizeof *info);
+	info->role = xstrdup(role);
+	info->masked_url = masked;
+	info->quiet = o->report == PGCONN_QUIET;
+	if (!PQregisterEventProc(conn, pgconn_event, "trellara pgconn", NULL) ||
+	    !PQsetInstanceData(conn, pgconn_event, info)) {
+		/* only when out of memory: fail like xmalloc */
+		fprintf(stderr, "fatal: cannot attach the connection handle's data\n");
+		abort();
+	}
 	PQsetNoticeProcessor(conn, notice_to_log, NULL);
 	return conn;
+}
+
+PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *application_name, const char *role)
+{
+	struct pgconn_options o = { .kind = kind, .application_name = application_name, .role = role };
+	return pgconn_open(url, &o);
+}
+
+const char *pgconn_role(const PGconn *conn)
+{
+	struct pgconn_info *info = info_of(conn);
+	return info ? info->role : "database";
+}
+
+const char *pgconn_masked_url(const PGconn *conn)
+{
+	struct pgconn_info *info = info_of(conn);
+	return info ? info->masked_url : "";
+}
+
+const char *pgconn_sqlstate(const PGconn *conn)
+{
+	struct pgconn_info *info = info_of(conn);
+	return info ? info->sqlstate : "";
+}
+
+const char *pgconn_message(const PGconn *conn)
+{
+	struct pgconn_info *info = info_of(conn);
+	return info && info->message ? info->message : "";
+}
+
+enum sqlstate_class pgconn_error_class(const PGconn *conn)
+{
+	if (!conn || PQstatus(conn) != CONNECTION_OK)
+		return SQLSTATE_CLASS_CONNECTION;
+	return sqlstate_classify(pgconn_sqlstate(conn));
+}
+
+/* Records the failure of sql on the handle and reports it (logged, or
+ * at debug level only on a quiet handle). */
+static void failed(PGconn *conn, const PGresult *res, const char *sql)
+{
+	struct pgconn_info *info = info_of(conn);
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	char *message = one_line(PQerrorMessage(conn));
+	bool lost = PQstatus(conn) != CONNECTION_OK;
+	char why[32];
+	if (state && *state)
+		snprintf(why, sizeof why, "SQLSTATE %s", state);
+	else
+		snprintf(why, sizeof why, "%s", lost ? "connection lost" : "no SQLSTATE");
+	const char *role = info ? info->role : "database";
+	const char *ellipsis = strlen(sql) > 80 ? "..." : "";
+	if (info && info->quiet)
+		log_debug("query on the %s database failed (%s): %s (query: %.80s%s)", role, why, message, sql, ellipsis);
+	else
+		log_error("query on the %s database failed (%s): %s (query: %.80s%s)", role, why, message, sql, ellipsis);
+	if (info) {
+		snprintf(info->sqlstate, sizeof info->sqlstate, "%s", state ? state : "");
+		free(info->message);
+		info->message = message;
+	} else {
+		free(message);
+	}
 }
 
 PGresult *pgconn_query(PGconn *conn, const char *sql, int nparams, const char *const *params)
@@ -56,12 +184,15 @@ PGresult *pgconn_query(PGconn *conn, const char *sql, int nparams, const char *c
 	PGresult *res = nparams ? PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0) : PQexec(conn, sql);
 	ExecStatusType st = PQresultStatus(res);
 	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-		char *message = xstrdup(PQerrorMessage(conn));
-		chomp_message(message);
-		log_error("query failed: %s (query: %.80s%s)", message, sql, strlen(sql) > 80 ? "..." : "");
-		free(message);
+		failed(conn, res, sql);
 		PQclear(res);
 		return NULL;
+	}
+	struct pgconn_info *info = info_of(conn);
+	if (info) {
+		info->sqlstate[0] = '\0';
+		free(info->message);
+		info->message = NULL;
 	}
 	return res;
 }

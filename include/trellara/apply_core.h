@@ -23,9 +23,11 @@
  *    GENERATED ALWAYS identity columns (apply_core_identity_always).
  *  - TRUNCATE touches only the flow's tables above their watermarks
  *    (apply_core_truncate_filter).
- *  - A failed statement (apply_core_on_failure): a lost connection is
+ *  - A failed statement (apply_core_on_failure): a lost connection (or a
+ *    SQLSTATE of class connection: 08, shutdown, crash, recovery) is
  *    reconnected, a transient SQLSTATE (the target's state: deadlock,
- *    timeouts, disk full, shutdown, standby) retried after a backoff, a
+ *    timeouts, disk full, standby; sqlstate.h holds the one list) retried
+ *    after a backoff, a
  *    failed batch retried one transaction at a time, and a transaction
  *    that fails alone quarantined under apply_core_quarantine_reason().
  *
@@ -109,9 +111,6 @@ bool apply_core_identity_always(const struct apply_table *table, const struct en
 uint32_t apply_core_truncate_filter(const enum apply_relation_verdict *verdicts, const uint32_t *relations, uint32_t n,
 				    uint32_t *kept);
 
-/* A target error of the target's state rather than of the transaction:
- * roll back, back off, apply the same again (never quarantine). */
-bool apply_core_transient_sqlstate(const char *sqlstate);
 /* The quarantine reason recorded for a transaction failing with sqlstate. */
 const char *apply_core_quarantine_reason(const char *sqlstate);
 

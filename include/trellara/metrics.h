@@ -79,6 +79,23 @@ char *metrics_render(const struct metrics *m, size_t *len);
  * fsync the file before the rename and the directory after it. */
 int metrics_write_file(const char *dir, const char *program, const struct metrics *m, bool durable);
 
+/* A daemon's metrics file (capture.prom, applyd.prom), rewritten at most
+ * once a second.  Every field is borrowed and set by the caller; last_us
+ * starts at 0.  metrics_publish() does nothing when dir is NULL or less
+ * than a second (on the caller's monotonic clock, now_us) passed since the
+ * last write, unless force; otherwise it builds a struct metrics with the
+ * flow and source labels, lets fill add the samples, and writes the file
+ * (not durable: see above).  A failure is logged by metrics_write_file()
+ * and not retried before the next second. */
+struct metrics_publisher {
+	const char *dir;
+	const char *program;
+	const char *flow, *source;
+	int64_t last_us;
+};
+void metrics_publish(struct metrics_publisher *p, int64_t now_us, bool force,
+		     void (*fill)(struct metrics *m, int64_t now_us, void *arg), void *arg);
+
 /* True for a valid metric name (Prometheus rules) that starts with
  * "trellara_". */
 bool metrics_name_valid(const char *name);

@@ -1,26 +1,72 @@
 /*
- * pgconn.h - libpq helpers shared by the programs that talk to
- * PostgreSQL.  Connection strings are never printed unmasked; every
- * failure is logged once here, with the masked conninfo and the server's
- * message, and reported as -1 (or NULL).
+ * pgconn.h - the connection handle and libpq helpers shared by the
+ * programs that talk to PostgreSQL.
+ *
+ * The handle is the PGconn that pgconn_open() returns, with what Trellara
+ * knows about it attached (libpq instance data, freed by PQfinish): the
+ * role it plays ("source", "target", ...), its URL masked (never a
+ * password), how its failures are reported, and the SQLSTATE and message
+ * of the last failure of pgconn_query()/pgconn_command() on it (a success
+ * clears them).  pgconn_error_class() classifies that failure with
+ * sqlstate.h, the one SQLSTATE list: connection lost, transient,
+ * permission, data.
+ *
+ * Reporting, chosen by the caller at pgconn_open():
+ *   PGCONN_LOG    every failure is logged once here, at error level, with
+ *                 the role, the SQLSTATE and the server's message
+ *   PGCONN_QUIET  nothing is logged above debug level: a connect failure
+ *                 is written to the caller's error buffer (one line), a
+ *                 query failure is read back with pgconn_message()
+ * Failures are returned as NULL or -1.  A PGconn not made here has no
+ * handle data: its failures are logged with the role "database".
  */
 #ifndef TRELLARA_PGCONN_H
 #define TRELLARA_PGCONN_H
 
+#include "trellara/sqlstate.h"
+
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum pgconn_kind { PGCONN_NORMAL = 0, PGCONN_REPLICATION };
+enum pgconn_report { PGCONN_LOG = 0, PGCONN_QUIET };
 
-/* Connects to url (libpq URI or conninfo) as application_name.  NULL on
- * failure (logged, with role "source"/"target" in the message). */
+struct pgconn_options {
+	enum pgconn_kind kind;
+	const char *application_name;
+	const char *role;            /* "source", "target": named in every message */
+	const char *connect_timeout; /* seconds, or NULL; a value in the URL wins */
+	enum pgconn_report report;
+	char *error;                 /* PGCONN_QUIET: a connect failure goes here */
+	size_t error_len;
+};
+
+/* Connects to url (libpq URI or conninfo).  NULL on failure, reported as
+ * o->report says.  Close with PQfinish(). */
+PGconn *pgconn_open(const char *url, const struct pgconn_options *o);
+/* pgconn_open() with PGCONN_LOG and libpq's connect timeout. */
 PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *application_name, const char *role);
-/* Runs a command that returns no rows; -1 on failure (logged). */
+
+/* Runs a command that returns no rows; -1 on failure (reported). */
 int pgconn_command(PGconn *conn, const char *sql);
 /* Runs a query with text parameters; returns a PGRES_TUPLES_OK or
- * PGRES_COMMAND_OK result, or NULL (logged). */
+ * PGRES_COMMAND_OK result, or NULL (reported). */
 PGresult *pgconn_query(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* The handle's data; "" (role: "database") for a PGconn not opened here. */
+const char *pgconn_role(const PGconn *conn);
+const char *pgconn_masked_url(const PGconn *conn);
+/* The last failure: its SQLSTATE ("" when the server sent none, or no
+ * failure), and its message on one line ("" when none). */
+const char *pgconn_sqlstate(const PGconn *conn);
+const char *pgconn_message(const PGconn *conn);
+/* The class of the last failure: SQLSTATE_CLASS_CONNECTION whenever the
+ * connection is bad, else sqlstate_classify(pgconn_sqlstate()); NONE when
+ * the last call succeeded. */
+enum sqlstate_class pgconn_error_class(const PGconn *conn);
+
 /* A quoted identifier (PQescapeIdentifier), newly allocated with malloc
  * (free with free()). */
 char *pgconn_quote_ident(PGconn *conn, const char *ident);

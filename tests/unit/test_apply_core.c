@@ -185,24 +185,28 @@ static void test_truncate(void)
 }
 
 /* the target's state: retried (issue list: deadlock, serialization, lock
- * and statement timeouts, disk full, too many connections, admin
- * shutdown, recovery); the transaction's own doing: quarantined */
+ * and statement timeouts, disk full, too many connections, standby, I/O);
+ * the session going away (admin shutdown, crash, recovery, class 08):
+ * reconnected; the transaction's own doing: quarantined */
 static const char *const transient[] = { "40P01", "40001", "40003", "55P03", "57014", "53100", "53300",
-					 "57P01", "57P02", "57P03", "25006", "58030" };
+					 "25006", "58030" };
+static const char *const gone[] = { "57P01", "57P02", "57P03", "08006", "08003", "08P01" };
 static const char *const own[] = { "23505", "23503", "23502", "42P01", "42703", "428C9", "22P02", "53200",
 				   "53400", "TR001", "TR002", "TR003", "XX000", "40P0", "40P011", "" };
 
 static void test_sqlstates(void)
 {
 	for (size_t i = 0; i < sizeof transient / sizeof *transient; i++) {
-		CHECK(apply_core_transient_sqlstate(transient[i]));
 		CHECK(apply_core_on_failure(false, transient[i], false) == APPLY_FAILURE_RETRY);
 		CHECK(apply_core_on_failure(false, transient[i], true) == APPLY_FAILURE_RETRY);
 	}
 	for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
-		CHECK(!apply_core_transient_sqlstate(own[i]));
 		CHECK(apply_core_on_failure(false, own[i], false) == APPLY_FAILURE_ONE_AT_A_TIME);
 		CHECK(apply_core_on_failure(false, own[i], true) == APPLY_FAILURE_QUARANTINE);
+	}
+	for (size_t i = 0; i < sizeof gone / sizeof *gone; i++) {
+		CHECK(apply_core_on_failure(false, gone[i], false) == APPLY_FAILURE_RECONNECT);
+		CHECK(apply_core_on_failure(false, gone[i], true) == APPLY_FAILURE_RECONNECT);
 	}
 	/* a lost connection comes first, whatever the state says */
 	CHECK(apply_core_on_failure(true, "23505", true) == APPLY_FAILURE_RECONNECT);

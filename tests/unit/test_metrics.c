@@ -288,10 +288,56 @@ static void test_write_file(void)
 	metrics_free(&m);
 }
 
+struct publish_count {
+	int fills;
+	uint64_t value;
+};
+
+static void fill_one(struct metrics *m, int64_t now_us, void *arg)
+{
+	struct publish_count *c = arg;
+	c->fills++;
+	CHECK(metrics_add_u64(m, "trellara_test_now_seconds", "now", METRIC_GAUGE, NULL, NULL,
+			      (uint64_t)(now_us / 1000000)) == 0);
+	c->value = (uint64_t)(now_us / 1000000);
+}
+
+/* at most once a second unless forced; nothing without a directory */
+static void test_publish(void)
+{
+	char base[] = "/tmp/trellara-test-publish.XXXXXX";
+	CHECK(mkdtemp(base) != NULL);
+	struct publish_count c = { 0 };
+	struct metrics_publisher off = { .dir = NULL, .program = "daemon", .flow = "s:d", .source = "s" };
+	metrics_publish(&off, 5000000, true, fill_one, &c);
+	CHECK(c.fills == 0);
+	struct metrics_publisher p = { .dir = base, .program = "daemon", .flow = "s:d", .source = "s" };
+	metrics_publish(&p, 7000000, false, fill_one, &c); /* the first write is never throttled */
+	CHECK(c.fills == 1);
+	metrics_publish(&p, 7999999, false, fill_one, &c);
+	CHECK(c.fills == 1);
+	metrics_publish(&p, 7999999, true, fill_one, &c);
+	CHECK(c.fills == 2);
+	metrics_publish(&p, 9000000, false, fill_one, &c);
+	CHECK(c.fills == 3);
+	char *path = xasprintf("%s/daemon.prom", base);
+	char *data = NULL;
+	size_t len = 0;
+	CHECK(fs_read_file(path, &data, &len) == 0);
+	struct parsed_file pf;
+	CHECK(data && parse_exposition(data, &pf) && pf.n == 1 && strcmp(pf.samples[0].value, "9") == 0);
+	CHECK(data && parse_exposition(data, &pf) && strcmp(label(&pf.samples[0], "flow"), "s:d") == 0);
+	free(data);
+	unlink(path);
+	free(path);
+	rmdir(base);
+}
+
 int main(void)
 {
 	test_render_and_parse();
 	test_refusals();
 	test_write_file();
+	test_publish();
 	return unit_done("test_metrics");
 }
