@@ -83,6 +83,7 @@ static int read_tuple(struct reader *r, const char *role, bool allow_unchanged,
 	tuple->cols = cols;
 	return 0;
 }
+
 static int read_tuple_tag(struct reader *r, uint8_t *tag)
 {
 	return read_u8(r, "tuple tag", tag);
@@ -94,6 +95,7 @@ static int bad_tag(struct reader *r, uint8_t tag, size_t at, const char *expecte
 		  tag, r->what, at, expected);
 	return -1;
 }
+
 int decode_insert(struct reader *r, struct pgoutput_message *out)
 {
 	if (read_relid(r, &out->change.relid) < 0)
