@@ -20,8 +20,13 @@
  * its own descriptors, locks, death and injected failures.  Locks of
  * all views on one file exclude each other, as flock does between
  * processes.
+ *
+ * This file is the model; stream_fs_sim_ops.c is the operations table
+ * on it.
  */
 #include "trellara/stream_fs.h"
+
+#include "stream_fs_sim_internal.h"
 
 #include "trellara/xalloc.h"
 
@@ -31,115 +36,9 @@
 #include <string.h>
 #include <sys/file.h>
 
-#define SIM_SECTOR 512
+/* ---- files and directory entries ---- */
 
-struct sim_inode {
-	bool is_dir;
-	uint8_t *vol;
-	uint64_t vol_size, vol_cap;
-	uint8_t *dur;
-	uint64_t dur_size;
-	uint64_t dirty_lo, dirty_hi; /* dirty_lo >= dirty_hi: clean */
-	bool size_dirty;
-};
-
-struct sim_entry {
-	char *path;
-	int vol_ino; /* -1: absent */
-	int dur_ino;
-};
-
-/* A directory change not yet made durable: entry `entry` now binds
- * `ino`.  Changes of one call (a rename's two entries) share a seq. */
-struct sim_pending {
-	size_t entry;
-	int ino;
-	uint64_t seq;
-};
-
-struct sim_fd {
-	bool open;
-	int ino;
-	bool is_dir;
-	bool writable;
-	int lock; /* 0, LOCK_SH or LOCK_EX */
-};
-
-/* The disk: files, directory entries, the clock and the generator,
- * shared by every view (process) on it. */
-struct sim_disk {
-	uint64_t rng;
-	uint64_t capacity;
-	struct sim_inode *inodes;
-	size_t n_inodes;
-	struct sim_entry *entries;
-	size_t n_entries;
-	struct sim_pending *pending;
-	size_t n_pending;
-	uint64_t seq;
-	int64_t clock_us;
-	struct sim_fs **views; /* owned: views[0] is the handle stream_fs_sim_new made */
-	size_t n_views;
-};
-
-/* One process's handle on the disk: its descriptors (and their locks),
- * whether it is dead, the failures injected into its calls. */
-struct sim_fs {
-	struct stream_fs ops; /* first: a struct stream_fs * is a struct sim_fs * */
-	struct sim_disk *disk;
-	struct sim_fd *fds;
-	size_t n_fds;
-	bool dead;
-	uint64_t kill_after;
-	uint64_t inject_nth[SIM_OP_COUNT];
-	int inject_err[SIM_OP_COUNT];
-	uint64_t calls;
-};
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-static uint64_t below(uint64_t *s, uint64_t n)
-{
-	return n ? splitmix(s) % n : 0;
-}
-
-static struct sim_fs *S(struct stream_fs *fs)
-{
-	return (struct sim_fs *)fs;
-}
-
-/* Count a call; false (errno EIO) when the process is or now becomes dead. */
-static bool alive(struct sim_fs *s)
-{
-	s->calls++;
-	if (s->dead) {
-		errno = EIO;
-		return false;
-	}
-	if (s->kill_after && --s->kill_after == 0) {
-		s->dead = true;
-		errno = EIO;
-		return false;
-	}
-	return true;
-}
-
-static bool injected(struct sim_fs *s, enum sim_op op)
-{
-	if (s->inject_nth[op] && --s->inject_nth[op] == 0) {
-		errno = s->inject_err[op];
-		return true;
-	}
-	return false;
-}
-
-static struct sim_entry *entry_find(struct sim_fs *s, const char *path)
+struct sim_entry *entry_find(struct sim_fs *s, const char *path)
 {
 	for (size_t i = 0; i < s->disk->n_entries; i++)
 		if (strcmp(s->disk->entries[i].path, path) == 0)
@@ -160,7 +59,7 @@ static struct sim_entry *entry_get(struct sim_fs *s, const char *path)
 }
 
 /* Bind path to ino now (volatile); durable after its directory's fsync. */
-static void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
+void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
 {
 	struct sim_entry *e = entry_get(s, path);
 	e->vol_ino = ino;
@@ -168,14 +67,14 @@ static void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
 	s->disk->pending[s->disk->n_pending++] = (struct sim_pending){ (size_t)(e - s->disk->entries), ino, seq };
 }
 
-static int lookup(struct sim_fs *s, const char *path)
+int lookup(struct sim_fs *s, const char *path)
 {
 	struct sim_entry *e = entry_find(s, path);
 	return e ? e->vol_ino : -1;
 }
 
 /* Length of the parent part of path ("/a/b" -> 2, "/a" -> 1 for "/"). */
-static size_t parent_len(const char *path)
+size_t parent_len(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
@@ -183,14 +82,14 @@ static size_t parent_len(const char *path)
 	return slash == path ? 1 : (size_t)(slash - path);
 }
 
-static bool is_child(const char *path, const char *dir)
+bool is_child(const char *path, const char *dir)
 {
 	size_t dl = strlen(dir);
 	size_t pl = parent_len(path);
 	return strcmp(path, dir) != 0 && pl == dl && strncmp(path, dir, dl) == 0;
 }
 
-static int parent_ino(struct sim_fs *s, const char *path)
+int parent_ino(struct sim_fs *s, const char *path)
 {
 	size_t pl = parent_len(path);
 	if (pl == 0)
@@ -203,7 +102,7 @@ static int parent_ino(struct sim_fs *s, const char *path)
 	return ino;
 }
 
-static int inode_new(struct sim_fs *s, bool is_dir)
+int inode_new(struct sim_fs *s, bool is_dir)
 {
 	s->disk->inodes = xrealloc(s->disk->inodes, (s->disk->n_inodes + 1) * sizeof *s->disk->inodes);
 	struct sim_inode *n = &s->disk->inodes[s->disk->n_inodes];
@@ -225,7 +124,7 @@ static void mark_dirty(struct sim_inode *n, uint64_t lo, uint64_t hi)
 	}
 }
 
-static void vol_resize(struct sim_inode *n, uint64_t size)
+void vol_resize(struct sim_inode *n, uint64_t size)
 {
 	if (size > n->vol_cap) {
 		uint64_t cap = n->vol_cap ? n->vol_cap : 4096;
@@ -246,7 +145,7 @@ static void vol_resize(struct sim_inode *n, uint64_t size)
 }
 
 /* The durable image becomes the volatile one. */
-static void inode_sync(struct sim_inode *n)
+void inode_sync(struct sim_inode *n)
 {
 	if (n->dirty_lo >= n->dirty_hi && !n->size_dirty && n->dur_size == n->vol_size)
 		return;
@@ -264,92 +163,7 @@ static void inode_sync(struct sim_inode *n)
 	n->size_dirty = false;
 }
 
-static struct sim_fd *fd_get(struct sim_fs *s, int fd)
-{
-	if (fd < 0 || (size_t)fd >= s->n_fds || !s->fds[fd].open) {
-		errno = EBADF;
-		return NULL;
-	}
-	return &s->fds[fd];
-}
-
-static int sim_open(struct stream_fs *fs, const char *path, int flags, int mode)
-{
-	(void)mode;
-	struct sim_fs *s = S(fs);
-	if (!alive(s) || injected(s, SIM_OP_OPEN))
-		return -1;
-	int ino = lookup(s, path);
-	if (ino >= 0 && (flags & O_CREAT) && (flags & O_EXCL)) {
-		errno = EEXIST;
-		return -1;
-	}
-	if (ino < 0) {
-		if (!(flags & O_CREAT) || (flags & O_DIRECTORY)) {
-			errno = ENOENT;
-			return -1;
-		}
-		int pino = parent_ino(s, path);
-		if (pino < 0 || !s->disk->inodes[pino].is_dir) {
-			errno = ENOENT;
-			return -1;
-		}
-		ino = inode_new(s, false);
-		entry_set(s, path, ino, ++s->disk->seq);
-	}
-	bool is_dir = s->disk->inodes[ino].is_dir;
-	if ((flags & O_DIRECTORY) && !is_dir) {
-		errno = ENOTDIR;
-		return -1;
-	}
-	if (is_dir && (flags & O_ACCMODE) != O_RDONLY) {
-		errno = EISDIR;
-		return -1;
-	}
-	s->fds = xrealloc(s->fds, (s->n_fds + 1) * sizeof *s->fds);
-	struct sim_fd *f = &s->fds[s->n_fds];
-	memset(f, 0, sizeof *f);
-	f->open = true;
-	f->ino = ino;
-	f->is_dir = is_dir;
-	f->writable = (flags & O_ACCMODE) != O_RDONLY;
-	return (int)s->n_fds++; /* never reused: a stale descriptor stays bad */
-}
-
-static int sim_close(struct stream_fs *fs, int fd)
-{
-	struct sim_fs *s = S(fs);
-	s->calls++;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	f->open = false;
-	f->lock = 0;
-	return 0;
-}
-
-static ssize_t sim_pread(struct stream_fs *fs, int fd, void *buf, size_t len, off_t pos)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	if (f->is_dir) {
-		errno = EISDIR;
-		return -1;
-	}
-	struct sim_inode *n = &s->disk->inodes[f->ino];
-	if (pos < 0 || (uint64_t)pos >= n->vol_size)
-		return 0;
-	uint64_t avail = n->vol_size - (uint64_t)pos;
-	size_t got = len < avail ? len : (size_t)avail;
-	memcpy(buf, n->vol + pos, got);
-	return (ssize_t)got;
-}
-
-static uint64_t used_bytes(struct sim_fs *s)
+uint64_t used_bytes(struct sim_fs *s)
 {
 	uint64_t used = 0;
 	for (size_t i = 0; i < s->disk->n_inodes; i++)
@@ -357,7 +171,7 @@ static uint64_t used_bytes(struct sim_fs *s)
 	return used;
 }
 
-static void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos)
+void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos)
 {
 	if (len == 0)
 		return;
@@ -366,327 +180,6 @@ static void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64
 	memcpy(n->vol + pos, buf, len);
 	mark_dirty(n, pos, pos + len);
 }
-
-static ssize_t sim_pwrite(struct stream_fs *fs, int fd, const void *buf, size_t len, off_t pos)
-{
-	struct sim_fs *s = S(fs);
-	s->calls++;
-	if (s->dead) {
-		errno = EIO;
-		return -1;
-	}
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	if (!f->writable || f->is_dir) {
-		errno = EBADF;
-		return -1;
-	}
-	struct sim_inode *n = &s->disk->inodes[f->ino];
-	if (s->kill_after && --s->kill_after == 0) {
-		/* dies in the middle of the write: a seeded prefix got there */
-		size_t part = (size_t)below(&s->disk->rng, len + 1);
-		write_bytes(n, buf, part, (uint64_t)pos);
-		s->dead = true;
-		errno = EIO;
-		return -1;
-	}
-	if (injected(s, SIM_OP_PWRITE))
-		return -1;
-	uint64_t grow = (uint64_t)pos + len > n->vol_size ? (uint64_t)pos + len - n->vol_size : 0;
-	if (grow && used_bytes(s) + grow > s->disk->capacity) {
-		errno = ENOSPC;
-		return -1;
-	}
-	write_bytes(n, buf, len, (uint64_t)pos);
-	return (ssize_t)len;
-}
-
-static int sim_sync(struct stream_fs *fs, int fd, enum sim_op op)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	if (injected(s, op))
-		return -1; /* the dirty data stays volatile */
-	if (!f->is_dir) {
-		inode_sync(&s->disk->inodes[f->ino]);
-		return 0;
-	}
-	/* a directory: the entries inside it become durable */
-	const char *dir = NULL;
-	for (size_t i = 0; i < s->disk->n_entries && !dir; i++)
-		if (s->disk->entries[i].vol_ino == f->ino)
-			dir = s->disk->entries[i].path;
-	if (!dir)
-		return 0;
-	size_t kept = 0;
-	for (size_t i = 0; i < s->disk->n_pending; i++) {
-		struct sim_pending *p = &s->disk->pending[i];
-		if (is_child(s->disk->entries[p->entry].path, dir))
-			s->disk->entries[p->entry].dur_ino = p->ino;
-		else
-			s->disk->pending[kept++] = *p;
-	}
-	s->disk->n_pending = kept;
-	return 0;
-}
-
-static int sim_fdatasync(struct stream_fs *fs, int fd)
-{
-	return sim_sync(fs, fd, SIM_OP_FDATASYNC);
-}
-
-static int sim_fsync(struct stream_fs *fs, int fd)
-{
-	return sim_sync(fs, fd, SIM_OP_FSYNC);
-}
-
-static int sim_ftruncate(struct stream_fs *fs, int fd, off_t len)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	if (!f->writable || f->is_dir || len < 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	vol_resize(&s->disk->inodes[f->ino], (uint64_t)len);
-	return 0;
-}
-
-static int sim_fallocate(struct stream_fs *fs, int fd, off_t pos, off_t len)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	if (injected(s, SIM_OP_FALLOCATE))
-		return -1;
-	if (!f->writable || f->is_dir || pos < 0 || len <= 0) {
-		errno = f->is_dir ? ENODEV : EINVAL;
-		return -1;
-	}
-	struct sim_inode *n = &s->disk->inodes[f->ino];
-	uint64_t end = (uint64_t)pos + (uint64_t)len;
-	if (end > n->vol_size) {
-		if (used_bytes(s) + (end - n->vol_size) > s->disk->capacity) {
-			errno = ENOSPC;
-			return -1;
-		}
-		vol_resize(n, end);
-	}
-	return 0;
-}
-
-static int sim_fsize(struct stream_fs *fs, int fd, uint64_t *size)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	*size = s->disk->inodes[f->ino].vol_size;
-	return 0;
-}
-
-static int sim_flock(struct stream_fs *fs, int fd, int op)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_fd *f = fd_get(s, fd);
-	if (!f)
-		return -1;
-	int want = op & ~LOCK_NB;
-	if (want == LOCK_UN) {
-		f->lock = 0;
-		return 0;
-	}
-	/* locks of every process on the disk exclude each other */
-	for (size_t v = 0; v < s->disk->n_views; v++) {
-		struct sim_fs *view = s->disk->views[v];
-		for (size_t i = 0; i < view->n_fds; i++) {
-			struct sim_fd *o = &view->fds[i];
-			if (o == f || !o->open || o->ino != f->ino || !o->lock)
-				continue;
-			if (o->lock == LOCK_EX || want == LOCK_EX) {
-				errno = EWOULDBLOCK; /* nothing in a simulation may block */
-				return -1;
-			}
-		}
-	}
-	f->lock = want;
-	return 0;
-}
-
-static int sim_stat(struct stream_fs *fs, const char *path, struct stream_fs_stat *st)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	int ino = lookup(s, path);
-	if (ino < 0) {
-		errno = ENOENT;
-		return -1;
-	}
-	st->is_dir = s->disk->inodes[ino].is_dir;
-	st->size = s->disk->inodes[ino].vol_size;
-	return 0;
-}
-
-static int sim_mkdir(struct stream_fs *fs, const char *path, int mode)
-{
-	(void)mode;
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	if (lookup(s, path) >= 0) {
-		errno = EEXIST;
-		return -1;
-	}
-	int pino = parent_ino(s, path);
-	if (pino < 0 || !s->disk->inodes[pino].is_dir) {
-		errno = ENOENT;
-		return -1;
-	}
-	int ino = inode_new(s, true);
-	entry_set(s, path, ino, ++s->disk->seq);
-	return 0;
-}
-
-static int sim_rename(struct stream_fs *fs, const char *from, const char *to)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	int ino = lookup(s, from);
-	if (ino < 0) {
-		errno = ENOENT;
-		return -1;
-	}
-	int pino = parent_ino(s, to);
-	if (pino < 0 || !s->disk->inodes[pino].is_dir) {
-		errno = ENOENT;
-		return -1;
-	}
-	uint64_t seq = ++s->disk->seq; /* one change: a crash keeps both halves or neither */
-	entry_set(s, to, ino, seq);
-	entry_set(s, from, -1, seq);
-	return 0;
-}
-
-static int sim_unlink(struct stream_fs *fs, const char *path)
-{
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	struct sim_entry *e = entry_find(s, path);
-	if (!e || e->vol_ino < 0) {
-		errno = ENOENT;
-		return -1;
-	}
-	if (s->disk->inodes[e->vol_ino].is_dir) {
-		errno = EISDIR;
-		return -1;
-	}
-	entry_set(s, path, -1, ++s->disk->seq);
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int sim_list_dir(struct stream_fs *fs, const char *path, char ***names, size_t *n)
-{
-	struct sim_fs *s = S(fs);
-	*names = NULL;
-	*n = 0;
-	if (!alive(s))
-		return -1;
-	int ino = lookup(s, path);
-	if (ino < 0 || !s->disk->inodes[ino].is_dir) {
-		errno = ino < 0 ? ENOENT : ENOTDIR;
-		return -1;
-	}
-	for (size_t i = 0; i < s->disk->n_entries; i++) {
-		if (s->disk->entries[i].vol_ino < 0 || !is_child(s->disk->entries[i].path, path))
-			continue;
-		const char *name = s->disk->entries[i].path + parent_len(s->disk->entries[i].path);
-		if (*name == '/')
-			name++;
-		*names = xrealloc(*names, (*n + 1) * sizeof **names);
-		(*names)[(*n)++] = xstrdup(name);
-	}
-	/* readdir promises no order: give a seeded one */
-	if (*n)
-		qsort(*names, *n, sizeof **names, cmp_str);
-	for (size_t i = *n; i > 1; i--) {
-		size_t j = (size_t)below(&s->disk->rng, i);
-		char *t = (*names)[i - 1];
-		(*names)[i - 1] = (*names)[j];
-		(*names)[j] = t;
-	}
-	return 0;
-}
-
-static int sim_free_bytes(struct stream_fs *fs, const char *path, uint64_t *bytes)
-{
-	(void)path;
-	struct sim_fs *s = S(fs);
-	if (!alive(s))
-		return -1;
-	uint64_t used = used_bytes(s);
-	*bytes = used < s->disk->capacity ? s->disk->capacity - used : 0;
-	return 0;
-}
-
-static int sim_random(struct stream_fs *fs, void *buf, size_t len)
-{
-	struct sim_fs *s = S(fs);
-	uint8_t *p = buf;
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)splitmix(&s->disk->rng);
-	return 0;
-}
-
-static int64_t sim_now_us(struct stream_fs *fs)
-{
-	return S(fs)->disk->clock_us++;
-}
-
-static const struct stream_fs sim_ops = {
-	.open = sim_open,
-	.close = sim_close,
-	.pread = sim_pread,
-	.pwrite = sim_pwrite,
-	.fdatasync = sim_fdatasync,
-	.fsync = sim_fsync,
-	.ftruncate = sim_ftruncate,
-	.fallocate = sim_fallocate,
-	.fsize = sim_fsize,
-	.flock = sim_flock,
-	.stat = sim_stat,
-	.mkdir = sim_mkdir,
-	.rename = sim_rename,
-	.unlink = sim_unlink,
-	.list_dir = sim_list_dir,
-	.free_bytes = sim_free_bytes,
-	.random = sim_random,
-	.now_us = sim_now_us,
-	.is_posix = false,
-};
 
 static struct sim_fs *view_new(struct sim_disk *d)
 {

@@ -40,7 +40,7 @@ run() {
 fuzz_pgoutput() {
 	mkdir -p "$out/corpus" "$out/seeds"
 	${CLANG:-clang} "${CFLAGS[@]}" "${SANITIZE[@]}" \
-		tests/fuzz/fuzz_pgoutput.c common/cdc/pgoutput.c common/base/xalloc.c \
+		tests/fuzz/fuzz_pgoutput.c common/cdc/pgoutput*.c common/base/strbuf.c common/base/xalloc.c \
 		-o "$out/fuzz_pgoutput"
 
 	# Seeds: one per fixture, in the target's input format (flags byte, then

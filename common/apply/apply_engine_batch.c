@@ -1,0 +1,366 @@
+/*
+ * apply_engine_batch.c - batches (apply_engine.h): up to
+ * apply.batch_transactions whole source transactions in one target
+ * transaction, their changes sent to the target, and what a failure
+ * leads to: a reconnect, a retry, the batch again one transaction at a
+ * time, or the culprit quarantined (and a replay_ready one resolved).
+ */
+#include "apply_engine_internal.h"
+
+#include "trellara/apply_core.h"
+#include "trellara/defaults.h"
+#include "trellara/fault.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- quarantine ---- */
+
+struct apply_outcome quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
+				const char *reason, const char *detail, int exit_code)
+{
+	char lsn[LSN_FORMAT_LEN];
+	lsn_format(commit_lsn, lsn);
+	if (a->ops->quarantine_add(a->t, xid, commit_lsn, offset, reason, detail) < 0)
+		return apply_reconnect();
+	a->stats.quarantined++;
+	log_error("transaction %u (commit %s, stream offset %" PRIu64 ") quarantined: %s: %s", xid, lsn, offset, reason,
+		  detail);
+	log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\"",
+		 a->cfg->path, a->cfg->path, xid, lsn);
+	return apply_exit(exit_code);
+}
+
+const struct quarantine_entry *replay_entry(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn)
+{
+	for (int i = 0; i < a->n_replay; i++)
+		if (a->replay[i].xid == xid && a->replay[i].commit_lsn == commit_lsn)
+			return &a->replay[i];
+	return NULL;
+}
+
+/* Marks a replayed quarantined transaction resolved, in the target
+ * transaction that applies it. */
+int resolve_quarantine(struct apply_engine *a, const struct quarantine_entry *q, uint64_t tag)
+{
+	return a->ops->resolve_quarantine(a->t, q->id, tag);
+}
+
+/* ---- batches ---- */
+
+int begin_txn(struct apply_engine *a, uint64_t offset)
+{
+	if (a->in_txn)
+		return 0;
+	a->in_txn = true;
+	a->batch_first_offset = offset;
+	return a->ops->begin(a->t, offset);
+}
+
+/* APPLY_FAILED: the statement error is the target's (engine_error). */
+struct apply_outcome commit_batch(struct apply_engine *a)
+{
+	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
+		    a->next_offset > a->cp.stream_offset;
+	if (!work)
+		return apply_ok();
+	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
+		goto failed;
+	uint64_t applied_through = a->seen_lsn > a->cp.applied_through_lsn ? a->seen_lsn : a->cp.applied_through_lsn;
+	struct apply_checkpoint next = a->cp;
+	bool moved = a->last_commit_lsn > a->cp.last_commit_lsn;
+	next.last_commit_lsn = moved ? a->last_commit_lsn : a->cp.last_commit_lsn;
+	next.last_xid = moved ? a->last_xid : a->cp.last_xid;
+	next.stream_offset = a->next_offset;
+	next.applied_through_lsn = applied_through;
+	next.applied_transactions = a->cp.applied_transactions + a->batch_txns;
+	next.applied_changes = a->cp.applied_changes + a->batch_changes;
+	next.skipped_duplicates = a->cp.skipped_duplicates + a->batch_skipped;
+	/* every row change checked (expect_one) before anything commits */
+	if (a->ops->write_checkpoint(a->t, &next, a->next_offset) < 0 || a->ops->sync(a->t) < 0)
+		goto failed;
+	fault_point("applyd.before_target_commit");
+	if (a->ops->commit(a->t, a->next_offset) < 0)
+		goto failed;
+	fault_point("applyd.after_target_commit_before_group_ack");
+	a->in_txn = false;
+	a->cp = next;
+	a->stats.transactions += a->batch_txns;
+	a->stats.changes += a->batch_changes;
+	a->stats.skipped_duplicates += a->batch_skipped;
+	a->stats.skipped_by_watermark += a->batch_filtered;
+	a->stats.batches++;
+	a->progress_txns += a->batch_txns;
+	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
+	a->transient_retries = 0;
+	/* The group only lags the target's checkpoint (the truth for dedup):
+	 * written at most every 200 ms under load, and when idle or stopping. */
+	a->group_pending = true;
+	if (a->now_us - a->last_group_write_us >= 200000 && group_flush(a) < 0)
+		return apply_exit(EXIT_CANTCREAT);
+	return apply_ok();
+failed:
+	a->in_txn = false;
+	return apply_failed(); /* the caller looks at engine_error() */
+}
+
+int group_flush(struct apply_engine *a)
+{
+	if (!a->group_pending)
+		return 0;
+	if (stream_group_set_fs(a->fs, a->cfg->stream_path, a->cfg->consumer_group, a->cp.stream_offset) != STREAM_OK)
+		return -1;
+	a->group_pending = false;
+	a->last_group_write_us = a->now_us;
+	return 0;
+}
+
+/* Commit what is open; a failure goes to handle_failure (culprit hunt,
+ * quarantine or reconnect). */
+struct apply_outcome commit_open_batch(struct apply_engine *a)
+{
+	uint64_t keep = a->next_offset;
+	struct apply_outcome rc = commit_batch(a);
+	if (rc.status == APPLY_FAILED)
+		return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+	return rc;
+}
+
+/* Drop the open batch and rewind the reader to where it started. */
+static struct apply_outcome rewind_batch(struct apply_engine *a, uint64_t to)
+{
+	a->in_txn = false;
+	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
+	a->last_commit_lsn = a->cp.last_commit_lsn;
+	a->seen_lsn = a->cp.applied_through_lsn;
+	a->next_offset = to;
+	engine_clear_error(a);
+	return stream_reader_seek(a->reader, to) == STREAM_OK ? apply_ok() : apply_exit(EXIT_DATAERR);
+}
+
+/* Changes to a table outside dataset.tables are not applied; say so
+ * once per table and process. */
+static void warn_unconfigured(struct apply_engine *a, const struct env_relation *r)
+{
+	char *name = xasprintf("%.*s.%.*s", (int)r->schema_len, r->schema, (int)r->name_len, r->name);
+	for (size_t i = 0; i < a->n_unconfigured; i++)
+		if (strcmp(a->unconfigured[i], name) == 0) {
+			free(name);
+			return;
+		}
+	log_warn("changes to %s are not applied: the table is not in dataset.tables of %s", name, a->cfg->path);
+	a->unconfigured = xrealloc(a->unconfigured, (a->n_unconfigured + 1) * sizeof *a->unconfigured);
+	a->unconfigured[a->n_unconfigured++] = name;
+}
+
+/* Apply the changes of one envelope inside the open target transaction.
+ * APPLY_FAILED: the statement error is engine_error()'s. */
+struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload, size_t len, uint64_t offset,
+				  uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded)
+{
+	struct env_decoder d;
+	struct apply_outcome rc = apply_ok();
+	if (env_decode_begin(&d, payload, len) < 0) {
+		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
+		env_decoder_free(&d);
+		return apply_exit(EXIT_DATAERR);
+	}
+	uint32_t nrel = d.header.n_relations;
+	struct plan_relation *prel = xcalloc(nrel ? nrel : 1, sizeof *prel);
+	bool **keys = xcalloc(nrel ? nrel : 1, sizeof *keys);
+	bool **identity = xcalloc(nrel ? nrel : 1, sizeof *identity);
+	enum apply_relation_verdict *verdict = xcalloc(nrel ? nrel : 1, sizeof *verdict);
+	for (uint32_t i = 0; i < nrel; i++) {
+		const struct env_relation *r = &d.header.relations[i];
+		prel[i].rel = r;
+		struct apply_table *t;
+		const char *root;
+		verdict[i] = apply_core_relation(&a->tables, r, commit_lsn, &t, &root);
+		if (verdict[i] == APPLY_RELATION_UNPUBLISHED_PARTITION) {
+			log_error("stream offset %" PRIu64 ": changes to %.*s.%.*s, a partition of %s, arrive under the partition's own name: the publication does not publish via the partition root",
+				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
+			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
+				 a->cfg->publication, a->cfg->path, a->cfg->path, root);
+			rc = apply_exit(EXIT_CONFIG);
+			break;
+		}
+		if (verdict[i] == APPLY_RELATION_UNCONFIGURED)
+			continue;
+		keys[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **keys);
+		prel[i].key = apply_core_key_columns(t, r, keys[i]) ? keys[i] : NULL;
+		prel[i].partitioned = t->partitioned;
+		if (t->n_identity_always) {
+			identity[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **identity);
+			apply_core_identity_always(t, r, identity[i]);
+			prel[i].identity_always = identity[i];
+		}
+	}
+	const struct env_change *c;
+	int step = 0;
+	char err[512];
+	uint32_t *kept = NULL;
+	while (apply_is_ok(rc) && (step = env_decode_next(&d, &c)) == 1) {
+		if (decoded)
+			(*decoded)++;
+		struct env_change filtered;
+		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
+			if (verdict[c->relation] == APPLY_RELATION_UNCONFIGURED) {
+				warn_unconfigured(a, &d.header.relations[c->relation]);
+				a->stats.skipped_unconfigured++;
+				continue;
+			}
+			if (verdict[c->relation] == APPLY_RELATION_BELOW_WATERMARK) {
+				a->batch_filtered++;
+				continue;
+			}
+		} else if (c->op == ENV_TRUNCATE) {
+			/* only the tables of this flow, and only above their watermarks */
+			kept = xrealloc(kept, (c->n_truncate ? c->n_truncate : 1) * sizeof *kept);
+			uint32_t n_kept = apply_core_truncate_filter(verdict, c->truncate_relations, c->n_truncate, kept);
+			if (n_kept == 0) {
+				a->batch_filtered++;
+				continue;
+			}
+			filtered = *c;
+			filtered.n_truncate = n_kept;
+			filtered.truncate_relations = kept;
+			c = &filtered;
+		}
+		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, a->single_mode, &a->stmt, err, sizeof err);
+		if (planned < 0) {
+			/* a change we cannot express: the transaction cannot apply.
+			 * Roll back what was sent of it, so that no result is left
+			 * pending in the pipeline (an earlier statement's own error
+			 * comes first). */
+			a->ops->rollback(a->t);
+			if (!a->ops->error(a->t)->failed) {
+				struct apply_target_error *own = &a->own_error;
+				snprintf(own->message, sizeof own->message, "%s", err);
+				snprintf(own->sqlstate, sizeof own->sqlstate, "%s", SQLSTATE_UNPLANNABLE);
+				own->failed = true;
+				own->tag = offset;
+			}
+			rc = apply_failed();
+			break;
+		}
+		if (planned == 1)
+			continue;
+		if (a->ops->change(a->t, prel, nrel, c, &a->stmt, offset) < 0) {
+			rc = apply_failed();
+			break;
+		}
+		(*changes)++;
+	}
+	if (step < 0 && apply_is_ok(rc)) {
+		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
+		rc = apply_exit(EXIT_DATAERR);
+	}
+	for (uint32_t i = 0; i < nrel; i++) {
+		free(keys[i]);
+		free(identity[i]);
+	}
+	free(kept);
+	free(keys);
+	free(identity);
+	free(verdict);
+	free(prel);
+	env_decoder_free(&d);
+	return rc;
+}
+
+/* A batch or a single transaction failed: decide what to do. */
+struct apply_outcome handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
+{
+	struct apply_target_error err = *engine_error(a);
+	switch (apply_core_on_failure(err.connection_lost, err.sqlstate, a->single_mode)) {
+	case APPLY_FAILURE_RECONNECT:
+		log_warn("target connection lost: %s", err.message);
+		return apply_reconnect();
+	case APPLY_FAILURE_RETRY:
+		snprintf(a->last_transient_sqlstate, sizeof a->last_transient_sqlstate, "%s", err.sqlstate);
+		log_warn("transient target error (SQLSTATE %s: %s): transaction %u rolled back, to be applied again", err.sqlstate,
+			 err.message, xid);
+		return apply_retry();
+	case APPLY_FAILURE_ONE_AT_A_TIME:
+		/* find the culprit: one source transaction per target transaction */
+		log_warn("a batch of %" PRIu64 " transactions failed (%s: %s); retrying them one at a time", a->batch_txns,
+			 err.sqlstate, err.message);
+		a->single_mode = true;
+		a->single_until = a->next_offset;
+		return rewind_batch(a, a->batch_first_offset);
+	case APPLY_FAILURE_QUARANTINE:
+		break;
+	}
+	char detail[1200];
+	snprintf(detail, sizeof detail, "SQLSTATE %s: %s", err.sqlstate, err.message);
+	return quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail, EXIT_NEGATIVE);
+}
+
+struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f)
+{
+	struct env_frame_summary s;
+	char err[256];
+	if (env_frame_summary(FRAME_TXN, f->payload, f->header.payload_length, &s, err, sizeof err) < 0) {
+		log_error("stream offset %" PRIu64 " (%s byte %" PRIu64 "): %s", f->header.offset, f->segment, f->position, err);
+		return apply_exit(EXIT_DATAERR);
+	}
+	if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
+		log_error("stream offset %" PRIu64 ": transaction of source \"%.*s\" in the stream of source \"%s\"",
+			  f->header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
+		return apply_exit(EXIT_DATAERR);
+	}
+	if (apply_core_is_duplicate(s.commit_lsn, a->last_commit_lsn)) {
+		a->batch_skipped++;
+		a->next_offset = f->header.offset + 1;
+		return apply_ok();
+	}
+	bool hold = false;
+	struct apply_outcome rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
+	if (!apply_is_ok(rc) || hold)
+		return rc;
+	const struct quarantine_entry *replay = replay_entry(a, s.xid, s.commit_lsn);
+	bool alone = replay != NULL || a->single_mode;
+	if (alone && a->in_txn) {
+		/* what came before goes in its own target transaction */
+		uint64_t keep = a->next_offset;
+		rc = commit_batch(a);
+		if (rc.status == APPLY_FAILED)
+			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		if (!apply_is_ok(rc))
+			return rc;
+	}
+	if (begin_txn(a, f->header.offset) < 0)
+		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
+	uint64_t changes = 0;
+	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
+	if (rc.status == APPLY_EXIT)
+		return rc;
+	a->batch_txns++;
+	a->batch_changes += changes;
+	a->last_commit_lsn = s.commit_lsn;
+	a->last_xid = s.xid;
+	if (s.end_lsn > a->seen_lsn)
+		a->seen_lsn = s.end_lsn;
+	a->next_offset = f->header.offset + 1;
+	if (replay && apply_is_ok(rc))
+		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? apply_failed() : apply_ok();
+	if (apply_is_ok(rc) && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
+		rc = commit_batch(a);
+	if (rc.status == APPLY_FAILED)
+		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
+	if (apply_is_ok(rc) && replay) {
+		log_info("quarantined transaction %u replayed and resolved", s.xid);
+		replay = NULL;
+	}
+	if (a->single_mode && a->next_offset >= a->single_until && !a->in_txn) {
+		a->single_mode = false;
+		log_info("the failed batch applied one transaction at a time without a culprit; back to batches");
+	}
+	return rc;
+}
+

@@ -1,0 +1,165 @@
+/*
+ * config_secret.c - secret references in a flow file: a connection
+ * string given as {source: environment_variable, name: VAR} or
+ * {source: file, path: FILE} instead of inline (man 5 trellara.yml).
+ * The secret is never shown: key names and values are masked in messages.
+ */
+#include "config_internal.h"
+
+#include "trellara/log.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SECRET_FILE_MAX_BYTES (64 * 1024)
+
+/* Read a small file whole; errno tells why on failure.  No logging. */
+int read_small_file(const char *path, size_t limit, char **data, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t used = 0, cap = 4096;
+	char *buf = xmalloc(cap);
+	for (;;) {
+		if (used + 1 >= cap)
+			buf = xrealloc(buf, cap *= 2);
+		ssize_t n = read(fd, buf + used, cap - used - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int saved = errno;
+			free(buf);
+			close(fd);
+			errno = saved;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		used += (size_t)n;
+		if (used > limit) {
+			free(buf);
+			close(fd);
+			errno = EFBIG;
+			return -1;
+		}
+	}
+	close(fd);
+	buf[used] = '\0';
+	*data = buf;
+	*len = used;
+	return 0;
+}
+
+/*
+ * {source: environment_variable, name: VAR} or {source: file, path: P}.
+ * Key names and values are masked when shown: a mistyped connection
+ * string in flow style ({postgresql://u:pw@h}) is a mapping too.
+ */
+int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
+		   char **out)
+{
+	static const struct field secret_fields[] = {
+		{ .name = "source", .kind = K_STRING }, { .name = "name", .kind = K_STRING },
+		{ .name = "path", .kind = K_STRING }, { 0 }
+	};
+	char *source = NULL, *name = NULL, *path = NULL, *data = NULL;
+	size_t len = 0;
+	int rc = -1;
+	for (yaml_node_pair_t *pair = mapping->data.mapping.pairs.start;
+	     pair < mapping->data.mapping.pairs.top; pair++) {
+		yaml_node_t *key = node_get(ld, pair->key);
+		if (key->type != YAML_SCALAR_NODE || scalar_is(key, "source") ||
+		    scalar_is(key, "name") || scalar_is(key, "path"))
+			continue;
+		char *shown = describe(key, true);
+		report_at(ld, key, "unknown key \"%s.%s in a secret reference", keypath, shown + 1);
+		free(shown);
+		log_hint("write {source: environment_variable, name: VAR} or {source: file, path: FILE}");
+		goto out;
+	}
+	if (check_keys(ld, mapping, keypath, secret_fields) < 0)
+		goto out;
+
+	yaml_node_t *source_node = mapping_value(ld, mapping, "source", NULL);
+	char *source_path = key_path(keypath, "source");
+	if (!source_node) {
+		report(ld, &mapping->start_mark, false, "missing required key \"%s\"", source_path);
+		free(source_path);
+		goto out;
+	}
+	int got = scalar_text(ld, source_node, source_path, "a string", true, &source);
+	bool env = source && strcmp(source, "environment_variable") == 0;
+	bool file = source && strcmp(source, "file") == 0;
+	if (got == 0 && !env && !file) {
+		char *shown = describe(source_node, true);
+		report_at(ld, source_node, "key \"%s\" must be \"environment_variable\" or \"file\", got %s",
+			  source_path, shown);
+		free(shown);
+		got = -1;
+	}
+	free(source_path);
+	if (got < 0)
+		goto out;
+
+	const char *needed = env ? "name" : "path", *unused = env ? "path" : "name";
+	char *needed_path = key_path(keypath, needed), *unused_path = key_path(keypath, unused);
+	yaml_node_t *unused_key = NULL, *needed_node = mapping_value(ld, mapping, needed, NULL);
+	mapping_value(ld, mapping, unused, &unused_key);
+	char *value = NULL;
+	got = -1;
+	if (unused_key)
+		report_at(ld, unused_key, "key \"%s\" does not go with source \"%s\"", unused_path, source);
+	else if (!needed_node || is_null(needed_node))
+		report(ld, &mapping->start_mark, false, "missing required key \"%s\"", needed_path);
+	else if (scalar_text(ld, needed_node, needed_path, "a string", false, &value) == 0)
+		got = config_check_value(ld, needed_node, needed_path, V_NONE, value);
+	free(needed_path);
+	free(unused_path);
+	if (env)
+		name = value;
+	else
+		path = value;
+	if (got < 0)
+		goto out;
+
+	if (env) {
+		const char *secret = getenv(name);
+		if (!secret || !*secret) {
+			report_at(ld, mapping, "environment variable \"%s\" named by \"%s\" is %s", name,
+				  keypath, secret ? "empty" : "not set");
+			log_hint("export %s with the connection string before starting", name);
+			goto out;
+		}
+		*out = xstrdup(secret);
+		rc = 0;
+		goto out;
+	}
+	if (read_small_file(path, SECRET_FILE_MAX_BYTES, &data, &len) < 0) {
+		report_at(ld, mapping, "cannot read secret file \"%s\" named by \"%s\": %m", path, keypath);
+		goto out;
+	}
+	while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r'))
+		data[--len] = '\0';
+	if (len == 0 || memchr(data, '\0', len)) {
+		report_at(ld, mapping, "secret file \"%s\" named by \"%s\" is %s", path, keypath,
+			  len ? "not text (it has a NUL byte)" : "empty");
+		goto out;
+	}
+	*out = data;
+	data = NULL;
+	rc = 0;
+out:
+	if (data) {
+		explicit_bzero(data, len);
+		free(data);
+	}
+	free(source);
+	free(name);
+	free(path);
+	return rc;
+}
