@@ -4,6 +4,7 @@
 #   make check           unit tests, unit tests under ASan+UBSan, bats tests
 #   make unit            unit tests only (plain and sanitized)
 #   make bats            bats tests only (BATS_FILTER=regex, BATS_FILES=...)
+#   make shellcheck      shellcheck over scripts/ and tests/bats/
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           benchmarks (prints ratios against same-run baselines)
 #   make deps            install missing Debian packages (root)
@@ -165,12 +166,23 @@ bats: all
 
 check: deps
 	$(MAKE) all
+	$(MAKE) shellcheck
 	$(MAKE) unit
 	$(MAKE) sim-check
 	$(MAKE) sim-variants-check
 	$(MAKE) verify-correctness-report
 	$(MAKE) fuzz-short
 	$(MAKE) bats
+
+# ---- shellcheck (tests/bats/.shellcheckrc says which checks the tests
+# leave out, and why) ----
+SHELL_SCRIPTS := $(shell grep -lE '^\#!.*\b(ba)?sh\b' scripts/* 2>/dev/null)
+BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/helpers/*.bash)
+.PHONY: shellcheck
+shellcheck:
+	shellcheck -x $(SHELL_SCRIPTS)
+	shellcheck -x -s bash $(BATS_SHELL)
+# ---- end shellcheck ----
 
 # A short run of every fuzz target (longer ones by hand: tests/fuzz/run.sh 600).
 fuzz-short:

@@ -86,13 +86,13 @@ append() {
 	[[ "$output" == *"cannot fdatasync"* ]]
 	[[ "$output" == *"not acknowledged"* ]]
 	# no offset line was printed
-	! grep -qE '^[0-9]+$' <<<"$output"
+	run ! grep -qE '^[0-9]+$' <<<"$output"
 }
 
 @test "free space below min_free_bytes fails closed with 73 before writing" {
 	run -73 bash -c "$(declare -f frames); frames 3 | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 1000000000000000"
 	[[ "$output" == *"min_free_bytes"* ]]
-	! grep -qE '^[0-9]+$' <<<"$output"
+	run ! grep -qE '^[0-9]+$' <<<"$output"
 	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
 }
 
@@ -165,6 +165,7 @@ dir_fsynced_after_mkdir() {
 	grep -q '^format_version=1$' "$STREAM_DIR/meta"
 	# the planted link is left alone, no temporary file is left behind
 	[ -L "$STREAM_DIR/meta.tmp" ]
+	# shellcheck disable=SC2010 # names the stream made, none with a newline
 	[ "$(ls -A "$STREAM_DIR" | grep -c tmp)" -eq 1 ]
 }
 
