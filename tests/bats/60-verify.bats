@@ -62,7 +62,7 @@ run_state() {
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
 	applied=$(applied_transactions)
-	wait_for -t 30 -m "applyd applies again after the fence" '[ "$(applied_transactions)" -gt "$applied" ]'
+	wait_for -t 30 -m "applyd applies again after the fence" "[ \"\$(applied_transactions)\" -gt $applied ]"
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
 	wait "$load"
