@@ -4,6 +4,7 @@
 #   make check           unit tests, unit tests under ASan+UBSan, bats tests
 #   make unit            unit tests only (plain and sanitized)
 #   make bats            bats tests only (BATS_FILTER=regex, BATS_FILES=...)
+#   make shellcheck      shellcheck over scripts/ and tests/bats/
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           benchmarks (prints ratios against same-run baselines)
 #   make deps            install missing Debian packages (root)
@@ -68,7 +69,7 @@ UNIT_SAN_BINS := $(UNIT_SRC:tests/unit/%.c=build/san-tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-SCRIPTS := $(wildcard scripts/trellara scripts/trellara-*)
+SCRIPTS := $(filter-out scripts/trellara-lib.sh,$(wildcard scripts/trellara scripts/trellara-*))
 
 # The failure simulator (sim/; trellara-chaos(1)).  It links the no-libpq
 # sub-libraries only, like the decision cores' tests.
@@ -165,12 +166,42 @@ bats: all
 
 check: deps
 	$(MAKE) all
+	$(MAKE) shellcheck
 	$(MAKE) unit
 	$(MAKE) sim-check
 	$(MAKE) sim-variants-check
 	$(MAKE) verify-correctness-report
 	$(MAKE) fuzz-short
 	$(MAKE) bats
+
+# ---- exit codes for the scripts and the systemd units, from defaults.h ----
+# bin/trellara-exit-codes.sh is sourced by the scripts (through
+# scripts/trellara-lib.sh); build/systemd/*.service are the units with
+# RestartPreventExitStatus= filled in (tests/bats/08-exit-codes.bats
+# checks that they agree).
+GEN_EXIT_CODES := build/gen/gen-exit-codes
+SYSTEMD_UNITS := $(patsubst configs/systemd/%.in,build/systemd/%,$(wildcard configs/systemd/*.service.in))
+all: bin/trellara-exit-codes.sh $(SYSTEMD_UNITS)
+$(GEN_EXIT_CODES): scripts/gen-exit-codes.c include/trellara/defaults.h
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $<
+bin/trellara-exit-codes.sh: $(GEN_EXIT_CODES)
+	@mkdir -p $(@D)
+	$(Q)$(GEN_EXIT_CODES) shell >$@.tmp && chmod 0644 $@.tmp && mv -f $@.tmp $@
+build/systemd/%: configs/systemd/%.in $(GEN_EXIT_CODES)
+	@mkdir -p $(@D)
+	$(Q)list=$$($(GEN_EXIT_CODES) systemd) && sed "s/@FAIL_CLOSED_EXITS@/$$list/" $< >$@.tmp && mv -f $@.tmp $@
+# ---- end exit codes ----
+
+# ---- shellcheck (tests/bats/.shellcheckrc says which checks the tests
+# leave out, and why) ----
+SHELL_SCRIPTS := $(shell grep -lE '^\#!.*\b(ba)?sh\b' scripts/* 2>/dev/null)
+BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/helpers/*.bash)
+.PHONY: shellcheck
+shellcheck:
+	shellcheck -x $(SHELL_SCRIPTS)
+	shellcheck -x -s bash $(BATS_SHELL)
+# ---- end shellcheck ----
 
 # A short run of every fuzz target (longer ones by hand: tests/fuzz/run.sh 600).
 fuzz-short:
@@ -182,6 +213,7 @@ deps:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 0755 $(PROGRAM_BINS) $(SIM_BIN) $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 scripts/trellara-lib.sh bin/trellara-exit-codes.sh $(DESTDIR)$(PREFIX)/bin/
 	$(if $(MAN1),install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(MAN5),install -m 0644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 	$(if $(MAN7),install -d $(DESTDIR)$(PREFIX)/share/man/man7 && install -m 0644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)

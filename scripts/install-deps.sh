@@ -13,6 +13,7 @@
 #   build-essential pkg-config   the compiler, make, headers
 #   groff-base       man-page linting (groff -man -ww)
 #   strace           a durability test watches the stream's mkdir/fsync calls
+#   (and) shellcheck  make check lints scripts/ and tests/bats/ with it
 #
 # Not root and something missing: says what and how, exits 1.
 #
@@ -22,7 +23,7 @@
 # directories, on other ports, with TCP disabled, and never connect to it.
 set -euo pipefail
 
-packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq build-essential pkg-config groff-base clang libclang-rt-14-dev strace)
+packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
 
 missing=()
 status=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true)

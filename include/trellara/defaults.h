@@ -20,6 +20,12 @@ enum trellara_exit {
 	EXIT_CONFIG = 78       /* configuration error */
 };
 
+/* The exit codes a restart cannot fix: quarantine, usage, corrupt data,
+ * storage, configuration.  The supervisor (trellara-run) and the systemd
+ * units (RestartPreventExitStatus=) stop instead of restarting; `make`
+ * generates both lists from this one (scripts/gen-exit-codes.c). */
+#define EXIT_FAIL_CLOSED_LIST EXIT_NEGATIVE, EXIT_USAGE, EXIT_DATAERR, EXIT_CANTCREAT, EXIT_CONFIG
+
 /* Environment variables. */
 #define ENV_FAULT "TRELLARA_FAULT"         /* point[:nth]: die like kill -9 there */
 #define ENV_LOG_LEVEL "TRELLARA_LOG_LEVEL" /* error|warn|info|debug */

@@ -401,7 +401,7 @@ ${d}IGN §2 alone; not ${d}IGN notes 4"
 		dir=${dir##*/}
 		[ "$dir" != .git ] || continue
 		! grep -qxF "$dir" <<<"$ignored" || continue
-		grep -qE "^$(sed 's/[.]/\\./g' <<<"$dir")(/|$)" <<<"$paths" || {
+		grep -qE "^${dir//./\\.}(/|$)" <<<"$paths" || {
 			echo "README Layout does not name the top-level directory \"$dir/\"" >&2
 			failed=1
 		}

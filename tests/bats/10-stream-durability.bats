@@ -86,13 +86,13 @@ append() {
 	[[ "$output" == *"cannot fdatasync"* ]]
 	[[ "$output" == *"not acknowledged"* ]]
 	# no offset line was printed
-	! grep -qE '^[0-9]+$' <<<"$output"
+	run ! grep -qE '^[0-9]+$' <<<"$output"
 }
 
 @test "free space below min_free_bytes fails closed with 73 before writing" {
 	run -73 bash -c "$(declare -f frames); frames 3 | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 1000000000000000"
 	[[ "$output" == *"min_free_bytes"* ]]
-	! grep -qE '^[0-9]+$' <<<"$output"
+	run ! grep -qE '^[0-9]+$' <<<"$output"
 	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
 }
 
@@ -102,7 +102,7 @@ append() {
 	first=$!
 	exec 4>"$TEST_DIR/fifo"
 	echo '{"type":"txn","payload":"one"}' >&4
-	for _ in $(seq 100); do [ -s "$TEST_DIR/first.out" ] && break; sleep 0.05; done
+	wait_for -t 10 '[ -s "$TEST_DIR/first.out" ]'
 	[ "$(cat "$TEST_DIR/first.out")" = 0 ]
 	run -75 bash -c "echo '{\"type\":\"txn\",\"payload\":\"two\"}' | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
 	[[ "$output" == *"locked by another writer"* ]]
@@ -114,9 +114,9 @@ append() {
 	run -0 bash -c "$(declare -f frames); frames 3 | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
 	trellara-stream read --dir "$STREAM_DIR" --follow --raw --format json > "$TEST_DIR/follow.out" 3>&- &
 	reader=$!
-	for _ in $(seq 100); do [ "$(wc -l < "$TEST_DIR/follow.out")" -ge 3 ] && break; sleep 0.05; done
+	wait_for -t 10 '[ "$(wc -l < "$TEST_DIR/follow.out")" -ge 3 ]'
 	run -0 bash -c "$(declare -f frames); frames 2 3 | trellara-stream append --dir '$STREAM_DIR' --min-free-bytes 0"
-	for _ in $(seq 100); do [ "$(wc -l < "$TEST_DIR/follow.out")" -ge 5 ] && break; sleep 0.05; done
+	wait_for -t 10 '[ "$(wc -l < "$TEST_DIR/follow.out")" -ge 5 ]'
 	kill -TERM "$reader"
 	wait "$reader"
 	[ "$(jq -s 'map(.offset) | join(",")' -r < "$TEST_DIR/follow.out")" = "0,1,2,3,4" ]
@@ -165,6 +165,7 @@ dir_fsynced_after_mkdir() {
 	grep -q '^format_version=1$' "$STREAM_DIR/meta"
 	# the planted link is left alone, no temporary file is left behind
 	[ -L "$STREAM_DIR/meta.tmp" ]
+	# shellcheck disable=SC2010 # names the stream made, none with a newline
 	[ "$(ls -A "$STREAM_DIR" | grep -c tmp)" -eq 1 ]
 }
 

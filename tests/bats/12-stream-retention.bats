@@ -107,9 +107,7 @@ load helpers/nodb
 	out=$BATS_TEST_TMPDIR/follow.out
 	trellara-stream read --dir "$STREAM_DIR" --from "$((10#$last))" --raw --follow --format json > "$out" 2>&1 3>&- &
 	reader=$!
-	# until: up to 10 s for a condition (this file has no server helpers)
-	until_ok() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
-	until_ok '[ "$(wc -l < "$out")" -ge $((120 - 10#$last)) ]'
+	wait_for -t 10 '[ "$(wc -l < "$out")" -ge $((120 - 10#$last)) ]'
 	# the reader sits in the active segment; everything before it goes
 	echo 120 > "$STREAM_DIR/groups/applyd"
 	run -0 trellara-stream retention --dir "$STREAM_DIR" --protect applyd --apply
@@ -117,7 +115,7 @@ load helpers/nodb
 	# enough new frames to seal the reader's segment and start another
 	frames 80 120 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
 	[ "$(basename "$(ls "$STREAM_DIR"/segments/*.log | tail -1)" .log)" != "$last" ]
-	until_ok '[ "$(tail -1 "$out" | jq .offset 2>/dev/null)" = 199 ]' || { kill "$reader"; tail -3 "$out"; false; }
+	wait_for -t 10 '[ "$(tail -1 "$out" | jq .offset 2>/dev/null)" = 199 ]' || { kill "$reader"; tail -3 "$out"; false; }
 	kill "$reader"
 	wait "$reader" || true
 	# every frame once, in order
@@ -132,8 +130,7 @@ load helpers/nodb
 	out=$BATS_TEST_TMPDIR/follow.out
 	trellara-stream read --dir "$STREAM_DIR" --raw --follow --format json > "$out" 2>&1 3>&- &
 	reader=$!
-	until_ok() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
-	until_ok '[ "$(wc -l < "$out")" -ge 50 ]'
+	wait_for -t 10 '[ "$(wc -l < "$out")" -ge 50 ]'
 	kill -STOP "$reader"
 	frames 80 50 1000 | trellara-stream append --dir "$STREAM_DIR" --min-free-bytes 0 --segment-bytes 65536 > /dev/null
 	# the group has passed the first segment (not the reader: it is
@@ -144,7 +141,7 @@ load helpers/nodb
 	[ ! -e "$STREAM_DIR/segments/00000000000000000000.log" ]
 	[ -e "$STREAM_DIR/segments/$second.log" ]
 	kill -CONT "$reader"
-	until_ok '[ "$(tail -1 "$out" | jq .offset 2>/dev/null)" = 129 ]' || { kill "$reader"; tail -c 300 "$out"; false; }
+	wait_for -t 10 '[ "$(tail -1 "$out" | jq .offset 2>/dev/null)" = 129 ]' || { kill "$reader"; tail -c 300 "$out"; false; }
 	kill "$reader"
 	wait "$reader" || true
 	[ "$(jq -s 'map(.offset) == [range(0; 130)]' "$out")" = true ]

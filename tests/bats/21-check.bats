@@ -166,6 +166,7 @@ published_tables() {
 	psql_source "CREATE TABLE doomed (id int)" "DROP TABLE doomed"
 	run -0 psql_source "SELECT data FROM pg_logical_slot_peek_changes('ddl_probe_$TEST_N', NULL, NULL)
 		WHERE data LIKE 'message: transactional: 1 prefix: trellara.ddl, %'"
+	# shellcheck disable=SC2001 # a regular expression, not a fixed string
 	messages=$(sed 's/^message: transactional: 1 prefix: trellara.ddl, sz: [0-9]* content://' <<<"$output")
 	alter=$(jq -c 'select(.statement == "ALTER TABLE events ADD COLUMN note text")' <<<"$messages")
 	[ "$(jq -r '[.event, .command_tag, .object_type, .schema_name, .object_identity] | join(" ")' <<<"$alter")" = \

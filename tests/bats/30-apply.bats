@@ -203,11 +203,12 @@ pgbench_compare() {
 	start_flow
 	pgbench -n -c 4 -j 2 -T 25 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" > "$TEST_DIR/pgbench.log" 2>&1 &
 	bench=$!
-	for round in 1 2 3 4 5; do
+	for _ in 1 2 3 4 5; do
 		sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.1f", 3 + (r % 40) / 10 }')"
 		kill -KILL "$(bg_pid applyd)"
 		bg_wait applyd 10
 		[ "$BG_STATUS" -eq 137 ]
+		# shellcheck disable=SC2034 # helpers/common.bash's table of background processes (keyed by name)
 		TRELLARA_BG[applyd]=""
 		bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	done

@@ -258,7 +258,7 @@ applyd_waits_for_locker() {
 	locker "BEGIN; SELECT id FROM accounts WHERE id = 1 FOR UPDATE;"
 	# applyd locks row 3, then waits for row 1
 	psql_source "BEGIN" "UPDATE accounts SET v = 'c2' WHERE id = 3" "UPDATE accounts SET v = 'a2' WHERE id = 1" "COMMIT"
-	for round in 1 2; do
+	for _ in 1 2; do
 		applyd_waits_for_locker
 		# the locker asks for row 3: a deadlock, which applyd detects
 		# first; the locker gets row 3 once applyd has rolled back

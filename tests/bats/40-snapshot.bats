@@ -196,7 +196,9 @@ resume_after() {
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	source_load 25 &
 	load=$!
-	sleep 3
+	# the load reaches the target: the reseed runs under it
+	wait_for -t 60 -m "applyd applies pgbench transactions" \
+		'[ "$(psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)")" -gt 10 ]'
 	# damage the target copy; the reseed repairs it without stopping the flow
 	# (applyd updates the same rows in another order: a deadlock may pick
 	# this statement as its victim; it rolls back whole, so try again)

@@ -462,7 +462,7 @@ EOF
 	# both tools ran (pre-data and post-data), and no argv held the password
 	[ "$(grep -c '^argv:' "$TEST_DIR/pg_dump.calls")" -ge 2 ]
 	[ "$(grep -c '^argv:' "$TEST_DIR/psql.calls")" -ge 2 ]
-	! grep -q -- "$secret" "$TEST_DIR/pg_dump.calls" "$TEST_DIR/psql.calls"
+	run ! grep -q -- "$secret" "$TEST_DIR/pg_dump.calls" "$TEST_DIR/psql.calls"
 	grep -q '^env: .*PGPASSWORD' "$TEST_DIR/pg_dump.calls"
 	grep -q '^env: .*PGPASSWORD' "$TEST_DIR/psql.calls"
 	# psql reads a file of mode 0600 in a directory of mode 0700, not a pipe

@@ -118,7 +118,7 @@ prometheus_value() {
 	source_load 40 &
 	load=$!
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
-	for round in 1 2 3; do
+	for _ in 1 2 3; do
 		kill_children capture
 		kill_children applyd
 		kill_children capture applyd
@@ -158,8 +158,8 @@ prometheus_value() {
 	bg_stop run TERM 40
 	[ "$BG_STATUS" -eq 0 ]
 	[ $((SECONDS - started)) -le "$TRELLARA_RUN_DRAIN_SECONDS" ]
-	! kill -0 "$capture" 2>/dev/null
-	! kill -0 "$applyd" 2>/dev/null
+	run ! kill -0 "$capture"
+	run ! kill -0 "$applyd"
 	no_flow_processes
 	grep -q "trellara-capture drained and exited" "$TEST_DIR/run.log"
 	grep -q "trellara-applyd drained and exited" "$TEST_DIR/run.log"

@@ -29,6 +29,11 @@ load_source() {
 	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
 }
 
+# applyd's count of applied transactions (0 before its first)
+applied_transactions() {
+	psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)"
+}
+
 run_state() {
 	psql_target "SELECT state FROM trellara.snapshot_runs"
 }
@@ -52,12 +57,12 @@ run_state() {
 @test "while pgbench keeps writing: CONVERGED, and applyd resumes afterwards" {
 	load_source 25 &
 	load=$!
-	sleep 4
+	# the load reaches the target: verify runs while it goes on
+	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 10 ]'
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
-	applied=$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")
-	sleep 2
-	[ "$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")" -gt "$applied" ]
+	applied=$(applied_transactions)
+	wait_for -t 30 -m "applyd applies again after the fence" "[ \"\$(applied_transactions)\" -gt $applied ]"
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
 	wait "$load"

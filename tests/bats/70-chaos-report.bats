@@ -135,6 +135,7 @@ run_file() {
 	sims=$(jq -r '.[] | select(.kind == "simulation") | .name' <<<"$output" | sort)
 	rows=$(jq -r '.[] | select(.kind == "curated") | "\(.number) \(.name)"' <<<"$output")
 	[ "$(tr ' ' '\n' <<<"$MATRIX_SIMULATIONS" | grep -c .)" -eq 28 ]
+	# shellcheck disable=SC2020 # both blanks and newlines become newlines
 	diff <(tr ' \n' '\n\n' <<<"$MATRIX_SIMULATIONS" | grep . | sort) <(printf '%s\n' "$sims")
 	diff <(printf '%s\n' "$MATRIX_CURATED") <(printf '%s\n' "$rows")
 	# every entry has an invariant and a check, and a not-applicable one
@@ -181,6 +182,7 @@ run_file() {
 		n=$((n + 1))
 		sub=$(awk '{print $2}' <<<"$cmd")
 		run -0 env PATH="/usr/bin:/bin" "$REPO/scripts/trellara" help "$sub"
+		# shellcheck disable=SC2013 # options are single words
 		for opt in $(grep -oE -- '--[a-z][a-z-]*' <<<"$cmd"); do
 			grep -qE -- "(^|[ ,])$opt( |$)" <<<"$output" || { echo "trellara $sub has no option $opt: $cmd" >&2; false; }
 		done

@@ -29,7 +29,7 @@ quickstart_postgres() {
 	[[ $output == *"result: CONVERGED"* ]]
 	[[ $output =~ Done\ in\ [0-9]+\.[0-9]s ]]
 	# the flow is stopped, the clusters still run
-	! pgrep -f -- "--config $PWD/target/quickstart/trellara.yml" >/dev/null
+	run ! pgrep -f -- "--config $PWD/target/quickstart/trellara.yml"
 	quickstart_postgres >/dev/null
 
 	run scripts/quickstart-stop.sh

@@ -60,7 +60,7 @@
 #   psql_source SQL...   psql_target SQL...   (each SQL a -c; none: stdin)
 #   psql_admin source|target SQL...           (the "postgres" database)
 #   write_flow_file PATH [TABLES] [--tables T] [--set SECTION.KEY=YAML]... [EXTRA_YAML]
-#   wait_for [-t SECONDS] [-m MESSAGE] CMD [ARG...]   (one argument: shell code)
+#   wait_for [-t SECONDS] [-m MESSAGE] CMD [ARG...]   (helpers/wait.bash; one argument: shell code)
 #   sorted_copy source|target TABLE           rows as COPY text, sorted bytewise
 #   assert_tables_equal TABLE...              sorted_copy of both sides, diff on failure
 #   bg_start NAME CMD...  bg_stop NAME [SIGNAL] [TIMEOUT]  bg_wait NAME [TIMEOUT]
@@ -78,6 +78,8 @@ bats_require_minimum_version 1.5.0 # run -0, run -65 ...
 
 # shellcheck source=tests/bats/helpers/pg.bash
 source "${BASH_SOURCE[0]%/*}/pg.bash"
+# shellcheck source=tests/bats/helpers/wait.bash
+source "${BASH_SOURCE[0]%/*}/wait.bash"
 
 REPO=$(cd "${BASH_SOURCE[0]%/*}/../../.." && pwd)
 export REPO
@@ -514,43 +516,6 @@ _trellara_tables_yaml() {
 	done
 	[[ -n $out ]] || { echo "write_flow_file: no tables in \"$spec\"" >&2; return 64; }
 	printf '%s' "$out"
-}
-
-# ----------------------------------------------------------------- waiting
-
-# wait_for [-t SECONDS] [-m MESSAGE] CMD [ARG...]
-# Runs CMD until it succeeds: every 0.1 s for the first 2 s, then every
-# 0.25 s.  A single argument is shell code (wait_for '[ -s "$F" ]').
-# Fails after SECONDS (default $WAIT_FOR_TIMEOUT or 30), printing what it
-# waited for and the command's last output.
-wait_for() {
-	local timeout=${WAIT_FOR_TIMEOUT:-30} message=""
-	while (($#)); do
-		case $1 in
-		-t) timeout=$2; shift 2 ;;
-		-m) message=$2; shift 2 ;;
-		--) shift; break ;;
-		*) break ;;
-		esac
-	done
-	(($#)) || { echo "wait_for: no command" >&2; return 64; }
-	local start=$EPOCHREALTIME now elapsed out
-	local -a cmd=("$@")
-	while :; do
-		if (($# == 1)); then
-			out=$(eval "${cmd[0]}" 2>&1) && return 0
-		else
-			out=$("${cmd[@]}" 2>&1) && return 0
-		fi
-		now=$EPOCHREALTIME
-		elapsed=$(((${now/./} - ${start/./}) / 1000)) # ms
-		if ((elapsed >= timeout * 1000)); then
-			printf 'wait_for: timed out after %ss waiting for: %s\n' "$timeout" "${message:-${cmd[*]}}" >&2
-			[[ -n $out ]] && printf 'last output:\n%s\n' "$out" >&2
-			return 1
-		fi
-		if ((elapsed < 2000)); then sleep 0.1; else sleep 0.25; fi
-	done
 }
 
 # ----------------------------------------------------------------- background

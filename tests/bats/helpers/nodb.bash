@@ -3,9 +3,13 @@
 # nodb.bash - for test files that need no PostgreSQL (the stream, the
 # flow file):  load helpers/nodb
 # Exports REPO and a PATH that starts with $REPO/bin:$REPO/scripts, and
-# gives each test an empty TEST_DIR (0700) with STREAM_DIR inside it.
+# gives each test an empty TEST_DIR (0700) with STREAM_DIR inside it, and
+# wait_for (helpers/wait.bash), as helpers/common does.
 
 bats_require_minimum_version 1.5.0
+
+# shellcheck source=tests/bats/helpers/wait.bash
+source "${BASH_SOURCE[0]%/*}/wait.bash"
 
 REPO="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 export REPO
