@@ -7,11 +7,11 @@
  * that has a default prints it; a key without one that the file does not
  * set prints nothing and exits 1, as `git config --get` does.
  */
+#include "trellara/cli.h"
 #include "trellara/config.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,6 +26,7 @@ static const char usage_text[] =
 	"\n"
 	"options:\n"
 	"  -c, --config FILE   flow file\n"
+	"  -v, --verbose       more logging (repeatable)\n"
 	"  -h, --help          this help\n"
 	"  -V, --version       print the version\n"
 	"\n"
@@ -104,26 +105,20 @@ static int key_print(const struct key *key, const struct flow_config *cfg)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },      { NULL, 0, NULL, 0 }
-	};
-	const char *config_path = NULL;
-	int c;
-	log_setup(argv[0], 0);
-	while ((c = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'h': fputs(usage_text, stdout); return EXIT_OK;
-		case 'V': printf("trellara-config %s\n", TRELLARA_VERSION); return EXIT_OK;
-		default: fputs(usage_text, stderr); return EXIT_USAGE;
-		}
-	}
+	static const struct option longopts[] = { CLI_COMMON_LONGOPTS };
+	struct cli cli;
+	int c, code;
+	cli_init(&cli, "trellara-config", usage_text, "", longopts, argc, argv);
+	while ((c = cli_next(&cli)) != CLI_END)
+		if (c == CLI_EXIT)
+			return cli.exit_code;
+	if ((code = cli_finish(&cli, true)) != EXIT_OK)
+		return code;
 	/* getopt_long permutes: "get KEY" may come before or after the options */
-	if (argc - optind != 2 || strcmp(argv[optind], "get") != 0 || !config_path) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if (argc - optind < 2 || strcmp(argv[optind], "get") != 0)
+		return cli_usage_error(&cli, "expected: get KEY");
+	if (argc - optind > 2)
+		return cli_extra_operand(&cli, optind + 2);
 	const char *name = argv[optind + 1];
 	const struct key *key = key_find(name);
 	if (!key) {
@@ -136,9 +131,9 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	struct flow_config cfg;
-	if (config_load(config_path, &cfg) < 0)
-		return EXIT_CONFIG;
-	int code = key_print(key, &cfg);
+	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
+		return code;
+	code = key_print(key, &cfg);
 	config_free(&cfg);
 	return code;
 }
