@@ -54,6 +54,45 @@ static int write_stream(struct stream_fs *fs, const char *dir, const struct fram
 	return rc;
 }
 
+/* The real apply engine over the stream at dir, from its start, against a
+ * new model target holding the source's tables (empty), until apply stops
+ * or idles; the caller frees target and defs (model_target_free,
+ * apply_tables_free).  False when the stream cannot be read. */
+static bool apply_stream(struct model_source *src, struct stream_fs *disk, char *dir, struct model_target *target,
+			 struct apply_tables *defs, struct apply_outcome *rc)
+{
+	struct sim_db *tdb = sim_db_new();
+	model_source_create_tables(src, tdb);
+	sim_flow_tables(src, defs);
+	model_target_init(target, tdb, defs);
+	model_target_connect(target);
+	struct flow_config cfg = { .path = "sim.yml", .source_id = "sim", .publication = "sim_pub", .slot = "sim_slot",
+				   .dataset_id = "sim", .stream_path = dir, .checkpoint_schema = "trellara",
+				   .consumer_group = "applyd", .apply_batch_transactions = 4 };
+	struct stream_reader *rd;
+	if (stream_reader_open_fs(disk, dir, &rd) != STREAM_OK)
+		return false;
+	if (stream_reader_seek(rd, 0) != STREAM_OK) {
+		stream_reader_close(rd);
+		return false;
+	}
+	struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, target, rd, disk);
+	struct apply_tables tables = { 0 };
+	model_target_ops.reload_tables(target, &tables);
+	apply_engine_connected(e, &target->cp, NULL, 0, &tables);
+	apply_engine_start(e, 0);
+	*rc = apply_ok();
+	int idle = 0;
+	for (int step = 0; step < 100000 && apply_is_ok(*rc) && idle < 50; step++) {
+		enum apply_step what;
+		*rc = apply_engine_step(e, (int64_t)step * 1000, &what);
+		idle = what == APPLY_STEP_IDLE ? idle + 1 : 0;
+	}
+	apply_engine_free(e);
+	stream_reader_close(rd);
+	return true;
+}
+
 bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_result *r)
 {
 	memset(r, 0, sizeof *r);
@@ -210,34 +249,12 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
 		goto out_b;
 	}
 	/* 4. apply B */
-	struct sim_db *tdb = sim_db_new();
-	model_source_create_tables(src, tdb);
 	struct apply_tables defs;
-	sim_flow_tables(src, &defs);
 	struct model_target target;
-	model_target_init(&target, tdb, &defs);
-	model_target_connect(&target);
-	struct flow_config cfg = { .path = "sim.yml", .source_id = "sim", .publication = "sim_pub", .slot = "sim_slot",
-				   .dataset_id = "sim", .stream_path = "/b", .checkpoint_schema = "trellara",
-				   .consumer_group = "applyd", .apply_batch_transactions = 4 };
-	struct stream_reader *br;
-	if (stream_reader_open_fs(disk, "/b", &br) == STREAM_OK && stream_reader_seek(br, 0) == STREAM_OK) {
-		struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, &target, br, disk);
-		struct apply_tables tables = { 0 };
-		model_target_ops.reload_tables(&target, &tables);
-		apply_engine_connected(e, &target.cp, NULL, 0, &tables);
-		apply_engine_start(e, 0);
-		struct apply_outcome rc = apply_ok();
-		int idle = 0;
-		for (int step = 0; step < 100000 && apply_is_ok(rc) && idle < 50; step++) {
-			enum apply_step what;
-			rc = apply_engine_step(e, (int64_t)step * 1000, &what);
-			idle = what == APPLY_STEP_IDLE ? idle + 1 : 0;
-		}
+	struct apply_outcome rc;
+	if (apply_stream(src, disk, "/b", &target, &defs, &rc)) {
 		r->exit_code = rc.status == APPLY_EXIT ? rc.exit_code : -1;
 		r->quarantined = target.n_quarantine > 0 && strcmp(target.quarantine[0].reason, "chunk_integrity") == 0;
-		apply_engine_free(e);
-		stream_reader_close(br);
 		/* what must hold: everything before the set, nothing of it */
 		const struct sim_db *want = model_source_state_at(src, set_commit - 1);
 		char diff[300] = "";
@@ -430,32 +447,10 @@ bool sim_no_identity_run(uint64_t seed, char *detail, size_t detail_len)
 		goto out;
 	}
 	/* 2. the real apply engine against the model target */
-	struct sim_db *tdb = sim_db_new();
-	model_source_create_tables(src, tdb);
 	struct apply_tables defs;
-	sim_flow_tables(src, &defs);
 	struct model_target target;
-	model_target_init(&target, tdb, &defs);
-	model_target_connect(&target);
-	struct flow_config cfg = { .path = "sim.yml", .source_id = "sim", .publication = "sim_pub", .slot = "sim_slot",
-				   .dataset_id = "sim", .stream_path = "/a", .checkpoint_schema = "trellara",
-				   .consumer_group = "applyd", .apply_batch_transactions = 4 };
-	struct stream_reader *rd;
-	if (stream_reader_open_fs(disk, "/a", &rd) == STREAM_OK && stream_reader_seek(rd, 0) == STREAM_OK) {
-		struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, &target, rd, disk);
-		struct apply_tables tables = { 0 };
-		model_target_ops.reload_tables(&target, &tables);
-		apply_engine_connected(e, &target.cp, NULL, 0, &tables);
-		apply_engine_start(e, 0);
-		struct apply_outcome rc = apply_ok();
-		int idle = 0;
-		for (int step = 0; step < 100000 && apply_is_ok(rc) && idle < 50; step++) {
-			enum apply_step what;
-			rc = apply_engine_step(e, (int64_t)step * 1000, &what);
-			idle = what == APPLY_STEP_IDLE ? idle + 1 : 0;
-		}
-		apply_engine_free(e);
-		stream_reader_close(rd);
+	struct apply_outcome rc;
+	if (apply_stream(src, disk, "/a", &target, &defs, &rc)) {
 		/* it stops at that transaction, quarantined, having changed
 		 * nothing of it: no row was guessed */
 		const struct sim_db *want = model_source_state_at(src, victim - 1);
