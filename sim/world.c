@@ -89,7 +89,7 @@ struct world {
 	uint64_t copy_lsn;   /* the exported snapshot's position */
 	bool export_alive;   /* the invocation that exported it still runs */
 	bool kill_snapshot;  /* the armed fault point killed it */
-	bool failure_unrecorded;
+	bool failure_to_record; /* a copy failed in a way the run records (not a lost target) */
 	bool copied[MODEL_SOURCE_MAX_TABLES], copied_stable[MODEL_SOURCE_MAX_TABLES];
 	uint64_t table_watermark[MODEL_SOURCE_MAX_TABLES];
 	uint32_t schema_now[MODEL_SOURCE_MAX_TABLES], schema_at_export[MODEL_SOURCE_MAX_TABLES];
@@ -661,6 +661,7 @@ static enum copy_outcome copy_one(struct world *w, size_t table)
 static void snapshot_fails(struct world *w, size_t table, const char *what)
 {
 	snprintf(w->failure_reason, sizeof w->failure_reason, "%s: %s", model_source_table(w->src, table)->name, what);
+	w->failure_to_record = true;
 	if (run_move(w, RUN_FAILED_RECOVERABLE))
 		w->r->recoverable_failures++;
 	snapshot_exits(w, "snapshot_failed");
@@ -683,9 +684,10 @@ static void snapshot_step(struct world *w)
 		/* a new invocation resumes the run: the tables still to copy
 		 * are copied at a fresh snapshot and get its position as their
 		 * watermark; a failed run restarts at snapshot_exported */
-		if (w->failure_unrecorded)
+		if (w->failure_to_record && w->run != RUN_FAILED_RECOVERABLE)
 			violated(w, "snapshot_failure_state_is_durable_before_retry",
 				 "the run is retried from %s, but its failure was never recorded", run_state_name(w->run));
+		w->failure_to_record = false;
 		snapshot_export(w, true);
 		w->r->snapshot_resumes++;
 		if (w->run == RUN_FAILED_RECOVERABLE) {
