@@ -489,13 +489,38 @@ static int m_reload_tables(void *p, struct apply_tables *tables)
 		for (size_t w = 0; w < t->n_watermarks; w++)
 			if (strcmp(t->watermark_tables[w], s->name) == 0)
 				d->watermark_lsn = t->watermark_lsns[w];
+		/* the model's columns are all text; no trigger fires */
+		uint16_t n_key;
+		const char *const *cols;
+		uint16_t n = sim_db_columns(t->work, s->name, &n_key, &cols);
+		d->n_columns = n;
+		d->columns = xcalloc(n ? n : 1, sizeof *d->columns);
+		d->column_types = xcalloc(n ? n : 1, sizeof *d->column_types);
+		for (uint16_t c = 0; c < n; c++) {
+			d->columns[c] = xstrdup(cols[c]);
+			d->column_types[c] = xstrdup("text");
+		}
+		d->compaction = true;
 	}
+	return 0;
+}
+
+/* A set statement: each of its changes applied in turn, the statement
+ * failing whole (the target's transaction lost) with the first that
+ * fails - what one multi-row statement does. */
+static int m_change_set(void *p, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *const *cs,
+			size_t n, const struct plan_stmt *stmt, uint64_t tag)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m_change(p, rels, n_rels, cs[i], stmt, tag) < 0)
+			return -1;
 	return 0;
 }
 
 const struct apply_target_ops model_target_ops = {
 	.begin = m_begin,
 	.change = m_change,
+	.change_set = m_change_set,
 	.write_checkpoint = m_write_checkpoint,
 	.resolve_quarantine = m_resolve_quarantine,
 	.sync = m_sync,

@@ -68,7 +68,8 @@ static bool apply_stream(struct model_source *src, struct stream_fs *disk, char 
 	model_target_connect(target);
 	struct flow_config cfg = { .path = "sim.yml", .source_id = "sim", .publication = "sim_pub", .slot = "sim_slot",
 				   .dataset_id = "sim", .stream_path = dir, .checkpoint_schema = "trellara",
-				   .consumer_group = "applyd", .apply_batch_transactions = 4 };
+				   .consumer_group = "applyd", .apply_batch_transactions = 4,
+				   .apply_compaction = true };
 	struct stream_reader *rd;
 	if (stream_reader_open_fs(disk, dir, &rd) != STREAM_OK)
 		return false;

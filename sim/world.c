@@ -1127,6 +1127,7 @@ static void setup_config(struct world *w)
 	c->checkpoint_schema = "trellara";
 	c->consumer_group = GROUP;
 	c->apply_batch_transactions = (uint64_t)w->o.batch_transactions;
+	c->apply_compaction = !w->o.no_compaction;
 }
 
 bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r)
@@ -1289,4 +1290,6 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 		o->copy_twice = rng_chance(&g, 20);
 		o->p_copy_ddl = rng_chance(&g, 30) ? (int)rng_between(&g, 1, 30) : 0;
 	}
+	/* drawn last: the draws above stay what they were before it */
+	o->no_compaction = rng_chance(&g, 25);
 }

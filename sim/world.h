@@ -39,6 +39,7 @@ struct sim_world_options {
 	int tables;            /* 1..4 */
 	int big_pct;           /* percent of transactions that are large (streamed, chunked) */
 	int batch_transactions;/* applyd's apply.batch_transactions */
+	bool no_compaction;    /* applyd's apply.compaction: false */
 	int capture_batch;     /* capture's max batch transactions */
 	int capture_batch_messages; /* ... and frames pending (a large transaction syncs its chunks at this) */
 	int chunk_changes;     /* strict chunking: changes per chunk; 0: off */

@@ -65,6 +65,9 @@ static void fill_metrics(struct metrics *m, int64_t now_us, void *arg)
 	metrics_add_u64(m, "trellara_applyd_skipped_duplicates_total", "transactions skipped by dedup (checkpoint)", METRIC_COUNTER, NULL, NULL, cp->skipped_duplicates);
 	metrics_add_u64(m, "trellara_applyd_quarantined_total", "transactions quarantined by this process", METRIC_COUNTER, NULL, NULL, st->quarantined);
 	metrics_add_u64(m, "trellara_applyd_batches_total", "target transactions committed by this process", METRIC_COUNTER, NULL, NULL, st->batches);
+	metrics_add_u64(m, "trellara_applyd_received_changes_total", "row changes received in committed batches by this process", METRIC_COUNTER, NULL, NULL, st->changes);
+	metrics_add_u64(m, "trellara_applyd_statements_total", "statements executed for committed batches by this process", METRIC_COUNTER, NULL, NULL, st->statements);
+	metrics_add_u64(m, "trellara_applyd_folded_changes_total", "row changes folded away by compaction in committed batches by this process", METRIC_COUNTER, NULL, NULL, st->folded);
 	metrics_add_u64(m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, cp->applied_through_lsn);
 	metrics_add_u64(m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, cp->stream_offset);
 }
@@ -414,13 +417,16 @@ out:
 		const struct apply_engine_stats *st = apply_engine_stats(a.engine);
 		*stats = (struct applyd_stats){ st->transactions, st->changes, st->skipped_duplicates,
 						st->skipped_by_watermark, st->skipped_unconfigured, st->batches,
-						st->quarantined };
+						st->quarantined, st->statements, st->folded };
 	}
 	log_info("applyd stopped: %" PRIu64 " transactions (%" PRIu64 " changes) applied, %" PRIu64
 		 " duplicates skipped, %" PRIu64 " changes skipped below snapshot watermarks, %" PRIu64
 		 " changes to tables outside the dataset, %" PRIu64 " quarantined",
 		 stats->transactions, stats->changes, stats->skipped_duplicates, stats->skipped_by_watermark,
 		 stats->skipped_unconfigured, stats->quarantined);
+	log_info("applyd compaction: %" PRIu64 " changes received, %" PRIu64 " folded away, %" PRIu64
+		 " statements executed in %" PRIu64 " target transactions",
+		 stats->changes, stats->folded, stats->statements, stats->batches);
 	if (a.conn)
 		disconnect_target(&a);
 	apply_engine_free(a.engine);

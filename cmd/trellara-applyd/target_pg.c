@@ -38,22 +38,36 @@ static int table_partitions_load(struct target_pg *a, struct apply_tables *table
 	return 0;
 }
 
-/* What the planner needs to know of the target table: whether it is
- * partitioned, and its GENERATED ALWAYS identity columns.  A table that
- * does not exist yet is neither (its changes fail as missing_table). */
+/* What the planner and compaction need to know of the target table:
+ * whether it is partitioned, its columns with their types, its
+ * GENERATED ALWAYS identity columns, and whether a trigger or rule of it
+ * (or of one of its partitions) fires for a replica.  A table that does
+ * not exist yet has none of these (its changes fail as missing_table). */
 static int table_target_facts(struct target_pg *a, struct apply_table *t, const char *qualified)
 {
 	const char *p[1] = { qualified };
 	PGresult *res = executor_query(&a->ex,
-				       "SELECT c.relkind = 'p', a.attname FROM pg_class c LEFT JOIN pg_attribute a"
-				       " ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attidentity = 'a'"
+				       "SELECT c.relkind = 'p', a.attname, a.attidentity = 'a', format_type(a.atttypid, NULL),"
+				       " EXISTS (SELECT 1 FROM pg_trigger tg WHERE (tg.tgrelid = c.oid OR tg.tgrelid IN"
+				       " (SELECT relid FROM pg_partition_tree(c.oid))) AND NOT tg.tgisinternal AND tg.tgenabled IN ('A', 'R'))"
+				       " OR EXISTS (SELECT 1 FROM pg_rewrite rw WHERE (rw.ev_class = c.oid OR rw.ev_class IN"
+				       " (SELECT relid FROM pg_partition_tree(c.oid))) AND rw.rulename <> '_RETURN' AND rw.ev_enabled IN ('A', 'R'))"
+				       " FROM pg_class c LEFT JOIN pg_attribute a"
+				       " ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped"
 				       " WHERE c.oid = to_regclass($1) ORDER BY a.attnum",
 				       1, p);
 	if (!res)
 		return -1;
 	for (int r = 0; r < PQntuples(res); r++) {
 		t->partitioned = strcmp(PQgetvalue(res, r, 0), "t") == 0;
+		t->replica_triggers = strcmp(PQgetvalue(res, r, 4), "t") == 0;
 		if (PQgetisnull(res, r, 1))
+			continue;
+		t->columns = xrealloc(t->columns, (size_t)(t->n_columns + 1) * sizeof *t->columns);
+		t->column_types = xrealloc(t->column_types, (size_t)(t->n_columns + 1) * sizeof *t->column_types);
+		t->columns[t->n_columns] = xstrdup(PQgetvalue(res, r, 1));
+		t->column_types[t->n_columns++] = xstrdup(PQgetvalue(res, r, 3));
+		if (strcmp(PQgetvalue(res, r, 2), "t") != 0)
 			continue;
 		t->identity_always = xrealloc(t->identity_always, (size_t)(t->n_identity_always + 1) * sizeof *t->identity_always);
 		t->identity_always[t->n_identity_always++] = xstrdup(PQgetvalue(res, r, 1));
@@ -74,6 +88,7 @@ int target_pg_tables_load(struct target_pg *a, struct apply_tables *ts)
 		const struct table_config *tc = &a->cfg->tables[i];
 		struct apply_table *t = &ts->tables[ts->n_tables++];
 		t->name = xasprintf("%s.%s", tc->schema, tc->name);
+		t->compaction = a->cfg->apply_compaction && tc->apply_compaction;
 		char *qs = pgconn_quote_ident(a->conn, tc->schema), *qn = pgconn_quote_ident(a->conn, tc->name);
 		char *qualified = xasprintf("%s.%s", qs, qn);
 		free(qs);
@@ -151,6 +166,16 @@ static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels,
 	struct target_pg *p = t;
 	return executor_exec(&p->ex, stmt->sql.buf, (int)stmt->n_params, stmt->values, tag,
 			     stmt->expect_one, stmt->what.len ? stmt->what.buf : NULL);
+}
+
+/* A set statement is one statement to the target: its row count is
+ * checked like one row's (expect_rows). */
+static int pg_change_set(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *const *cs,
+			 size_t n, const struct plan_stmt *stmt, uint64_t tag)
+{
+	(void)cs;
+	(void)n;
+	return pg_change(t, rels, n_rels, NULL, stmt, tag);
 }
 
 static int pg_write_checkpoint(void *t, const struct apply_checkpoint *cp, uint64_t tag)
@@ -264,6 +289,7 @@ static int pg_reload_tables(void *t, struct apply_tables *tables)
 const struct apply_target_ops target_pg_ops = {
 	.begin = pg_begin,
 	.change = pg_change,
+	.change_set = pg_change_set,
 	.write_checkpoint = pg_write_checkpoint,
 	.resolve_quarantine = pg_resolve_quarantine,
 	.sync = pg_sync,

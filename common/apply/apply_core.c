@@ -17,6 +17,12 @@ void apply_tables_free(struct apply_tables *t)
 		for (int k = 0; k < table->n_identity_always; k++)
 			free(table->identity_always[k]);
 		free(table->identity_always);
+		for (int k = 0; k < table->n_columns; k++) {
+			free(table->columns[k]);
+			free(table->column_types[k]);
+		}
+		free(table->columns);
+		free(table->column_types);
 		free(table->name);
 	}
 	free(t->tables);
@@ -102,6 +108,30 @@ bool apply_core_identity_always(const struct apply_table *table, const struct en
 	for (uint16_t c = 0; c < r->n_columns; c++)
 		mask[c] = false;
 	return mark_columns(table->identity_always, table->n_identity_always, r, mask);
+}
+
+bool apply_core_column_types(const struct apply_table *table, const struct env_relation *r, const char **types)
+{
+	bool all = true;
+	for (uint16_t c = 0; c < r->n_columns; c++) {
+		types[c] = NULL;
+		for (int k = 0; k < table->n_columns; k++)
+			if (strlen(table->columns[k]) == r->columns[c].name_len &&
+			    memcmp(table->columns[k], r->columns[c].name, r->columns[c].name_len) == 0) {
+				types[c] = table->column_types[k];
+				break;
+			}
+		if (!types[c])
+			all = false;
+	}
+	return all;
+}
+
+enum apply_fold_mode apply_core_fold_mode(const struct apply_table *table, bool keyed)
+{
+	if (!table->compaction || table->replica_triggers)
+		return APPLY_FOLD_BARRIER;
+	return keyed ? APPLY_FOLD_MERGE : APPLY_FOLD_KEEP_ORDER;
 }
 
 uint32_t apply_core_truncate_filter(const enum apply_relation_verdict *verdicts, const uint32_t *relations, uint32_t n,

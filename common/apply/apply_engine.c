@@ -60,6 +60,7 @@ struct apply_engine *apply_engine_new(const struct flow_config *cfg, const struc
 	e->reader = reader;
 	e->fs = fs;
 	plan_stmt_init(&e->stmt);
+	e->fold = fold_new();
 	return e;
 }
 
@@ -74,6 +75,8 @@ void apply_engine_free(struct apply_engine *e)
 	free(e->replay);
 	chunk_set_free(&e->chunk);
 	plan_stmt_free(&e->stmt);
+	fold_free(e->fold);
+	free(e->set_run);
 	free(e);
 }
 

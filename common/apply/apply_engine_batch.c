@@ -59,6 +59,7 @@ int begin_txn(struct apply_engine *a, uint64_t offset)
 		return 0;
 	a->in_txn = true;
 	a->batch_first_offset = offset;
+	fold_forget(a); /* nothing of an abandoned target transaction */
 	return a->ops->begin(a->t, offset);
 }
 
@@ -70,6 +71,14 @@ struct apply_outcome commit_batch(struct apply_engine *a)
 	if (!work)
 		return apply_ok();
 	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
+		goto failed;
+	struct apply_outcome sent = fold_flush(a);
+	if (sent.status == APPLY_EXIT) {
+		a->ops->rollback(a->t);
+		a->in_txn = false;
+		return sent;
+	}
+	if (!apply_is_ok(sent))
 		goto failed;
 	uint64_t applied_through = a->seen_lsn > a->cp.applied_through_lsn ? a->seen_lsn : a->cp.applied_through_lsn;
 	struct apply_checkpoint next = a->cp;
@@ -95,6 +104,9 @@ struct apply_outcome commit_batch(struct apply_engine *a)
 	a->stats.skipped_duplicates += a->batch_skipped;
 	a->stats.skipped_by_watermark += a->batch_filtered;
 	a->stats.batches++;
+	a->stats.statements += a->batch_statements;
+	a->stats.folded += a->batch_folded;
+	a->batch_statements = a->batch_folded = 0;
 	a->progress_txns += a->batch_txns;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
 	a->transient_retries = 0;
@@ -175,6 +187,8 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 	bool **keys = xcalloc(nrel ? nrel : 1, sizeof *keys);
 	bool **identity = xcalloc(nrel ? nrel : 1, sizeof *identity);
 	enum apply_relation_verdict *verdict = xcalloc(nrel ? nrel : 1, sizeof *verdict);
+	const struct apply_table **table_of = xcalloc(nrel ? nrel : 1, sizeof *table_of);
+	const char ***types = xcalloc(nrel ? nrel : 1, sizeof *types);
 	for (uint32_t i = 0; i < nrel; i++) {
 		const struct env_relation *r = &d.header.relations[i];
 		prel[i].rel = r;
@@ -191,6 +205,10 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 		}
 		if (verdict[i] == APPLY_RELATION_UNCONFIGURED)
 			continue;
+		table_of[i] = t;
+		types[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **types);
+		apply_core_column_types(t, r, types[i]);
+		prel[i].col_types = types[i];
 		keys[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **keys);
 		prel[i].key = apply_core_key_columns(t, r, keys[i]) ? keys[i] : NULL;
 		prel[i].partitioned = t->partitioned;
@@ -202,7 +220,6 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 	}
 	const struct env_change *c;
 	int step = 0;
-	char err[512];
 	uint32_t *kept = NULL;
 	while (apply_is_ok(rc) && (step = env_decode_next(&d, &c)) == 1) {
 		if (decoded)
@@ -231,30 +248,18 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 			filtered.truncate_relations = kept;
 			c = &filtered;
 		}
-		int planned = plan_change(a->cfg->checkpoint_schema, prel, nrel, c, a->single_mode, &a->stmt, err, sizeof err);
-		if (planned < 0) {
-			/* a change we cannot express: the transaction cannot apply.
-			 * Roll back what was sent of it, so that no result is left
-			 * pending in the pipeline (an earlier statement's own error
-			 * comes first). */
-			a->ops->rollback(a->t);
-			if (!a->ops->error(a->t)->failed) {
-				struct apply_target_error *own = &a->own_error;
-				snprintf(own->message, sizeof own->message, "%s", err);
-				snprintf(own->sqlstate, sizeof own->sqlstate, "%s", SQLSTATE_UNPLANNABLE);
-				own->failed = true;
-				own->tag = offset;
-			}
-			rc = apply_failed();
-			break;
+		if (a->folding && (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE)) {
+			enum apply_fold_mode mode = apply_core_fold_mode(table_of[c->relation], prel[c->relation].key != NULL);
+			rc = fold_change(a, &prel[c->relation], mode, c, offset);
+		} else {
+			/* a TRUNCATE comes after everything before it */
+			if (a->folding && c->op == ENV_TRUNCATE)
+				rc = fold_flush(a);
+			if (apply_is_ok(rc))
+				rc = send_planned(a, prel, nrel, c, offset);
 		}
-		if (planned == 1)
-			continue;
-		if (a->ops->change(a->t, prel, nrel, c, &a->stmt, offset) < 0) {
-			rc = apply_failed();
-			break;
-		}
-		(*changes)++;
+		if (apply_is_ok(rc) && c->op != ENV_MESSAGE)
+			(*changes)++;
 	}
 	if (step < 0 && apply_is_ok(rc)) {
 		log_error("stream offset %" PRIu64 ": %s", offset, d.error);
@@ -263,7 +268,10 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 	for (uint32_t i = 0; i < nrel; i++) {
 		free(keys[i]);
 		free(identity[i]);
+		free(types[i]);
 	}
+	free(types);
+	free(table_of);
 	free(kept);
 	free(keys);
 	free(identity);
@@ -337,7 +345,11 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 	if (begin_txn(a, f->header.offset) < 0)
 		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
+	/* whole transactions of a batch fold; one applied alone (the culprit
+	 * hunt, a replay) goes statement by statement, as it came */
+	a->folding = !alone && a->cfg->apply_compaction;
 	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
+	a->folding = false;
 	if (rc.status == APPLY_EXIT)
 		return rc;
 	a->batch_txns++;

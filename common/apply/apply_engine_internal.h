@@ -9,6 +9,8 @@
  *   apply_engine_chunks.c  chunked transactions (chunk, manifest,
  *                          commit marker)
  *   apply_engine_fence.c   fences (DESIGN §9)
+ *   apply_engine_fold.c    batch compaction: the open batch's segment,
+ *                          sent as its net changes in set statements
  *
  * Every function returning struct apply_outcome has logged what it
  * decided; APPLY_FAILED means the statement error is engine_error()'s.
@@ -19,6 +21,7 @@
 #include "trellara/apply_engine.h"
 
 #include "trellara/apply_chunks.h"
+#include "trellara/apply_fold.h"
 #include "trellara/apply_fence.h"
 #include "trellara/envelope.h"
 #include "trellara/stream.h"
@@ -60,6 +63,13 @@ struct apply_engine {
 	struct apply_fence fence;
 	int64_t last_idle_checkpoint_us, last_progress_us;
 	uint64_t progress_txns;
+	/* batch compaction (apply_engine_fold.c) */
+	struct fold *fold;         /* owned: the open batch's segment */
+	bool folding;              /* the transaction being sent folds */
+	uint64_t batch_statements, batch_folded;
+	uint64_t fold_received_seen, fold_emitted_seen; /* fold_stats() at the last flush */
+	const struct env_change **set_run; /* owned (the pointers only): one set statement's changes */
+	size_t set_cap;
 	int transient_retries;     /* in a row, since the last commit */
 	char last_transient_sqlstate[6];
 };
@@ -95,6 +105,21 @@ struct apply_outcome handle_failure(struct apply_engine *a, uint32_t xid, uint64
 struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload, size_t len, uint64_t offset,
 				  uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded);
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f);
+
+/* ---- apply_engine_fold.c ---- */
+
+/* Plans c (against rels) and sends it by itself. */
+struct apply_outcome send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+				  const struct env_change *c, uint64_t tag);
+/* One row change of the transaction being sent, into the segment (pr:
+ * its relation, c->relation ignored) or, for a barrier, after it. */
+struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relation *pr, enum apply_fold_mode mode,
+				 const struct env_change *c, uint64_t tag);
+/* Sends the segment's net changes and empties it. */
+struct apply_outcome fold_flush(struct apply_engine *a);
+/* A new target transaction: the segment emptied unsent, the batch's
+ * counters zero. */
+void fold_forget(struct apply_engine *a);
 
 /* ---- apply_engine_chunks.c ---- */
 

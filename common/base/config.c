@@ -68,6 +68,7 @@ static void set_defaults(struct flow_config *config)
 	config->min_free_bytes = DEFAULT_MIN_FREE_BYTES;
 	config->snapshot_workers = DEFAULT_SNAPSHOT_WORKERS;
 	config->apply_batch_transactions = DEFAULT_APPLY_BATCH_TRANSACTIONS;
+	config->apply_compaction = true;
 }
 
 /* Defaults that depend on other keys or are strings. */

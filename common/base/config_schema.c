@@ -59,12 +59,18 @@ static const struct field verify_fields[] = {
 	{ 0 }
 };
 
+static const struct field table_apply_fields[] = {
+	{ .name = "compaction", .kind = K_BOOL, .offset = TBL(apply_compaction) },
+	{ 0 }
+};
+
 static const struct field table_fields[] = {
 	{ .name = "schema", .kind = K_STRING, .required = true, .offset = TBL(schema),
 	  .check = V_PG_NAME },
 	{ .name = "name", .kind = K_STRING, .required = true, .offset = TBL(name),
 	  .check = V_PG_NAME },
 	{ .name = "verify", .kind = K_SECTION, .children = verify_fields },
+	{ .name = "apply", .kind = K_SECTION, .children = table_apply_fields },
 	{ 0 }
 };
 
@@ -111,6 +117,7 @@ static const struct field apply_fields[] = {
 	  .check = V_GROUP },
 	{ .name = "batch_transactions", .kind = K_UINT, .offset = CFG(apply_batch_transactions),
 	  .min = 1 },
+	{ .name = "compaction", .kind = K_BOOL, .offset = CFG(apply_compaction) },
 	{ 0 }
 };
 

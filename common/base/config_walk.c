@@ -350,6 +350,7 @@ static int parse_tables(const struct loader *ld, const struct field *f, const ya
 	for (size_t i = 0; i < n; i++) {
 		const yaml_node_t *item = node_get(ld, node->data.sequence.items.start[i]);
 		struct table_config *table = &config->tables[i];
+		table->apply_compaction = true; /* the flow's apply.compaction decides when this is true */
 		char *item_path = xasprintf("%s[%zu]", keypath, i);
 		int got = 0;
 		if (item->type != YAML_MAPPING_NODE) {

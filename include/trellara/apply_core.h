@@ -59,6 +59,12 @@ struct apply_table {
 	int n_identity_always;
 	bool partitioned;       /* the target table is partitioned */
 	uint64_t watermark_lsn; /* its snapshot copy holds what commits below */
+	char **columns;         /* owned: the target table's columns (n_columns) */
+	char **column_types;    /* owned: each one's type, as format_type() writes it */
+	int n_columns;
+	bool replica_triggers;  /* a trigger or rule of the target table fires for a replica
+				   (ENABLE REPLICA / ENABLE ALWAYS) */
+	bool compaction;        /* the flow folds its changes (apply.compaction, both levels) */
 };
 
 struct apply_tables {
@@ -104,6 +110,23 @@ bool apply_core_key_columns(const struct apply_table *table, const struct env_re
 /* Which of r's columns are the target's GENERATED ALWAYS identity
  * columns (mask[c], r->n_columns entries, all written); whether any. */
 bool apply_core_identity_always(const struct apply_table *table, const struct env_relation *r, bool *mask);
+
+/* The target's type of each of r's columns (types[c], r->n_columns
+ * entries, all written; NULL where the target table has no such column
+ * or its types are not known); whether every column has one. */
+bool apply_core_column_types(const struct apply_table *table, const struct env_relation *r, const char **types);
+
+/* How batch compaction treats a relation's row changes (apply_fold.h):
+ *  MERGE      folded per key (keyed, compaction on, no replica trigger);
+ *  KEEP_ORDER kept as they came, in their relation's place in the
+ *             segment (keyless: no key to fold on; nothing but its own
+ *             order matters, no trigger fires);
+ *  BARRIER    sent where they are in the stream, the segment flushed
+ *             before: a trigger or rule that fires for a replica may
+ *             read or write other tables, and apply.compaction: false
+ *             asks for the changes exactly as they came. */
+enum apply_fold_mode { APPLY_FOLD_MERGE, APPLY_FOLD_KEEP_ORDER, APPLY_FOLD_BARRIER };
+enum apply_fold_mode apply_core_fold_mode(const struct apply_table *table, bool keyed);
 
 /* TRUNCATE of relations[0..n) (indexes into the transaction's relations,
  * whose verdicts are verdicts[]): the ones applied go to kept[] (room for

@@ -68,6 +68,12 @@ struct apply_target_ops {
 	 * libpq target sends it; a model target applies c itself) */
 	int (*change)(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *c,
 		      const struct plan_stmt *stmt, uint64_t tag);
+	/* n compatible changes planned as one statement (plan_change_set):
+	 * the libpq target sends stmt; a model target applies each of cs
+	 * itself, the statement failing whole when one of them fails.  NULL:
+	 * the engine plans and sends them one by one. */
+	int (*change_set)(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *const *cs,
+			  size_t n, const struct plan_stmt *stmt, uint64_t tag);
 	/* the checkpoint row becomes cp (in the open transaction) */
 	int (*write_checkpoint)(void *t, const struct apply_checkpoint *cp, uint64_t tag);
 	/* the replay-ready entry id becomes resolved (in the open transaction) */
@@ -92,6 +98,8 @@ struct apply_target_ops {
 struct apply_engine_stats {
 	uint64_t transactions, changes, skipped_duplicates, skipped_by_watermark, skipped_unconfigured, batches,
 		quarantined;
+	/* of the committed batches: statements sent, row changes folded away */
+	uint64_t statements, folded;
 };
 
 struct apply_engine;

@@ -30,6 +30,7 @@ struct table_config {
 	char *verify_primary_key; /* owned; NULL = the table's own key; comma-separated for composite */
 	char **excluded_columns;  /* owned array of owned strings */
 	size_t n_excluded_columns;
+	bool apply_compaction;    /* dataset.tables[].apply.compaction, default true (folded only when the flow's apply.compaction is true too) */
 };
 
 struct flow_config {
@@ -74,6 +75,7 @@ struct flow_config {
 	uint64_t snapshot_workers;
 	char *consumer_group; /* owned; default "applyd" */
 	uint64_t apply_batch_transactions;
+	bool apply_compaction; /* apply.compaction, default true: batches folded to their net changes */
 	char *metrics_dir;    /* owned; may be NULL */
 };
 

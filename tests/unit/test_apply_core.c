@@ -8,6 +8,7 @@
  * Links with common/apply_core.o alone (build/tests/apply_core_nolibpq).
  */
 #include "trellara/apply_core.h"
+#include "trellara/xalloc.h"
 #include "unit.h"
 
 #include <stdlib.h>
@@ -169,6 +170,46 @@ static void test_identity(const struct apply_tables *t)
 	CHECK(!apply_core_identity_always(&t->tables[3], &r, mask));
 }
 
+/* The target's types, matched by column name (the envelope's order need
+ * not be the target's), and what compaction does with a table. */
+static void test_fold_facts(void)
+{
+	struct apply_table t = { 0 };
+	t.columns = strs(3, (const char *[]){ "id", "note", "at" });
+	t.column_types = strs(3, (const char *[]){ "integer", "character varying(20)", "timestamp with time zone" });
+	t.n_columns = 3;
+	struct env_column cols[3] = { col("at", false), col("id", true), col("gone", false) };
+	struct env_relation r = rel("public", "a", 'd', cols, 3);
+	const char *types[3] = { "x", "x", "x" };
+	CHECK(!apply_core_column_types(&t, &r, types));
+	CHECK_STR(types[0], "timestamp with time zone");
+	CHECK_STR(types[1], "integer");
+	CHECK(types[2] == NULL);
+	r.n_columns = 2;
+	CHECK(apply_core_column_types(&t, &r, types));
+	/* a prefix of a name is not the name */
+	struct env_column prefix[1] = { col("no", false) };
+	r = rel("public", "a", 'd', prefix, 1);
+	CHECK(!apply_core_column_types(&t, &r, types) && types[0] == NULL);
+	struct apply_table none = { 0 };
+	CHECK(!apply_core_column_types(&none, &r, types) && types[0] == NULL);
+
+	t.compaction = true;
+	CHECK(apply_core_fold_mode(&t, true) == APPLY_FOLD_MERGE);
+	CHECK(apply_core_fold_mode(&t, false) == APPLY_FOLD_KEEP_ORDER);
+	t.replica_triggers = true;
+	CHECK(apply_core_fold_mode(&t, true) == APPLY_FOLD_BARRIER);
+	CHECK(apply_core_fold_mode(&t, false) == APPLY_FOLD_BARRIER);
+	t.replica_triggers = false;
+	t.compaction = false;
+	CHECK(apply_core_fold_mode(&t, true) == APPLY_FOLD_BARRIER);
+	struct apply_tables owner = { .tables = &t, .n_tables = 1 };
+	struct apply_table *heap = xcalloc(1, sizeof *heap);
+	*heap = t;
+	owner.tables = heap;
+	apply_tables_free(&owner); /* frees the columns and their types */
+}
+
 static void test_truncate(void)
 {
 	enum apply_relation_verdict v[4] = { APPLY_RELATION_APPLY, APPLY_RELATION_BELOW_WATERMARK,
@@ -235,6 +276,7 @@ int main(void)
 	test_relation(&t);
 	test_keys(&t);
 	test_identity(&t);
+	test_fold_facts();
 	test_truncate();
 	test_sqlstates();
 	apply_tables_free(&t);

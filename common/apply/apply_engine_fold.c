@@ -1,0 +1,182 @@
+/*
+ * apply_engine_fold.c - batch compaction in the engine (apply_engine.h,
+ * COMPACTION in trellara-applyd(1)): the row changes of an open batch go
+ * into a segment (apply_fold.h) instead of straight to the target; the
+ * segment is sent as its net changes, runs of them one statement each
+ * (plan_change_set), before the checkpoint is written, and earlier where
+ * the stream's order has to be kept (a barrier: TRUNCATE, a table whose
+ * triggers fire for a replica or that asks for no compaction, a change
+ * that cannot fold, a relation whose descriptor changed).
+ *
+ * The segment belongs to the open target transaction: begin_txn empties
+ * it, so whatever a rollback, a reconnect or a rewind abandoned is never
+ * sent with a later batch.
+ */
+#include "apply_engine_internal.h"
+
+#include "trellara/defaults.h"
+#include "trellara/log.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A segment sends itself at this many net rows: memory stays bounded
+ * whatever apply.batch_transactions is. */
+#define FOLD_MAX_ROWS 20000
+
+struct apply_outcome send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+				  const struct env_change *c, uint64_t tag)
+{
+	char err[512];
+	int planned = plan_change(a->cfg->checkpoint_schema, rels, n_rels, c, a->single_mode, &a->stmt, err, sizeof err);
+	if (planned < 0) {
+		/* a change we cannot express: the transaction cannot apply.
+		 * Roll back what was sent of it, so that no result is left
+		 * pending in the pipeline (an earlier statement's own error
+		 * comes first). */
+		a->ops->rollback(a->t);
+		if (!a->ops->error(a->t)->failed) {
+			struct apply_target_error *own = &a->own_error;
+			snprintf(own->message, sizeof own->message, "%s", err);
+			snprintf(own->sqlstate, sizeof own->sqlstate, "%s", SQLSTATE_UNPLANNABLE);
+			own->failed = true;
+			own->tag = tag;
+		}
+		return apply_failed();
+	}
+	if (planned == 1)
+		return apply_ok();
+	if (a->ops->change(a->t, rels, n_rels, c, &a->stmt, tag) < 0)
+		return apply_failed();
+	a->batch_statements++;
+	return apply_ok();
+}
+
+/* n compatible net changes from i: one statement when they can be one,
+ * else one each. */
+static struct apply_outcome send_piece(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+				       size_t i, size_t n)
+{
+	uint64_t tag = 0;
+	if (n > a->set_cap) {
+		a->set_cap = n;
+		a->set_run = xrealloc(a->set_run, n * sizeof *a->set_run);
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct fold_change *fc = fold_get(a->fold, i + k);
+		a->set_run[k] = &fc->change;
+		if (fc->tag > tag)
+			tag = fc->tag;
+	}
+	if (n >= 2 && a->ops->change_set) {
+		char err[512];
+		int planned = plan_change_set(a->cfg->checkpoint_schema, rels, n_rels, a->set_run, n, &a->stmt, err,
+					      sizeof err);
+		if (planned < 0) {
+			log_error("apply: %s", err); /* a fold output the planner rejects: our bug */
+			return apply_exit(EXIT_SOFTWARE);
+		}
+		if (planned == 0) {
+			if (a->ops->change_set(a->t, rels, n_rels, a->set_run, n, &a->stmt, tag) < 0)
+				return apply_failed();
+			a->batch_statements++;
+			return apply_ok();
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct apply_outcome rc = send_planned(a, rels, n_rels, a->set_run[k], fold_get(a->fold, i + k)->tag);
+		if (!apply_is_ok(rc))
+			return rc;
+	}
+	return apply_ok();
+}
+
+struct apply_outcome fold_flush(struct apply_engine *a)
+{
+	size_t n = fold_count(a->fold);
+	uint32_t n_rels = 0;
+	const struct plan_relation *rels = fold_relations(a->fold, &n_rels);
+	struct apply_outcome rc = apply_ok();
+	size_t i = 0;
+	while (i < n && apply_is_ok(rc)) {
+		size_t run = 1;
+		while (i + run < n &&
+		       plan_set_compatible(rels, n_rels, &fold_get(a->fold, i)->change, &fold_get(a->fold, i + run)->change))
+			run++;
+		while (run && apply_is_ok(rc)) {
+			size_t piece = plan_set_piece(rels, &fold_get(a->fold, i)->change, run);
+			if (piece == 0 || piece > run)
+				piece = 1;
+			rc = send_piece(a, rels, n_rels, i, piece);
+			i += piece;
+			run -= piece;
+		}
+	}
+	struct fold_stats st = fold_stats(a->fold);
+	a->batch_folded += (st.received - a->fold_received_seen) - (st.emitted - a->fold_emitted_seen);
+	a->fold_received_seen = st.received;
+	a->fold_emitted_seen = st.emitted;
+	fold_reset(a->fold);
+	return rc;
+}
+
+void fold_forget(struct apply_engine *a)
+{
+	fold_reset(a->fold);
+	struct fold_stats st = fold_stats(a->fold);
+	a->fold_received_seen = st.received;
+	a->fold_emitted_seen = st.emitted;
+	a->batch_statements = a->batch_folded = 0;
+}
+
+/* The fold's index of pr, flushing the segment first when pr's table
+ * changed its shape inside it; -1: refused even by an empty segment. */
+static int fold_relation_of(struct apply_engine *a, const struct plan_relation *pr, bool merge, struct apply_outcome *rc)
+{
+	int rel = fold_relation(a->fold, pr, merge);
+	if (rel >= 0)
+		return rel;
+	*rc = fold_flush(a);
+	if (!apply_is_ok(*rc))
+		return -1;
+	rel = fold_relation(a->fold, pr, merge);
+	if (rel < 0)
+		*rc = apply_exit(EXIT_SOFTWARE);
+	return rel;
+}
+
+struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relation *pr, enum apply_fold_mode mode,
+				 const struct env_change *c, uint64_t tag)
+{
+	struct env_change one = *c;
+	one.relation = 0;
+	struct apply_outcome rc = apply_ok();
+	if (mode == APPLY_FOLD_BARRIER) {
+		rc = fold_flush(a);
+		return apply_is_ok(rc) ? send_planned(a, pr, 1, &one, tag) : rc;
+	}
+	bool merge = mode == APPLY_FOLD_MERGE;
+	int rel = fold_relation_of(a, pr, merge, &rc);
+	if (rel < 0)
+		return rc;
+	enum fold_result r = fold_add(a->fold, (uint32_t)rel, &one, tag);
+	if (r == FOLD_CONFLICT) {
+		/* what the segment holds for the key goes first */
+		if (!apply_is_ok(rc = fold_flush(a)) || (rel = fold_relation_of(a, pr, merge, &rc)) < 0)
+			return rc;
+		r = fold_add(a->fold, (uint32_t)rel, &one, tag);
+		if (r == FOLD_CONFLICT) {
+			log_error("apply: a change the empty segment refused (stream offset %" PRIu64 ")", tag);
+			return apply_exit(EXIT_SOFTWARE);
+		}
+	}
+	if (r == FOLD_ALONE) {
+		rc = fold_flush(a);
+		return apply_is_ok(rc) ? send_planned(a, pr, 1, &one, tag) : rc;
+	}
+	if (fold_count(a->fold) >= FOLD_MAX_ROWS)
+		return fold_flush(a);
+	return apply_ok();
+}
