@@ -8,6 +8,7 @@
 #include "trellara/sqlstate.h"
 #include "trellara/xalloc.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ struct executor_cmd {
 	uint64_t tag;
 	size_t cache_slot; /* CMD_PREPARE: the entry to forget if it failed */
 	bool expect_one;
+	uint64_t expect_rows; /* with expect_one */
 	char *what;        /* owned, may be NULL */
 };
 
@@ -74,7 +76,7 @@ static void queue_push(struct executor *e, enum cmd_kind kind, uint64_t tag, siz
 		e->queue_cap = e->queue_cap ? e->queue_cap * 2 : 256;
 		e->queue = xrealloc(e->queue, e->queue_cap * sizeof *e->queue);
 	}
-	e->queue[e->queue_len++] = (struct executor_cmd){ kind, tag, slot, false, NULL };
+	e->queue[e->queue_len++] = (struct executor_cmd){ kind, tag, slot, false, 0, NULL };
 }
 
 static void cache_grow(struct executor *e)
@@ -103,7 +105,7 @@ static int fail_send(struct executor *e)
 }
 
 int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
-		  bool expect_one, const char *what)
+		  bool expect_one, uint64_t expect_rows, const char *what)
 {
 	if (e->error.failed)
 		return -1;
@@ -115,7 +117,7 @@ int executor_exec(struct executor *e, const char *sql, int nparams, const char *
 	if (!e->cache[j].sql) {
 		if ((e->cache_count + 1) * 2 > e->cache_cap) {
 			cache_grow(e);
-			return executor_exec(e, sql, nparams, values, tag, expect_one, what);
+			return executor_exec(e, sql, nparams, values, tag, expect_one, expect_rows, what);
 		}
 		e->cache[j].sql = xstrdup(sql);
 		e->cache[j].hash = h;
@@ -131,6 +133,7 @@ int executor_exec(struct executor *e, const char *sql, int nparams, const char *
 		return fail_send(e);
 	queue_push(e, CMD_EXEC, tag, 0);
 	e->queue[e->queue_len - 1].expect_one = expect_one;
+	e->queue[e->queue_len - 1].expect_rows = expect_rows;
 	e->queue[e->queue_len - 1].what = what && *what ? xstrdup(what) : NULL;
 	if (e->queue_len >= EXECUTOR_SYNC_EVERY)
 		return executor_sync(e);
@@ -208,13 +211,18 @@ int executor_sync(struct executor *e)
 		if (st == PGRES_FATAL_ERROR)
 			record_error(e, res, c ? c->tag : 0);
 		if (st == PGRES_COMMAND_OK && c && c->expect_one && !e->error.failed) {
-			long rows = strtol(PQcmdTuples(res), NULL, 10);
-			if (rows != 1) {
+			unsigned long long rows = strtoull(PQcmdTuples(res), NULL, 10);
+			if (rows != c->expect_rows) {
+				const char *what = c->what ? c->what : "(retry names the row)";
 				e->error.failed = true;
 				e->error.tag = c->tag;
-				snprintf(e->error.sqlstate, sizeof e->error.sqlstate, "%s", rows == 0 ? "TR001" : "TR002");
-				snprintf(e->error.message, sizeof e->error.message, "%s: %s",
-					 rows == 0 ? "no row matched" : "more than one row matched", c->what ? c->what : "(retry names the row)");
+				snprintf(e->error.sqlstate, sizeof e->error.sqlstate, "%s", rows < c->expect_rows ? "TR001" : "TR002");
+				if (c->expect_rows == 1)
+					snprintf(e->error.message, sizeof e->error.message, "%s: %s",
+						 rows == 0 ? "no row matched" : "more than one row matched", what);
+				else
+					snprintf(e->error.message, sizeof e->error.message, "%llu of %" PRIu64 " rows matched: %s",
+						 rows, c->expect_rows, what);
 			}
 		}
 		if ((st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) && c && c->kind == CMD_PREPARE) {

@@ -36,10 +36,11 @@ struct executor {
 int executor_init(struct executor *e, PGconn *conn);
 void executor_free(struct executor *e);
 /* Queue a statement (prepared on first use); tag identifies it in errors.
- * expect_one: it must change exactly one row, else the sync fails with
- * SQLSTATE TR001 (no row) or TR002 (several), naming what (may be NULL). */
+ * expect_one: it must report exactly expect_rows rows, else the sync
+ * fails with SQLSTATE TR001 (fewer: "no row matched" for one row, "n of
+ * m rows matched" for a set) or TR002 (more), naming what (may be NULL). */
 int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
-		  bool expect_one, const char *what);
+		  bool expect_one, uint64_t expect_rows, const char *what);
 /* BEGIN / COMMIT / ROLLBACK and other parameterless commands. */
 int executor_control(struct executor *e, const char *sql, uint64_t tag);
 /* Sync and read every result queued so far.  0 when all succeeded, -1

@@ -165,7 +165,7 @@ static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels,
 	(void)c;
 	struct target_pg *p = t;
 	return executor_exec(&p->ex, stmt->sql.buf, (int)stmt->n_params, stmt->values, tag,
-			     stmt->expect_one, stmt->what.len ? stmt->what.buf : NULL);
+			     stmt->expect_one, stmt->expect_rows, stmt->what.len ? stmt->what.buf : NULL);
 }
 
 /* A set statement is one statement to the target: its row count is
@@ -184,7 +184,7 @@ static int pg_write_checkpoint(void *t, const struct apply_checkpoint *cp, uint6
 	struct checkpoint_apply_params v;
 	checkpoint_apply_update_params(&p->ids, cp, &v);
 	char *sql = checkpoint_apply_update_sql(p->conn, p->cfg->checkpoint_schema);
-	int rc = executor_exec(&p->ex, sql, CHECKPOINT_APPLY_UPDATE_NPARAMS, v.values, tag, true, NULL);
+	int rc = executor_exec(&p->ex, sql, CHECKPOINT_APPLY_UPDATE_NPARAMS, v.values, tag, true, 1, NULL);
 	free(sql);
 	return rc;
 }
@@ -198,7 +198,7 @@ static int pg_resolve_quarantine(void *t, int64_t qid, uint64_t tag)
 	snprintf(id, sizeof id, "%" PRId64, qid);
 	char *sql = checkpoint_quarantine_resolve_sql(p->conn, p->cfg->checkpoint_schema);
 	const char *v[1] = { id };
-	int rc = executor_exec(&p->ex, sql, 1, v, tag, true, NULL);
+	int rc = executor_exec(&p->ex, sql, 1, v, tag, true, 1, NULL);
 	free(sql);
 	return rc;
 }

@@ -281,6 +281,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	s->n_params = 0;
 	s->is_row_change = false;
 	s->expect_one = false;
+	s->expect_rows = 0;
 	strbuf_reset(&s->what);
 	if (c->op == ENV_MESSAGE) {
 		finish(s);
@@ -383,6 +384,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		if (guard)
 			put_guards(s, r, &c->new_tuple, guard);
 		s->expect_one = true;
+		s->expect_rows = 1;
 		if (describe_row)
 			describe_into(&s->what, r, pr->key, match);
 		finish(s);

@@ -45,6 +45,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct plan_relation {
 	const struct env_relation *rel; /* borrowed, from the decoder */
@@ -61,7 +62,8 @@ struct plan_stmt {
 	size_t n_params, cap_params;
 	const char **values; /* owned: pointers into arena, valid until the next plan_change */
 	bool is_row_change;  /* insert/update/delete (truncate: false) */
-	bool expect_one;     /* the statement must change exactly one row */
+	bool expect_one;     /* the statement must change exactly expect_rows rows */
+	uint64_t expect_rows; /* with expect_one: the exact row count the statement must report (plan_change: 1) */
 	struct strbuf what;  /* with describe: "schema.table (key=value)" for messages */
 };
 
@@ -77,5 +79,50 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 
 /* Appends a quoted identifier to b. */
 void sql_quote_ident(struct strbuf *b, const char *name, size_t len);
+
+/* ---- set-based statements (planner_set.c): a run of compatible changes
+ * of one relation as one multi-row statement ----
+ *
+ * Values are text parameters with the input semantics of the per-row
+ * statements: an insert's values take the column types as assignments;
+ * an update's and a delete's VALUES list casts each parameter to the
+ * column's type (col_types) without its typmod, so that the assignment
+ * in SET applies the typmod exactly as the per-row statement does (an
+ * explicit cast to varchar(3) would cut a longer value short instead of
+ * failing).  col_types may be written with or without the typmod
+ * (format_type(atttypid, atttypmod) or format_type(atttypid, -1)).
+ * Key columns of types without an equality operator are compared by
+ * their text, as plan_change does.
+ *
+ * The statement reports its row count; the executor checks it is
+ * exactly n (expect_one, expect_rows): a missing row fails the batch
+ * with TR001, a key that matches several rows with TR002. */
+#define PLAN_SET_MAX_ROWS 512
+/* Whether change b may join a set statement with change a (same relation, same op I/U/D, keyed relation
+ * (relations[..].key != NULL), updates: old_kind 0 on both and the same columns sent (not unchanged TOAST),
+ * deletes: old_kind 'K' or 'O'). */
+bool plan_set_compatible(const struct plan_relation *relations, uint32_t n_relations, const struct env_change *a,
+			 const struct env_change *b);
+/* How many of a run of n compatible changes the next statement takes: the largest power of two
+ * <= min(n, PLAN_SET_MAX_ROWS) that keeps the parameter count <= 65535 (so a relation has at most
+ * ~10 statement shapes, each prepared once).  0 when n is 0. */
+size_t plan_set_piece(const struct plan_relation *relations, const struct env_change *first, size_t n);
+/* Plans n >= 1 compatible changes as one statement, expect_one = true, expect_rows = n:
+ *  I: INSERT INTO s.t (every column) [OVERRIDING SYSTEM VALUE] VALUES ($1, $2, ...), (...)
+ *     (NULLs as NULL parameters: the text depends only on n, never on the values)
+ *  U: UPDATE [ONLY] s.t AS t SET c = v.c, ... FROM (VALUES ($1::type, ...), ...) AS v (k..., c...)
+ *     WHERE t.k = v.k AND ...    (types from col_types; no_equality types compared ::text; the key
+ *     columns are never in SET; GENERATED ALWAYS identity columns that are key columns are never in SET)
+ *  D: DELETE FROM [ONLY] s.t AS t USING (VALUES ($1::type), ...) AS v (k...) WHERE t.k = v.k AND ...
+ * Identifiers quoted as plan_change does (sql_quote_ident), ONLY as put_only does, every value a parameter,
+ * values[i] NULL for a NULL parameter.  s->what = "schema.table (N rows: key=..., ...)" short.
+ * Returns 0; 1 when these changes cannot be one statement (a needed col_types entry is NULL, a GENERATED
+ * ALWAYS identity column that is not a key column is sent in an update, a NULL key value, an unchanged
+ * TOAST key or insert value, a keyless relation, two updates of the same key value): the caller then
+ * plans them one by one with plan_change;
+ * -1 with err on a malformed change (relation index out of range) or a malformed call (n 0, changes
+ * that plan_set_compatible refuses, more rows or parameters than plan_set_piece allows). */
+int plan_change_set(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
+		    const struct env_change *const *cs, size_t n, struct plan_stmt *s, char *err, size_t errlen);
 
 #endif

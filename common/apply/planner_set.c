@@ -1,0 +1,494 @@
+/*
+ * planner_set.c - runs of compatible changes as multi-row statements
+ * (planner.h, "set-based statements").
+ *
+ * The statement text depends only on the relation, the operation, the
+ * columns sent and the row count, never on the values: NULLs are NULL
+ * parameters.  plan_set_piece cuts runs into powers of two, so a relation
+ * has few statement shapes and the executor prepares each once.
+ */
+#include "trellara/planner.h"
+
+#include "trellara/strbuf.h"
+#include "trellara/xalloc.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_SET_MAX_PARAMS 65535
+
+/* Types without a default equality operator: compared by their text.
+ * The same list as planner.c's (test_planner_set checks they agree). */
+static bool no_equality(uint32_t type_oid)
+{
+	static const uint32_t oids[] = { 114, 142, 199, 143, 600, 601, 602, 603, 604, 628, 718, 1017 };
+	for (size_t i = 0; i < sizeof oids / sizeof *oids; i++)
+		if (oids[i] == type_oid)
+			return true;
+	return false;
+}
+
+/* A NULL parameter: SIZE_MAX offset, values[i] NULL. */
+static size_t add_param(struct plan_stmt *s, const struct env_value *v)
+{
+	if (s->n_params == s->cap_params) {
+		s->cap_params = s->cap_params ? s->cap_params * 2 : 16;
+		s->offsets = xrealloc(s->offsets, s->cap_params * sizeof *s->offsets);
+	}
+	if (v->kind == ENV_NULL) {
+		s->offsets[s->n_params] = SIZE_MAX;
+	} else {
+		s->offsets[s->n_params] = s->arena.len;
+		buf_put(&s->arena, v->data, v->len);
+		buf_put_u8(&s->arena, 0);
+	}
+	return ++s->n_params;
+}
+
+static void finish(struct plan_stmt *s)
+{
+	s->values = xrealloc(s->values, (s->n_params ? s->n_params : 1) * sizeof *s->values);
+	for (size_t i = 0; i < s->n_params; i++)
+		s->values[i] = s->offsets[i] == SIZE_MAX ? NULL : (const char *)s->arena.data + s->offsets[i];
+}
+
+static void put_relation(struct strbuf *b, const struct env_relation *r)
+{
+	sql_quote_ident(b, r->schema, r->schema_len);
+	strbuf_addch(b, '.');
+	sql_quote_ident(b, r->name, r->name_len);
+}
+
+static void put_column(struct strbuf *b, const struct env_relation *r, uint16_t i)
+{
+	sql_quote_ident(b, r->columns[i].name, r->columns[i].name_len);
+}
+
+/* Whether b[0..len) is a typmod: "(digits[, digits])". */
+static bool is_typmod(const char *b, size_t len)
+{
+	if (len < 3 || b[0] != '(' || b[len - 1] != ')')
+		return false;
+	bool digit = false;
+	for (size_t i = 1; i + 1 < len; i++) {
+		if (b[i] >= '0' && b[i] <= '9')
+			digit = true;
+		else if (b[i] != ',' && b[i] != ' ')
+			return false;
+	}
+	return digit;
+}
+
+/* "::type" with the typmod left out (format_type writes it as "(n)"
+ * or "(p,s)" after the name or after its first word), so that the
+ * assignment, not an explicit cast, applies it.  Without its typmod
+ * "character" means character(1) and "bit" bit(1): those become bpchar
+ * and "bit", as format_type(oid, -1) writes them. */
+static void put_cast(struct strbuf *b, const char *type)
+{
+	strbuf_adds(b, "::");
+	size_t start = b->len;
+	bool quoted = false;
+	for (const char *p = type; *p;) {
+		if (*p == '"')
+			quoted = !quoted;
+		if (!quoted && *p == '(') {
+			const char *close = strchr(p, ')');
+			if (close && is_typmod(p, (size_t)(close - p + 1))) {
+				p = close + 1;
+				continue;
+			}
+		}
+		strbuf_addch(b, *p++);
+	}
+	/* the name before any array brackets */
+	size_t name_len = b->len - start;
+	const char *bracket = memchr(b->buf + start, '[', name_len);
+	if (bracket)
+		name_len = (size_t)(bracket - (b->buf + start));
+	const char *with = NULL;
+	if (name_len == 9 && memcmp(b->buf + start, "character", 9) == 0)
+		with = "bpchar";
+	else if (name_len == 3 && memcmp(b->buf + start, "bit", 3) == 0)
+		with = "\"bit\"";
+	if (with) {
+		char *suffix = xstrdup(b->buf + start + name_len);
+		b->len = start;
+		b->buf[b->len] = '\0';
+		strbuf_adds(b, with);
+		strbuf_adds(b, suffix);
+		free(suffix);
+	}
+}
+
+static const struct env_tuple *row_of(const struct env_change *c)
+{
+	return c->op == ENV_DELETE ? &c->old_tuple : &c->new_tuple;
+}
+
+bool plan_set_compatible(const struct plan_relation *relations, uint32_t n_relations, const struct env_change *a,
+			 const struct env_change *b)
+{
+	if (a->op != b->op || a->relation != b->relation || a->relation >= n_relations || !relations[a->relation].key)
+		return false;
+	switch (a->op) {
+	case ENV_INSERT:
+		return a->new_tuple.n == b->new_tuple.n;
+	case ENV_UPDATE:
+		if (a->old_kind || b->old_kind || a->new_tuple.n != b->new_tuple.n)
+			return false;
+		for (uint16_t i = 0; i < a->new_tuple.n; i++)
+			if ((a->new_tuple.values[i].kind == ENV_UNCHANGED_TOAST) !=
+			    (b->new_tuple.values[i].kind == ENV_UNCHANGED_TOAST))
+				return false;
+		return true;
+	case ENV_DELETE:
+		return (a->old_kind == 'K' || a->old_kind == 'O') && (b->old_kind == 'K' || b->old_kind == 'O') &&
+		       a->old_tuple.n == b->old_tuple.n;
+	default:
+		return false;
+	}
+}
+
+/* The parameters one row of first's statement takes. */
+static size_t params_per_row(const struct plan_relation *pr, const struct env_change *c)
+{
+	const struct env_tuple *t = row_of(c);
+	size_t n = 0;
+	for (uint16_t i = 0; i < t->n; i++) {
+		if (c->op == ENV_INSERT || pr->key[i])
+			n++;
+		else if (c->op == ENV_UPDATE && t->values[i].kind != ENV_UNCHANGED_TOAST)
+			n++;
+	}
+	return n;
+}
+
+size_t plan_set_piece(const struct plan_relation *relations, const struct env_change *first, size_t n)
+{
+	if (n == 0)
+		return 0;
+	const struct plan_relation *pr = &relations[first->relation];
+	size_t per_row = pr->key ? params_per_row(pr, first) : 1;
+	size_t limit = n < PLAN_SET_MAX_ROWS ? n : PLAN_SET_MAX_ROWS;
+	if (per_row && PLAN_SET_MAX_PARAMS / per_row < limit)
+		limit = PLAN_SET_MAX_PARAMS / per_row;
+	size_t piece = 1;
+	while (piece * 2 <= limit)
+		piece *= 2;
+	return piece;
+}
+
+/* Whether two of the updates cs[0..n) carry the same key value (an
+ * UPDATE ... FROM changes a row once, whichever VALUES row it takes):
+ * a hash of each key into an open-addressed table. */
+static bool repeated_key(const bool *key, const struct env_change *const *cs, size_t n)
+{
+	size_t cap = 16;
+	while (cap < 2 * n)
+		cap *= 2;
+	size_t *slots = xcalloc(cap, sizeof *slots); /* index + 1; 0 = empty */
+	bool repeated = false;
+	for (size_t k = 0; k < n && !repeated; k++) {
+		const struct env_tuple *t = row_of(cs[k]);
+		uint64_t h = 1469598103934665603ULL;
+		for (uint16_t i = 0; i < t->n; i++) {
+			if (!key[i])
+				continue;
+			for (uint32_t j = 0; j < t->values[i].len; j++)
+				h = (h ^ t->values[i].data[j]) * 1099511628211ULL;
+			h = (h ^ 0x100) * 1099511628211ULL; /* column separator */
+		}
+		size_t j = h & (cap - 1);
+		for (; slots[j]; j = (j + 1) & (cap - 1)) {
+			const struct env_tuple *o = row_of(cs[slots[j] - 1]);
+			bool same = true;
+			for (uint16_t i = 0; i < t->n && same; i++)
+				same = !key[i] || (t->values[i].len == o->values[i].len &&
+						   memcmp(t->values[i].data, o->values[i].data, t->values[i].len) == 0);
+			if (same) {
+				repeated = true;
+				break;
+			}
+		}
+		slots[j] = k + 1;
+	}
+	free(slots);
+	return repeated;
+}
+
+/* s->what: "schema.table (N rows: k=v, ...)", cut short. */
+static void describe_set(struct plan_stmt *s, const struct plan_relation *pr, const struct env_change *const *cs,
+			 size_t n)
+{
+	const struct env_relation *r = pr->rel;
+	struct strbuf *d = &s->what;
+	strbuf_add(d, r->schema, r->schema_len);
+	strbuf_addch(d, '.');
+	strbuf_add(d, r->name, r->name_len);
+	strbuf_addf(d, " (%zu row%s: ", n, n == 1 ? "" : "s");
+	for (size_t k = 0; k < n; k++) {
+		if (d->len > 200) {
+			strbuf_adds(d, ", ...");
+			break;
+		}
+		if (k)
+			strbuf_adds(d, ", ");
+		const struct env_tuple *t = row_of(cs[k]);
+		bool first = true;
+		for (uint16_t i = 0; i < t->n; i++) {
+			if (!pr->key[i])
+				continue;
+			if (!first)
+				strbuf_addch(d, ' ');
+			first = false;
+			strbuf_add(d, r->columns[i].name, r->columns[i].name_len);
+			strbuf_addch(d, '=');
+			const struct env_value *v = &t->values[i];
+			strbuf_add(d, v->data, v->len > 64 ? 64 : v->len);
+		}
+	}
+	strbuf_addch(d, ')');
+}
+
+/* Checks the run; 0, 1 (plan one by one) or -1. */
+static int check_set(const struct plan_relation *relations, uint32_t n_relations, const struct env_change *const *cs,
+		     size_t n, char *err, size_t errlen)
+{
+	if (n == 0) {
+		snprintf(err, errlen, "a set statement of no change");
+		return -1;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (cs[k]->op != ENV_INSERT && cs[k]->op != ENV_UPDATE && cs[k]->op != ENV_DELETE) {
+			snprintf(err, errlen, "change %zu of a set is not an insert, update or delete", k);
+			return -1;
+		}
+		if (cs[k]->relation >= n_relations) {
+			snprintf(err, errlen, "change %zu of a set refers to relation %u of %u", k, cs[k]->relation,
+				 n_relations);
+			return -1;
+		}
+	}
+	const struct plan_relation *pr = &relations[cs[0]->relation];
+	const struct env_relation *r = pr->rel;
+	if (!pr->key)
+		return 1;
+	for (size_t k = 0; k < n; k++)
+		if (!plan_set_compatible(relations, n_relations, cs[0], cs[k]) || row_of(cs[k])->n != r->n_columns) {
+			snprintf(err, errlen, "%.*s.%.*s: change %zu cannot join a set statement with change 0",
+				 (int)r->schema_len, r->schema, (int)r->name_len, r->name, k);
+			return -1;
+		}
+	size_t per_row = params_per_row(pr, cs[0]);
+	if (n > PLAN_SET_MAX_ROWS || (per_row && n > PLAN_SET_MAX_PARAMS / per_row)) {
+		snprintf(err, errlen, "%.*s.%.*s: a set statement of %zu rows of %zu parameters (at most %d rows, %d parameters)",
+			 (int)r->schema_len, r->schema, (int)r->name_len, r->name, n, per_row, PLAN_SET_MAX_ROWS,
+			 PLAN_SET_MAX_PARAMS);
+		return -1;
+	}
+	const struct env_change *c0 = cs[0];
+	bool set_any = false, assignable = false;
+	for (uint16_t i = 0; i < r->n_columns; i++) {
+		bool is_key = pr->key[i];
+		bool sent = row_of(c0)->values[i].kind != ENV_UNCHANGED_TOAST;
+		bool always = pr->identity_always && pr->identity_always[i];
+		if (c0->op == ENV_UPDATE && !is_key && sent && always)
+			return 1; /* plan_change guards or refuses it */
+		set_any |= !is_key && sent;
+		assignable |= !always;
+		/* the VALUES list's casts: key columns (by text when they
+		 * have no equality) and an update's SET columns */
+		bool cast = c0->op != ENV_INSERT && ((is_key && !no_equality(r->columns[i].type_oid)) ||
+						      (c0->op == ENV_UPDATE && !is_key && sent));
+		if (cast && (!pr->col_types || !pr->col_types[i] || !*pr->col_types[i]))
+			return 1;
+	}
+	if (c0->op == ENV_UPDATE && !set_any && !assignable)
+		return 1; /* nothing to SET: plan_change says why */
+	for (size_t k = 0; k < n; k++) {
+		const struct env_tuple *t = row_of(cs[k]);
+		for (uint16_t i = 0; i < t->n; i++) {
+			uint8_t kind = t->values[i].kind;
+			if (pr->key[i] && kind != ENV_TEXT)
+				return 1; /* NULL or unchanged-TOAST key */
+			if (c0->op == ENV_INSERT && kind == ENV_UNCHANGED_TOAST)
+				return 1;
+		}
+	}
+	if (c0->op == ENV_UPDATE && n > 1 && repeated_key(pr->key, cs, n))
+		return 1;
+	return 0;
+}
+
+/* " WHERE t.k = v.k AND ..." */
+static void put_match(struct strbuf *b, const struct env_relation *r, const bool *key)
+{
+	bool first = true;
+	for (uint16_t i = 0; i < r->n_columns; i++) {
+		if (!key[i])
+			continue;
+		strbuf_adds(b, first ? " WHERE t." : " AND t.");
+		first = false;
+		put_column(b, r, i);
+		strbuf_adds(b, no_equality(r->columns[i].type_oid) ? "::text = v." : " = v.");
+		put_column(b, r, i);
+	}
+}
+
+/* "(VALUES ($1::type, ...), ...) AS v (cols...)" over the columns in use. */
+static void put_values(struct plan_stmt *s, const struct plan_relation *pr, const bool *use,
+		       const struct env_change *const *cs, size_t n)
+{
+	const struct env_relation *r = pr->rel;
+	strbuf_adds(&s->sql, "(VALUES ");
+	for (size_t k = 0; k < n; k++) {
+		const struct env_tuple *t = row_of(cs[k]);
+		strbuf_adds(&s->sql, k ? ", (" : "(");
+		bool first = true;
+		for (int pass = 0; pass < 2; pass++) /* key columns first */
+			for (uint16_t i = 0; i < r->n_columns; i++) {
+				if (!use[i] || pr->key[i] != (pass == 0))
+					continue;
+				if (!first)
+					strbuf_adds(&s->sql, ", ");
+				first = false;
+				strbuf_addf(&s->sql, "$%zu", add_param(s, &t->values[i]));
+				if (pr->key[i] && no_equality(r->columns[i].type_oid))
+					strbuf_adds(&s->sql, "::text");
+				else
+					put_cast(&s->sql, pr->col_types[i]);
+			}
+		strbuf_addch(&s->sql, ')');
+	}
+	strbuf_adds(&s->sql, ") AS v (");
+	bool first = true;
+	for (int pass = 0; pass < 2; pass++)
+		for (uint16_t i = 0; i < r->n_columns; i++) {
+			if (!use[i] || pr->key[i] != (pass == 0))
+				continue;
+			if (!first)
+				strbuf_adds(&s->sql, ", ");
+			first = false;
+			put_column(&s->sql, r, i);
+		}
+	strbuf_addch(&s->sql, ')');
+}
+
+static void put_insert(struct plan_stmt *s, const struct plan_relation *pr, const struct env_change *const *cs,
+		       size_t n)
+{
+	const struct env_relation *r = pr->rel;
+	strbuf_adds(&s->sql, "INSERT INTO ");
+	put_relation(&s->sql, r);
+	strbuf_adds(&s->sql, " (");
+	for (uint16_t i = 0; i < r->n_columns; i++) {
+		if (i)
+			strbuf_adds(&s->sql, ", ");
+		put_column(&s->sql, r, i);
+	}
+	strbuf_addch(&s->sql, ')');
+	for (uint16_t i = 0; pr->identity_always && i < r->n_columns; i++)
+		if (pr->identity_always[i]) {
+			strbuf_adds(&s->sql, " OVERRIDING SYSTEM VALUE"); /* keep the source's value */
+			break;
+		}
+	strbuf_adds(&s->sql, " VALUES ");
+	for (size_t k = 0; k < n; k++) {
+		strbuf_adds(&s->sql, k ? ", (" : "(");
+		for (uint16_t i = 0; i < r->n_columns; i++)
+			strbuf_addf(&s->sql, i ? ", $%zu" : "$%zu", add_param(s, &cs[k]->new_tuple.values[i]));
+		strbuf_addch(&s->sql, ')');
+	}
+}
+
+static void put_update(struct plan_stmt *s, const struct plan_relation *pr, const struct env_change *const *cs,
+		       size_t n, bool *use)
+{
+	const struct env_relation *r = pr->rel;
+	const struct env_tuple *t0 = &cs[0]->new_tuple;
+	strbuf_adds(&s->sql, "UPDATE ");
+	if (!pr->partitioned)
+		strbuf_adds(&s->sql, "ONLY ");
+	put_relation(&s->sql, r);
+	strbuf_adds(&s->sql, " AS t SET ");
+	bool any = false;
+	for (uint16_t i = 0; i < r->n_columns; i++) {
+		use[i] = pr->key[i] || t0->values[i].kind != ENV_UNCHANGED_TOAST;
+		if (!use[i] || pr->key[i])
+			continue;
+		if (any)
+			strbuf_adds(&s->sql, ", ");
+		any = true;
+		put_column(&s->sql, r, i);
+		strbuf_adds(&s->sql, " = v.");
+		put_column(&s->sql, r, i);
+	}
+	if (!any) {
+		/* only the (unchanged) key sent: still find each row, with a
+		 * column the target lets be assigned */
+		uint16_t i = 0;
+		while (pr->identity_always && pr->identity_always[i])
+			i++; /* check_set made sure there is one */
+		put_column(&s->sql, r, i);
+		strbuf_adds(&s->sql, " = t.");
+		put_column(&s->sql, r, i);
+	}
+	strbuf_adds(&s->sql, " FROM ");
+	put_values(s, pr, use, cs, n);
+	put_match(&s->sql, r, pr->key);
+}
+
+static void put_delete(struct plan_stmt *s, const struct plan_relation *pr, const struct env_change *const *cs,
+		       size_t n)
+{
+	const struct env_relation *r = pr->rel;
+	strbuf_adds(&s->sql, "DELETE FROM ");
+	if (!pr->partitioned)
+		strbuf_adds(&s->sql, "ONLY ");
+	put_relation(&s->sql, r);
+	strbuf_adds(&s->sql, " AS t USING ");
+	put_values(s, pr, pr->key, cs, n);
+	put_match(&s->sql, r, pr->key);
+}
+
+int plan_change_set(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
+		    const struct env_change *const *cs, size_t n, struct plan_stmt *s, char *err, size_t errlen)
+{
+	(void)checkpoint_schema; /* the executor checks the row count: no expect_one() */
+	strbuf_reset(&s->sql);
+	s->arena.len = 0;
+	s->n_params = 0;
+	s->is_row_change = false;
+	s->expect_one = false;
+	s->expect_rows = 0;
+	strbuf_reset(&s->what);
+	int rc = check_set(relations, n_relations, cs, n, err, errlen);
+	if (rc != 0) {
+		finish(s);
+		return rc;
+	}
+	const struct plan_relation *pr = &relations[cs[0]->relation];
+	bool *use = NULL;
+	switch (cs[0]->op) {
+	case ENV_INSERT:
+		put_insert(s, pr, cs, n);
+		break;
+	case ENV_UPDATE:
+		use = xcalloc(pr->rel->n_columns ? pr->rel->n_columns : 1, sizeof *use);
+		put_update(s, pr, cs, n, use);
+		break;
+	default:
+		put_delete(s, pr, cs, n);
+		break;
+	}
+	free(use);
+	s->is_row_change = true;
+	s->expect_one = true;
+	s->expect_rows = n;
+	describe_set(s, pr, cs, n);
+	finish(s);
+	return 0;
+}
