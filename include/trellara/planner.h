@@ -51,6 +51,7 @@ struct plan_relation {
 	const bool *key;                /* per column: part of the match predicate; NULL = keyless full */
 	const bool *identity_always;    /* per column: GENERATED ALWAYS AS IDENTITY on the target; NULL = none */
 	bool partitioned;               /* the target table is partitioned (relkind 'p') */
+	const char *const *col_types;   /* per column: the target's type as format_type() writes it, NULL = unknown; NULL = none known */
 };
 
 struct plan_stmt {

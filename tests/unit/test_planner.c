@@ -113,7 +113,7 @@ int main(void)
 
 	/* a partitioned target table: through the parent, TRUNCATE without ONLY */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
-	struct plan_relation part = { &d.header.relations[0], key, NULL, true };
+	struct plan_relation part = { &d.header.relations[0], key, NULL, true, NULL };
 	const char *expected_part[] = {
 		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1, $2, NULL)",
 		"UPDATE \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3",
@@ -135,7 +135,7 @@ int main(void)
 	 * fails when it does */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
 	bool always[3] = { true, false, false };
-	struct plan_relation ident = { &d.header.relations[0], key, always, false };
+	struct plan_relation ident = { &d.header.relations[0], key, always, false, NULL };
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == 0);
 	CHECK_STR(s.sql.buf,
@@ -153,7 +153,7 @@ int main(void)
 	 * does not carry: checked in WHERE */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
 	bool always_body[3] = { false, false, true };
-	struct plan_relation guarded = { &d.header.relations[0], key, always_body, false };
+	struct plan_relation guarded = { &d.header.relations[0], key, always_body, false, NULL };
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
@@ -180,7 +180,7 @@ int main(void)
 	CHECK(!s.expect_one);
 	/* an identity column whose old value is in the old row: unchanged, left out */
 	bool always_id[3] = { true, false, false };
-	struct plan_relation keyless_ident = { &d.header.relations[0], NULL, always_id, true };
+	struct plan_relation keyless_ident = { &d.header.relations[0], NULL, always_id, true, NULL };
 	CHECK(plan_change("trellara", &keyless_ident, 1, c, false, &s, err, sizeof err) == -1); /* 1 -> 2 */
 	CHECK(strstr(err, "from 1 to 2") != NULL);
 	/* an update without an old row cannot be matched without a key */
