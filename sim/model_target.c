@@ -492,7 +492,7 @@ static int m_reload_tables(void *p, struct apply_tables *tables)
 		/* the model's columns are all text; no trigger fires */
 		uint16_t n_key;
 		const char *const *cols;
-		uint16_t n = sim_db_columns(t->work, s->name, &n_key, &cols);
+		uint16_t n = sim_db_columns(t->db, s->name, &n_key, &cols);
 		d->n_columns = n;
 		d->columns = xcalloc(n ? n : 1, sizeof *d->columns);
 		d->column_types = xcalloc(n ? n : 1, sizeof *d->column_types);

@@ -47,7 +47,7 @@ static int table_target_facts(struct target_pg *a, struct apply_table *t, const 
 {
 	const char *p[1] = { qualified };
 	PGresult *res = executor_query(&a->ex,
-				       "SELECT c.relkind = 'p', a.attname, a.attidentity = 'a', format_type(a.atttypid, NULL),"
+				       "SELECT c.relkind = 'p', a.attname, a.attidentity = 'a', format_type(a.atttypid, -1),"
 				       " EXISTS (SELECT 1 FROM pg_trigger tg WHERE (tg.tgrelid = c.oid OR tg.tgrelid IN"
 				       " (SELECT relid FROM pg_partition_tree(c.oid))) AND NOT tg.tgisinternal AND tg.tgenabled IN ('A', 'R'))"
 				       " OR EXISTS (SELECT 1 FROM pg_rewrite rw WHERE (rw.ev_class = c.oid OR rw.ev_class IN"

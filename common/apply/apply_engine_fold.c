@@ -76,7 +76,7 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 					      sizeof err);
 		if (planned < 0) {
 			log_error("apply: %s", err); /* a fold output the planner rejects: our bug */
-			return apply_exit(EXIT_SOFTWARE);
+			return apply_exit(EXIT_DATAERR);
 		}
 		if (planned == 0) {
 			if (a->ops->change_set(a->t, rels, n_rels, a->set_run, n, &a->stmt, tag) < 0)
@@ -143,7 +143,7 @@ static int fold_relation_of(struct apply_engine *a, const struct plan_relation *
 		return -1;
 	rel = fold_relation(a->fold, pr, merge);
 	if (rel < 0)
-		*rc = apply_exit(EXIT_SOFTWARE);
+		*rc = apply_exit(EXIT_DATAERR);
 	return rel;
 }
 
@@ -169,7 +169,7 @@ struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relat
 		r = fold_add(a->fold, (uint32_t)rel, &one, tag);
 		if (r == FOLD_CONFLICT) {
 			log_error("apply: a change the empty segment refused (stream offset %" PRIu64 ")", tag);
-			return apply_exit(EXIT_SOFTWARE);
+			return apply_exit(EXIT_DATAERR);
 		}
 	}
 	if (r == FOLD_ALONE) {
