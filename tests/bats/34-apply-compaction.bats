@@ -35,6 +35,7 @@ captured() {
 compaction_counts() {
 	grep -o 'applyd compaction: [0-9]* changes received, [0-9]* folded away, [0-9]* statements' "$TEST_DIR/applyd.log" |
 		tail -1 | tr -cs '0-9' ' '
+	echo
 }
 
 # A backlog with every chain compaction folds: insert+updates, updates of
@@ -75,7 +76,10 @@ backlog() {
 	caught_up
 	assert_tables_equal accounts pairs loose uniq
 	# the TOASTed values survived updates that did not send them
-	[ "$(psql_target "SELECT count(*) FROM accounts WHERE length(note) = 18000")" -eq 39 ]
+	local toasted
+	toasted=$(psql_source "SELECT count(*) FROM accounts WHERE length(note) = 18000")
+	[ "$toasted" -ge 30 ]
+	[ "$(psql_target "SELECT count(*) FROM accounts WHERE length(note) = 18000")" -eq "$toasted" ]
 	[ "$(psql_target "SELECT length(note) FROM accounts WHERE id = 30")" -eq 18004 ]
 	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
 	bg_stop applyd TERM
@@ -180,7 +184,7 @@ backlog() {
 @test "compaction: dataset.tables[].apply.compaction: false keeps one table's changes as they came" {
 	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set stream.min_free_bytes=1048576
 	# per-table key: rewrite the accounts entry with apply.compaction: false
-	sed -i '/name: "accounts"/a\    apply:\n      compaction: false' "$FLOW_FILE"
+	sed -i 's/^\( *\)name: "accounts"$/&\n\1apply:\n\1  compaction: false/' "$FLOW_FILE"
 	grep -A2 'name: "accounts"' "$FLOW_FILE" | grep -q 'compaction: false'
 	psql_source "INSERT INTO accounts VALUES (1, 'o', 0, NULL)"
 	for i in $(seq 1 20); do
