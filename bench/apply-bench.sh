@@ -76,8 +76,11 @@
 #             flush position only when it wakes up, at least once a second).
 # Target settings: fsync on (APPLY_BENCH_TARGET_FSYNC), autovacuum off (the
 # same work in every round), shared_buffers 512MB, no checkpoint during a
-# run; every round's database is a fresh copy, so every applier starts with
-# its pages in the OS cache only.
+# run, wal_retrieve_retry_interval 50ms (PostgreSQL 15's launcher starts
+# apply workers at most once per that interval, 5 s by default: a native
+# round right after another waited up to 5 s for its worker - the per-round
+# line shows when the worker started); every round's database is a fresh
+# copy, so every applier starts with its pages in the OS cache only.
 # Printed per workload: txns/s and rows/s of every Trellara configuration
 # and of native, ratio = trellara txns/s / native txns/s (native: flushed
 # time; the ratios against its confirmed and applied times too), medians of
@@ -111,18 +114,22 @@
 # and max over the heartbeats during the load; catch-up = the lag of one
 # heartbeat inserted right after pgbench ends.
 #
-# Time: the default run (5 workloads, 2 configurations, REPEAT 3, SECONDS
-# 20, LAG_SECONDS 20) takes about 12-15 minutes on a 2-core machine; each
-# workload prints its own wall time.
+# Time: the default run (5 workloads, 2 configurations, REPEAT 3, backlogs
+# of 20 s tpcb, 15 s hotkey and 10 s each for inserts, updates and
+# conflict - these write more rows per second, so their backlogs are of a
+# similar size - and LAG_SECONDS 20) is meant to stay under about 15
+# minutes on a 2-core machine; each workload prints its own wall time.
 #
 # Environment: APPLY_BENCH_WORKLOADS ("tpcb hotkey inserts updates
-# conflict"), APPLY_BENCH_VARIANTS ("compaction nocompaction"),
-# APPLY_BENCH_WORKERS ("1"; e.g. "1 4"), APPLY_BENCH_SECONDS (backlog
-# pgbench -T per workload, default 20), APPLY_BENCH_SCALE (tpcb's, 10),
-# APPLY_BENCH_CLIENTS (4), APPLY_BENCH_REPEAT (3),
+# conflict"), APPLY_BENCH_VARIANTS ("compaction nocompaction"; also
+# "default"), APPLY_BENCH_WORKERS ("1"; e.g. "1 4"), APPLY_BENCH_SECONDS
+# (the backlog's pgbench -T for every workload; default per workload as
+# above), APPLY_BENCH_SECONDS_TPCB, _HOTKEY, _INSERTS, _UPDATES, _CONFLICT
+# (one workload's, over APPLY_BENCH_SECONDS), APPLY_BENCH_SCALE (tpcb's,
+# 10), APPLY_BENCH_CLIENTS (4), APPLY_BENCH_REPEAT (3),
 # APPLY_BENCH_UPDATES_ROWS (rows per client of the updates workload,
-# default 10000 x SECONDS: room for 2500 transactions per second per
-# client; the bench stops if a client ran out),
+# default 20000 x its seconds: room for 5000 transactions per second per
+# client; the bench stops, saying so, if a client ran out),
 # APPLY_BENCH_LAG_SECONDS (20; 0 skips the lag measurement),
 # APPLY_BENCH_LAG_RATE (tps; overrides the rule above),
 # APPLY_BENCH_BATCH (apply.batch_transactions; default: applyd's, 100),
@@ -132,6 +139,9 @@
 # target backend, the native apply worker; data and text reports in DIR,
 # named after the workload),
 # APPLY_BENCH_KEEP=1 keeps the directory (clusters stopped).
+#
+# Helpers: bench/lib-apply.sh (polling, CPU arithmetic, counters, the lag
+# run), bench/lib-apply-workloads.sh (the workloads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -143,11 +153,16 @@ source bench/lib-apply.sh
 WORKLOADS=${APPLY_BENCH_WORKLOADS:-tpcb hotkey inserts updates conflict}
 VARIANTS=${APPLY_BENCH_VARIANTS:-compaction nocompaction}
 WORKERS_LIST=${APPLY_BENCH_WORKERS:-1}
-SECONDS_PGBENCH=${APPLY_BENCH_SECONDS:-20}
 SCALE=${APPLY_BENCH_SCALE:-10}
 CLIENTS=${APPLY_BENCH_CLIENTS:-4}
 REPEAT=${APPLY_BENCH_REPEAT:-3}
-UPDATES_ROWS=${APPLY_BENCH_UPDATES_ROWS:-$((10000 * SECONDS_PGBENCH))}
+# pgbench -T of workload W's backlog: wl_seconds W
+wl_seconds() {
+	local v=APPLY_BENCH_SECONDS_${1^^} d
+	case $1 in tpcb) d=20 ;; hotkey) d=15 ;; *) d=10 ;; esac
+	echo "${!v:-${APPLY_BENCH_SECONDS:-$d}}"
+}
+UPDATES_ROWS=${APPLY_BENCH_UPDATES_ROWS:-$((20000 * $(wl_seconds updates)))}
 LAG_SECONDS=${APPLY_BENCH_LAG_SECONDS:-20}
 LAG_RATE=${APPLY_BENCH_LAG_RATE:-}
 BATCH=${APPLY_BENCH_BATCH:-}
@@ -173,10 +188,13 @@ if [[ -n $PERF_DIR ]]; then
 	PERF_DIR=$(cd "$PERF_DIR" && pwd)
 fi
 [[ $TARGET_FSYNC == on || $TARGET_FSYNC == off ]] || die "APPLY_BENCH_TARGET_FSYNC: on or off"
-for n in "$SECONDS_PGBENCH" "$SCALE" "$CLIENTS" "$REPEAT" "$UPDATES_ROWS" "$LAG_SECONDS" ${LAG_RATE:+"$LAG_RATE"} ${BATCH:+"$BATCH"}; do
-	[[ $n =~ ^[0-9]+$ ]] || die "not a whole number: \"$n\" (APPLY_BENCH_SECONDS, _SCALE, _CLIENTS, _REPEAT, _UPDATES_ROWS, _LAG_SECONDS, _LAG_RATE, _BATCH)"
+for n in "$(wl_seconds tpcb)" "$(wl_seconds hotkey)" "$(wl_seconds inserts)" "$(wl_seconds updates)" "$(wl_seconds conflict)" "$SCALE" "$CLIENTS" "$REPEAT" "$UPDATES_ROWS" "$LAG_SECONDS" ${LAG_RATE:+"$LAG_RATE"} ${BATCH:+"$BATCH"}; do
+	[[ $n =~ ^[0-9]+$ ]] || die "not a whole number: \"$n\" (APPLY_BENCH_SECONDS[_W], _SCALE, _CLIENTS, _REPEAT, _UPDATES_ROWS, _LAG_SECONDS, _LAG_RATE, _BATCH)"
 done
-((REPEAT >= 1 && SECONDS_PGBENCH >= 1 && CLIENTS >= 1 && SCALE >= 1)) || die "APPLY_BENCH_REPEAT, _SECONDS, _CLIENTS and _SCALE must be at least 1"
+((REPEAT >= 1 && CLIENTS >= 1 && SCALE >= 1)) || die "APPLY_BENCH_REPEAT, _CLIENTS and _SCALE must be at least 1"
+for w in tpcb hotkey inserts updates conflict; do
+	(($(wl_seconds $w) >= 1)) || die "APPLY_BENCH_SECONDS, APPLY_BENCH_SECONDS_${w^^}: at least 1"
+done
 for w in $WORKLOADS; do
 	case $w in
 	tpcb | hotkey | inserts | updates | conflict) ;;
@@ -193,7 +211,9 @@ for v in $VARIANTS; do
 	esac
 	for n in $WORKERS_LIST; do
 		[[ $n =~ ^[1-9][0-9]*$ ]] || die "APPLY_BENCH_WORKERS: not a positive whole number: \"$n\""
-		if ((n == 1)); then CONFIGS+=("$v"); else CONFIGS+=("${v}_w$n"); fi
+		if ((n == 1)); then c=$v; else c=${v}_w$n; fi
+		[[ " ${CONFIGS[*]} " == *" $c "* ]] && die "configuration \"$c\" named twice (APPLY_BENCH_VARIANTS, APPLY_BENCH_WORKERS)"
+		CONFIGS+=("$c")
 	done
 done
 ((${#CONFIGS[@]} > 0)) || die "APPLY_BENCH_VARIANTS or APPLY_BENCH_WORKERS is empty"
@@ -341,6 +361,10 @@ checkpoint_timeout = '1h'
 shared_buffers = '512MB'
 max_logical_replication_workers = 8
 max_worker_processes = 16
+# PostgreSQL 15's launcher starts apply workers at most once per
+# wal_retrieve_retry_interval (default 5 s): a subscription enabled right
+# after another round's would wait for it, inside native's timed interval
+wal_retrieve_retry_interval = '50ms'
 EOF
 trellara_pg_start "$FDIR/source" &
 p1=$!
@@ -356,113 +380,11 @@ tgt() { # DB SQL...
 start_poll_session
 
 # ---------------------------------------------------------------- workloads
-#
-# wl_define W: W_TABLES (published, besides bench_heartbeat), W_CHANGES
-# (row changes per transaction), W_DESC, W_GOAL (the issue's ratio goal),
-# W_PGBENCH (pgbench's workload arguments)
-wl_define() {
-	W=$1 W_SLOT=trellara_$1 W_STREAM=$WORK/$1/stream
-	case $W in
-	tpcb | hotkey)
-		W_TABLES=(pgbench_accounts pgbench_branches pgbench_tellers pgbench_history)
-		W_CHANGES=4 W_PGBENCH=()
-		if [[ $W == tpcb ]]; then
-			W_SCALE=$SCALE W_GOAL=2.0 W_DESC="pgbench tpcb-like, scale $SCALE (3 updates + 1 insert per transaction)"
-		else
-			W_SCALE=1 W_GOAL=1.5 W_DESC="pgbench tpcb-like, scale 1: every transaction updates the one branch row"
-		fi
-		;;
-	inserts)
-		W_TABLES=(bench_ins) W_CHANGES=4 W_GOAL=1.5 W_PGBENCH=(-D n=0 -f "$WORK/$W.sql")
-		W_DESC="one INSERT of 4 distinct keys per transaction"
-		cat >"$WORK/$W.sql" <<'EOF'
-\set n :n + 1
-\set v random(1, 1000000000)
-INSERT INTO bench_ins (c, n, v, t) SELECT :client_id, (:n - 1) * 4 + g, :v + g, md5((:v + g)::text) FROM generate_series(1, 4) g;
-EOF
-		;;
-	updates)
-		W_TABLES=(bench_upd) W_CHANGES=4 W_GOAL=1.5 W_PGBENCH=(-D n=0 -f "$WORK/$W.sql")
-		W_DESC="one UPDATE of 4 rows no other transaction touches per transaction ($UPDATES_ROWS rows per client)"
-		cat >"$WORK/$W.sql" <<'EOF'
-\set n :n + 1
-\set u random(1, 1000000000)
-UPDATE bench_upd SET v = v + 1, u = :u WHERE c = :client_id AND n BETWEEN (:n - 1) * 4 + 1 AND :n * 4;
-EOF
-		;;
-	conflict)
-		W_TABLES=(bench_counter bench_conflict) W_CHANGES=2 W_GOAL=1.0 W_PGBENCH=(-D n=0 -f "$WORK/$W.sql")
-		W_DESC="UPDATE of the one counter row + INSERT of a distinct key per transaction"
-		cat >"$WORK/$W.sql" <<'EOF'
-\set n :n + 1
-BEGIN;
-UPDATE bench_counter SET n = n + 1 WHERE id = 1;
-INSERT INTO bench_conflict (c, n, v) SELECT :client_id, :n, n FROM bench_counter WHERE id = 1;
-END;
-EOF
-		;;
-	esac
-	mkdir -p "$WORK/$W"
-}
-# wl_init URL: the workload's tables and their initial rows (deterministic)
-wl_init() {
-	local sql
-	case $W in
-	tpcb | hotkey)
-		pgbench -i -q -s "$W_SCALE" -d "$1"
-		return
-		;;
-	inserts) sql="CREATE TABLE bench_ins (c int, n int, v bigint NOT NULL, t text NOT NULL, PRIMARY KEY (c, n))" ;;
-	updates)
-		sql="CREATE TABLE bench_upd (c int, n int, v int NOT NULL, u int NOT NULL, t text NOT NULL, PRIMARY KEY (c, n));
-			INSERT INTO bench_upd SELECT c, n, 0, 0, md5(c || ':' || n) FROM generate_series(0, $CLIENTS - 1) c, generate_series(1, $UPDATES_ROWS) n"
-		;;
-	conflict)
-		sql="CREATE TABLE bench_counter (id int PRIMARY KEY, n bigint NOT NULL);
-			INSERT INTO bench_counter VALUES (1, 0);
-			CREATE TABLE bench_conflict (c int, n int, v bigint NOT NULL, PRIMARY KEY (c, n))"
-		;;
-	esac
-	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$1" -c "$sql" -c "VACUUM ANALYZE"
-}
-# wl_check_source PGBENCH_TXNS: the backlog did what the workload says
-wl_check_source() {
-	local n=$1 q got
-	case $W in
-	tpcb | hotkey) q="SELECT count(*) = $n FROM pgbench_history" ;;
-	inserts) q="SELECT count(*) = 4 * $n FROM bench_ins" ;;
-	updates) q="SELECT count(*) FILTER (WHERE v = 1) = 4 * $n AND count(*) FILTER (WHERE v > 1) = 0 FROM bench_upd" ;;
-	conflict) q="SELECT (SELECT n FROM bench_counter) = $n AND (SELECT count(*) FROM bench_conflict) = $n" ;;
-	esac
-	got=$(src -c "$q")
-	[[ $got == t ]] && return 0
-	[[ $W == updates ]] && src -c "SELECT max(n) = $UPDATES_ROWS FROM bench_upd WHERE v > 0" | grep -qx t &&
-		die "updates: a client ran out of rows ($UPDATES_ROWS per client): raise APPLY_BENCH_UPDATES_ROWS"
-	die "$W: the source does not hold what $n transactions of the workload write ($q)"
-}
-# what every target must hold at END: per table the row count and the sum
-# of hashtext() of every row's text, i.e. of every column
-fingerprint() {
-	local t sep='' q="SELECT "
-	for t in "${W_TABLES[@]}" bench_heartbeat; do
-		q+="$sep(SELECT '$t ' || count(*) || ':' || coalesce(sum(hashtext(x::text)::bigint), 0) FROM $t x)"
-		sep=" || ' ' || "
-	done
-	printf '%s' "$q"
-}
+
+# shellcheck source=bench/lib-apply-workloads.sh
+source bench/lib-apply-workloads.sh
 
 # ---------------------------------------------------------------- the appliers
-
-# counters SAMPLE_NAME_RE LOG_RE PROM LOG: applyd's counter, "n/a" without
-counter() {
-	local v=''
-	[[ -f $3 ]] && v=$(awk -v re="$1" '!/^#/ && NF >= 2 { name = $1; sub(/\{.*/, "", name); if (name ~ re) { s += $NF; n++ } }
-		END { if (n) printf "%.0f", s }' "$3")
-	if [[ -z $v && -f $4 ]]; then
-		v=$(grep -a 'applyd stopped:' "$4" | tail -n 1 | grep -oE "[0-9]+ ($2)" | head -n 1 | grep -oE '^[0-9]+' || true)
-	fi
-	echo "${v:-n/a}"
-}
 
 # run_trellara CONFIG ROUND: sets R_SECONDS R_TXNS R_CHANGES R_CPU
 # R_DETAIL R_COUNTERS ("received statements folded")
@@ -518,13 +440,14 @@ run_trellara() {
 # run_native ROUND: sets R_SECONDS (flushed) R_APPLIED_S R_CONFIRMED_S
 # R_CPU (the apply worker's) R_DETAIL
 run_native() {
-	local i=$1 db=${W}_native_$1 sub=${W}_native_$1 t0 t_applied='' t_flushed t_confirmed oid wpid spid
+	local i=$1 db=${W}_native_$1 sub=${W}_native_$1 t0 t_applied='' t_flushed t_confirmed t_started='' oid wpid spid
 	tgt "$db" -c "CHECKPOINT" >/dev/null
 	poll_connect "$(tgt_conn "$db")"
 	poll_query "SELECT oid FROM pg_subscription WHERE subname = '$sub'"
 	oid=$POLL_ANSWER
-	local q="SELECT format('%s %s', coalesce(bool_and(remote_lsn >= '$END'), false),
-		coalesce(bool_and(remote_lsn >= '$END' AND local_lsn <= pg_current_wal_flush_lsn()), false))
+	local q="SELECT format('%s %s %s', coalesce(bool_and(remote_lsn >= '$END'), false),
+		coalesce(bool_and(remote_lsn >= '$END' AND local_lsn <= pg_current_wal_flush_lsn()), false),
+		EXISTS (SELECT FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL AND pid IS NOT NULL))
 		FROM pg_replication_origin_status WHERE external_id = 'pg_$oid'"
 	local perf=''
 	t0=$EPOCHREALTIME
@@ -538,7 +461,8 @@ run_native() {
 	fi
 	while :; do
 		poll_query "$q"
-		case $POLL_ANSWER in
+		[[ -z $t_started && $POLL_ANSWER == *" t" ]] && t_started=$EPOCHREALTIME
+		case ${POLL_ANSWER% [tf]} in
 		"t t") [[ -n $t_applied ]] || t_applied=$EPOCHREALTIME; t_flushed=$EPOCHREALTIME; break ;;
 		"t f") [[ -n $t_applied ]] || t_applied=$EPOCHREALTIME ;;
 		"f f") ;;
@@ -555,7 +479,7 @@ run_native() {
 	poll_query "SELECT pid FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL"
 	wpid=$POLL_ANSWER
 	R_CPU=$(cpu_secs "$wpid")
-	R_DETAIL="apply worker $(cpu_of "$wpid")"
+	R_DETAIL="worker started after $(secs "$t0" "${t_started:-$EPOCHREALTIME}") s, apply worker $(cpu_of "$wpid")"
 	poll_connect "$SRC_CONN"
 	poll_until "SELECT coalesce((SELECT confirmed_flush_lsn >= '$END' FROM pg_replication_slots WHERE slot_name = '$sub'), false)" 60
 	t_confirmed=$EPOCHREALTIME
@@ -601,7 +525,7 @@ HEARTBEAT="CREATE TABLE bench_heartbeat (id bigserial PRIMARY KEY, ts timestampt
 TPCB_NATIVE_TPS='' TPCB_BACKLOG_TPS=''
 
 echo "== apply ($(date -u +%Y-%m-%dT%H:%M:%SZ), trellara $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), target fsync $TARGET_FSYNC, source fsync off, load average $(cut -d' ' -f1-3 /proc/loadavg))"
-echo "workloads: $WORKLOADS; trellara configurations: ${CONFIGS[*]}; pgbench -c $CLIENTS -j 2 -T $SECONDS_PGBENCH per backlog; medians of $REPEAT rounds"
+echo "workloads: $WORKLOADS; trellara configurations: ${CONFIGS[*]}; pgbench -c $CLIENTS -j 2 per backlog; medians of $REPEAT rounds"
 
 # run_workload W: everything for one workload, its lines printed
 run_workload() {
@@ -637,7 +561,7 @@ run_workload() {
 	done
 
 	# the backlog
-	pgbench -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" "${W_PGBENCH[@]}" -d "$SRC_URL" >"$WORK/$W/pgbench.log" 2>&1 ||
+	pgbench -n -c "$CLIENTS" -j 2 -T "$(wl_seconds "$W")" "${W_PGBENCH[@]}" -d "$SRC_URL" >"$WORK/$W/pgbench.log" 2>&1 ||
 		{ cat "$WORK/$W/pgbench.log" >&2; die "$W: pgbench failed"; }
 	END=$(src -c "INSERT INTO bench_heartbeat (ts) VALUES (clock_timestamp())" -c "SELECT pg_current_wal_insert_lsn()")
 	local n tps
@@ -710,7 +634,7 @@ run_workload() {
 	n_tps=$(per_s "$TXNS" "$mn")
 	[[ $W == tpcb ]] && TPCB_NATIVE_TPS=$n_tps
 	echo
-	echo "-- $W: $W_DESC; pgbench -c $CLIENTS -j 2 -T $SECONDS_PGBENCH, no consumer attached ($tps tps):" \
+	echo "-- $W: $W_DESC; pgbench -c $CLIENTS -j 2 -T $(wl_seconds "$W"), no consumer attached ($tps tps):" \
 		"$n + 1 marker = $TXNS transactions, $ROWS rows (rows = pgbench's transactions x $W_CHANGES + 1, checked on the source);" \
 		"trellara-capture put it in the stream in $capture_s s ($stream_mb MB; not measured below)"
 	printf '%-16s %9s %9s %10s %7s %10s  %s\n' applier seconds txns/s rows/s ratio "CPU us/txn" "applyd counters: received statements folded; checkpoint applied_changes"
@@ -720,11 +644,11 @@ run_workload() {
 		read -r -a cnt <<<"${RCNT[$k]}"
 		printf '%-16s %9.2f %9d %10d %7.2f %10s  %s %s %s; %s\n' "$cfg" "$mt" "$(per_s "$TXNS" "$mt")" "$(per_s "$ROWS" "$mt")" \
 			"$(awk -v t="$mt" -v n="$mn" 'BEGIN{printf "%.2f", n / t}')" "$(us_per "$(median "${RCPU[$k]}")" "$TXNS")" \
-			"${cnt[0]}" "${cnt[1]}" "${cnt[2]}" "${RCHG[$k]}"
+			"${cnt[0]}" "${cnt[1]}" "${cnt[2]}" "${RCHG[$k]}$([[ ${RCHG[$k]} == "$ROWS" ]] || echo " (not the backlog's $ROWS rows)")"
 	done
 	printf '%-16s %9.2f %9d %10d %7s %10s  %s\n' native "$mn" "$n_tps" "$(per_s "$ROWS" "$mn")" 1.00 \
 		"$(us_per "$(median "${RCPU["$W native"]}")" "$TXNS")" "(apply worker only)"
-	nrat="native's source-confirmed time (confirmed_flush_lsn) $(median "${NCS["$W native"]}") s, unflushed applied time $(median "${NAS["$W native"]}") s"
+	nrat="native's source-confirmed time (confirmed_flush_lsn) $(f3 "$(median "${NCS["$W native"]}")") s, unflushed applied time $(f3 "$(median "${NAS["$W native"]}")") s"
 	echo "ratio = trellara txns/s / native txns/s (native timed to the WAL flush covering END; $nrat);" \
 		"trellara: synchronous_commit=on, one target commit per ${BATCH:-100} source txns; CPU: applyd + target backend(s) / native apply worker, on-CPU s per source transaction"
 	echo "per round, seconds (process: on-CPU/waiting-for-a-CPU s):"
@@ -742,7 +666,7 @@ run_workload() {
 	poll_connect "$SRC_CONN"
 	poll_until "SELECT NOT EXISTS (SELECT FROM pg_replication_slots WHERE database = current_database() AND active)" 60
 	for ((i = 1; i <= ROUNDS; i++)); do
-		tgt "${W}_native_$i" -c "DROP SUBSCRIPTION ${W}_native_$i" >/dev/null
+		tgt "${W}_native_$i" -c "SET client_min_messages = warning" -c "DROP SUBSCRIPTION ${W}_native_$i" >/dev/null
 	done
 	src -c "SELECT pg_drop_replication_slot('$W_SLOT')" >/dev/null
 	poll_connect "$(tgt_conn postgres)"

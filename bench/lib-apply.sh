@@ -77,9 +77,24 @@ cpu_secs() {
 }
 # median of the numbers in the arguments (each may hold several, space-separated)
 median() { printf '%s\n' "$*" | awk '{for (i = 1; i <= NF; i++) print $i}' | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+f3() { awk -v v="$1" 'BEGIN{printf "%.3f", v}'; }
 per_s() { awk -v n="$1" -v s="$2" 'BEGIN{printf "%.0f", n / s}'; }
 # microseconds of CPU per source transaction: us_per SECONDS TXNS
 us_per() { awk -v c="$1" -v n="$2" 'BEGIN{printf "%.1f", c * 1e6 / n}'; }
+
+# counter SAMPLE_NAME_RE LOG_RE PROM LOG: one of applyd's counters, the
+# sum of the samples of metrics file PROM whose name matches
+# SAMPLE_NAME_RE, else the number before LOG_RE on the last "applyd
+# stopped:" line of LOG, else "n/a"
+counter() {
+	local v=''
+	[[ -f $3 ]] && v=$(awk -v re="$1" '!/^#/ && NF >= 2 { name = $1; sub(/\{.*/, "", name); if (name ~ re) { s += $NF; n++ } }
+		END { if (n) printf "%.0f", s }' "$3")
+	if [[ -z $v && -f $4 ]]; then
+		v=$(grep -a 'applyd stopped:' "$4" | tail -n 1 | grep -oE "[0-9]+ ($2)" | head -n 1 | grep -oE '^[0-9]+' || true)
+	fi
+	echo "${v:-n/a}"
+}
 
 # ---------------------------------------------------------------- lag
 #
