@@ -99,7 +99,7 @@
 # row count and the sum of hashtext() of every row's text (all columns).
 # A workload's databases, subscriptions, slots and stream are dropped when
 # it is done.  At the end: one summary line per workload x configuration,
-# and the total run time.
+# and the total run time, with the best configuration per workload.
 #
 # Lag (tpcb only, the first configuration).  After the tpcb rounds, with
 # the last round's databases (caught up): pgbench -R RATE -T LAG_SECONDS
@@ -118,7 +118,11 @@
 # of 20 s tpcb, 15 s hotkey and 10 s each for inserts, updates and
 # conflict - these write more rows per second, so their backlogs are of a
 # similar size - and LAG_SECONDS 20) is meant to stay under about 15
-# minutes on a 2-core machine; each workload prints its own wall time.
+# minutes on a 2-core machine (runs with shorter backlogs, scaled up,
+# predict about 10: tpcb with the lag runs 3.5, updates 2.5, inserts 1.5,
+# hotkey and conflict 1 each); each workload prints its own wall time.
+# Every extra configuration (a variant or an APPLY_BENCH_WORKERS value)
+# adds a round per workload and REPEAT.
 #
 # Environment: APPLY_BENCH_WORKLOADS ("tpcb hotkey inserts updates
 # conflict"), APPLY_BENCH_VARIANTS ("compaction nocompaction"; also
@@ -735,7 +739,9 @@ echo "== apply summary (medians of $REPEAT; ratio = trellara txns/s / native txn
 	"goals: tpcb >= 2.0 (1.5 to resolve), hotkey inserts updates >= 1.5, every ratio >= 1.0; CPU in us per source transaction)"
 printf '%-9s %-16s %8s %9s %9s %10s %9s %6s %-8s %9s %9s %11s %11s %11s\n' workload trellara txns rows txns/s rows/s native/s ratio goal \
 	"cpu trel" "cpu nat" received statements folded
+BEST=''
 for w in $WORKLOADS; do
+	best_ratio='' best_cfg=''
 	mn=$(median "${RS["$w native"]}")
 	goal=${WGOAL[$w]}
 	ncpu=$(us_per "$(median "${RCPU["$w native"]}")" "${WTXNS[$w]}")
@@ -747,7 +753,12 @@ for w in $WORKLOADS; do
 		printf '%-9s %-16s %8d %9d %9d %10d %9d %6.2f %-8s %9s %9s %11s %11s %11s\n' "$w" "$cfg" "${WTXNS[$w]}" "${WROWS[$w]}" \
 			"$(per_s "${WTXNS[$w]}" "$mt")" "$(per_s "${WROWS[$w]}" "$mt")" "$(per_s "${WTXNS[$w]}" "$mn")" "$ratio" "$verdict" \
 			"$(us_per "$(median "${RCPU["$w $cfg"]}")" "${WTXNS[$w]}")" "$ncpu" "${cnt[0]}" "${cnt[1]}" "${cnt[2]}"
+		if [[ -z $best_ratio ]] || awk -v r="$ratio" -v b="$best_ratio" 'BEGIN{exit !(r > b)}'; then
+			best_ratio=$ratio best_cfg=$cfg
+		fi
 	done
+	BEST+="$w $best_cfg $best_ratio, "
 done
+echo "best configuration per workload (ratio): ${BEST%, }"
 ((${#LAG_LINES[@]} > 0)) && printf '%s\n' "${LAG_LINES[@]}"
 echo "(total $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b - a}') s)"
