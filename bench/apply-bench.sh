@@ -1,109 +1,226 @@
 #!/usr/bin/env bash
 # apply-bench.sh - trellara-applyd's end-to-end apply throughput and lag
 # against PostgreSQL's own logical replication (publication +
-# subscription) on the same pgbench workload, measured in the same run.
+# subscription) on the same workloads, measured in the same run.
 #
 #   bench/apply-bench.sh            (make bench runs it)
 #
-# Method.  Two throwaway clusters (tests/bats/helpers/pg.bash: copies of
-# the cached initdb template, unix sockets only): a source, and one target
-# holding a database per applier and round, each created from one template
-# database; every applier runs alone (one after the other, never two at
-# once).  pgbench -i -s SCALE is deterministic, so the source and the
-# target template start identical.  Before the workload:
-#   - publication bench_pub FOR the 4 pgbench tables + bench_heartbeat
-#   - the slot trellara (pgoutput), for trellara-capture
-#   - per round i, CREATE SUBSCRIPTION native_i in target database native_i
-#     (create_slot = true, enabled = false, copy_data = false)
-# Then the backlog: pgbench -n -c 4 -j 2 -T SECONDS (tpcb-like) with no
-# consumer attached, and a one-row marker transaction; END =
+# Workloads (APPLY_BENCH_WORKLOADS, default all, in this order):
+#   tpcb      pgbench's built-in tpcb-like at scale SCALE: per transaction
+#             3 updates (account, teller, branch) + 1 history insert
+#   hotkey    the same at scale 1: every transaction updates the one branch
+#             row (what compaction folds best)
+#   inserts   inserts of distinct keys only: per transaction one INSERT of
+#             4 new rows (client_id, a per-client counter) into bench_ins
+#   updates   updates of distinct keys only: per transaction one UPDATE of
+#             4 rows of bench_upd that no other transaction touches (keys:
+#             client_id and a per-client counter, pre-loaded with
+#             UPDATES_ROWS rows per client; the source is checked to hold
+#             exactly 4 x transactions rows updated once and none twice)
+#   conflict  every transaction touches the row the previous one did: one
+#             UPDATE bench_counter SET n = n + 1 of its single row + one
+#             insert of a distinct key into bench_conflict (the worst case
+#             for parallel apply; nothing to fold but the counter)
+# Each is checked on the source after its backlog (tpcb/hotkey: one
+# history row per transaction; inserts: 4 rows per transaction; conflict:
+# the counter equals the transactions).
+#
+# Method, per workload.  Two throwaway clusters (tests/bats/helpers/pg.bash:
+# copies of the cached initdb template, unix sockets only): a source with
+# a database per workload, and a target with a template database per
+# workload and, per applier and round, a database created from it; every
+# applier runs alone (one after the other, never two at once).  The
+# workload's initial data is deterministic, so source and template start
+# identical.  Before the backlog:
+#   - publication bench_pub FOR the workload's tables + bench_heartbeat
+#   - the slot trellara_W (pgoutput), for trellara-capture
+#   - per round i, CREATE SUBSCRIPTION W_native_i in target database
+#     W_native_i (create_slot = true, enabled = false, copy_data = false)
+# Then the backlog: pgbench -n -c CLIENTS -j 2 -T SECONDS with no consumer
+# attached, and a one-row marker transaction (into bench_heartbeat); END =
 # pg_current_wal_insert_lsn() right after its commit, in the same session
-# (autovacuum off: nothing else writes WAL).  trellara-capture then copies
-# the slot into the stream (timed for information, not part of the ratio);
-# each Trellara round applies that same stream with a consumer group of its
-# own (applyd_i) into target database trellara_i.  Rounds alternate which
-# applier goes first; the target is CHECKPOINTed before each run.
+# (autovacuum off: nothing else writes WAL).  txns = pgbench's transaction
+# count + 1; rows = pgbench's count x the workload's changes per
+# transaction + 1 (every transaction of each workload writes exactly that
+# many rows; the checks above hold it).  trellara-capture then copies the
+# slot into the workload's stream (timed for information, not part of the
+# ratio); each Trellara configuration and round applies that same stream
+# with a consumer group of its own into target database W_CONFIG_i.
+# Trellara configurations: every APPLY_BENCH_VARIANTS x APPLY_BENCH_WORKERS:
+#   compaction     the flow file says apply.compaction: true
+#   nocompaction   apply.compaction: false
+#   default        no apply.compaction key (applyd's default; a build
+#                  without the key can only run this one)
+#   workers N      apply.workers: N, written only when N != 1; the
+#                  configuration is named VARIANT_wN then
+# Every configuration's flow file is validated (trellara-config, the same
+# parser as applyd's) before anything runs: a build that refuses a key
+# stops the bench there, naming it.
+# Rounds alternate which applier goes first (odd: the Trellara
+# configurations in order, then native; even: native, then the Trellara
+# configurations in reverse order); the target is CHECKPOINTed before each
+# run.
 #   trellara  trellara-applyd (apply.batch_transactions source transactions
 #             per target transaction, synchronous_commit = on): timed from
 #             exec until trellara.apply_checkpoint.applied_through_lsn >=
 #             END (polled every 10 ms over one psql session).  That row is
 #             committed with the batch, so END is then flushed on the target.
-#   native    ALTER SUBSCRIPTION native_i ENABLE (the apply worker commits
-#             each source transaction with the subscription's default
-#             synchronous_commit = off): timed until the origin's remote_lsn
-#             >= END *and* its local_lsn <= pg_current_wal_flush_lsn() on the
-#             target, i.e. every commit through END is flushed there - the
-#             same durability as Trellara's.  Also recorded: "applied" (END
+#   native    ALTER SUBSCRIPTION ENABLE (the apply worker commits each source
+#             transaction with the subscription's default synchronous_commit
+#             = off): timed until the origin's remote_lsn >= END *and* its
+#             local_lsn <= pg_current_wal_flush_lsn() on the target, i.e.
+#             every commit through END is flushed there - the same
+#             durability as Trellara's.  Also recorded: "applied" (END
 #             committed but maybe not flushed) and "confirmed" (the source
 #             slot's confirmed_flush_lsn >= END; the apply worker reports its
 #             flush position only when it wakes up, at least once a second).
 # Target settings: fsync on (APPLY_BENCH_TARGET_FSYNC), autovacuum off (the
 # same work in every round), shared_buffers 512MB, no checkpoint during a
-# run; every round's database is a fresh copy, so both appliers start with
-# its pages in the OS cache only.  Per round the script also prints, for
-# each process that does the work, seconds on a CPU / seconds runnable but
-# waiting for one (/proc/PID/schedstat): the rest of the wall time it was
-# blocked (on its peer, I/O or fsync).
-# ratio = trellara txns/s / native txns/s (native: flushed time; the
-# confirmed-time ratio is printed too), medians of REPEAT.  Every target
-# database is checked against the source at END afterwards (row counts and
-# sums of the 4 tables).
+# run, wal_retrieve_retry_interval 50ms (PostgreSQL 15's launcher starts
+# apply workers at most once per that interval, 5 s by default: a native
+# round right after another waited up to 5 s for its worker - the per-round
+# line shows when the worker started); every round's database is a fresh
+# copy, so every applier starts with its pages in the OS cache only.
+# Printed per workload: txns/s and rows/s of every Trellara configuration
+# and of native, ratio = trellara txns/s / native txns/s (native: flushed
+# time; the ratios against its confirmed and applied times too), medians of
+# REPEAT; CPU per source transaction in microseconds: applyd + its target
+# backend(s) (every backend with application_name trellara-applyd in the
+# round's database) against the native apply worker, on-CPU seconds from
+# /proc/PID/schedstat at the timed point, medians of REPEAT; per round the
+# seconds and each process's on-CPU/waiting-for-a-CPU seconds (the rest of
+# the wall time it was blocked: on its peer, I/O or fsync); applyd's
+# counters, read after it exits from its metrics file
+# (observability.metrics_dir/applyd.prom: the samples whose name holds
+# "received", "statement" or "fold" and ends in _total) or else from its
+# "applyd stopped:" log line ("N ... received", "N statements", "N ...
+# folded"), "n/a" when neither has them; and the checkpoint's applied_changes.  Every target
+# database is checked against the source at END afterwards: per table the
+# row count and the sum of hashtext() of every row's text (all columns).
+# A workload's databases, subscriptions, slots and stream are dropped when
+# it is done.  At the end: one summary line per workload x configuration,
+# and the total run time, with the best configuration per workload.
 #
-# Lag.  Then, with the last round's databases (caught up): pgbench -R RATE
-# -T LAG_SECONDS on the source (RATE: 50% of native's median throughput,
-# capped at 50% of what the source did unthrottled while building the
-# backlog - it shares the cores with the appliers), capture + applyd
-# running, then (alone) the native subscription enabled again.  A heartbeat
-# row (clock_timestamp()) is inserted every 0.2 s into bench_heartbeat; the
+# Lag (tpcb only, the first configuration).  After the tpcb rounds, with
+# the last round's databases (caught up): pgbench -R RATE -T LAG_SECONDS
+# on the source (RATE: 50% of native's median tpcb throughput, capped at
+# 50% of what the source did unthrottled while building the backlog - it
+# shares the cores with the appliers), capture + applyd running, then
+# (alone) the native subscription enabled again.  A heartbeat row
+# (clock_timestamp()) is inserted every 0.2 s into bench_heartbeat; the
 # target is polled every 10 ms for max(id), so each heartbeat's lag is the
 # time it became visible on the target minus its source timestamp (10 ms
-# resolution; both clusters use the same clock).  p50 and max over the
-# heartbeats during the load; catch-up = the lag of one heartbeat inserted
-# right after pgbench ends.
+# resolution; both clusters use the same clock).  p50, p99 (nearest rank)
+# and max over the heartbeats during the load; catch-up = the lag of one
+# heartbeat inserted right after pgbench ends.
 #
-# Environment: APPLY_BENCH_SECONDS (backlog pgbench -T, default 30),
-# APPLY_BENCH_SCALE (10), APPLY_BENCH_CLIENTS (4), APPLY_BENCH_REPEAT (3),
+# Time: the default run (5 workloads, 2 configurations, REPEAT 3, backlogs
+# of 20 s tpcb, 15 s hotkey and 10 s each for inserts, updates and
+# conflict - these write more rows per second, so their backlogs are of a
+# similar size - and LAG_SECONDS 20) is meant to stay under about 15
+# minutes on a 2-core machine (runs with shorter backlogs, scaled up,
+# predict about 10: tpcb with the lag runs 3.5, updates 2.5, inserts 1.5,
+# hotkey and conflict 1 each); each workload prints its own wall time.
+# Every extra configuration (a variant or an APPLY_BENCH_WORKERS value)
+# adds a round per workload and REPEAT.
+#
+# Environment: APPLY_BENCH_WORKLOADS ("tpcb hotkey inserts updates
+# conflict"), APPLY_BENCH_VARIANTS ("compaction nocompaction"; also
+# "default"), APPLY_BENCH_WORKERS ("1"; e.g. "1 4"), APPLY_BENCH_SECONDS
+# (the backlog's pgbench -T for every workload; default per workload as
+# above), APPLY_BENCH_SECONDS_TPCB, _HOTKEY, _INSERTS, _UPDATES, _CONFLICT
+# (one workload's, over APPLY_BENCH_SECONDS), APPLY_BENCH_SCALE (tpcb's,
+# 10), APPLY_BENCH_CLIENTS (4), APPLY_BENCH_REPEAT (3),
+# APPLY_BENCH_UPDATES_ROWS (rows per client of the updates workload,
+# default 20000 x its seconds: room for 5000 transactions per second per
+# client; the bench stops, saying so, if a client ran out),
 # APPLY_BENCH_LAG_SECONDS (20; 0 skips the lag measurement),
 # APPLY_BENCH_LAG_RATE (tps; overrides the rule above),
 # APPLY_BENCH_BATCH (apply.batch_transactions; default: applyd's, 100),
 # APPLY_BENCH_TARGET_FSYNC (on; "off" makes every flush free on the target),
-# APPLY_BENCH_PERF=DIR (one extra, uncounted round of each applier under
-# perf record -g: applyd, its target backend, the native apply worker;
-# data and text reports in DIR),
+# APPLY_BENCH_PERF=DIR (per workload one extra, uncounted round of the
+# first configuration and of native under perf record -g: applyd, its
+# target backend, the native apply worker; data and text reports in DIR,
+# named after the workload),
 # APPLY_BENCH_KEEP=1 keeps the directory (clusters stopped).
+#
+# Helpers: bench/lib-apply.sh (polling, CPU arithmetic, counters, the lag
+# run), bench/lib-apply-workloads.sh (the workloads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 # shellcheck source=tests/bats/helpers/pg.bash
 source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-apply.sh
+source bench/lib-apply.sh
 
-SECONDS_PGBENCH=${APPLY_BENCH_SECONDS:-30}
+WORKLOADS=${APPLY_BENCH_WORKLOADS:-tpcb hotkey inserts updates conflict}
+VARIANTS=${APPLY_BENCH_VARIANTS:-compaction nocompaction}
+WORKERS_LIST=${APPLY_BENCH_WORKERS:-1}
 SCALE=${APPLY_BENCH_SCALE:-10}
 CLIENTS=${APPLY_BENCH_CLIENTS:-4}
 REPEAT=${APPLY_BENCH_REPEAT:-3}
+# pgbench -T of workload W's backlog: wl_seconds W
+wl_seconds() {
+	local v=APPLY_BENCH_SECONDS_${1^^} d
+	case $1 in tpcb) d=20 ;; hotkey) d=15 ;; *) d=10 ;; esac
+	echo "${!v:-${APPLY_BENCH_SECONDS:-$d}}"
+}
+UPDATES_ROWS=${APPLY_BENCH_UPDATES_ROWS:-$((20000 * $(wl_seconds updates)))}
 LAG_SECONDS=${APPLY_BENCH_LAG_SECONDS:-20}
 LAG_RATE=${APPLY_BENCH_LAG_RATE:-}
 BATCH=${APPLY_BENCH_BATCH:-}
 TARGET_FSYNC=${APPLY_BENCH_TARGET_FSYNC:-on}
 PERF_DIR=${APPLY_BENCH_PERF:-}
 PUB=bench_pub
-SLOT=trellara
-RATIO_GOAL=1.5
-LAG_GOAL_MS=1000
-TIMEOUT_S=600 # any single wait
+LAG_GOAL_MS=50 # p99
+TIMEOUT_S=600  # any single wait
 
-for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-stream"; do
-	[[ -x $prog ]] || { echo "apply-bench: $prog missing; run make first" >&2; exit 1; }
+die() {
+	echo "apply-bench: $*" >&2
+	exit 1
+}
+for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-stream" "$REPO/bin/trellara-config"; do
+	[[ -x $prog ]] || die "$prog missing; run make first"
 done
 for tool in pgbench jq; do
-	command -v "$tool" >/dev/null || { echo "apply-bench: $tool not on PATH" >&2; exit 1; }
+	command -v "$tool" >/dev/null || die "$tool not on PATH"
 done
 if [[ -n $PERF_DIR ]]; then
-	command -v perf >/dev/null || { echo "apply-bench: APPLY_BENCH_PERF needs perf" >&2; exit 1; }
+	command -v perf >/dev/null || die "APPLY_BENCH_PERF needs perf"
 	mkdir -p "$PERF_DIR"
 	PERF_DIR=$(cd "$PERF_DIR" && pwd)
 fi
-[[ $TARGET_FSYNC == on || $TARGET_FSYNC == off ]] || { echo "apply-bench: APPLY_BENCH_TARGET_FSYNC: on or off" >&2; exit 1; }
+[[ $TARGET_FSYNC == on || $TARGET_FSYNC == off ]] || die "APPLY_BENCH_TARGET_FSYNC: on or off"
+for n in "$(wl_seconds tpcb)" "$(wl_seconds hotkey)" "$(wl_seconds inserts)" "$(wl_seconds updates)" "$(wl_seconds conflict)" "$SCALE" "$CLIENTS" "$REPEAT" "$UPDATES_ROWS" "$LAG_SECONDS" ${LAG_RATE:+"$LAG_RATE"} ${BATCH:+"$BATCH"}; do
+	[[ $n =~ ^[0-9]+$ ]] || die "not a whole number: \"$n\" (APPLY_BENCH_SECONDS[_W], _SCALE, _CLIENTS, _REPEAT, _UPDATES_ROWS, _LAG_SECONDS, _LAG_RATE, _BATCH)"
+done
+((REPEAT >= 1 && CLIENTS >= 1 && SCALE >= 1)) || die "APPLY_BENCH_REPEAT, _CLIENTS and _SCALE must be at least 1"
+for w in tpcb hotkey inserts updates conflict; do
+	(($(wl_seconds $w) >= 1)) || die "APPLY_BENCH_SECONDS, APPLY_BENCH_SECONDS_${w^^}: at least 1"
+done
+for w in $WORKLOADS; do
+	case $w in
+	tpcb | hotkey | inserts | updates | conflict) ;;
+	*) die "APPLY_BENCH_WORKLOADS: unknown workload \"$w\" (tpcb hotkey inserts updates conflict)" ;;
+	esac
+done
+[[ -n ${WORKLOADS// /} ]] || die "APPLY_BENCH_WORKLOADS is empty"
+# the Trellara configurations: VARIANT or VARIANT_wN
+CONFIGS=()
+for v in $VARIANTS; do
+	case $v in
+	compaction | nocompaction | default) ;;
+	*) die "APPLY_BENCH_VARIANTS: unknown variant \"$v\" (compaction nocompaction default)" ;;
+	esac
+	for n in $WORKERS_LIST; do
+		[[ $n =~ ^[1-9][0-9]*$ ]] || die "APPLY_BENCH_WORKERS: not a positive whole number: \"$n\""
+		if ((n == 1)); then c=$v; else c=${v}_w$n; fi
+		[[ " ${CONFIGS[*]} " == *" $c "* ]] && die "configuration \"$c\" named twice (APPLY_BENCH_VARIANTS, APPLY_BENCH_WORKERS)"
+		CONFIGS+=("$c")
+	done
+done
+((${#CONFIGS[@]} > 0)) || die "APPLY_BENCH_VARIANTS or APPLY_BENCH_WORKERS is empty"
 trellara_pg_check_bindir
 PSQL=$(trellara_pg_psql_bin)
 
@@ -140,11 +257,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-die() {
-	echo "apply-bench: $*" >&2
-	exit 1
-}
-
 root=$(trellara_pg_tmp_root)
 FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
 chmod 0755 "$FDIR"
@@ -157,18 +269,80 @@ WORK=$FDIR/bench
 SOCK=$FDIR/sock
 PORT=$((50000 + ($$ % 7000) * 2))
 TPORT=$((PORT + 1))
-SRC_CONN="host=$SOCK port=$PORT dbname=postgres"
-SRC_URL="postgresql:///postgres?host=$SOCK&port=$PORT"
+src_conn_of() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$PORT" "$1"; }
+src_url_of() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$PORT"; }
 tgt_conn() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$TPORT" "$1"; }
 tgt_url() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$TPORT"; }
+# the current workload's source database (postgres until the first)
+SRC_CONN=$(src_conn_of postgres)
+SRC_URL=$(src_url_of postgres)
 
-# both at once: wait_both PID PID
-wait_both() {
-	local rc=0
-	wait "$1" || rc=1
-	wait "$2" || rc=1
-	return $rc
+# Every configuration's flow file, validated before anything starts (the
+# same schema as applyd's): a build that does not know apply.compaction or
+# apply.workers stops here.
+write_flow_base() { # FILE DB GROUP: the flow for the current workload
+	local t
+	cat >"$1" <<EOF
+config_version: 2
+environment: bench
+source:
+  id: bench
+  database_url: "$SRC_URL"
+  publication: $PUB
+  slot: ${W_SLOT:-trellara}
+  stream_spill_dir: "$WORK/spill"
+  pgoutput:
+    protocol_version: 2
+    streaming: true
+dataset:
+  id: ${W:-bench}
+  mode: strict_transaction_order
+  tables:
+EOF
+	for t in "${W_TABLES[@]}" bench_heartbeat; do
+		echo "    - {schema: public, name: $t}" >>"$1"
+	done
+	cat >>"$1" <<EOF
+stream:
+  kind: local
+  path: "${W_STREAM:-$WORK/stream}"
+  durability: fsync
+  min_free_bytes: 268435456
+  protected_groups: [${W_GROUPS_YAML:-applyd}]
+target:
+  database_url: "$(tgt_url "$2")"
+apply:
+  consumer_group: $3
+EOF
+	[[ -n $BATCH ]] && echo "  batch_transactions: $BATCH" >>"$1"
+	return 0
 }
+# write_flow FILE DB GROUP CONFIG [METRICS_DIR]
+write_flow() {
+	local cfg=$4 variant workers=1
+	variant=${cfg%_w*}
+	[[ $cfg == *_w* ]] && workers=${cfg##*_w}
+	write_flow_base "$1" "$2" "$3"
+	case $variant in
+	compaction) echo "  compaction: true" >>"$1" ;;
+	nocompaction) echo "  compaction: false" >>"$1" ;;
+	esac
+	((workers != 1)) && echo "  workers: $workers" >>"$1"
+	[[ -n ${5:-} ]] && printf 'observability:\n  metrics_dir: "%s"\n' "$5" >>"$1"
+	return 0
+}
+W='' W_SLOT='' W_STREAM='' W_GROUPS_YAML='' W_TABLES=(pgbench_accounts)
+for cfg in "${CONFIGS[@]}"; do
+	write_flow "$WORK/check-$cfg.yml" check applyd "$cfg" "$WORK/metrics-check"
+	if ! out=$("$REPO/bin/trellara-config" get stream.path --config "$WORK/check-$cfg.yml" 2>&1 >/dev/null); then
+		echo "$out" >&2
+		die "this build refuses the flow file of configuration \"$cfg\" (apply.compaction for the variants compaction/nocompaction, apply.workers for APPLY_BENCH_WORKERS != 1): see the message above; APPLY_BENCH_VARIANTS=default APPLY_BENCH_WORKERS=1 runs without either key"
+	fi
+done
+
+# ---------------------------------------------------------------- clusters
+
+T0=$EPOCHREALTIME
 trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" apply-bench-source &
 p1=$!
 trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" apply-bench-target &
@@ -179,6 +353,8 @@ logical_decoding_work_mem = '64MB'  # PostgreSQL's default
 autovacuum = off              # nothing but the workload writes WAL
 max_wal_size = '16GB'         # no checkpoints in the middle of a measurement
 checkpoint_timeout = '1h'
+max_replication_slots = 32    # a workload's: trellara + one per native round
+max_wal_senders = 32
 EOF
 cat >>"$FDIR/target/postgresql.conf" <<EOF
 # ---- bench/apply-bench.sh ----
@@ -189,6 +365,10 @@ checkpoint_timeout = '1h'
 shared_buffers = '512MB'
 max_logical_replication_workers = 8
 max_worker_processes = 16
+# PostgreSQL 15's launcher starts apply workers at most once per
+# wal_retrieve_retry_interval (default 5 s): a subscription enabled right
+# after another round's would wait for it, inside native's timed interval
+wal_retrieve_retry_interval = '50ms'
 EOF
 trellara_pg_start "$FDIR/source" &
 p1=$!
@@ -201,169 +381,37 @@ tgt() { # DB SQL...
 	shift
 	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" "$@"
 }
+start_poll_session
 
-# One long-lived psql session for every poll (a query per 10 ms without a
-# process start and a backend fork each time); \c moves it between the
-# clusters and databases.
-# (It ends by itself: EOF on its input when this script exits.)
-coproc POLL { "$PSQL" -X -qAt -d "$SRC_CONN" 2>&1; }
-poll_query() { # sets POLL_ANSWER
-	printf '%s;\n' "$1" >&"${POLL[1]}"
-	IFS= read -r -t 30 POLL_ANSWER <&"${POLL[0]}" || die "poll session: no answer to: $1"
-}
-poll_connect() { # CONNINFO
-	printf '\\c "%s"\n' "$1" >&"${POLL[1]}"
-	poll_query "SELECT 'connected'"
-	[[ $POLL_ANSWER == connected ]] || die "poll session: cannot connect to $1: $POLL_ANSWER"
-}
-# poll_until SQL LIMIT_S: poll every 10 ms until SQL says t
-poll_until() {
-	local q=$1 limit=$2 t0=$EPOCHREALTIME
-	while :; do
-		poll_query "$q"
-		[[ $POLL_ANSWER == t ]] && return 0
-		[[ $POLL_ANSWER == f ]] || die "poll: unexpected answer \"$POLL_ANSWER\" to: $q"
-		elapsed_gt "$t0" "$limit" && die "timed out after $limit s waiting for: $q"
-		sleep 0.01
-	done
-}
-elapsed_gt() { # T0 (an $EPOCHREALTIME) LIMIT_S
-	local now=${EPOCHREALTIME/./} t0=${1/./}
-	((now - t0 > $2 * 1000000))
-}
-secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
-# "X/Y": seconds a process has run on a CPU / waited for one (runnable but
-# not running), from /proc/PID/schedstat; whatever remains of its life it
-# was blocked (waiting for input, a lock or I/O)
-cpu_of() {
-	awk '{printf "%.2f/%.2f", $1 / 1e9, $2 / 1e9}' "/proc/$1/schedstat" 2>/dev/null || echo "?"
-}
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# ---------------------------------------------------------------- workloads
 
-# ---------------------------------------------------------------- setup
-
-T0=$EPOCHREALTIME
-HEARTBEAT="CREATE TABLE bench_heartbeat (id bigserial PRIMARY KEY, ts timestamptz NOT NULL)"
-src -c "SELECT 1" >/dev/null
-tgt postgres -c "CREATE DATABASE tmpl" >/dev/null
-pgbench -i -q -s "$SCALE" -d "$SRC_URL" >"$WORK/pgbench-init-source.log" 2>&1 &
-p1=$!
-pgbench -i -q -s "$SCALE" -d "$(tgt_url tmpl)" >"$WORK/pgbench-init-target.log" 2>&1 &
-wait_both "$p1" $! || { cat "$WORK"/pgbench-init-*.log >&2; die "pgbench -i failed"; }
-src -c "$HEARTBEAT" \
-	-c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history, bench_heartbeat" \
-	-c "SELECT pg_create_logical_replication_slot('$SLOT', 'pgoutput')" \
-	-c "CHECKPOINT" >/dev/null
-tgt tmpl -c "$HEARTBEAT" -c "VACUUM ANALYZE" >/dev/null
-
-ROUNDS=$REPEAT
-[[ -n $PERF_DIR ]] && ROUNDS=$((REPEAT + 1)) # the last one is the profiled one
-SUB_USER=$(id -un) # the clusters' bootstrap superuser
-dbs=()
-for ((i = 1; i <= ROUNDS; i++)); do
-	dbs+=(-c "CREATE DATABASE trellara_$i TEMPLATE tmpl STRATEGY file_copy" -c "CREATE DATABASE native_$i TEMPLATE tmpl STRATEGY file_copy")
-done
-tgt postgres "${dbs[@]}" >/dev/null
-for ((i = 1; i <= ROUNDS; i++)); do
-	tgt "native_$i" -c "SET client_min_messages = warning" -c "CREATE SUBSCRIPTION native_$i CONNECTION '$SRC_CONN user=$SUB_USER' PUBLICATION $PUB
-		WITH (enabled = false, create_slot = true, slot_name = 'native_$i', copy_data = false)" >/dev/null
-done
-
-# Trellara's flow file for target database DB and consumer group GROUP
-GROUPS_YAML=$(for ((i = 1; i <= ROUNDS; i++)); do printf 'applyd_%s, ' "$i"; done)
-write_flow() { # FILE DB GROUP
-	cat >"$1" <<EOF
-config_version: 2
-environment: bench
-source:
-  id: bench
-  database_url: "$SRC_URL"
-  publication: $PUB
-  slot: $SLOT
-  stream_spill_dir: "$WORK/spill"
-  pgoutput:
-    protocol_version: 2
-    streaming: true
-dataset:
-  id: pgbench
-  mode: strict_transaction_order
-  tables:
-    - {schema: public, name: pgbench_accounts}
-    - {schema: public, name: pgbench_branches}
-    - {schema: public, name: pgbench_tellers}
-    - {schema: public, name: pgbench_history}
-    - {schema: public, name: bench_heartbeat}
-stream:
-  kind: local
-  path: "$WORK/stream"
-  durability: fsync
-  min_free_bytes: 268435456
-  protected_groups: [${GROUPS_YAML%, }]
-target:
-  database_url: "$(tgt_url "$2")"
-apply:
-  consumer_group: $3
-EOF
-	[[ -n $BATCH ]] && echo "  batch_transactions: $BATCH" >>"$1"
-	return 0
-}
-
-# ---------------------------------------------------------------- backlog
-
-echo "== apply ($(date -u +%Y-%m-%dT%H:%M:%SZ), trellara $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), target fsync $TARGET_FSYNC, source fsync off, load average $(cut -d' ' -f1-3 /proc/loadavg))"
-pgbench -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$SRC_URL" >"$WORK/pgbench.log" 2>&1 ||
-	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
-END=$(src -c "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (0, 0, 0, 0, now())" \
-	-c "SELECT pg_current_wal_insert_lsn()")
-BACKLOG_TXNS=$(awk '/number of transactions actually processed/ {print $NF}' "$WORK/pgbench.log")
-BACKLOG_TXNS=${BACKLOG_TXNS%%/*}
-BACKLOG_TPS=$(grep -o 'tps = [0-9.]*' "$WORK/pgbench.log" | head -1 | awk '{printf "%.0f", $3}')
-[[ $BACKLOG_TXNS =~ ^[0-9]+$ ]] || die "cannot read the transaction count from pgbench's log"
-TXNS=$((BACKLOG_TXNS + 1)) # + the marker
-# what every target must hold at END
-fingerprint() {
-	printf '%s' "SELECT (SELECT count(*) || ':' || sum(abalance) FROM pgbench_accounts) || '/' ||
-		(SELECT sum(bbalance) FROM pgbench_branches) || '/' || (SELECT sum(tbalance) FROM pgbench_tellers) || '/' ||
-		(SELECT count(*) || ':' || coalesce(sum(delta), 0) FROM pgbench_history)"
-}
-SOURCE_PRINT=$(src -c "$(fingerprint)")
-
-# capture the backlog into the stream (not part of the measurement)
-write_flow "$WORK/capture.yml" trellara_1 applyd_1
-t0=$EPOCHREALTIME
-"$REPO/bin/trellara-capture" --config "$WORK/capture.yml" --start-now 2>"$WORK/capture-backlog.log" &
-BG[capture]=$!
-poll_until "SELECT coalesce((SELECT confirmed_flush_lsn >= '$END' FROM pg_replication_slots WHERE slot_name = '$SLOT'), false)" "$TIMEOUT_S"
-CAPTURE_S=$(secs "$t0" "$EPOCHREALTIME")
-kill -TERM "${BG[capture]}"
-rc=0
-wait "${BG[capture]}" || rc=$?
-BG[capture]=
-((rc == 0)) || { cat "$WORK/capture-backlog.log" >&2; die "trellara-capture exited $rc after SIGTERM"; }
-STREAM_MB=$("$REPO/bin/trellara-stream" inspect-local --config "$WORK/capture.yml" --format json |
-	jq -r '.bytes / 1e6 | floor')
+# shellcheck source=bench/lib-apply-workloads.sh
+source bench/lib-apply-workloads.sh
 
 # ---------------------------------------------------------------- the appliers
 
-# run_trellara ROUND: sets R_SECONDS R_TXNS R_CHANGES R_CPU_APPLYD R_CPU_BACKEND
+# run_trellara CONFIG ROUND: sets R_SECONDS R_TXNS R_CHANGES R_CPU
+# R_DETAIL R_COUNTERS ("received statements folded")
 run_trellara() {
-	local i=$1 db=trellara_$1 flow=$WORK/apply-$1.yml log=$WORK/applyd-$1.log t0 t1 rc=0 pid bpid
+	local cfg=$1 i=$2 db=${W}_$1_$2 flow=$WORK/$W/apply-$1-$2.yml log=$WORK/$W/applyd-$1-$2.log
+	local mdir=$WORK/$W/metrics-$1-$2 t0 t1 rc=0 pid bpids p cpu_a cpu_b
 	local -a perfs=()
-	write_flow "$flow" "$db" "applyd_$i"
+	write_flow "$flow" "$db" "applyd_${cfg}_$i" "$cfg" "$mdir"
 	tgt "$db" -c "CHECKPOINT" >/dev/null
 	poll_connect "$(tgt_conn "$db")"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-applyd" --config "$flow" 2>"$log" &
 	pid=$!
 	BG[applyd]=$pid
+	WATCH_PID=$pid WATCH_WHAT="trellara-applyd ($W, $cfg, round $i)" WATCH_LOG=$log
 	poll_until "SELECT to_regclass('trellara.apply_checkpoint') IS NOT NULL" 60
 	if [[ -n $PERF_DIR && $i == "$ROUNDS" ]]; then
 		poll_until "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'trellara-applyd' AND datname = '$db')" 60
-		poll_query "SELECT pid FROM pg_stat_activity WHERE application_name = 'trellara-applyd' AND datname = '$db'"
-		perf record -q -F 999 -g -o "$PERF_DIR/applyd.data" -p "$pid" 2>"$PERF_DIR/perf-applyd.err" &
+		poll_query "SELECT min(pid) FROM pg_stat_activity WHERE application_name = 'trellara-applyd' AND datname = '$db'"
+		perf record -q -F 999 -g -o "$PERF_DIR/$W-applyd.data" -p "$pid" 2>"$PERF_DIR/$W-perf-applyd.err" &
 		perfs+=($!)
 		BG[perf1]=$!
-		perf record -q -F 999 -g -o "$PERF_DIR/target-backend.data" -p "$POLL_ANSWER" 2>"$PERF_DIR/perf-backend.err" &
+		perf record -q -F 999 -g -o "$PERF_DIR/$W-target-backend.data" -p "$POLL_ANSWER" 2>"$PERF_DIR/$W-perf-backend.err" &
 		perfs+=($!)
 		BG[perf2]=$!
 	fi
@@ -372,29 +420,38 @@ run_trellara() {
 	for p in "${perfs[@]}"; do kill -INT "$p" 2>/dev/null; done
 	for p in "${perfs[@]}"; do wait "$p" || true; done
 	BG[perf1]='' BG[perf2]=''
-	R_CPU_APPLYD=$(cpu_of "$pid")
-	poll_query "SELECT pid FROM pg_stat_activity WHERE application_name = 'trellara-applyd' AND datname = '$db'"
-	bpid=$POLL_ANSWER
-	R_CPU_BACKEND=$(cpu_of "$bpid")
+	poll_query "SELECT coalesce(string_agg(pid::text, ' '), '') FROM pg_stat_activity WHERE application_name = 'trellara-applyd' AND datname = '$db'"
+	bpids=$POLL_ANSWER
+	cpu_a=$(cpu_secs "$pid")
+	# shellcheck disable=SC2086 # a list of pids
+	cpu_b=$(cpu_secs $bpids)
+	R_CPU=$(awk -v a="$cpu_a" -v b="$cpu_b" 'BEGIN{printf "%.6f", a + b}')
+	R_DETAIL="applyd $(cpu_of "$pid")"
+	for p in $bpids; do R_DETAIL+=", backend $(cpu_of "$p")"; done
 	poll_query "SELECT applied_transactions || ' ' || applied_changes FROM trellara.apply_checkpoint"
 	read -r R_TXNS R_CHANGES <<<"$POLL_ANSWER"
+	WATCH_PID=''
 	kill -TERM "$pid"
 	wait "$pid" || rc=$?
 	BG[applyd]=
-	((rc == 0)) || { cat "$log" >&2; die "trellara-applyd exited $rc after SIGTERM"; }
+	((rc == 0)) || { cat "$log" >&2; die "trellara-applyd ($W, $cfg, round $i) exited $rc after SIGTERM"; }
 	R_SECONDS=$(secs "$t0" "$t1")
+	R_COUNTERS="$(counter received 'changes? received|received' "$mdir/applyd.prom" "$log")"
+	R_COUNTERS+=" $(counter statement 'statements?' "$mdir/applyd.prom" "$log")"
+	R_COUNTERS+=" $(counter fold '(changes? )?folded' "$mdir/applyd.prom" "$log")"
 }
 
 # run_native ROUND: sets R_SECONDS (flushed) R_APPLIED_S R_CONFIRMED_S
-# R_CPU_WORKER R_CPU_WALSENDER
+# R_CPU (the apply worker's) R_DETAIL
 run_native() {
-	local i=$1 db=native_$1 sub=native_$1 t0 t_applied='' t_flushed t_confirmed oid wpid spid
+	local i=$1 db=${W}_native_$1 sub=${W}_native_$1 t0 t_applied='' t_flushed t_confirmed t_started='' oid wpid spid
 	tgt "$db" -c "CHECKPOINT" >/dev/null
 	poll_connect "$(tgt_conn "$db")"
 	poll_query "SELECT oid FROM pg_subscription WHERE subname = '$sub'"
 	oid=$POLL_ANSWER
-	local q="SELECT format('%s %s', coalesce(bool_and(remote_lsn >= '$END'), false),
-		coalesce(bool_and(remote_lsn >= '$END' AND local_lsn <= pg_current_wal_flush_lsn()), false))
+	local q="SELECT format('%s %s %s', coalesce(bool_and(remote_lsn >= '$END'), false),
+		coalesce(bool_and(remote_lsn >= '$END' AND local_lsn <= pg_current_wal_flush_lsn()), false),
+		EXISTS (SELECT FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL AND pid IS NOT NULL))
 		FROM pg_replication_origin_status WHERE external_id = 'pg_$oid'"
 	local perf=''
 	t0=$EPOCHREALTIME
@@ -402,19 +459,20 @@ run_native() {
 	if [[ -n $PERF_DIR && $i == "$ROUNDS" ]]; then
 		poll_until "SELECT EXISTS (SELECT FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL AND pid IS NOT NULL)" 60
 		poll_query "SELECT pid FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL"
-		perf record -q -F 999 -g -o "$PERF_DIR/native-apply-worker.data" -p "$POLL_ANSWER" 2>"$PERF_DIR/perf-native.err" &
+		perf record -q -F 999 -g -o "$PERF_DIR/$W-native-apply-worker.data" -p "$POLL_ANSWER" 2>"$PERF_DIR/$W-perf-native.err" &
 		perf=$!
 		BG[perf1]=$perf
 	fi
 	while :; do
 		poll_query "$q"
-		case $POLL_ANSWER in
+		[[ -z $t_started && $POLL_ANSWER == *" t" ]] && t_started=$EPOCHREALTIME
+		case ${POLL_ANSWER% [tf]} in
 		"t t") [[ -n $t_applied ]] || t_applied=$EPOCHREALTIME; t_flushed=$EPOCHREALTIME; break ;;
 		"t f") [[ -n $t_applied ]] || t_applied=$EPOCHREALTIME ;;
 		"f f") ;;
 		*) die "poll: unexpected answer \"$POLL_ANSWER\" to: $q" ;;
 		esac
-		elapsed_gt "$t0" "$TIMEOUT_S" && die "native_$i: timed out"
+		elapsed_gt "$t0" "$TIMEOUT_S" && die "$sub: timed out"
 		sleep 0.01
 	done
 	if [[ -n $perf ]]; then
@@ -424,178 +482,229 @@ run_native() {
 	fi
 	poll_query "SELECT pid FROM pg_stat_subscription WHERE subname = '$sub' AND relid IS NULL"
 	wpid=$POLL_ANSWER
+	R_CPU=$(cpu_secs "$wpid")
+	R_DETAIL="worker started after $(secs "$t0" "${t_started:-$EPOCHREALTIME}") s, apply worker $(cpu_of "$wpid")"
 	poll_connect "$SRC_CONN"
 	poll_until "SELECT coalesce((SELECT confirmed_flush_lsn >= '$END' FROM pg_replication_slots WHERE slot_name = '$sub'), false)" 60
 	t_confirmed=$EPOCHREALTIME
 	poll_query "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$sub'"
 	spid=$POLL_ANSWER
-	R_CPU_WORKER=$(cpu_of "$wpid")
-	R_CPU_WALSENDER=$(cpu_of "$spid")
+	R_DETAIL+=", walsender $(cpu_of "$spid")"
 	tgt "$db" -c "ALTER SUBSCRIPTION $sub DISABLE" >/dev/null
 	R_SECONDS=$(secs "$t0" "$t_flushed")
 	R_APPLIED_S=$(secs "$t0" "$t_applied")
 	R_CONFIRMED_S=$(secs "$t0" "$t_confirmed")
 }
 
-declare -a TS=() NS=() NAS=() NCS=() TDETAIL=() NDETAIL=()
-TR_CHANGES=
-trellara_round() {
-	run_trellara "$1"
-	[[ $R_TXNS == "$TXNS" ]] || die "trellara round $1 applied $R_TXNS transactions, the backlog holds $TXNS"
-	[[ -z $TR_CHANGES || $TR_CHANGES == "$R_CHANGES" ]] || die "trellara round $1 applied $R_CHANGES changes, round 1 $TR_CHANGES"
-	TR_CHANGES=$R_CHANGES
-	if [[ -n $PERF_DIR && $1 == "$ROUNDS" ]]; then
-		PERF_DETAIL="profiled trellara round (perf record -g, reports in $PERF_DIR): $R_SECONDS (applyd $R_CPU_APPLYD, backend $R_CPU_BACKEND)"
+# results, by "WORKLOAD CONFIG" (native: CONFIG = native)
+declare -A RS=() RCPU=() RDETAIL=() RCNT=() RCHG=() NAS=() NCS=() WTXNS=() WROWS=() WGOAL=()
+PERF_DETAIL=''
+trellara_round() { # CONFIG ROUND
+	local k="$W $1"
+	run_trellara "$1" "$2"
+	[[ $R_TXNS == "$TXNS" ]] || die "$W, $1, round $2: applyd applied $R_TXNS transactions, the backlog holds $TXNS"
+	if [[ -n $PERF_DIR && $2 == "$ROUNDS" ]]; then
+		PERF_DETAIL="  profiled $1 round (perf record -g, reports in $PERF_DIR/$W-*): $R_SECONDS ($R_DETAIL)"
 		return
 	fi
-	TS+=("$R_SECONDS")
-	TDETAIL+=("$R_SECONDS (applyd $R_CPU_APPLYD, backend $R_CPU_BACKEND)")
+	RS[$k]+="$R_SECONDS " RCPU[$k]+="$R_CPU "
+	RDETAIL[$k]+=" $R_SECONDS ($R_DETAIL)"
+	RCNT[$k]=$R_COUNTERS RCHG[$k]=$R_CHANGES
 }
-native_round() {
+native_round() { # ROUND
+	local k="$W native"
 	run_native "$1"
 	if [[ -n $PERF_DIR && $1 == "$ROUNDS" ]]; then
-		PERF_DETAIL+="; native $R_SECONDS (apply worker $R_CPU_WORKER, walsender $R_CPU_WALSENDER)"
+		PERF_DETAIL+="; native $R_SECONDS ($R_DETAIL)"
 		return
 	fi
-	NS+=("$R_SECONDS") NAS+=("$R_APPLIED_S") NCS+=("$R_CONFIRMED_S")
-	NDETAIL+=("$R_SECONDS (applied $R_APPLIED_S, confirmed $R_CONFIRMED_S; apply worker $R_CPU_WORKER, walsender $R_CPU_WALSENDER)")
+	RS[$k]+="$R_SECONDS " RCPU[$k]+="$R_CPU " NAS[$k]+="$R_APPLIED_S " NCS[$k]+="$R_CONFIRMED_S "
+	RDETAIL[$k]+=" $R_SECONDS (applied $R_APPLIED_S, confirmed $R_CONFIRMED_S; $R_DETAIL)"
 }
-for ((i = 1; i <= REPEAT; i++)); do
-	if ((i % 2)); then
-		trellara_round "$i"
-		native_round "$i"
-	else
-		native_round "$i"
-		trellara_round "$i"
+
+ROUNDS=$REPEAT
+[[ -n $PERF_DIR ]] && ROUNDS=$((REPEAT + 1)) # the last one is the profiled one
+SUB_USER=$(id -un)                              # the clusters' bootstrap superuser
+HEARTBEAT="CREATE TABLE bench_heartbeat (id bigserial PRIMARY KEY, ts timestamptz NOT NULL)"
+TPCB_NATIVE_TPS='' TPCB_BACKLOG_TPS=''
+
+echo "== apply ($(date -u +%Y-%m-%dT%H:%M:%SZ), trellara $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) cores, PostgreSQL $(trellara_pg_version | cut -d' ' -f1), target fsync $TARGET_FSYNC, source fsync off, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "workloads: $WORKLOADS; trellara configurations: ${CONFIGS[*]}; pgbench -c $CLIENTS -j 2 per backlog; medians of $REPEAT rounds"
+
+# run_workload W: everything for one workload, its lines printed
+run_workload() {
+	local w0=$EPOCHREALTIME i j cfg db dbs=() k p groups='' mt mn
+	wl_define "$1"
+	for ((i = 1; i <= ROUNDS; i++)); do
+		for cfg in "${CONFIGS[@]}"; do groups+="applyd_${cfg}_$i, "; done
+	done
+	W_GROUPS_YAML=${groups%, }
+	src -c "CREATE DATABASE w_$W" >/dev/null
+	SRC_CONN=$(src_conn_of "w_$W") SRC_URL=$(src_url_of "w_$W")
+	tgt postgres -c "CREATE DATABASE tmpl_$W" >/dev/null
+	wl_init "$SRC_URL" >"$WORK/$W/init-source.log" 2>&1 &
+	p=$!
+	wl_init "$(tgt_url "tmpl_$W")" >"$WORK/$W/init-target.log" 2>&1 &
+	wait_both "$p" $! || { cat "$WORK/$W"/init-*.log >&2; die "$W: creating the tables failed"; }
+	local tables
+	tables=$(printf '%s, ' "${W_TABLES[@]}")
+	src -c "$HEARTBEAT" \
+		-c "CREATE PUBLICATION $PUB FOR TABLE ${tables}bench_heartbeat" \
+		-c "SELECT pg_create_logical_replication_slot('$W_SLOT', 'pgoutput')" \
+		-c "CHECKPOINT" >/dev/null
+	tgt "tmpl_$W" -c "$HEARTBEAT" -c "VACUUM ANALYZE" >/dev/null
+	for ((i = 1; i <= ROUNDS; i++)); do
+		for cfg in "${CONFIGS[@]}" native; do
+			dbs+=(-c "CREATE DATABASE ${W}_${cfg}_$i TEMPLATE tmpl_$W STRATEGY file_copy")
+		done
+	done
+	tgt postgres "${dbs[@]}" >/dev/null
+	for ((i = 1; i <= ROUNDS; i++)); do
+		tgt "${W}_native_$i" -c "SET client_min_messages = warning" -c "CREATE SUBSCRIPTION ${W}_native_$i CONNECTION '$SRC_CONN user=$SUB_USER' PUBLICATION $PUB
+			WITH (enabled = false, create_slot = true, slot_name = '${W}_native_$i', copy_data = false)" >/dev/null
+	done
+
+	# the backlog
+	pgbench -n -c "$CLIENTS" -j 2 -T "$(wl_seconds "$W")" "${W_PGBENCH[@]}" -d "$SRC_URL" >"$WORK/$W/pgbench.log" 2>&1 ||
+		{ cat "$WORK/$W/pgbench.log" >&2; die "$W: pgbench failed"; }
+	END=$(src -c "INSERT INTO bench_heartbeat (ts) VALUES (clock_timestamp())" -c "SELECT pg_current_wal_insert_lsn()")
+	local n tps
+	n=$(awk '/number of transactions actually processed/ {print $NF}' "$WORK/$W/pgbench.log")
+	n=${n%%/*}
+	tps=$(grep -o 'tps = [0-9.]*' "$WORK/$W/pgbench.log" | head -1 | awk '{printf "%.0f", $3}')
+	[[ $n =~ ^[0-9]+$ ]] || die "$W: cannot read the transaction count from pgbench's log"
+	wl_check_source "$n"
+	TXNS=$((n + 1))                # + the marker
+	ROWS=$((n * W_CHANGES + 1))
+	WTXNS[$W]=$TXNS WROWS[$W]=$ROWS WGOAL[$W]=$W_GOAL
+	[[ $W == tpcb ]] && TPCB_BACKLOG_TPS=$tps
+	local source_print
+	source_print=$(src -c "$(fingerprint)")
+
+	# capture the backlog into the stream (not part of the measurement)
+	write_flow_base "$WORK/$W/capture.yml" "${W}_${CONFIGS[0]}_1" "applyd_${CONFIGS[0]}_1"
+	local t0 capture_s rc=0 stream_mb
+	t0=$EPOCHREALTIME
+	"$REPO/bin/trellara-capture" --config "$WORK/$W/capture.yml" --start-now 2>"$WORK/$W/capture-backlog.log" &
+	BG[capture]=$!
+	WATCH_PID=${BG[capture]} WATCH_WHAT="trellara-capture ($W)" WATCH_LOG=$WORK/$W/capture-backlog.log
+	poll_connect "$SRC_CONN"
+	poll_until "SELECT coalesce((SELECT confirmed_flush_lsn >= '$END' FROM pg_replication_slots WHERE slot_name = '$W_SLOT'), false)" "$TIMEOUT_S"
+	WATCH_PID=''
+	capture_s=$(secs "$t0" "$EPOCHREALTIME")
+	kill -TERM "${BG[capture]}"
+	wait "${BG[capture]}" || rc=$?
+	BG[capture]=
+	((rc == 0)) || { cat "$WORK/$W/capture-backlog.log" >&2; die "trellara-capture ($W) exited $rc after SIGTERM"; }
+	stream_mb=$("$REPO/bin/trellara-stream" inspect-local --config "$WORK/$W/capture.yml" --format json |
+		jq -r '.bytes / 1e6 | floor')
+
+	# the rounds
+	PERF_DETAIL=''
+	for ((i = 1; i <= ROUNDS; i++)); do
+		if [[ -n $PERF_DIR && $i == "$ROUNDS" ]]; then
+			trellara_round "${CONFIGS[0]}" "$i"
+			native_round "$i"
+		elif ((i % 2)); then
+			for cfg in "${CONFIGS[@]}"; do trellara_round "$cfg" "$i"; done
+			native_round "$i"
+		else
+			native_round "$i"
+			for ((j = ${#CONFIGS[@]} - 1; j >= 0; j--)); do trellara_round "${CONFIGS[j]}" "$i"; done
+		fi
+	done
+	if [[ -n $PERF_DIR ]]; then
+		for f in applyd target-backend native-apply-worker; do
+			perf report -i "$PERF_DIR/$W-$f.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -60 >"$PERF_DIR/$W-$f.self.txt" || true
+			perf report -i "$PERF_DIR/$W-$f.data" --children --sort symbol --stdio -g none 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -150 >"$PERF_DIR/$W-$f.children.txt" || true
+		done
 	fi
-done
-if [[ -n $PERF_DIR ]]; then
-	trellara_round "$ROUNDS"
-	native_round "$ROUNDS"
-	for f in applyd target-backend native-apply-worker; do
-		perf report -i "$PERF_DIR/$f.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
-			grep -v '^#' | grep -v '^$' | head -60 >"$PERF_DIR/$f.self.txt" || true
-		perf report -i "$PERF_DIR/$f.data" --children --sort symbol --stdio -g none 2>/dev/null |
-			grep -v '^#' | grep -v '^$' | head -150 >"$PERF_DIR/$f.children.txt" || true
+
+	# every target database holds what the source held at END
+	for ((i = 1; i <= ROUNDS; i++)); do
+		for cfg in "${CONFIGS[@]}" native; do
+			[[ -n $PERF_DIR && $i == "$ROUNDS" && $cfg != native && $cfg != "${CONFIGS[0]}" ]] && continue
+			db=${W}_${cfg}_$i
+			p=$(tgt "$db" -c "$(fingerprint)")
+			[[ $p == "$source_print" ]] || die "$db differs from the source at END: $p, source $source_print"
+		done
 	done
-fi
 
-# every target database holds what the source held at END
-for ((i = 1; i <= ROUNDS; i++)); do
-	for db in "trellara_$i" "native_$i"; do
-		p=$(tgt "$db" -c "$(fingerprint)")
-		[[ $p == "$SOURCE_PRINT" ]] || die "$db differs from the source at END: $p, source $SOURCE_PRINT"
+	# its lines
+	mn=$(median "${RS["$W native"]}")
+	local n_tps nrat
+	n_tps=$(per_s "$TXNS" "$mn")
+	[[ $W == tpcb ]] && TPCB_NATIVE_TPS=$n_tps
+	echo
+	echo "-- $W: $W_DESC; pgbench -c $CLIENTS -j 2 -T $(wl_seconds "$W"), no consumer attached ($tps tps):" \
+		"$n + 1 marker = $TXNS transactions, $ROWS rows (rows = pgbench's transactions x $W_CHANGES + 1, checked on the source);" \
+		"trellara-capture put it in the stream in $capture_s s ($stream_mb MB; not measured below)"
+	printf '%-16s %9s %9s %10s %7s %10s  %s\n' applier seconds txns/s rows/s ratio "CPU us/txn" "applyd counters: received statements folded; checkpoint applied_changes"
+	for cfg in "${CONFIGS[@]}"; do
+		k="$W $cfg"
+		mt=$(median "${RS[$k]}")
+		read -r -a cnt <<<"${RCNT[$k]}"
+		printf '%-16s %9.2f %9d %10d %7.2f %10s  %s %s %s; %s\n' "$cfg" "$mt" "$(per_s "$TXNS" "$mt")" "$(per_s "$ROWS" "$mt")" \
+			"$(awk -v t="$mt" -v n="$mn" 'BEGIN{printf "%.2f", n / t}')" "$(us_per "$(median "${RCPU[$k]}")" "$TXNS")" \
+			"${cnt[0]}" "${cnt[1]}" "${cnt[2]}" "${RCHG[$k]}$([[ ${RCHG[$k]} == "$ROWS" ]] || echo " (not the backlog's $ROWS rows)")"
 	done
-done
+	printf '%-16s %9.2f %9d %10d %7s %10s  %s\n' native "$mn" "$n_tps" "$(per_s "$ROWS" "$mn")" 1.00 \
+		"$(us_per "$(median "${RCPU["$W native"]}")" "$TXNS")" "(apply worker only)"
+	nrat="native's source-confirmed time (confirmed_flush_lsn) $(f3 "$(median "${NCS["$W native"]}")") s, unflushed applied time $(f3 "$(median "${NAS["$W native"]}")") s"
+	echo "ratio = trellara txns/s / native txns/s (native timed to the WAL flush covering END; $nrat);" \
+		"trellara: synchronous_commit=on, one target commit per ${BATCH:-100} source txns; CPU: applyd + target backend(s) / native apply worker, on-CPU s per source transaction"
+	echo "per round, seconds (process: on-CPU/waiting-for-a-CPU s):"
+	for cfg in "${CONFIGS[@]}" native; do echo "  $cfg${RDETAIL["$W $cfg"]}"; done
+	[[ -n $PERF_DETAIL ]] && echo "$PERF_DETAIL"
+	echo "every target database checked equal to the source at END (per table: row count and hash sum of every column of $(printf '%s ' "${W_TABLES[@]}")bench_heartbeat)"
 
-MT=$(median "${TS[@]}")
-MN=$(median "${NS[@]}")
-MNA=$(median "${NAS[@]}")
-MNC=$(median "${NCS[@]}")
-per_s() { awk -v n="$1" -v s="$2" 'BEGIN{printf "%.0f", n / s}'; }
-T_TPS=$(per_s "$TXNS" "$MT")
-N_TPS=$(per_s "$TXNS" "$MN")
-RATIO=$(awk -v a="$T_TPS" -v b="$N_TPS" 'BEGIN{printf "%.2f", a / b}')
-RATIO_CONFIRMED=$(awk -v t="$MT" -v n="$MNC" 'BEGIN{printf "%.2f", n / t}')
-RATIO_APPLIED=$(awk -v t="$MT" -v n="$MNA" 'BEGIN{printf "%.2f", n / t}')
+	if [[ $W == tpcb ]] && ((LAG_SECONDS > 0)); then
+		measure_lag
+	fi
 
-echo "backlog: pgbench tpcb-like -c $CLIENTS -j 2 -T $SECONDS_PGBENCH, scale $SCALE, no consumer attached ($BACKLOG_TPS tps)" \
-	"+ 1 marker = $TXNS transactions, $TR_CHANGES rows; trellara-capture put it in the stream in $CAPTURE_S s ($STREAM_MB MB; not measured below)"
-printf '%-9s %8s %9s %9s %9s %10s  %s\n' applier txns rows seconds txns/s rows/s "durability at the timed point"
-printf '%-9s %8d %9d %9.2f %9d %10d  %s\n' trellara "$TXNS" "$TR_CHANGES" "$MT" "$T_TPS" "$(per_s "$TR_CHANGES" "$MT")" \
-	"flushed: synchronous_commit=on, one target commit per ${BATCH:-100} source txns"
-printf '%-9s %8d %9d %9.2f %9d %10d  %s\n' native "$TXNS" "$TR_CHANGES" "$MN" "$N_TPS" "$(per_s "$TR_CHANGES" "$MN")" \
-	"flushed: synchronous_commit=off per source txn, timed to the WAL flush covering END"
-echo "ratio = trellara txns/s / native txns/s: $RATIO (goal >= $RATIO_GOAL: $(awk -v r="$RATIO" -v g="$RATIO_GOAL" 'BEGIN{print (r >= g) ? "met" : "NOT met"}'));" \
-	"against native's source-confirmed time (confirmed_flush_lsn, $MNC s): $RATIO_CONFIRMED; its unflushed applied time ($MNA s): $RATIO_APPLIED"
-echo "per round, seconds (process: on-CPU/waiting-for-a-CPU s): trellara ${TDETAIL[*]}"
-echo "  native ${NDETAIL[*]}"
-[[ -n $PERF_DIR ]] && echo "  $PERF_DETAIL"
-echo "every target database checked equal to the source at END (counts and sums of the 4 pgbench tables)"
+	# drop what the workload leaves: its subscriptions (and their slots),
+	# its slot, databases and stream; a walsender may outlive its consumer
+	# for a moment
+	poll_connect "$SRC_CONN"
+	poll_until "SELECT NOT EXISTS (SELECT FROM pg_replication_slots WHERE database = current_database() AND active)" 60
+	for ((i = 1; i <= ROUNDS; i++)); do
+		tgt "${W}_native_$i" -c "SET client_min_messages = warning" -c "DROP SUBSCRIPTION ${W}_native_$i" >/dev/null
+	done
+	src -c "SELECT pg_drop_replication_slot('$W_SLOT')" >/dev/null
+	poll_connect "$(tgt_conn postgres)"
+	dbs=()
+	for ((i = 1; i <= ROUNDS; i++)); do
+		for cfg in "${CONFIGS[@]}" native; do dbs+=(-c "DROP DATABASE ${W}_${cfg}_$i WITH (FORCE)"); done
+	done
+	tgt postgres "${dbs[@]}" -c "DROP DATABASE tmpl_$W" >/dev/null
+	rm -rf "$W_STREAM" "$WORK/spill"
+	echo "($W: $(awk -v a="$w0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b - a}') s)"
+}
 
 # ---------------------------------------------------------------- lag
 
-# lag_run NAME DB: pgbench -R LAG_RATE -T LAG_SECONDS with heartbeats;
-# the applier must already be running.  Sets L_P50 L_MAX L_N L_CATCHUP
-# L_TPS L_READY
-lag_run() {
-	local name=$1 db=$2 t0 k0 kend pid seen=$WORK/lag-$1.seen hb=$WORK/lag-$1.hb last=-1
-	poll_connect "$(tgt_conn "$db")"
-	# ready: a heartbeat inserted now is visible on the target
-	t0=$EPOCHREALTIME
-	k0=$(src -c "INSERT INTO bench_heartbeat (ts) VALUES (clock_timestamp()) RETURNING id")
-	poll_until "SELECT coalesce(max(id), 0) >= $k0 FROM bench_heartbeat" "$TIMEOUT_S"
-	L_READY=$(secs "$t0" "$EPOCHREALTIME")
-	rm -f "$WORK/hb.stop" "$seen"
-	{
-		while [[ ! -e $WORK/hb.stop ]]; do
-			echo "INSERT INTO bench_heartbeat (ts) VALUES (clock_timestamp());"
-			sleep 0.2
-		done
-	} | "$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$SRC_CONN" >/dev/null 2>"$WORK/lag-$name-hb.err" &
-	BG[hb]=$!
-	pgbench -n -c "$CLIENTS" -j 2 -R "$LAG_RATE" -T "$LAG_SECONDS" -d "$SRC_URL" >"$WORK/lag-$name-pgbench.log" 2>&1 &
-	pid=$!
-	BG[pgbench]=$pid
-	while kill -0 "$pid" 2>/dev/null; do
-		poll_query "SELECT coalesce(max(id), 0) || ' ' || extract(epoch from clock_timestamp()) FROM bench_heartbeat"
-		[[ ${POLL_ANSWER%% *} != "$last" ]] && echo "$POLL_ANSWER" >>"$seen"
-		last=${POLL_ANSWER%% *}
-		sleep 0.01
-	done
-	wait "$pid" || { cat "$WORK/lag-$name-pgbench.log" >&2; die "pgbench -R failed"; }
-	BG[pgbench]=
-	kend=$(src -c "INSERT INTO bench_heartbeat (ts) VALUES (clock_timestamp()) RETURNING id")
-	touch "$WORK/hb.stop"
-	t0=$EPOCHREALTIME
-	while :; do
-		poll_query "SELECT coalesce(max(id), 0) || ' ' || extract(epoch from clock_timestamp()) FROM bench_heartbeat"
-		[[ ${POLL_ANSWER%% *} != "$last" ]] && echo "$POLL_ANSWER" >>"$seen"
-		last=${POLL_ANSWER%% *}
-		((last >= kend)) && break
-		elapsed_gt "$t0" "$TIMEOUT_S" && die "$name: the target did not catch up"
-		sleep 0.01
-	done
-	wait "${BG[hb]}" || true
-	BG[hb]=
-	src -c "SELECT id || ' ' || extract(epoch from ts) FROM bench_heartbeat WHERE id > $k0 AND id <= $kend ORDER BY id" >"$hb"
-	# lag of heartbeat k: first poll that saw max(id) >= k, minus its ts
-	awk -v kend="$kend" '
-		NR == FNR { sid[NR] = $1; st[NR] = $2; ns = NR; next }
-		{ id[FNR] = $1; ts[FNR] = $2; nh = FNR }
-		END {
-			j = 1; n = 0
-			for (h = 1; h <= nh; h++) {
-				while (j <= ns && sid[j] < id[h]) j++
-				if (j > ns) exit
-				lag = (st[j] - ts[h]) * 1000
-				if (id[h] == kend) printf "catchup %.1f\n", lag; else printf "lag %.1f\n", lag
-			}
-		}' "$seen" "$hb" >"$WORK/lag-$name.ms"
-	L_CATCHUP=$(awk '$1 == "catchup" {printf "%.0f", $2}' "$WORK/lag-$name.ms")
-	read -r L_N L_P50 L_MAX < <(awk '$1 == "lag" {print $2}' "$WORK/lag-$name.ms" | sort -g |
-		awk '{v[NR] = $1} END {printf "%d %.0f %.0f\n", NR, v[int((NR + 1) / 2)], v[NR]}')
-	L_TPS=$(grep -o 'tps = [0-9.]*' "$WORK/lag-$name-pgbench.log" | head -1 | awk '{printf "%.0f", $3}')
-	# the target ended where the source is (nothing else writes now)
-	[[ $(tgt "$db" -c "$(fingerprint)") == "$(src -c "$(fingerprint)")" ]] || die "$db differs from the source after the lag run"
-}
-
-if ((LAG_SECONDS > 0)); then
+LAG_LINES=()
+measure_lag() {
+	local why rc p cfg=${CONFIGS[0]} R=$REPEAT
 	if [[ -z $LAG_RATE ]]; then
-		LAG_RATE=$(awk -v n="$N_TPS" -v s="$BACKLOG_TPS" 'BEGIN{r = n / 2; c = s / 2; printf "%d", r < c ? r : c}')
-		LAG_WHY="min(50% of native's $N_TPS txns/s, 50% of the source's unthrottled $BACKLOG_TPS tps)"
+		LAG_RATE=$(awk -v n="$TPCB_NATIVE_TPS" -v s="$TPCB_BACKLOG_TPS" 'BEGIN{r = n / 2; c = s / 2; printf "%d", r < c ? r : c}')
+		why="min(50% of native's $TPCB_NATIVE_TPS txns/s, 50% of the source's unthrottled $TPCB_BACKLOG_TPS tps)"
 	else
-		LAG_WHY="APPLY_BENCH_LAG_RATE"
+		why="APPLY_BENCH_LAG_RATE"
 	fi
-	R=$REPEAT # the last measured round's databases are caught up to END
-	# trellara: capture (same stream and slot) + applyd (group applyd_R)
-	"$REPO/bin/trellara-capture" --config "$WORK/capture.yml" --start-now 2>"$WORK/capture-lag.log" &
+	# trellara: capture (same stream and slot) + applyd, the last measured
+	# round's database and group (caught up to END)
+	"$REPO/bin/trellara-capture" --config "$WORK/$W/capture.yml" --start-now 2>"$WORK/capture-lag.log" &
 	BG[capture]=$!
-	write_flow "$WORK/apply-lag.yml" "trellara_$R" "applyd_$R"
+	write_flow "$WORK/apply-lag.yml" "${W}_${cfg}_$R" "applyd_${cfg}_$R" "$cfg"
 	"$REPO/bin/trellara-applyd" --config "$WORK/apply-lag.yml" 2>"$WORK/applyd-lag.log" &
 	BG[applyd]=$!
-	lag_run trellara "trellara_$R"
-	TL=("$L_N" "$L_P50" "$L_MAX" "$L_CATCHUP" "$L_TPS" "$L_READY")
+	WATCH_PID=${BG[applyd]} WATCH_WHAT="trellara-applyd (lag run)" WATCH_LOG=$WORK/applyd-lag.log
+	lag_run trellara "${W}_${cfg}_$R"
+	WATCH_PID=''
+	local -a tl=("$L_N" "$L_P50" "$L_P99" "$L_MAX" "$L_CATCHUP" "$L_TPS" "$L_READY")
 	for p in applyd capture; do
 		rc=0
 		kill -TERM "${BG[$p]}"
@@ -604,18 +713,52 @@ if ((LAG_SECONDS > 0)); then
 		((rc == 0)) || { cat "$WORK/$p-lag.log" >&2; die "trellara-$p exited $rc after SIGTERM"; }
 	done
 	# native: the subscription again; it first catches up on Trellara's run
-	tgt "native_$R" -c "ALTER SUBSCRIPTION native_$R ENABLE" >/dev/null
-	lag_run native "native_$R"
-	NL=("$L_N" "$L_P50" "$L_MAX" "$L_CATCHUP" "$L_TPS" "$L_READY")
-	tgt "native_$R" -c "ALTER SUBSCRIPTION native_$R DISABLE" >/dev/null
+	tgt "${W}_native_$R" -c "ALTER SUBSCRIPTION ${W}_native_$R ENABLE" >/dev/null
+	lag_run native "${W}_native_$R"
+	local -a nl=("$L_N" "$L_P50" "$L_P99" "$L_MAX" "$L_CATCHUP" "$L_TPS" "$L_READY")
+	tgt "${W}_native_$R" -c "ALTER SUBSCRIPTION ${W}_native_$R DISABLE" >/dev/null
 
-	met() { awk -v v="$1" -v g="$LAG_GOAL_MS" 'BEGIN{print (v < g) ? "met" : "NOT met"}'; }
-	echo "lag: pgbench -R $LAG_RATE -T $LAG_SECONDS (rate = $LAG_WHY), heartbeat every 0.2 s, target polled every 10 ms"
-	printf '%-9s %9s %8s %8s %8s %12s\n' applier "load tps" "samples" "p50 ms" "max ms" "catch-up ms"
-	printf '%-9s %9s %8s %8s %8s %12s\n' trellara "${TL[4]}" "${TL[0]}" "${TL[1]}" "${TL[2]}" "${TL[3]}"
-	printf '%-9s %9s %8s %8s %8s %12s\n' native "${NL[4]}" "${NL[0]}" "${NL[1]}" "${NL[2]}" "${NL[3]}"
-	echo "goal: trellara lag < $LAG_GOAL_MS ms: p50 $(met "${TL[1]}"), max $(met "${TL[2]}")" \
+	LAG_LINES+=("lag (tpcb, trellara $cfg): pgbench -R $LAG_RATE -T $LAG_SECONDS (rate = $why), heartbeat every 0.2 s, target polled every 10 ms")
+	LAG_LINES+=("$(printf '%-16s %9s %8s %8s %8s %8s %12s' applier "load tps" samples "p50 ms" "p99 ms" "max ms" "catch-up ms")")
+	LAG_LINES+=("$(printf '%-16s %9s %8s %8s %8s %8s %12s' "$cfg" "${tl[5]}" "${tl[0]}" "${tl[1]}" "${tl[2]}" "${tl[3]}" "${tl[4]}")")
+	LAG_LINES+=("$(printf '%-16s %9s %8s %8s %8s %8s %12s' native "${nl[5]}" "${nl[0]}" "${nl[1]}" "${nl[2]}" "${nl[3]}" "${nl[4]}")")
+	LAG_LINES+=("goal: trellara p99 < $LAG_GOAL_MS ms: $(awk -v v="${tl[2]}" -v g="$LAG_GOAL_MS" 'BEGIN{print (v < g) ? "met" : "NOT met"}')" \
 		"(trellara lag = source commit -> visible and flushed on the target through capture's fsynced stream and applyd;" \
-		"native = visible, its flush may follow by up to wal_writer_delay; native first caught up on the trellara run in ${NL[5]} s)"
-fi
+		"native = visible, its flush may follow by up to wal_writer_delay; native first caught up on the trellara run in ${nl[6]} s)")
+	printf '%s\n' "${LAG_LINES[@]}"
+}
+
+for w in $WORKLOADS; do
+	run_workload "$w"
+done
+
+# ---------------------------------------------------------------- summary
+
+echo
+echo "== apply summary (medians of $REPEAT; ratio = trellara txns/s / native txns/s at the same durability;" \
+	"goals: tpcb >= 2.0 (1.5 to resolve), hotkey inserts updates >= 1.5, every ratio >= 1.0; CPU in us per source transaction)"
+printf '%-9s %-16s %8s %9s %9s %10s %9s %6s %-8s %9s %9s %11s %11s %11s\n' workload trellara txns rows txns/s rows/s native/s ratio goal \
+	"cpu trel" "cpu nat" received statements folded
+BEST=''
+for w in $WORKLOADS; do
+	best_ratio='' best_cfg=''
+	mn=$(median "${RS["$w native"]}")
+	goal=${WGOAL[$w]}
+	ncpu=$(us_per "$(median "${RCPU["$w native"]}")" "${WTXNS[$w]}")
+	for cfg in "${CONFIGS[@]}"; do
+		mt=$(median "${RS["$w $cfg"]}")
+		ratio=$(awk -v t="$mt" -v n="$mn" 'BEGIN{printf "%.2f", n / t}')
+		verdict=$(awk -v r="$ratio" -v g="$goal" 'BEGIN{print (r < 1.0) ? "BELOW1" : (r >= g) ? "met" : "not met"}')
+		read -r -a cnt <<<"${RCNT["$w $cfg"]}"
+		printf '%-9s %-16s %8d %9d %9d %10d %9d %6.2f %-8s %9s %9s %11s %11s %11s\n' "$w" "$cfg" "${WTXNS[$w]}" "${WROWS[$w]}" \
+			"$(per_s "${WTXNS[$w]}" "$mt")" "$(per_s "${WROWS[$w]}" "$mt")" "$(per_s "${WTXNS[$w]}" "$mn")" "$ratio" "$verdict" \
+			"$(us_per "$(median "${RCPU["$w $cfg"]}")" "${WTXNS[$w]}")" "$ncpu" "${cnt[0]}" "${cnt[1]}" "${cnt[2]}"
+		if [[ -z $best_ratio ]] || awk -v r="$ratio" -v b="$best_ratio" 'BEGIN{exit !(r > b)}'; then
+			best_ratio=$ratio best_cfg=$cfg
+		fi
+	done
+	BEST+="$w $best_cfg $best_ratio, "
+done
+echo "best configuration per workload (ratio): ${BEST%, }"
+((${#LAG_LINES[@]} > 0)) && printf '%s\n' "${LAG_LINES[@]}"
 echo "(total $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b - a}') s)"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make bench: every benchmark, each against a baseline measured in the
-# same run.  BENCH_SECONDS sets the length of one measurement round.
+# same run.  BENCH_SECONDS sets the length of one stream_bench round; the
+# scripts read their own variables (CAPTURE_BENCH_*, APPLY_BENCH_*, ...;
+# each script's header comment lists them): e.g.
+#   APPLY_BENCH_WORKLOADS=tpcb APPLY_BENCH_WORKERS="1 4" make bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${BENCH_DIR:-./target/bench}"
