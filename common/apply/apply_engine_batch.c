@@ -59,7 +59,7 @@ int begin_txn(struct apply_engine *a, uint64_t offset)
 		return 0;
 	a->in_txn = true;
 	a->batch_first_offset = offset;
-	fold_forget(a); /* nothing of an abandoned target transaction */
+	apply_engine_fold_forget(a); /* nothing of an abandoned target transaction */
 	return a->ops->begin(a->t, offset);
 }
 
@@ -72,7 +72,7 @@ struct apply_outcome commit_batch(struct apply_engine *a)
 		return apply_ok();
 	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
 		goto failed;
-	struct apply_outcome sent = fold_flush(a);
+	struct apply_outcome sent = apply_engine_fold_flush(a);
 	if (sent.status == APPLY_EXIT) {
 		a->ops->rollback(a->t);
 		a->in_txn = false;
@@ -250,13 +250,13 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 		}
 		if (a->folding && (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE)) {
 			enum apply_fold_mode mode = apply_core_fold_mode(table_of[c->relation], prel[c->relation].key != NULL);
-			rc = fold_change(a, &prel[c->relation], mode, c, offset);
+			rc = apply_engine_fold_change(a, &prel[c->relation], mode, c, offset);
 		} else {
 			/* a TRUNCATE comes after everything before it */
 			if (a->folding && c->op == ENV_TRUNCATE)
-				rc = fold_flush(a);
+				rc = apply_engine_fold_flush(a);
 			if (apply_is_ok(rc))
-				rc = send_planned(a, prel, nrel, c, offset);
+				rc = apply_engine_send_planned(a, prel, nrel, c, offset);
 		}
 		if (apply_is_ok(rc) && c->op != ENV_MESSAGE)
 			(*changes)++;

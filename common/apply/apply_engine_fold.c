@@ -26,7 +26,7 @@
  * whatever apply.batch_transactions is. */
 #define FOLD_MAX_ROWS 20000
 
-struct apply_outcome send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
 				  const struct env_change *c, uint64_t tag)
 {
 	char err[512];
@@ -86,14 +86,14 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 		}
 	}
 	for (size_t k = 0; k < n; k++) {
-		struct apply_outcome rc = send_planned(a, rels, n_rels, a->set_run[k], fold_get(a->fold, i + k)->tag);
+		struct apply_outcome rc = apply_engine_send_planned(a, rels, n_rels, a->set_run[k], fold_get(a->fold, i + k)->tag);
 		if (!apply_is_ok(rc))
 			return rc;
 	}
 	return apply_ok();
 }
 
-struct apply_outcome fold_flush(struct apply_engine *a)
+struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
 {
 	size_t n = fold_count(a->fold);
 	uint32_t n_rels = 0;
@@ -122,7 +122,7 @@ struct apply_outcome fold_flush(struct apply_engine *a)
 	return rc;
 }
 
-void fold_forget(struct apply_engine *a)
+void apply_engine_fold_forget(struct apply_engine *a)
 {
 	fold_reset(a->fold);
 	struct fold_stats st = fold_stats(a->fold);
@@ -138,7 +138,7 @@ static int fold_relation_of(struct apply_engine *a, const struct plan_relation *
 	int rel = fold_relation(a->fold, pr, merge);
 	if (rel >= 0)
 		return rel;
-	*rc = fold_flush(a);
+	*rc = apply_engine_fold_flush(a);
 	if (!apply_is_ok(*rc))
 		return -1;
 	rel = fold_relation(a->fold, pr, merge);
@@ -147,15 +147,15 @@ static int fold_relation_of(struct apply_engine *a, const struct plan_relation *
 	return rel;
 }
 
-struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relation *pr, enum apply_fold_mode mode,
+struct apply_outcome apply_engine_fold_change(struct apply_engine *a, const struct plan_relation *pr, enum apply_fold_mode mode,
 				 const struct env_change *c, uint64_t tag)
 {
 	struct env_change one = *c;
 	one.relation = 0;
 	struct apply_outcome rc = apply_ok();
 	if (mode == APPLY_FOLD_BARRIER) {
-		rc = fold_flush(a);
-		return apply_is_ok(rc) ? send_planned(a, pr, 1, &one, tag) : rc;
+		rc = apply_engine_fold_flush(a);
+		return apply_is_ok(rc) ? apply_engine_send_planned(a, pr, 1, &one, tag) : rc;
 	}
 	bool merge = mode == APPLY_FOLD_MERGE;
 	int rel = fold_relation_of(a, pr, merge, &rc);
@@ -164,7 +164,7 @@ struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relat
 	enum fold_result r = fold_add(a->fold, (uint32_t)rel, &one, tag);
 	if (r == FOLD_CONFLICT) {
 		/* what the segment holds for the key goes first */
-		if (!apply_is_ok(rc = fold_flush(a)) || (rel = fold_relation_of(a, pr, merge, &rc)) < 0)
+		if (!apply_is_ok(rc = apply_engine_fold_flush(a)) || (rel = fold_relation_of(a, pr, merge, &rc)) < 0)
 			return rc;
 		r = fold_add(a->fold, (uint32_t)rel, &one, tag);
 		if (r == FOLD_CONFLICT) {
@@ -173,10 +173,10 @@ struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relat
 		}
 	}
 	if (r == FOLD_ALONE) {
-		rc = fold_flush(a);
-		return apply_is_ok(rc) ? send_planned(a, pr, 1, &one, tag) : rc;
+		rc = apply_engine_fold_flush(a);
+		return apply_is_ok(rc) ? apply_engine_send_planned(a, pr, 1, &one, tag) : rc;
 	}
 	if (fold_count(a->fold) >= FOLD_MAX_ROWS)
-		return fold_flush(a);
+		return apply_engine_fold_flush(a);
 	return apply_ok();
 }

@@ -109,17 +109,17 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 /* ---- apply_engine_fold.c ---- */
 
 /* Plans c (against rels) and sends it by itself. */
-struct apply_outcome send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
 				  const struct env_change *c, uint64_t tag);
 /* One row change of the transaction being sent, into the segment (pr:
  * its relation, c->relation ignored) or, for a barrier, after it. */
-struct apply_outcome fold_change(struct apply_engine *a, const struct plan_relation *pr, enum apply_fold_mode mode,
+struct apply_outcome apply_engine_fold_change(struct apply_engine *a, const struct plan_relation *pr, enum apply_fold_mode mode,
 				 const struct env_change *c, uint64_t tag);
 /* Sends the segment's net changes and empties it. */
-struct apply_outcome fold_flush(struct apply_engine *a);
+struct apply_outcome apply_engine_fold_flush(struct apply_engine *a);
 /* A new target transaction: the segment emptied unsent, the batch's
  * counters zero. */
-void fold_forget(struct apply_engine *a);
+void apply_engine_fold_forget(struct apply_engine *a);
 
 /* ---- apply_engine_chunks.c ---- */
 
