@@ -11,6 +11,7 @@
 #include "run.h"
 #include "scenarios.h"
 
+#include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/xalloc.h"
 
@@ -309,7 +310,7 @@ static void print_text(FILE *out, const struct sim_run *run)
 static int cmd_run(const struct options *o)
 {
 	struct sim_run run;
-	struct timespec t0, t1;
+	int64_t t0_us;
 	time_t now;
 	struct tm tm;
 	int status;
@@ -360,18 +361,17 @@ static int cmd_run(const struct options *o)
 			run.selected[i] = true;
 	}
 
-	now = time(NULL);
+	now = (time_t)(clock_wall_us() / 1000000);
 	gmtime_r(&now, &tm);
 	strftime(run.started_at, sizeof run.started_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0_us = clock_mono_us();
 
 	for (size_t i = 0; i < run.n; i++)
 		if (run.selected[i])
 			run_entry(&run, i);
 	explore(&run, o->progress);
 
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	run.duration_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+	run.duration_us = (uint64_t)(clock_mono_us() - t0_us);
 
 	char *tmp;
 	FILE *out = open_output(o->output, &tmp);

@@ -5,6 +5,7 @@
  */
 #include "trellara/stream_fs.h"
 
+#include "trellara/clock.h"
 #include "trellara/fsutil.h"
 #include "trellara/log.h"
 #include "trellara/xalloc.h"
@@ -20,7 +21,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 static int px_open(struct stream_fs *fs, const char *path, int flags, int mode)
@@ -162,9 +162,7 @@ static int px_random(struct stream_fs *fs, void *buf, size_t len)
 static int64_t px_now_us(struct stream_fs *fs)
 {
 	(void)fs;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return clock_wall_us(); /* frames carry wall-clock append times */
 }
 
 static struct stream_fs posix_fs = {
