@@ -11,6 +11,7 @@
 #include "run.h"
 #include "scenarios.h"
 
+#include "trellara/cli.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/xalloc.h"
@@ -101,21 +102,12 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/* A decimal integer from 0 to UINT64_MAX, nothing else. */
-static bool parse_u64(const char *s, uint64_t *out)
+/* A decimal integer from 0 to UINT64_MAX, nothing else (cli.h's rule);
+ * the caller reports a bad value in the simulator's own words. */
+static bool parse_u64(const char *option_name, const char *s, uint64_t *out)
 {
-	char *end;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return false;
-	for (const char *p = s; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return false;
-	*out = v;
-	return true;
+	char err[OPT_ERROR_LEN];
+	return opt_check_u64(option_name, s, 0, UINT64_MAX, out, err);
 }
 
 /* ---- output files ---- */
@@ -526,12 +518,12 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 's': o.scenario = optarg; break;
 		case 'S':
-			if (!parse_u64(optarg, &o.seed))
+			if (!parse_u64("--seed", optarg, &o.seed))
 				return usage_error("--seed: \"%s\" is not a number from 0 to 18446744073709551615", optarg);
 			o.seed_given = true;
 			break;
 		case 'n':
-			if (!parse_u64(optarg, &o.schedules))
+			if (!parse_u64("--schedules", optarg, &o.schedules))
 				return usage_error("--schedules: \"%s\" is not a non-negative number", optarg);
 			o.schedules_given = true;
 			break;
@@ -550,7 +542,7 @@ int main(int argc, char **argv)
 			o.incomplete_ok = true;
 			break;
 		case 'p':
-			if (!parse_u64(optarg, &o.progress))
+			if (!parse_u64("--progress", optarg, &o.progress))
 				return usage_error("--progress: \"%s\" is not a non-negative number", optarg);
 			o.progress_given = true;
 			break;
