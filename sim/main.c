@@ -7,13 +7,13 @@
  * The wall clock is read here only, for the run file's started_at and
  * duration_ms; nothing in the simulation sees it.
  */
-#include "json.h"
 #include "run.h"
 #include "scenarios.h"
 
 #include "trellara/cli.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
+#include "trellara/jsonw.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
@@ -419,42 +419,42 @@ static int cmd_run(const struct options *o)
 static int cmd_list(const struct options *o)
 {
 	if (o->format == FORMAT_JSON) {
-		struct json_writer w;
-		jw_init(&w, stdout);
-		jw_array(&w, NULL);
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		jsonw_open(&w, NULL, '[');
 		for (size_t i = 0; i < sim_n_scenarios; i++) {
 			const struct sim_scenario *s = &sim_scenarios[i];
-			jw_object(&w, NULL);
-			jw_string(&w, "kind", sim_kind_name(s->kind));
+			jsonw_open(&w, NULL, '{');
+			jsonw_text(&w, "kind", sim_kind_name(s->kind));
 			if (s->kind == SIM_KIND_CURATED)
-				jw_int(&w, "number", s->number);
+				jsonw_i64(&w, "number", true, s->number);
 			else
-				jw_null(&w, "number");
-			jw_string(&w, "name", s->name);
-			jw_string(&w, "family", s->family);
-			jw_string(&w, "boundary", s->boundary);
+				jsonw_null(&w, "number");
+			jsonw_text(&w, "name", s->name);
+			jsonw_text(&w, "family", s->family);
+			jsonw_text(&w, "boundary", s->boundary);
 			if (s->matrix_row)
-				jw_int(&w, "matrix_row", s->matrix_row);
+				jsonw_i64(&w, "matrix_row", true, s->matrix_row);
 			else
-				jw_null(&w, "matrix_row");
-			jw_string(&w, "invariant", s->invariant);
-			jw_string(&w, "check", s->check);
+				jsonw_null(&w, "matrix_row");
+			jsonw_text(&w, "invariant", s->invariant);
+			jsonw_text(&w, "check", s->check);
 			if (s->live_file) {
-				jw_object(&w, "live_test");
-				jw_string(&w, "file", s->live_file);
-				jw_string(&w, "name", s->live_name);
-				jw_end(&w);
+				jsonw_open(&w, "live_test", '{');
+				jsonw_text(&w, "file", s->live_file);
+				jsonw_text(&w, "name", s->live_name);
+				jsonw_close(&w, '}');
 			} else {
-				jw_null(&w, "live_test");
+				jsonw_null(&w, "live_test");
 			}
-			jw_string(&w, "recovery", s->recovery);
-			jw_string(&w, "not_applicable_reason", s->not_applicable_reason);
-			jw_bool(&w, "implemented", s->run != NULL && sim_scenario_simulated(s->name));
-			jw_end(&w);
+			jsonw_text(&w, "recovery", s->recovery);
+			jsonw_text(&w, "not_applicable_reason", s->not_applicable_reason);
+			jsonw_bool(&w, "implemented", s->run != NULL && sim_scenario_simulated(s->name));
+			jsonw_close(&w, '}');
 		}
-		jw_end(&w);
+		jsonw_close(&w, ']');
 		fputc('\n', stdout);
-		return jw_finish(&w) == 0 ? EXIT_OK : EXIT_CANTCREAT;
+		return jsonw_finish(&w) == 0 ? EXIT_OK : EXIT_CANTCREAT;
 	}
 	size_t sims_applicable, rows_applicable;
 	size_t sims = sim_scenarios_count(SIM_KIND_SIMULATION, &sims_applicable);
