@@ -53,14 +53,14 @@ struct json_error {
 };
 
 /* Parses len bytes of text; NULL on failure with *err filled. */
-struct json_value *json_parse(const char *text, size_t len, struct json_error *err);
-void json_free(struct json_value *v);
+struct json_value *sim_json_parse(const char *text, size_t len, struct json_error *err);
+void sim_json_free(struct json_value *v);
 
 /* Lookups (NULL when absent or of another type). */
-const struct json_value *json_get(const struct json_value *obj, const char *key);
-const char *json_get_string(const struct json_value *obj, const char *key);
-bool json_get_uint(const struct json_value *obj, const char *key, uint64_t *out);
-const struct json_value *json_get_type(const struct json_value *obj, const char *key, enum json_type type);
-const char *json_type_name(enum json_type type);
+const struct json_value *sim_json_get(const struct json_value *obj, const char *key);
+const char *sim_json_get_string(const struct json_value *obj, const char *key);
+bool sim_json_get_uint(const struct json_value *obj, const char *key, uint64_t *out);
+const struct json_value *sim_json_get_type(const struct json_value *obj, const char *key, enum json_type type);
+const char *sim_json_type_name(enum json_type type);
 
 #endif

@@ -25,7 +25,7 @@ struct copy_shared {
 	size_t next; /* next table to take */
 };
 
-char *table_fingerprint(void *pgconn, const char *schema, const char *name)
+char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 {
 	PGconn *conn = pgconn;
 	char *qs = pgconn_quote_ident(conn, schema), *qn = pgconn_quote_ident(conn, name);
@@ -302,7 +302,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	int64_t t0_us = clock_mono_us();
 	bool src_open = false, dst_open = false;
 
-	fp_before = table_fingerprint(meta, t->schema, t->name);
+	fp_before = copy_table_fingerprint(meta, t->schema, t->name);
 	fault_pause("snapshot.before_table_copy");
 	if (pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
 		goto failed;
@@ -317,7 +317,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		fail_table(t, "cannot import the exported snapshot", NULL);
 		goto out;
 	}
-	fp_snap = table_fingerprint(src, t->schema, t->name);
+	fp_snap = copy_table_fingerprint(src, t->schema, t->name);
 	if (columns_at_snapshot(src, qualified, &cols, &t->binary) < 0) {
 		fail_table(t, "cannot read the table's columns at the snapshot", NULL);
 		goto out;
@@ -465,8 +465,8 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		PQclear(res);
 	pgconn_command(src, "COMMIT");
 	src_open = false;
-	fp_after = table_fingerprint(meta, t->schema, t->name);
-	if (!snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
+	fp_after = copy_table_fingerprint(meta, t->schema, t->name);
+	if (!run_snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
 		t->outcome = COPY_SCHEMA_CHANGED;
 		snprintf(t->error, sizeof t->error, "its schema changed while it was copied");
 		log_warn("table %s.%s: schema changed during its copy: not handed off; run \"trellara snapshot --config %s\" again to copy it again",

@@ -75,6 +75,6 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		const struct env_change *c, bool describe, struct plan_stmt *s, char *err, size_t errlen);
 
 /* Appends a quoted identifier to b. */
-void sql_quote_ident(struct strbuf *b, const char *name, size_t len);
+void plan_quote_ident(struct strbuf *b, const char *name, size_t len);
 
 #endif

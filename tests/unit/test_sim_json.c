@@ -59,7 +59,7 @@ static void test_writer_escaping(void)
 	/* valid UTF-8 whatever the strings held, so the parser takes it back */
 	CHECK(utf8_valid(out, strlen(out)));
 	struct json_error err;
-	struct json_value *v = json_parse(out, strlen(out), &err);
+	struct json_value *v = sim_json_parse(out, strlen(out), &err);
 	CHECK(v != NULL);
 	if (!v) {
 		fprintf(stderr, "  %zu: %s in %s\n", err.offset, err.message, out);
@@ -67,23 +67,23 @@ static void test_writer_escaping(void)
 		return;
 	}
 	CHECK(v->type == JSON_OBJECT && v->n == 11);
-	CHECK_STR(json_get_string(v, "k\"ey"), tricky);
+	CHECK_STR(sim_json_get_string(v, "k\"ey"), tricky);
 	/* each byte that is not UTF-8 is U+FFFD (EF BF BD) */
-	CHECK_STR(json_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
-	CHECK_STR(json_get_string(v, "cut"), "x\xef\xbf\xbd\xef\xbf\xbd");
-	CHECK_STR(json_get_string(v, "overlong"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
-	CHECK(json_get_type(v, "nul", JSON_NULL) != NULL);
+	CHECK_STR(sim_json_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	CHECK_STR(sim_json_get_string(v, "cut"), "x\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK_STR(sim_json_get_string(v, "overlong"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK(sim_json_get_type(v, "nul", JSON_NULL) != NULL);
 	uint64_t big = 0;
-	CHECK(json_get_uint(v, "big", &big) && big == UINT64_MAX);
-	const struct json_value *neg = json_get(v, "neg");
+	CHECK(sim_json_get_uint(v, "big", &big) && big == UINT64_MAX);
+	const struct json_value *neg = sim_json_get(v, "neg");
 	CHECK(neg && neg->is_int && neg->i == INT64_MIN && !neg->is_uint);
-	const struct json_value *rate = json_get_type(v, "rate", JSON_NUMBER);
+	const struct json_value *rate = sim_json_get_type(v, "rate", JSON_NUMBER);
 	CHECK(rate && strcmp(rate->text, "2.500") == 0);
-	CHECK(json_get_type(v, "n", JSON_NULL) != NULL);
-	CHECK(json_get_type(v, "t", JSON_TRUE) != NULL);
-	const struct json_value *empty = json_get_type(v, "empty", JSON_ARRAY);
+	CHECK(sim_json_get_type(v, "n", JSON_NULL) != NULL);
+	CHECK(sim_json_get_type(v, "t", JSON_TRUE) != NULL);
+	const struct json_value *empty = sim_json_get_type(v, "empty", JSON_ARRAY);
 	CHECK(empty && empty->n == 0);
-	json_free(v);
+	sim_json_free(v);
 	free(out);
 }
 
@@ -123,11 +123,11 @@ static void test_writer_finish(void)
 static void expect_error(const char *text, size_t offset, const char *what)
 {
 	struct json_error err;
-	struct json_value *v = json_parse(text, strlen(text), &err);
+	struct json_value *v = sim_json_parse(text, strlen(text), &err);
 	CHECK(v == NULL);
 	if (v) {
 		fprintf(stderr, "  parsed, but should not have: %s\n", text);
-		json_free(v);
+		sim_json_free(v);
 		return;
 	}
 	if (err.offset != offset || !strstr(err.message, what)) {
@@ -143,14 +143,14 @@ static void test_parser_valid(void)
 	static const char text[] = " {\"a\": [1, -2, 3.5e2, true, false, null, \"x\\u00e9\\ud83d\\ude00\\/\"],\n"
 				   "  \"b\": {}, \"c\": [], \"d\": 0, \"e\": -0, \"f\": 18446744073709551616} ";
 	struct json_error err;
-	struct json_value *v = json_parse(text, strlen(text), &err);
+	struct json_value *v = sim_json_parse(text, strlen(text), &err);
 	CHECK(v != NULL);
 	if (!v) {
 		fprintf(stderr, "  %zu: %s\n", err.offset, err.message);
 		return;
 	}
 	CHECK(v->type == JSON_OBJECT && v->n == 6);
-	const struct json_value *a = json_get_type(v, "a", JSON_ARRAY);
+	const struct json_value *a = sim_json_get_type(v, "a", JSON_ARRAY);
 	CHECK(a && a->n == 7);
 	if (a && a->n == 7) {
 		CHECK(a->items[0]->is_uint && a->items[0]->u == 1);
@@ -161,12 +161,12 @@ static void test_parser_valid(void)
 		CHECK_STR(a->items[6]->text, "x\xc3\xa9\xf0\x9f\x98\x80/");
 		CHECK(a->items[6]->offset == 41);
 	}
-	CHECK(json_get_type(v, "b", JSON_OBJECT) && json_get(v, "b")->n == 0);
-	const struct json_value *f = json_get(v, "f");
+	CHECK(sim_json_get_type(v, "b", JSON_OBJECT) && sim_json_get(v, "b")->n == 0);
+	const struct json_value *f = sim_json_get(v, "f");
 	CHECK(f && f->type == JSON_NUMBER && !f->is_uint && !f->is_int); /* 2^64 does not fit: text only */
-	CHECK(json_get(v, "zz") == NULL);
+	CHECK(sim_json_get(v, "zz") == NULL);
 	CHECK(v->offset == 1);
-	json_free(v);
+	sim_json_free(v);
 }
 
 static void test_parser_truncated(void)
@@ -216,9 +216,9 @@ static void test_nesting_limit(void)
 		deep[n++] = '[';
 	for (int i = 0; i < JSON_MAX_DEPTH; i++)
 		deep[n++] = ']';
-	struct json_value *v = json_parse(deep, n, &err);
+	struct json_value *v = sim_json_parse(deep, n, &err);
 	CHECK(v != NULL);
-	json_free(v);
+	sim_json_free(v);
 	/* one more is refused, at the offset of the bracket that is too deep */
 	n = 0;
 	for (int i = 0; i <= JSON_MAX_DEPTH; i++)
@@ -339,14 +339,14 @@ static void test_round_trip(void)
 		int finish = jsonw_finish(&w);
 		fclose(f);
 		struct json_error err;
-		struct json_value *v = json_parse(buf, len, &err);
+		struct json_value *v = sim_json_parse(buf, len, &err);
 		rng = seed;
-		bool same = finish == 0 && v && json_get(v, "root") && check_random(json_get(v, "root"), &rng, 0);
+		bool same = finish == 0 && v && sim_json_get(v, "root") && check_random(sim_json_get(v, "root"), &rng, 0);
 		if (!same)
 			fprintf(stderr, "  round trip of seed %llu failed: %s\n", (unsigned long long)seed, buf);
 		else
 			ok++;
-		json_free(v);
+		sim_json_free(v);
 		free(buf);
 	}
 	CHECK(ok == 500);
