@@ -820,7 +820,8 @@ static int large_txn_start(struct model_source *ms)
 /* The large transaction makes some more changes, up to a stream point. */
 static int large_txn_step(struct model_source *ms, struct txn *t)
 {
-	uint32_t n = (uint32_t)sim_rng_between(&ms->rng, 1, (uint64_t)(ms->o.stream_block_changes > 0 ? ms->o.stream_block_changes : 1));
+	uint32_t n = (uint32_t)sim_rng_between(
+		&ms->rng, 1, (uint64_t)(ms->o.stream_block_changes > 0 ? ms->o.stream_block_changes : 1));
 	char **deleted = NULL;
 	int deleted_table = 0, rc = 0;
 	for (uint32_t i = 0; i < n && rc == 0; i++) {

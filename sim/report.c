@@ -63,8 +63,8 @@ static const struct json_value *member(struct check *c, const struct json_value 
 		return NULL;
 	bool ok = v->type == type || (type == JSON_TRUE && v->type == JSON_FALSE);
 	if (!ok) {
-		refuse(c, v, "member \"%s\" is %s, not %s%s", key, sim_json_type_name(v->type), sim_json_type_name(type),
-		       nullable ? " or null" : "");
+		refuse(c, v, "member \"%s\" is %s, not %s%s", key, sim_json_type_name(v->type),
+		       sim_json_type_name(type), nullable ? " or null" : "");
 		return NULL;
 	}
 	return v;
@@ -120,7 +120,8 @@ static void check_entry(struct check *c, const struct json_value *e, bool curate
 {
 	uint64_t u;
 	if (e->type != JSON_OBJECT) {
-		refuse(c, e, "a %s entry is %s, not object", curated ? "scenarios" : "simulations", sim_json_type_name(e->type));
+		refuse(c, e, "a %s entry is %s, not object", curated ? "scenarios" : "simulations",
+		       sim_json_type_name(e->type));
 		return;
 	}
 	if (curated) {
@@ -132,11 +133,13 @@ static void check_entry(struct check *c, const struct json_value *e, bool curate
 	str(c, e, "name", false);
 	const char *status = str(c, e, "status", false);
 	if (status && !valid_status(status)) {
-		refuse(c, sim_json_get(e, "status"), "status \"%.40s\" is none of pass, fail, not_applicable, not_run", status);
+		refuse(c, sim_json_get(e, "status"), "status \"%.40s\" is none of pass, fail, not_applicable, not_run",
+		       status);
 		return;
 	}
 	if (status && pass && (strcmp(status, "fail") == 0 || strcmp(status, "not_run") == 0))
-		refuse(c, sim_json_get(e, "status"), "result is PASS but \"%.80s\" is %s", sim_json_get_string(e, "name"), status);
+		refuse(c, sim_json_get(e, "status"), "result is PASS but \"%.80s\" is %s",
+		       sim_json_get_string(e, "name"), status);
 	str(c, e, "reason", true);
 	str(c, e, "invariant", false);
 	str(c, e, "check", false);
@@ -222,7 +225,8 @@ static void check_run(struct check *c, const struct json_value *root)
 	if (!c->bad && pass && ((failures && failures->n > 0) || failed > 0))
 		refuse(c, failures, "result is PASS but the exploration has failed schedules");
 	if (!c->bad && pass && not_run > 0)
-		refuse(c, sim_json_get(ex, "not_run"), "result is PASS but %" PRIu64 " schedules were not run", not_run);
+		refuse(c, sim_json_get(ex, "not_run"), "result is PASS but %" PRIu64 " schedules were not run",
+		       not_run);
 }
 
 /* ---- HTML ---- */
@@ -519,8 +523,9 @@ static void write_html(FILE *out, const struct json_value *root)
 			fputs("<li><code>", out);
 			html(out, sim_json_get_string(e, "name"));
 			fputs("</code>: broke <code>", out);
-			html(out, sim_json_get_string(e, "failed_invariant") ? sim_json_get_string(e, "failed_invariant")
-									  : sim_json_get_string(e, "invariant"));
+			html(out, sim_json_get_string(e, "failed_invariant")
+					  ? sim_json_get_string(e, "failed_invariant")
+					  : sim_json_get_string(e, "invariant"));
 			fputs("</code>: ", out);
 			html(out, sim_json_get_string(e, "detail"));
 			fputs("<br>replay: <code>", out);

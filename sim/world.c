@@ -1281,7 +1281,8 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	o->p_promote = (int)sim_rng_between(&g, 0, 1);
 	o->p_fault_point = (int)sim_rng_between(&g, 0, 5);
 	o->fence_at_step = sim_rng_chance(&g, 20) ? (int)sim_rng_below(&g, (uint64_t)o->steps) : -1;
-	o->reseed_at_step = o->fence_at_step < 0 && sim_rng_chance(&g, 15) ? (int)sim_rng_below(&g, (uint64_t)o->steps) : -1;
+	o->reseed_at_step =
+		o->fence_at_step < 0 && sim_rng_chance(&g, 15) ? (int)sim_rng_below(&g, (uint64_t)o->steps) : -1;
 	if (sim_rng_chance(&g, 30)) {
 		o->snapshot = true;
 		o->pre_transactions = (int)sim_rng_between(&g, 1, 30);

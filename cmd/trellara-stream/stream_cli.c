@@ -150,8 +150,8 @@ int stream_cli_inspect(const struct stream_cli_options *o)
 			struct segment_report *s = &r.segments[i];
 			printf("segment %s: frames %" PRIu64 ", bytes %" PRIu64 " (file %" PRIu64 "), torn %" PRIu64
 			       ", index %s: %s\n",
-			       s->name, s->frames, s->bytes, s->file_bytes, s->torn_bytes, stream_index_state_name(s->index_state),
-			       s->index_detail);
+			       s->name, s->frames, s->bytes, s->file_bytes, s->torn_bytes,
+			       stream_index_state_name(s->index_state), s->index_detail);
 			if (s->corrupt)
 				printf("segment %s: CORRUPT at byte %" PRIu64 ": %s, and valid frames follow\n", s->name,
 				       s->corrupt_position, s->corrupt_reason);

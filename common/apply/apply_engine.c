@@ -228,7 +228,8 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 			log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
 			return apply_exit(EXIT_DATAERR);
 		}
-		if (a->chunk.active && !apply_is_ok(rc = apply_engine_chunk_abandon(a, s.lsn, "a watermark past its commit")))
+		if (a->chunk.active &&
+		    !apply_is_ok(rc = apply_engine_chunk_abandon(a, s.lsn, "a watermark past its commit")))
 			return rc;
 		if (s.lsn > a->seen_lsn)
 			a->seen_lsn = s.lsn;
@@ -254,7 +255,8 @@ struct apply_outcome apply_engine_stop(struct apply_engine *a, int64_t now_us)
 {
 	a->now_us = now_us;
 	if (a->chunk.active)
-		return apply_is_ok(apply_engine_chunk_abandon(a, 0, "shutdown")) ? apply_ok() : apply_exit(EXIT_DATAERR);
+		return apply_is_ok(apply_engine_chunk_abandon(a, 0, "shutdown")) ? apply_ok()
+										 : apply_exit(EXIT_DATAERR);
 	uint64_t keep = a->next_offset;
 	struct apply_outcome rc = apply_engine_commit_batch(a);
 	if (rc.status == APPLY_FAILED) {

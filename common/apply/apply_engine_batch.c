@@ -160,8 +160,9 @@ static void warn_unconfigured(struct apply_engine *a, const struct env_relation 
 
 /* Apply the changes of one envelope inside the open target transaction.
  * APPLY_FAILED: the statement error is apply_engine_error()'s. */
-struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len, uint64_t offset,
-				  uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded)
+struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
+					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
+					       uint64_t *decoded)
 {
 	struct env_decoder d;
 	struct apply_outcome rc = apply_ok();
@@ -274,7 +275,8 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 }
 
 /* A batch or a single transaction failed: decide what to do. */
-struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
+struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
+						 uint64_t offset)
 {
 	struct apply_target_error err = *apply_engine_error(a);
 	switch (apply_core_on_failure(err.connection_lost, err.sqlstate, a->single_mode)) {
@@ -298,7 +300,8 @@ struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_
 	}
 	char detail[1200];
 	snprintf(detail, sizeof detail, "SQLSTATE %s: %s", err.sqlstate, err.message);
-	return apply_engine_quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail, EXIT_NEGATIVE);
+	return apply_engine_quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail,
+				       EXIT_NEGATIVE);
 }
 
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f)
@@ -337,7 +340,8 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 	if (apply_engine_begin_txn(a, f->header.offset) < 0)
 		return apply_engine_handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
-	rc = apply_engine_send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
+	rc = apply_engine_send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn,
+				       &changes, NULL);
 	if (rc.status == APPLY_EXIT)
 		return rc;
 	a->batch_txns++;

@@ -80,7 +80,8 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 				if (!apply_is_ok(rc))
 					return rc;
 			} else {
-				struct apply_outcome rc = apply_engine_chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
+				struct apply_outcome rc =
+					apply_engine_chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
 				if (!apply_is_ok(rc))
 					return rc;
 			}
@@ -111,8 +112,9 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 		uint32_t crc = crc32c(0, f->payload, f->header.payload_length);
 		uint64_t changes = 0, decoded = 0;
 		if (!ch->duplicate) {
-			struct apply_outcome rc = apply_engine_send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
-							       s.commit_lsn, &changes, &decoded);
+			struct apply_outcome rc =
+				apply_engine_send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
+							  s.commit_lsn, &changes, &decoded);
 			if (rc.status == APPLY_EXIT)
 				return rc;
 			if (rc.status == APPLY_FAILED) {

@@ -68,7 +68,8 @@ struct apply_outcome apply_engine_fence_poll(struct apply_engine *a, enum apply_
 
 /* Before applying a transaction that commits at or after the fence:
  * commit what is open, hold, and have the caller read the frame again. */
-struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
+struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset,
+					      bool *hold)
 {
 	*hold = false;
 	if (!a->in_txn) {

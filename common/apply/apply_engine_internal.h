@@ -90,10 +90,12 @@ int apply_engine_group_flush(struct apply_engine *a);
  * quarantine or reconnect). */
 struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a);
 /* A batch or a single transaction failed: decide what to do. */
-struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
+struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
+						 uint64_t offset);
 /* Apply the changes of one envelope inside the open target transaction. */
-struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len, uint64_t offset,
-				  uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded);
+struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
+					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
+					       uint64_t *decoded);
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f);
 
 /* ---- apply_engine_chunks.c ---- */
@@ -111,6 +113,7 @@ struct apply_outcome apply_engine_fence_hold(struct apply_engine *a);
 struct apply_outcome apply_engine_fence_poll(struct apply_engine *a, enum apply_step *what);
 /* Before applying a transaction that commits at or after the fence:
  * commit what is open, hold, and have the caller read the frame again. */
-struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
+struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset,
+					      bool *hold);
 
 #endif

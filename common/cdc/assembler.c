@@ -303,8 +303,8 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		struct txn *t = a->current;
 		if (!t)
 			return errbuf_setf(err, errlen, "Commit without an open transaction");
-		return assembler_commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts, emit, ctx,
-				  result, err, errlen);
+		return assembler_commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts,
+					    emit, ctx, result, err, errlen);
 	}
 	case PGOUTPUT_ORIGIN: {
 		struct txn *t = a->in_block ? a->in_block : a->current;
@@ -350,8 +350,8 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		struct txn *t = txn_find(a, msg->xid);
 		if (!t) /* a streamed transaction with no change we kept */
 			t = txn_new(a, msg->xid, true);
-		return assembler_commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts, emit, ctx,
-				  result, err, errlen);
+		return assembler_commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts,
+					    emit, ctx, result, err, errlen);
 	}
 	case PGOUTPUT_STREAM_ABORT: {
 		struct txn *t = txn_find(a, msg->xid);

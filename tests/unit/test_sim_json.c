@@ -341,7 +341,8 @@ static void test_round_trip(void)
 		struct json_error err;
 		struct json_value *v = sim_json_parse(buf, len, &err);
 		rng = seed;
-		bool same = finish == 0 && v && sim_json_get(v, "root") && check_random(sim_json_get(v, "root"), &rng, 0);
+		bool same =
+			finish == 0 && v && sim_json_get(v, "root") && check_random(sim_json_get(v, "root"), &rng, 0);
 		if (!same)
 			fprintf(stderr, "  round trip of seed %llu failed: %s\n", (unsigned long long)seed, buf);
 		else
