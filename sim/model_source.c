@@ -809,7 +809,7 @@ static int large_txn_start(struct model_source *ms)
 {
 	struct txn *t = txn_new(ms, true);
 	t->planned = (uint32_t)sim_rng_between(&ms->rng, (uint64_t)ms->o.stream_min_changes,
-					   (uint64_t)ms->o.stream_max_changes);
+					       (uint64_t)ms->o.stream_max_changes);
 	t->own = sim_db_new();
 	if (model_source_create_tables(ms, t->own) < 0)
 		return -1;

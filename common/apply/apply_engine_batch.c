@@ -22,7 +22,7 @@
 /* ---- quarantine ---- */
 
 struct apply_outcome apply_engine_quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
-				const char *reason, const char *detail, int exit_code)
+					     const char *reason, const char *detail, int exit_code)
 {
 	char lsn[LSN_FORMAT_LEN];
 	lsn_format(commit_lsn, lsn);

@@ -74,7 +74,7 @@ void apply_engine_clear_error(struct apply_engine *a);
 
 /* Quarantine the transaction and stop with exit_code. */
 struct apply_outcome apply_engine_quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
-				const char *reason, const char *detail, int exit_code);
+					     const char *reason, const char *detail, int exit_code);
 /* The replay_ready entry of the transaction, or NULL. */
 const struct quarantine_entry *apply_engine_replay_entry(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn);
 /* Marks a replayed quarantined transaction resolved, in the target

@@ -222,7 +222,7 @@ out:
 }
 
 int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
-	       assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen)
+			 assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen)
 {
 	result->xid = t->xid;
 	result->commit_lsn = commit_lsn;

@@ -122,6 +122,6 @@ int assembler_abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t er
 
 /* Emit t's frames (or skip it: a duplicate, or empty) and remove it. */
 int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
-	       assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen);
+			 assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen);
 
 #endif
