@@ -44,7 +44,7 @@ static void report_syntax(const struct loader *ld, const yaml_parser_t *parser, 
 	const char *problem = parser->problem ? parser->problem : "cannot parse";
 	if (parser->context)
 		config_report(ld, &mark, true, "not valid YAML: %s (%s at line %zu, column %zu)", problem,
-		       parser->context, parser->context_mark.line + 1, parser->context_mark.column + 1);
+			      parser->context, parser->context_mark.line + 1, parser->context_mark.column + 1);
 	else
 		config_report(ld, &mark, true, "not valid YAML: %s", problem);
 	if (parser->error != YAML_READER_ERROR && mark.index < strlen(data) && data[mark.index] == '\t')

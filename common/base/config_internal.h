@@ -76,8 +76,8 @@ extern const struct field config_root_fields[];
 
 /* ---- messages (config_walk.c) ---- */
 
-void config_report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt,
-	    ...) __attribute__((format(printf, 4, 5)));
+void config_report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 #define report_at(ld, node, ...) config_report((ld), &(node)->start_mark, true, __VA_ARGS__)
 /* "prefix.key", or key at the top level.  Newly allocated. */
 char *config_key_path(const char *prefix, const char *key);
@@ -86,8 +86,8 @@ char *config_key_path(const char *prefix, const char *key);
 char *config_shown_text(const char *text, size_t len, bool maybe_secret);
 /* What a node is, for "must be X, got Y".  Newly allocated. */
 char *config_describe(const yaml_node_t *node, bool maybe_secret);
-void config_report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		 const char *expected, bool maybe_secret);
+void config_report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+			bool maybe_secret);
 
 /* ---- nodes (config_walk.c) ---- */
 
@@ -98,10 +98,10 @@ bool config_is_null(const yaml_node_t *node);
 /* The value of key in mapping (the first one), or NULL; *key_node (when
  * key_node is not NULL) is set to its key. */
 yaml_node_t *config_mapping_value(const struct loader *ld, const yaml_node_t *mapping, const char *key,
-			   yaml_node_t **key_node);
+				  yaml_node_t **key_node);
 /* A scalar's text as a new C string (*text); NUL bytes inside are refused. */
-int config_scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		const char *expected, bool maybe_secret, char **text);
+int config_scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+		       bool maybe_secret, char **text);
 
 /* ---- the walk (config_walk.c) ---- */
 
@@ -110,15 +110,14 @@ int config_parse_version(const struct loader *ld, const yaml_node_t *node, int *
 /* Check mapping's keys, then read each field in schema order into base.
  * mapping may be NULL (an empty section); anchor is where "missing key"
  * points. */
-int config_parse_mapping(const struct loader *ld, const yaml_node_t *mapping,
-		  const yaml_node_t *anchor, const char *prefix, const struct field *fields,
-		  void *base);
+int config_parse_mapping(const struct loader *ld, const yaml_node_t *mapping, const yaml_node_t *anchor,
+			 const char *prefix, const struct field *fields, void *base);
 
 /* ---- validation (config_schema.c) ---- */
 
 /* Keys must be strings, known to fields, and appear once. */
 int config_check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *prefix,
-	       const struct field *fields);
+		      const struct field *fields);
 /* value must be non-empty and pass check. */
 int config_check_value(const struct loader *ld, const yaml_node_t *node, const char *keypath,
 		       enum value_check check, const char *value);
@@ -131,7 +130,6 @@ int config_check_value(const struct loader *ld, const yaml_node_t *node, const c
 int config_read_small_file(const char *path, size_t limit, char **data, size_t *len);
 /* A secret reference mapping at keypath -> the secret (*out, newly
  * allocated; the caller wipes it before freeing). */
-int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
-		   char **out);
+int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out);
 
 #endif

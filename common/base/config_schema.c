@@ -138,8 +138,8 @@ static int check_pgoutput(const struct loader *ld, const yaml_node_t *mapping,
 	const struct flow_config *config = base;
 	if (config->pgoutput_streaming && config->pgoutput_protocol_version < 2) {
 		config_report(ld, &mapping->start_mark, false,
-		       "key \"%s.streaming\" needs protocol_version 2, but protocol_version is %d",
-		       keypath, config->pgoutput_protocol_version);
+			      "key \"%s.streaming\" needs protocol_version 2, but protocol_version is %d", keypath,
+			      config->pgoutput_protocol_version);
 		log_hint("set %s.streaming: false to use protocol_version 1", keypath);
 		return -1;
 	}
@@ -244,7 +244,7 @@ static void report_unknown(const struct loader *ld, const yaml_node_t *key, cons
 
 /* Keys must be strings, known, and appear once. */
 int config_check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *prefix,
-	       const struct field *fields)
+		      const struct field *fields)
 {
 	for (yaml_node_pair_t *pair = mapping->data.mapping.pairs.start;
 	     pair < mapping->data.mapping.pairs.top; pair++) {
@@ -263,7 +263,7 @@ int config_check_keys(const struct loader *ld, const yaml_node_t *mapping, const
 			    memcmp(other->data.scalar.value, key->data.scalar.value,
 				   key->data.scalar.length) == 0) {
 				char *shown = config_shown_text((const char *)key->data.scalar.value,
-							 key->data.scalar.length, false);
+								key->data.scalar.length, false);
 				report_at(ld, key, "duplicate key \"%s%s%s (first at line %zu)", prefix,
 					  *prefix ? "." : "", shown + 1, other->start_mark.line + 1);
 				free(shown);

@@ -60,8 +60,7 @@ int config_read_small_file(const char *path, size_t limit, char **data, size_t *
  * Key names and values are masked when shown: a mistyped connection
  * string in flow style ({postgresql://u:pw@h}) is a mapping too.
  */
-int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
-		   char **out)
+int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out)
 {
 	static const struct field secret_fields[] = {
 		{ .name = "source", .kind = K_STRING }, { .name = "name", .kind = K_STRING },

@@ -22,8 +22,7 @@
 
 
 /* The one error line: flow file "PATH": line L[, column C]: message. */
-void config_report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt,
-	    ...)
+void config_report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt, ...)
 {
 	char message[2048];
 	va_list ap;
@@ -70,15 +69,14 @@ char *config_describe(const yaml_node_t *node, bool maybe_secret)
 	case YAML_SEQUENCE_NODE:
 		return xstrdup("a list");
 	case YAML_SCALAR_NODE:
-		return config_shown_text((const char *)node->data.scalar.value, node->data.scalar.length,
-				  maybe_secret);
+		return config_shown_text((const char *)node->data.scalar.value, node->data.scalar.length, maybe_secret);
 	default:
 		return xstrdup("nothing");
 	}
 }
 
-void config_report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		 const char *expected, bool maybe_secret)
+void config_report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+			bool maybe_secret)
 {
 	char *got = config_describe(node, maybe_secret);
 	bool quoted = node->type == YAML_SCALAR_NODE && node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
@@ -111,8 +109,8 @@ bool config_is_null(const yaml_node_t *node)
 }
 
 /* The value of key in mapping (the first one), or NULL. */
-yaml_node_t *config_mapping_value(const struct loader *ld, const yaml_node_t *mapping,
-			   const char *key, yaml_node_t **key_node)
+yaml_node_t *config_mapping_value(const struct loader *ld, const yaml_node_t *mapping, const char *key,
+				  yaml_node_t **key_node)
 {
 	if (!mapping || mapping->type != YAML_MAPPING_NODE)
 		return NULL;
@@ -131,8 +129,8 @@ yaml_node_t *config_mapping_value(const struct loader *ld, const yaml_node_t *ma
 /* ---- scalar values ---- */
 
 /* A scalar's text as a new C string; NUL bytes inside are refused. */
-int config_scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		const char *expected, bool maybe_secret, char **text)
+int config_scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+		       bool maybe_secret, char **text)
 {
 	if (node->type != YAML_SCALAR_NODE) {
 		config_report_type(ld, node, keypath, expected, maybe_secret);
@@ -439,8 +437,8 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 				goto out;
 			}
 		} else {
-			config_report_type(ld, value, keypath,
-				    "a connection string or a secret reference mapping", true);
+			config_report_type(ld, value, keypath, "a connection string or a secret reference mapping",
+					   true);
 			goto out;
 		}
 		set_string(base, f->offset, text);
@@ -521,9 +519,8 @@ out:
  * Check mapping's keys, then read each field in schema order.  mapping
  * may be NULL (an empty section); anchor is where "missing key" points.
  */
-int config_parse_mapping(const struct loader *ld, const yaml_node_t *mapping,
-		  const yaml_node_t *anchor, const char *prefix, const struct field *fields,
-		  void *base)
+int config_parse_mapping(const struct loader *ld, const yaml_node_t *mapping, const yaml_node_t *anchor,
+			 const char *prefix, const struct field *fields, void *base)
 {
 	if (mapping && config_check_keys(ld, mapping, prefix, fields) < 0)
 		return -1;
