@@ -1,8 +1,9 @@
 /*
- * json.c - the simulator's JSON writer and strict parser (see json.h).
+ * json.c - the simulator's strict JSON parser (see json.h).
  */
 #include "json.h"
 
+#include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
@@ -10,189 +11,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- writer ---- */
-
-void jw_init(struct json_writer *w, FILE *out)
-{
-	memset(w, 0, sizeof *w);
-	w->out = out;
-}
-
-static void write_escaped(struct json_writer *w, const char *value, size_t len);
-
-/* Before any value: the comma, and the key when inside an object. */
-static void jw_begin_value(struct json_writer *w, const char *key)
-{
-	bool in_object = w->depth > 0 && w->kind[w->depth] == '{';
-	if (in_object != (key != NULL))
-		w->misuse = true;
-	if (w->depth == 0 && w->comma[0])
-		w->misuse = true; /* a second top-level value */
-	if (w->comma[w->depth])
-		fputc(',', w->out);
-	w->comma[w->depth] = true;
-	if (key) {
-		write_escaped(w, key, strlen(key));
-		fputc(':', w->out);
-	}
-}
-
-static void jw_open(struct json_writer *w, const char *key, char bracket)
-{
-	jw_begin_value(w, key);
-	if (w->depth >= JSON_MAX_DEPTH) {
-		w->misuse = true;
-		return;
-	}
-	fputc(bracket, w->out);
-	w->depth++;
-	w->kind[w->depth] = bracket;
-	w->comma[w->depth] = false;
-}
-
-void jw_object(struct json_writer *w, const char *key)
-{
-	jw_open(w, key, '{');
-}
-
-void jw_array(struct json_writer *w, const char *key)
-{
-	jw_open(w, key, '[');
-}
-
-void jw_end(struct json_writer *w)
-{
-	if (w->depth == 0) {
-		w->misuse = true;
-		return;
-	}
-	fputc(w->kind[w->depth] == '{' ? '}' : ']', w->out);
-	w->depth--;
-}
-
-/* The length of the valid UTF-8 sequence at p (1..4), or 0 when the
- * bytes there are not one (overlong, surrogate, past U+10FFFF, cut). */
-static size_t utf8_sequence(const unsigned char *p, size_t avail)
-{
-	unsigned char c = p[0];
-	size_t n;
-	uint32_t cp;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (avail < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
-static void write_escaped(struct json_writer *w, const char *value, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)value;
-	fputc('"', w->out);
-	for (size_t i = 0; i < len;) {
-		unsigned char c = p[i];
-		size_t n;
-		switch (c) {
-		case '"': fputs("\\\"", w->out); i++; continue;
-		case '\\': fputs("\\\\", w->out); i++; continue;
-		case '\b': fputs("\\b", w->out); i++; continue;
-		case '\f': fputs("\\f", w->out); i++; continue;
-		case '\n': fputs("\\n", w->out); i++; continue;
-		case '\r': fputs("\\r", w->out); i++; continue;
-		case '\t': fputs("\\t", w->out); i++; continue;
-		default: break;
-		}
-		if (c < 0x20 || c == 0x7f) {
-			fprintf(w->out, "\\u%04x", c);
-			i++;
-			continue;
-		}
-		n = utf8_sequence(p + i, len - i);
-		if (n == 0) {
-			fputs("\\ufffd", w->out); /* not UTF-8: the replacement character */
-			i++;
-			continue;
-		}
-		fwrite(p + i, 1, n, w->out);
-		i += n;
-	}
-	fputc('"', w->out);
-}
-
-void jw_string_len(struct json_writer *w, const char *key, const char *value, size_t len)
-{
-	jw_begin_value(w, key);
-	if (value)
-		write_escaped(w, value, len);
-	else
-		fputs("null", w->out);
-}
-
-void jw_string(struct json_writer *w, const char *key, const char *value)
-{
-	jw_string_len(w, key, value, value ? strlen(value) : 0);
-}
-
-void jw_int(struct json_writer *w, const char *key, int64_t value)
-{
-	jw_begin_value(w, key);
-	fprintf(w->out, "%" PRId64, value);
-}
-
-void jw_uint(struct json_writer *w, const char *key, uint64_t value)
-{
-	jw_begin_value(w, key);
-	fprintf(w->out, "%" PRIu64, value);
-}
-
-void jw_double(struct json_writer *w, const char *key, double value)
-{
-	jw_begin_value(w, key);
-	if (isfinite(value))
-		fprintf(w->out, "%.3f", value);
-	else
-		fputs("null", w->out);
-}
-
-void jw_bool(struct json_writer *w, const char *key, bool value)
-{
-	jw_begin_value(w, key);
-	fputs(value ? "true" : "false", w->out);
-}
-
-void jw_null(struct json_writer *w, const char *key)
-{
-	jw_begin_value(w, key);
-	fputs("null", w->out);
-}
-
-int jw_finish(struct json_writer *w)
-{
-	if (w->misuse || w->depth != 0 || !w->comma[0])
-		return -1;
-	if (fflush(w->out) != 0 || ferror(w->out))
-		return -1;
-	return 0;
-}
 
 /* ---- parser ---- */
 
@@ -374,7 +192,7 @@ static int parse_string(struct parser *ps, char **out, size_t *out_len)
 			}
 			continue;
 		}
-		size_t n = utf8_sequence(ps->p + ps->pos, ps->len - ps->pos);
+		size_t n = utf8_sequence_len(ps->p + ps->pos, ps->len - ps->pos);
 		if (n == 0) {
 			fail(ps, ps->pos, "invalid UTF-8 in string");
 			goto bad;
@@ -528,7 +346,7 @@ static struct json_value *parse_value(struct parser *ps, int depth)
 				size_t key_at = ps->pos;
 				if (parse_string(ps, &key, &key_len) < 0)
 					goto bad;
-				if (json_get(v, key)) {
+				if (sim_json_get(v, key)) {
 					fail(ps, key_at, "duplicate member \"%.60s\"", key);
 					free(key);
 					goto bad;
@@ -561,7 +379,7 @@ static struct json_value *parse_value(struct parser *ps, int depth)
 			goto bad;
 		}
 	bad:
-		json_free(v);
+		sim_json_free(v);
 		return NULL;
 	}
 	if (c == '"') {
@@ -584,7 +402,7 @@ static struct json_value *parse_value(struct parser *ps, int depth)
 	return NULL;
 }
 
-struct json_value *json_parse(const char *text, size_t len, struct json_error *err)
+struct json_value *sim_json_parse(const char *text, size_t len, struct json_error *err)
 {
 	struct parser ps = { .p = (const unsigned char *)text, .len = len, .err = err };
 	memset(err, 0, sizeof *err);
@@ -594,18 +412,18 @@ struct json_value *json_parse(const char *text, size_t len, struct json_error *e
 	skip_ws(&ps);
 	if (ps.pos != ps.len) {
 		fail(&ps, ps.pos, "trailing data after the value");
-		json_free(v);
+		sim_json_free(v);
 		return NULL;
 	}
 	return v;
 }
 
-void json_free(struct json_value *v)
+void sim_json_free(struct json_value *v)
 {
 	if (!v)
 		return;
 	for (size_t i = 0; i < v->n; i++) {
-		json_free(v->items[i]);
+		sim_json_free(v->items[i]);
 		if (v->keys)
 			free(v->keys[i]);
 	}
@@ -615,7 +433,7 @@ void json_free(struct json_value *v)
 	free(v);
 }
 
-const struct json_value *json_get(const struct json_value *obj, const char *key)
+const struct json_value *sim_json_get(const struct json_value *obj, const char *key)
 {
 	if (!obj || obj->type != JSON_OBJECT)
 		return NULL;
@@ -625,28 +443,28 @@ const struct json_value *json_get(const struct json_value *obj, const char *key)
 	return NULL;
 }
 
-const struct json_value *json_get_type(const struct json_value *obj, const char *key, enum json_type type)
+const struct json_value *sim_json_get_type(const struct json_value *obj, const char *key, enum json_type type)
 {
-	const struct json_value *v = json_get(obj, key);
+	const struct json_value *v = sim_json_get(obj, key);
 	return v && v->type == type ? v : NULL;
 }
 
-const char *json_get_string(const struct json_value *obj, const char *key)
+const char *sim_json_get_string(const struct json_value *obj, const char *key)
 {
-	const struct json_value *v = json_get_type(obj, key, JSON_STRING);
+	const struct json_value *v = sim_json_get_type(obj, key, JSON_STRING);
 	return v ? v->text : NULL;
 }
 
-bool json_get_uint(const struct json_value *obj, const char *key, uint64_t *out)
+bool sim_json_get_uint(const struct json_value *obj, const char *key, uint64_t *out)
 {
-	const struct json_value *v = json_get_type(obj, key, JSON_NUMBER);
+	const struct json_value *v = sim_json_get_type(obj, key, JSON_NUMBER);
 	if (!v || !v->is_uint)
 		return false;
 	*out = v->u;
 	return true;
 }
 
-const char *json_type_name(enum json_type type)
+const char *sim_json_type_name(enum json_type type)
 {
 	switch (type) {
 	case JSON_NULL: return "null";

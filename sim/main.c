@@ -7,11 +7,13 @@
  * The wall clock is read here only, for the run file's started_at and
  * duration_ms; nothing in the simulation sees it.
  */
-#include "json.h"
 #include "run.h"
 #include "scenarios.h"
 
+#include "trellara/cli.h"
+#include "trellara/clock.h"
 #include "trellara/defaults.h"
+#include "trellara/jsonw.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
@@ -100,21 +102,12 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/* A decimal integer from 0 to UINT64_MAX, nothing else. */
-static bool parse_u64(const char *s, uint64_t *out)
+/* A decimal integer from 0 to UINT64_MAX, nothing else (cli.h's rule);
+ * the caller reports a bad value in the simulator's own words. */
+static bool parse_u64(const char *option_name, const char *s, uint64_t *out)
 {
-	char *end;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return false;
-	for (const char *p = s; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return false;
-	*out = v;
-	return true;
+	char err[OPT_ERROR_LEN];
+	return opt_check_u64(option_name, s, 0, UINT64_MAX, out, err);
 }
 
 /* ---- output files ---- */
@@ -309,7 +302,7 @@ static void print_text(FILE *out, const struct sim_run *run)
 static int cmd_run(const struct options *o)
 {
 	struct sim_run run;
-	struct timespec t0, t1;
+	int64_t t0_us;
 	time_t now;
 	struct tm tm;
 	int status;
@@ -360,18 +353,17 @@ static int cmd_run(const struct options *o)
 			run.selected[i] = true;
 	}
 
-	now = time(NULL);
+	now = (time_t)(clock_wall_us() / 1000000);
 	gmtime_r(&now, &tm);
 	strftime(run.started_at, sizeof run.started_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0_us = clock_mono_us();
 
 	for (size_t i = 0; i < run.n; i++)
 		if (run.selected[i])
 			run_entry(&run, i);
 	explore(&run, o->progress);
 
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	run.duration_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+	run.duration_us = (uint64_t)(clock_mono_us() - t0_us);
 
 	char *tmp;
 	FILE *out = open_output(o->output, &tmp);
@@ -427,42 +419,42 @@ static int cmd_run(const struct options *o)
 static int cmd_list(const struct options *o)
 {
 	if (o->format == FORMAT_JSON) {
-		struct json_writer w;
-		jw_init(&w, stdout);
-		jw_array(&w, NULL);
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		jsonw_open(&w, NULL, '[');
 		for (size_t i = 0; i < sim_n_scenarios; i++) {
 			const struct sim_scenario *s = &sim_scenarios[i];
-			jw_object(&w, NULL);
-			jw_string(&w, "kind", sim_kind_name(s->kind));
+			jsonw_open(&w, NULL, '{');
+			jsonw_text(&w, "kind", sim_kind_name(s->kind));
 			if (s->kind == SIM_KIND_CURATED)
-				jw_int(&w, "number", s->number);
+				jsonw_i64(&w, "number", true, s->number);
 			else
-				jw_null(&w, "number");
-			jw_string(&w, "name", s->name);
-			jw_string(&w, "family", s->family);
-			jw_string(&w, "boundary", s->boundary);
+				jsonw_null(&w, "number");
+			jsonw_text(&w, "name", s->name);
+			jsonw_text(&w, "family", s->family);
+			jsonw_text(&w, "boundary", s->boundary);
 			if (s->matrix_row)
-				jw_int(&w, "matrix_row", s->matrix_row);
+				jsonw_i64(&w, "matrix_row", true, s->matrix_row);
 			else
-				jw_null(&w, "matrix_row");
-			jw_string(&w, "invariant", s->invariant);
-			jw_string(&w, "check", s->check);
+				jsonw_null(&w, "matrix_row");
+			jsonw_text(&w, "invariant", s->invariant);
+			jsonw_text(&w, "check", s->check);
 			if (s->live_file) {
-				jw_object(&w, "live_test");
-				jw_string(&w, "file", s->live_file);
-				jw_string(&w, "name", s->live_name);
-				jw_end(&w);
+				jsonw_open(&w, "live_test", '{');
+				jsonw_text(&w, "file", s->live_file);
+				jsonw_text(&w, "name", s->live_name);
+				jsonw_close(&w, '}');
 			} else {
-				jw_null(&w, "live_test");
+				jsonw_null(&w, "live_test");
 			}
-			jw_string(&w, "recovery", s->recovery);
-			jw_string(&w, "not_applicable_reason", s->not_applicable_reason);
-			jw_bool(&w, "implemented", s->run != NULL && sim_scenario_simulated(s->name));
-			jw_end(&w);
+			jsonw_text(&w, "recovery", s->recovery);
+			jsonw_text(&w, "not_applicable_reason", s->not_applicable_reason);
+			jsonw_bool(&w, "implemented", s->run != NULL && sim_scenario_simulated(s->name));
+			jsonw_close(&w, '}');
 		}
-		jw_end(&w);
+		jsonw_close(&w, ']');
 		fputc('\n', stdout);
-		return jw_finish(&w) == 0 ? EXIT_OK : EXIT_CANTCREAT;
+		return jsonw_finish(&w) == 0 ? EXIT_OK : EXIT_CANTCREAT;
 	}
 	size_t sims_applicable, rows_applicable;
 	size_t sims = sim_scenarios_count(SIM_KIND_SIMULATION, &sims_applicable);
@@ -526,12 +518,12 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 's': o.scenario = optarg; break;
 		case 'S':
-			if (!parse_u64(optarg, &o.seed))
+			if (!parse_u64("--seed", optarg, &o.seed))
 				return usage_error("--seed: \"%s\" is not a number from 0 to 18446744073709551615", optarg);
 			o.seed_given = true;
 			break;
 		case 'n':
-			if (!parse_u64(optarg, &o.schedules))
+			if (!parse_u64("--schedules", optarg, &o.schedules))
 				return usage_error("--schedules: \"%s\" is not a non-negative number", optarg);
 			o.schedules_given = true;
 			break;
@@ -550,7 +542,7 @@ int main(int argc, char **argv)
 			o.incomplete_ok = true;
 			break;
 		case 'p':
-			if (!parse_u64(optarg, &o.progress))
+			if (!parse_u64("--progress", optarg, &o.progress))
 				return usage_error("--progress: \"%s\" is not a non-negative number", optarg);
 			o.progress_given = true;
 			break;

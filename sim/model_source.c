@@ -257,7 +257,7 @@ void model_source_options_default(struct model_source_options *o)
 
 static char *text_value(struct model_source *ms, const char *prefix)
 {
-	return xasprintf("%s%llu", prefix, (unsigned long long)rng_below(&ms->rng, 1000000));
+	return xasprintf("%s%llu", prefix, (unsigned long long)sim_rng_below(&ms->rng, 1000000));
 }
 
 static char *toast_value(struct model_source *ms)
@@ -266,7 +266,7 @@ static char *toast_value(struct model_source *ms)
 	char *v = xmalloc(n + 1);
 	/* random letters: incompressible, as a value must be to stay TOASTed */
 	for (size_t i = 0; i < n; i++)
-		v[i] = (char)('a' + rng_below(&ms->rng, 26));
+		v[i] = (char)('a' + sim_rng_below(&ms->rng, 26));
 	v[n] = '\0';
 	return v;
 }
@@ -293,7 +293,7 @@ static void fresh_key(struct model_source *ms, int table, char **row)
 {
 	uint64_t k = ++ms->next_key[table];
 	if (table_defs[table].n_key == 2) {
-		row[0] = xasprintf("%llu", (unsigned long long)(1 + rng_below(&ms->rng, 5)));
+		row[0] = xasprintf("%llu", (unsigned long long)(1 + sim_rng_below(&ms->rng, 5)));
 		row[1] = xasprintf("k%llu", (unsigned long long)k);
 	} else {
 		row[0] = xasprintf("%llu", (unsigned long long)k);
@@ -305,13 +305,13 @@ static void fill_values(struct model_source *ms, int table, char **row)
 {
 	const struct model_source_table *t = &table_defs[table];
 	int a = t->n_key, b = t->n_key + 1;
-	row[a] = rng_chance(&ms->rng, ms->o.null_pct) ? NULL : text_value(ms, "a");
+	row[a] = sim_rng_chance(&ms->rng, ms->o.null_pct) ? NULL : text_value(ms, "a");
 	if (t->toasted)
 		row[b] = toast_value(ms);
 	else
-		row[b] = rng_chance(&ms->rng, ms->o.null_pct) ? NULL : text_value(ms, "b");
+		row[b] = sim_rng_chance(&ms->rng, ms->o.null_pct) ? NULL : text_value(ms, "b");
 	for (uint16_t c = (uint16_t)(b + 1); c < t->n_cols; c++)
-		row[c] = rng_chance(&ms->rng, ms->o.null_pct) ? NULL : xstrdup(moods[rng_below(&ms->rng, 3)]);
+		row[c] = sim_rng_chance(&ms->rng, ms->o.null_pct) ? NULL : xstrdup(moods[sim_rng_below(&ms->rng, 3)]);
 }
 
 /* ---- applying a change (the generator, the log replay and commit all use this) ---- */
@@ -359,8 +359,8 @@ static struct txn *txn_new(struct model_source *ms, bool large)
 	struct txn *t = xcalloc(1, sizeof *t);
 	t->xid = ms->next_xid++;
 	t->large = large;
-	if (rng_chance(&ms->rng, ms->o.origin_pct)) {
-		ms->origin_lsn += rng_between(&ms->rng, 0x100, 0x10000);
+	if (sim_rng_chance(&ms->rng, ms->o.origin_pct)) {
+		ms->origin_lsn += sim_rng_between(&ms->rng, 0x100, 0x10000);
 		t->origin_lsn = ms->origin_lsn;
 	}
 	if (ms->n_txns == ms->txns_cap) {
@@ -469,15 +469,15 @@ static void change_logged(struct model_source *ms, struct txn *t, struct change 
 static const char *const *pick_row(struct model_source *ms, const struct sim_db *db, int table)
 {
 	size_t n = sim_db_rows(db, table_defs[table].name);
-	return n ? sim_db_row(db, table_defs[table].name, (size_t)rng_below(&ms->rng, n)) : NULL;
+	return n ? sim_db_row(db, table_defs[table].name, (size_t)sim_rng_below(&ms->rng, n)) : NULL;
 }
 
 static char *ddl_content(struct model_source *ms, int table, uint32_t *len)
 {
 	const char *name = table_defs[table].relname;
-	unsigned n = (unsigned)rng_below(&ms->rng, 100000);
+	unsigned n = (unsigned)sim_rng_below(&ms->rng, 100000);
 	char *s;
-	if (rng_chance(&ms->rng, 50))
+	if (sim_rng_chance(&ms->rng, 50))
 		s = xasprintf("{\"version\" : 1, \"event\" : \"ddl_command_end\", \"command_tag\" : \"CREATE INDEX\", "
 			      "\"object_type\" : \"index\", \"schema_name\" : \"public\", \"object_identity\" : "
 			      "\"public.%s_a_%u\", \"in_extension\" : false, \"statement\" : \"CREATE INDEX %s_a_%u ON "
@@ -502,7 +502,7 @@ static int pick_table(struct model_source *ms, const struct txn *t)
 	for (int i = 0; i < ms->o.n_tables; i++)
 		if (ms->locked_by[i] == 0 || ms->locked_by[i] == t->index + 1)
 			candidates[n++] = i;
-	return n ? candidates[rng_below(&ms->rng, (uint64_t)n)] : -1;
+	return n ? candidates[sim_rng_below(&ms->rng, (uint64_t)n)] : -1;
 }
 
 static void add_ddl(struct model_source *ms, struct txn *t, uint32_t xid)
@@ -527,13 +527,13 @@ static int add_row_change(struct model_source *ms, struct txn *t, struct sim_db 
 		return 0;
 	const struct model_source_table *def = &table_defs[table];
 	int w_total = ms->o.insert_weight + ms->o.update_weight + ms->o.key_update_weight + ms->o.delete_weight;
-	int w = (int)rng_below(&ms->rng, (uint64_t)(w_total > 0 ? w_total : 1));
+	int w = (int)sim_rng_below(&ms->rng, (uint64_t)(w_total > 0 ? w_total : 1));
 	enum { OP_INSERT, OP_UPDATE, OP_KEY_UPDATE, OP_DELETE } op =
 		w < ms->o.insert_weight ? OP_INSERT
 		: w < ms->o.insert_weight + ms->o.update_weight ? OP_UPDATE
 		: w < ms->o.insert_weight + ms->o.update_weight + ms->o.key_update_weight ? OP_KEY_UPDATE
 											   : OP_DELETE;
-	bool reinsert = *deleted && rng_chance(&ms->rng, ms->o.reinsert_pct);
+	bool reinsert = *deleted && sim_rng_chance(&ms->rng, ms->o.reinsert_pct);
 	if (reinsert) {
 		table = *deleted_table;
 		def = &table_defs[table];
@@ -565,7 +565,7 @@ static int add_row_change(struct model_source *ms, struct txn *t, struct sim_db 
 		ch->row = xcalloc(def->n_cols, sizeof *ch->row);
 		if (op == OP_KEY_UPDATE) {
 			ch->old_key = values_dup(old, def->n_key);
-			if (def->n_key == 2 && rng_chance(&ms->rng, 50)) {
+			if (def->n_key == 2 && sim_rng_chance(&ms->rng, 50)) {
 				/* move within the pair's first column: k2 stays, k1 changes */
 				ch->row[0] = xasprintf("%llu", (unsigned long long)(6 + ms->next_key[table]++));
 				ch->row[1] = xstrdup(old[1]);
@@ -579,7 +579,7 @@ static int add_row_change(struct model_source *ms, struct txn *t, struct sim_db 
 		}
 		fill_values(ms, table, ch->row);
 		int b = def->n_key + 1;
-		if (def->toasted && rng_chance(&ms->rng, ms->o.toast_unchanged_pct)) {
+		if (def->toasted && sim_rng_chance(&ms->rng, ms->o.toast_unchanged_pct)) {
 			/* b left alone: its TOAST pointer is unchanged, pgoutput sends 'u'
 			 * (a NULL is no pointer: it is sent as 'n') */
 			free(ch->row[b]);
@@ -615,16 +615,16 @@ static void add_truncate(struct model_source *ms, struct txn *t)
 	for (int i = 0; i < ms->o.n_tables; i++)
 		order[i] = i;
 	for (int i = ms->o.n_tables - 1; i > 0; i--) {
-		int j = (int)rng_below(&ms->rng, (uint64_t)i + 1);
+		int j = (int)sim_rng_below(&ms->rng, (uint64_t)i + 1);
 		int x = order[i];
 		order[i] = order[j];
 		order[j] = x;
 	}
-	ch->n_trunc = (uint8_t)(1 + rng_below(&ms->rng, (uint64_t)ms->o.n_tables));
+	ch->n_trunc = (uint8_t)(1 + sim_rng_below(&ms->rng, (uint64_t)ms->o.n_tables));
 	for (int i = 0; i < ch->n_trunc; i++)
 		ch->trunc[i] = (uint8_t)order[i];
 	ch->table = ch->trunc[0];
-	ch->trunc_flags = (uint8_t)rng_below(&ms->rng, 4); /* CASCADE 1, RESTART IDENTITY 2 */
+	ch->trunc_flags = (uint8_t)sim_rng_below(&ms->rng, 4); /* CASCADE 1, RESTART IDENTITY 2 */
 	change_logged(ms, t, ch);
 	apply_change(ms->db, ch);
 	ms->stats.truncates++;
@@ -637,7 +637,7 @@ static void log_commit(struct model_source *ms, struct txn *t)
 	t->state = TXN_COMMITTED;
 	t->commit_lsn = wal_record(ms, 8);
 	t->end_lsn = ms->wal;
-	ms->now += (int64_t)rng_between(&ms->rng, 50, 3000);
+	ms->now += (int64_t)sim_rng_between(&ms->rng, 50, 3000);
 	t->commit_ts = ms->now;
 	t->live = 0;
 	t->has_ddl = false;
@@ -668,7 +668,7 @@ static void log_commit(struct model_source *ms, struct txn *t)
 /* After a commit, now and then: a heartbeat (pg_logical_emit_message(false, ...)). */
 static void maybe_heartbeat(struct model_source *ms)
 {
-	if (ms->o.heartbeat_pct && rng_chance(&ms->rng, ms->o.heartbeat_pct)) {
+	if (ms->o.heartbeat_pct && sim_rng_chance(&ms->rng, ms->o.heartbeat_pct)) {
 		uint64_t lsn = wal_record(ms, 40);
 		event_add(ms, EV_HEARTBEAT, NONE, (uint32_t)ms->n_events, lsn, ms->wal);
 	}
@@ -677,14 +677,14 @@ static void maybe_heartbeat(struct model_source *ms)
 static int ordinary_txn(struct model_source *ms)
 {
 	struct txn *t = txn_new(ms, false);
-	ms->now += (int64_t)rng_between(&ms->rng, 10, 500);
-	int n = 1 + (int)rng_below(&ms->rng, (uint64_t)(ms->o.max_changes > 0 ? ms->o.max_changes : 1));
-	bool ddl = rng_chance(&ms->rng, ms->o.ddl_pct);
-	if (rng_chance(&ms->rng, ms->o.empty_pct) || (ddl && rng_chance(&ms->rng, ms->o.ddl_only_pct)))
+	ms->now += (int64_t)sim_rng_between(&ms->rng, 10, 500);
+	int n = 1 + (int)sim_rng_below(&ms->rng, (uint64_t)(ms->o.max_changes > 0 ? ms->o.max_changes : 1));
+	bool ddl = sim_rng_chance(&ms->rng, ms->o.ddl_pct);
+	if (sim_rng_chance(&ms->rng, ms->o.empty_pct) || (ddl && sim_rng_chance(&ms->rng, ms->o.ddl_only_pct)))
 		n = 0;
-	int ddl_at = ddl ? (int)rng_below(&ms->rng, (uint64_t)n + 1) : -1;
-	bool truncate = ms->n_open == 0 && rng_chance(&ms->rng, ms->o.truncate_pct);
-	int truncate_at = truncate ? (int)rng_below(&ms->rng, (uint64_t)n + 1) : -1;
+	int ddl_at = ddl ? (int)sim_rng_below(&ms->rng, (uint64_t)n + 1) : -1;
+	bool truncate = ms->n_open == 0 && sim_rng_chance(&ms->rng, ms->o.truncate_pct);
+	int truncate_at = truncate ? (int)sim_rng_below(&ms->rng, (uint64_t)n + 1) : -1;
 	char **deleted = NULL;
 	int deleted_table = 0, rc = 0;
 	for (int i = 0; i <= n && rc == 0; i++) {
@@ -793,12 +793,12 @@ static void large_truncate(struct model_source *ms, struct txn *t, uint32_t xid)
 	}
 	if (n == 0)
 		return;
-	int table = candidates[rng_below(&ms->rng, (uint64_t)n)];
+	int table = candidates[sim_rng_below(&ms->rng, (uint64_t)n)];
 	struct change *ch = change_add(t, CH_TRUNCATE, table);
 	ch->xid = xid;
 	ch->n_trunc = 1;
 	ch->trunc[0] = (uint8_t)table;
-	ch->trunc_flags = (uint8_t)rng_below(&ms->rng, 4);
+	ch->trunc_flags = (uint8_t)sim_rng_below(&ms->rng, 4);
 	change_logged(ms, t, ch);
 	apply_change(t->own, ch);
 	ms->locked_by[table] = t->index + 1;
@@ -808,8 +808,8 @@ static void large_truncate(struct model_source *ms, struct txn *t, uint32_t xid)
 static int large_txn_start(struct model_source *ms)
 {
 	struct txn *t = txn_new(ms, true);
-	t->planned = (uint32_t)rng_between(&ms->rng, (uint64_t)ms->o.stream_min_changes,
-					   (uint64_t)ms->o.stream_max_changes);
+	t->planned = (uint32_t)sim_rng_between(&ms->rng, (uint64_t)ms->o.stream_min_changes,
+					       (uint64_t)ms->o.stream_max_changes);
 	t->own = sim_db_new();
 	if (model_source_create_tables(ms, t->own) < 0)
 		return -1;
@@ -820,29 +820,30 @@ static int large_txn_start(struct model_source *ms)
 /* The large transaction makes some more changes, up to a stream point. */
 static int large_txn_step(struct model_source *ms, struct txn *t)
 {
-	uint32_t n = (uint32_t)rng_between(&ms->rng, 1, (uint64_t)(ms->o.stream_block_changes > 0 ? ms->o.stream_block_changes : 1));
+	uint32_t n = (uint32_t)sim_rng_between(
+		&ms->rng, 1, (uint64_t)(ms->o.stream_block_changes > 0 ? ms->o.stream_block_changes : 1));
 	char **deleted = NULL;
 	int deleted_table = 0, rc = 0;
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		if (t->depth < MAX_DEPTH && rng_chance(&ms->rng, ms->o.savepoint_pct))
+		if (t->depth < MAX_DEPTH && sim_rng_chance(&ms->rng, ms->o.savepoint_pct))
 			savepoint_set(ms, t);
 		uint32_t xid = t->depth ? t->subs[t->stack[t->depth - 1].sub].xid : t->xid;
-		if (rng_chance(&ms->rng, ms->o.ddl_pct / 2))
+		if (sim_rng_chance(&ms->rng, ms->o.ddl_pct / 2))
 			add_ddl(ms, t, xid);
 		/* BEGIN; TRUNCATE; reload; COMMIT - now and then */
-		if (rng_chance(&ms->rng, (ms->o.truncate_pct + 2) / 3))
+		if (sim_rng_chance(&ms->rng, (ms->o.truncate_pct + 2) / 3))
 			large_truncate(ms, t, xid);
 		rc = add_row_change(ms, t, t->own, xid, &deleted, &deleted_table);
-		if (t->depth > 0 && rng_chance(&ms->rng, ms->o.rollback_pct)) {
+		if (t->depth > 0 && sim_rng_chance(&ms->rng, ms->o.rollback_pct)) {
 			savepoint_rollback(ms, t);
 			/* ROLLBACK TO keeps the savepoint: a new subtransaction under it */
-			if (rng_chance(&ms->rng, 50))
+			if (sim_rng_chance(&ms->rng, 50))
 				savepoint_set(ms, t);
 			if (deleted) {
 				values_free(deleted, table_defs[deleted_table].n_key);
 				deleted = NULL; /* that delete was undone */
 			}
-		} else if (t->depth > 0 && rng_chance(&ms->rng, ms->o.release_pct)) {
+		} else if (t->depth > 0 && sim_rng_chance(&ms->rng, ms->o.release_pct)) {
 			savepoint_release(t);
 		}
 	}
@@ -874,7 +875,7 @@ static int large_txn_finish(struct model_source *ms, struct txn *t)
 			ms->locked_by[i] = 0;
 	sim_db_free(t->own);
 	t->own = NULL;
-	if (rng_chance(&ms->rng, ms->o.stream_abort_pct)) {
+	if (sim_rng_chance(&ms->rng, ms->o.stream_abort_pct)) {
 		t->state = TXN_ABORTED;
 		uint64_t lsn = wal_record(ms, 8);
 		event_add(ms, EV_STREAM_ABORT, index, 0, lsn, ms->wal);
@@ -899,12 +900,12 @@ int model_source_produce(struct model_source *ms, unsigned n)
 		return -1;
 	uint64_t target = ms->stats.committed + n;
 	while (ms->stats.committed < target) {
-		if (ms->n_open > 0 && rng_chance(&ms->rng, 40)) {
-			struct txn *t = ms->txns[ms->open[rng_below(&ms->rng, (uint64_t)ms->n_open)]];
+		if (ms->n_open > 0 && sim_rng_chance(&ms->rng, 40)) {
+			struct txn *t = ms->txns[ms->open[sim_rng_below(&ms->rng, (uint64_t)ms->n_open)]];
 			int rc = t->n_changes >= t->planned ? large_txn_finish(ms, t) : large_txn_step(ms, t);
 			if (rc < 0)
 				return -1;
-		} else if (ms->n_open < ms->o.max_open_streams && rng_chance(&ms->rng, ms->o.stream_pct)) {
+		} else if (ms->n_open < ms->o.max_open_streams && sim_rng_chance(&ms->rng, ms->o.stream_pct)) {
 			if (large_txn_start(ms) < 0 || large_txn_step(ms, ms->txns[ms->n_txns - 1]) < 0)
 				return -1;
 		} else if (ordinary_txn(ms) < 0) {
@@ -951,9 +952,9 @@ struct model_source *model_source_new(const struct model_source_options *o, uint
 		ms->o.stream_min_changes = 1;
 	if (ms->o.stream_max_changes < ms->o.stream_min_changes)
 		ms->o.stream_max_changes = ms->o.stream_min_changes;
-	rng_seed(&ms->rng, seed);
-	rng_seed(&ms->wrng, seed ^ 0x5741CE9D3E1F0B27ULL);
-	ms->system_id = 0x7000000000000000ULL | (rng_next(&ms->rng) >> 4);
+	sim_rng_seed(&ms->rng, seed);
+	sim_rng_seed(&ms->wrng, seed ^ 0x5741CE9D3E1F0B27ULL);
+	ms->system_id = 0x7000000000000000ULL | (sim_rng_next(&ms->rng) >> 4);
 	ms->timeline = 1;
 	ms->wal = align8(ms->o.start_lsn ? ms->o.start_lsn : DEFAULT_START_LSN);
 	ms->now = CLOCK_START;
@@ -1076,7 +1077,7 @@ static void send_tick(struct model_source *ms)
 {
 	if (ms->send_now < ms->now)
 		ms->send_now = ms->now;
-	ms->send_now += (int64_t)rng_between(&ms->wrng, 1, 40);
+	ms->send_now += (int64_t)sim_rng_between(&ms->wrng, 1, 40);
 }
 
 static void put_header(struct buf *b, uint64_t lsn)
@@ -1447,7 +1448,7 @@ static void decode_event(struct model_source *ms, size_t at)
 					send_stream_abort(ms, t, t->subs[k].xid, e->lsn);
 			send_stream_abort(ms, t, t->xid, e->lsn);
 			stream_ended(ms, t);
-		} else if (rng_chance(&ms->wrng, ms->o.late_abort_pct)) {
+		} else if (sim_rng_chance(&ms->wrng, ms->o.late_abort_pct)) {
 			/* decoded after the abort: the first catalog access notices it,
 			 * the block is empty (tests/fixtures/pgoutput/stream_abort_late.hex) */
 			send_stream_start(ms, t, e->lsn);
@@ -1548,10 +1549,10 @@ int model_source_next(struct model_source *ms, const uint8_t **buf, size_t *len)
 		return fail(ms, "model source: no replication session");
 	for (;;) {
 		if (ms->span_pos < ms->n_spans) {
-			if (!ms->keepalive_done && rng_chance(&ms->wrng, ms->o.keepalive_pct)) {
+			if (!ms->keepalive_done && sim_rng_chance(&ms->wrng, ms->o.keepalive_pct)) {
 				/* WalSndKeepaliveIfNecessary while writing: sentPtr is still
 				 * the end of the record before the one being decoded */
-				make_keepalive(ms, rng_chance(&ms->wrng, ms->o.reply_request_pct));
+				make_keepalive(ms, sim_rng_chance(&ms->wrng, ms->o.reply_request_pct));
 				ms->keepalive_done = true;
 				*buf = ms->keepalive;
 				*len = sizeof ms->keepalive;
@@ -1578,7 +1579,7 @@ int model_source_next(struct model_source *ms, const uint8_t **buf, size_t *len)
 		if (ms->wal > ms->sent_ptr)
 			ms->sent_ptr = ms->wal;
 		if (ms->keepalive_ptr != ms->sent_ptr) {
-			make_keepalive(ms, rng_chance(&ms->wrng, ms->o.reply_request_pct));
+			make_keepalive(ms, sim_rng_chance(&ms->wrng, ms->o.reply_request_pct));
 			*buf = ms->keepalive;
 			*len = sizeof ms->keepalive;
 			return 1;

@@ -6,30 +6,30 @@
  */
 #include "run.h"
 
-#include "json.h"
+#include "trellara/jsonw.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void write_hex(struct json_writer *w, const char *key, uint64_t v)
+static void write_hex(struct jsonw *w, const char *key, uint64_t v)
 {
 	char buf[24];
 	snprintf(buf, sizeof buf, "%016" PRIx64, v);
-	jw_string(w, key, buf);
+	jsonw_text(w, key, buf);
 }
 
-static void write_counters(struct json_writer *w, const char *key, const struct sim_counters *c)
+static void write_counters(struct jsonw *w, const char *key, const struct sim_counters *c)
 {
-	jw_object(w, key);
-	jw_uint(w, "transactions", c->transactions);
-	jw_uint(w, "duplicates_skipped", c->duplicates_skipped);
-	jw_uint(w, "chunks", c->chunks);
-	jw_uint(w, "tables_copied", c->tables_copied);
-	jw_uint(w, "crashes", c->crashes);
-	jw_uint(w, "power_losses", c->power_losses);
-	jw_uint(w, "steps", c->steps);
-	jw_end(w);
+	jsonw_open(w, key, '{');
+	jsonw_u64(w, "transactions", true, c->transactions);
+	jsonw_u64(w, "duplicates_skipped", true, c->duplicates_skipped);
+	jsonw_u64(w, "chunks", true, c->chunks);
+	jsonw_u64(w, "tables_copied", true, c->tables_copied);
+	jsonw_u64(w, "crashes", true, c->crashes);
+	jsonw_u64(w, "power_losses", true, c->power_losses);
+	jsonw_u64(w, "steps", true, c->steps);
+	jsonw_close(w, '}');
 }
 
 static void add_counters(struct sim_counters *sum, const struct sim_counters *c)
@@ -43,67 +43,67 @@ static void add_counters(struct sim_counters *sum, const struct sim_counters *c)
 	sum->steps += c->steps;
 }
 
-static void write_entry(struct json_writer *w, const struct sim_run *run, size_t i)
+static void write_entry(struct jsonw *w, const struct sim_run *run, size_t i)
 {
 	const struct sim_scenario *s = &run->registry[i];
 	const struct sim_result *r = &run->results[i];
 	bool ran = r->status == SIM_STATUS_PASS || r->status == SIM_STATUS_FAIL;
 	bool failed = r->status == SIM_STATUS_FAIL;
 
-	jw_object(w, NULL);
+	jsonw_open(w, NULL, '{');
 	if (s->kind == SIM_KIND_CURATED)
-		jw_int(w, "number", s->number);
-	jw_string(w, "name", s->name);
+		jsonw_i64(w, "number", true, s->number);
+	jsonw_text(w, "name", s->name);
 	if (s->kind == SIM_KIND_CURATED) {
-		jw_string(w, "boundary", s->boundary);
+		jsonw_text(w, "boundary", s->boundary);
 	} else {
-		jw_string(w, "family", s->family);
+		jsonw_text(w, "family", s->family);
 		if (s->matrix_row)
-			jw_int(w, "matrix_row", s->matrix_row);
+			jsonw_i64(w, "matrix_row", true, s->matrix_row);
 		else
-			jw_null(w, "matrix_row");
+			jsonw_null(w, "matrix_row");
 	}
-	jw_string(w, "status", sim_status_name(r->status));
-	jw_string(w, "reason", sim_run_reason(run, i));
-	jw_string(w, "invariant", s->invariant);
-	jw_string(w, "check", s->check);
-	jw_string(w, "failed_invariant", failed && r->failed_invariant[0] ? r->failed_invariant : NULL);
-	jw_string(w, "detail", failed && r->detail[0] ? r->detail : NULL);
-	jw_array(w, "seeds");
+	jsonw_text(w, "status", sim_status_name(r->status));
+	jsonw_text(w, "reason", sim_run_reason(run, i));
+	jsonw_text(w, "invariant", s->invariant);
+	jsonw_text(w, "check", s->check);
+	jsonw_text(w, "failed_invariant", failed && r->failed_invariant[0] ? r->failed_invariant : NULL);
+	jsonw_text(w, "detail", failed && r->detail[0] ? r->detail : NULL);
+	jsonw_open(w, "seeds", '[');
 	for (size_t k = 0; k < r->n_seeds && k < SIM_MAX_SEEDS; k++)
-		jw_uint(w, NULL, r->seeds[k]);
-	jw_end(w);
+		jsonw_u64(w, NULL, true, r->seeds[k]);
+	jsonw_close(w, ']');
 	if (failed && r->has_failing_seed)
-		jw_uint(w, "failing_seed", r->failing_seed);
+		jsonw_u64(w, "failing_seed", true, r->failing_seed);
 	else
-		jw_null(w, "failing_seed");
+		jsonw_null(w, "failing_seed");
 	if (ran)
 		write_hex(w, "trace_digest", r->trace_digest);
 	else
-		jw_null(w, "trace_digest");
+		jsonw_null(w, "trace_digest");
 	write_counters(w, "counters", &r->counters);
 	if (s->not_applicable_reason) {
-		jw_null(w, "reproduce");
+		jsonw_null(w, "reproduce");
 	} else {
 		char *cmd = sim_run_reproduce(run, i);
-		jw_string(w, "reproduce", cmd);
+		jsonw_text(w, "reproduce", cmd);
 		free(cmd);
 	}
 	if (s->live_file && s->live_name) {
-		jw_object(w, "live_test");
-		jw_string(w, "file", s->live_file);
-		jw_string(w, "name", s->live_name);
-		jw_end(w);
+		jsonw_open(w, "live_test", '{');
+		jsonw_text(w, "file", s->live_file);
+		jsonw_text(w, "name", s->live_name);
+		jsonw_close(w, '}');
 	} else {
-		jw_null(w, "live_test");
+		jsonw_null(w, "live_test");
 	}
-	jw_string(w, "recovery", s->recovery);
-	jw_end(w);
+	jsonw_text(w, "recovery", s->recovery);
+	jsonw_close(w, '}');
 }
 
 int sim_run_write_json(FILE *out, const struct sim_run *run)
 {
-	struct json_writer w;
+	struct jsonw w;
 	const char *why = NULL;
 	bool pass = sim_run_passed(run, &why);
 	uint64_t by_status[4] = { 0 };
@@ -122,81 +122,81 @@ int sim_run_write_json(FILE *out, const struct sim_run *run)
 	}
 	add_counters(&sum, &run->explore_counters);
 
-	jw_init(&w, out);
-	jw_object(&w, NULL);
-	jw_string(&w, "format", SIM_RUN_FORMAT);
-	jw_string(&w, "result", pass ? "PASS" : "FAIL");
-	jw_string(&w, "result_reason", why);
-	jw_uint(&w, "seed", run->seed);
-	jw_uint(&w, "schedules", run->schedules);
-	jw_string(&w, "variant", run->variant ? run->variant : "none");
-	jw_string(&w, "scenario", run->scenario);
-	jw_string(&w, "revision", run->build.revision);
-	jw_string(&w, "tree", run->build.tree);
-	jw_bool(&w, "dirty", run->build.dirty);
-	jw_object(&w, "build");
-	jw_string(&w, "cc", run->build.cc);
-	jw_string(&w, "cflags", run->build.cflags);
-	jw_end(&w);
-	jw_string(&w, "started_at", run->started_at);
-	jw_uint(&w, "duration_ms", run->duration_us / 1000);
+	jsonw_init(&w, out, false);
+	jsonw_open(&w, NULL, '{');
+	jsonw_text(&w, "format", SIM_RUN_FORMAT);
+	jsonw_text(&w, "result", pass ? "PASS" : "FAIL");
+	jsonw_text(&w, "result_reason", why);
+	jsonw_u64(&w, "seed", true, run->seed);
+	jsonw_u64(&w, "schedules", true, run->schedules);
+	jsonw_text(&w, "variant", run->variant ? run->variant : "none");
+	jsonw_text(&w, "scenario", run->scenario);
+	jsonw_text(&w, "revision", run->build.revision);
+	jsonw_text(&w, "tree", run->build.tree);
+	jsonw_bool(&w, "dirty", run->build.dirty);
+	jsonw_open(&w, "build", '{');
+	jsonw_text(&w, "cc", run->build.cc);
+	jsonw_text(&w, "cflags", run->build.cflags);
+	jsonw_close(&w, '}');
+	jsonw_text(&w, "started_at", run->started_at);
+	jsonw_u64(&w, "duration_ms", true, run->duration_us / 1000);
 	if (run->duration_us)
-		jw_double(&w, "schedules_per_second", (double)run->schedules * 1e6 / (double)run->duration_us);
+		jsonw_num(&w, "schedules_per_second", true, (double)run->schedules * 1e6 / (double)run->duration_us);
 	else
-		jw_null(&w, "schedules_per_second");
+		jsonw_null(&w, "schedules_per_second");
 
-	jw_object(&w, "totals");
-	jw_uint(&w, "entries", reported);
-	jw_uint(&w, "simulations", entries[SIM_KIND_SIMULATION]);
-	jw_uint(&w, "simulations_applicable", applicable[SIM_KIND_SIMULATION]);
-	jw_uint(&w, "curated", entries[SIM_KIND_CURATED]);
-	jw_uint(&w, "curated_applicable", applicable[SIM_KIND_CURATED]);
-	jw_uint(&w, "pass", by_status[SIM_STATUS_PASS]);
-	jw_uint(&w, "fail", by_status[SIM_STATUS_FAIL]);
-	jw_uint(&w, "not_applicable", by_status[SIM_STATUS_NOT_APPLICABLE]);
-	jw_uint(&w, "not_run", by_status[SIM_STATUS_NOT_RUN]);
-	jw_uint(&w, "schedules_passed", run->explore_passed);
-	jw_uint(&w, "schedules_failed", run->explore_failed);
-	jw_uint(&w, "schedules_not_run", run->explore_not_run);
+	jsonw_open(&w, "totals", '{');
+	jsonw_u64(&w, "entries", true, reported);
+	jsonw_u64(&w, "simulations", true, entries[SIM_KIND_SIMULATION]);
+	jsonw_u64(&w, "simulations_applicable", true, applicable[SIM_KIND_SIMULATION]);
+	jsonw_u64(&w, "curated", true, entries[SIM_KIND_CURATED]);
+	jsonw_u64(&w, "curated_applicable", true, applicable[SIM_KIND_CURATED]);
+	jsonw_u64(&w, "pass", true, by_status[SIM_STATUS_PASS]);
+	jsonw_u64(&w, "fail", true, by_status[SIM_STATUS_FAIL]);
+	jsonw_u64(&w, "not_applicable", true, by_status[SIM_STATUS_NOT_APPLICABLE]);
+	jsonw_u64(&w, "not_run", true, by_status[SIM_STATUS_NOT_RUN]);
+	jsonw_u64(&w, "schedules_passed", true, run->explore_passed);
+	jsonw_u64(&w, "schedules_failed", true, run->explore_failed);
+	jsonw_u64(&w, "schedules_not_run", true, run->explore_not_run);
 	write_counters(&w, "counters", &sum);
-	jw_end(&w);
+	jsonw_close(&w, '}');
 
-	jw_array(&w, "simulations");
+	jsonw_open(&w, "simulations", '[');
 	for (size_t i = 0; i < run->n; i++)
 		if (run->selected[i] && run->registry[i].kind == SIM_KIND_SIMULATION)
 			write_entry(&w, run, i);
-	jw_end(&w);
-	jw_array(&w, "scenarios");
+	jsonw_close(&w, ']');
+	jsonw_open(&w, "scenarios", '[');
 	for (size_t i = 0; i < run->n; i++)
 		if (run->selected[i] && run->registry[i].kind == SIM_KIND_CURATED)
 			write_entry(&w, run, i);
-	jw_end(&w);
+	jsonw_close(&w, ']');
 
-	jw_object(&w, "exploration");
-	jw_uint(&w, "schedules", run->schedules);
-	jw_uint(&w, "passed", run->explore_passed);
-	jw_uint(&w, "failed", run->explore_failed);
-	jw_uint(&w, "not_run", run->explore_not_run);
+	jsonw_open(&w, "exploration", '{');
+	jsonw_u64(&w, "schedules", true, run->schedules);
+	jsonw_u64(&w, "passed", true, run->explore_passed);
+	jsonw_u64(&w, "failed", true, run->explore_failed);
+	jsonw_u64(&w, "not_run", true, run->explore_not_run);
 	write_hex(&w, "digest", run->explore_digest);
 	write_counters(&w, "counters", &run->explore_counters);
-	jw_array(&w, "failures");
+	jsonw_open(&w, "failures", '[');
 	for (size_t k = 0; k < run->n_failures; k++) {
 		const struct sim_exploration_failure *f = &run->failures[k];
 		char *replay = sim_run_replay(run, f);
-		jw_object(&w, NULL);
-		jw_uint(&w, "seed", f->seed);
-		jw_uint(&w, "index", f->index);
-		jw_string(&w, "invariant", f->invariant);
-		jw_string(&w, "detail", f->detail);
+		jsonw_open(&w, NULL, '{');
+		jsonw_u64(&w, "seed", true, f->seed);
+		jsonw_u64(&w, "index", true, f->index);
+		jsonw_text(&w, "invariant", f->invariant);
+		jsonw_text(&w, "detail", f->detail);
 		write_hex(&w, "trace_digest", f->trace_digest);
-		jw_string(&w, "replay", replay);
-		jw_end(&w);
+		jsonw_text(&w, "replay", replay);
+		jsonw_close(&w, '}');
 		free(replay);
 	}
-	jw_end(&w);
-	jw_end(&w);
+	jsonw_close(&w, ']');
+	jsonw_close(&w, '}');
 
-	jw_end(&w);
+	jsonw_close(&w, '}');
 	fputc('\n', out);
-	return jw_finish(&w);
+	return jsonw_finish(&w);
 }

@@ -16,13 +16,13 @@ struct sim_rng {
 	uint64_t state;
 };
 
-void rng_seed(struct sim_rng *rng, uint64_t seed);
-uint64_t rng_next(struct sim_rng *rng);
+void sim_rng_seed(struct sim_rng *rng, uint64_t seed);
+uint64_t sim_rng_next(struct sim_rng *rng);
 /* Uniform in [0, n) (0 when n is 0); no modulo bias. */
-uint64_t rng_below(struct sim_rng *rng, uint64_t n);
+uint64_t sim_rng_below(struct sim_rng *rng, uint64_t n);
 /* True with probability pct / 100 (pct <= 0: never, >= 100: always). */
-bool rng_chance(struct sim_rng *rng, int pct);
+bool sim_rng_chance(struct sim_rng *rng, int pct);
 /* Uniform in [lo, hi] (lo when hi < lo). */
-uint64_t rng_between(struct sim_rng *rng, uint64_t lo, uint64_t hi);
+uint64_t sim_rng_between(struct sim_rng *rng, uint64_t lo, uint64_t hi);
 
 #endif

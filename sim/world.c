@@ -318,7 +318,7 @@ static void capture_down(struct world *w, const char *why)
 	capture_core_close(w->cc);
 	w->cc = NULL;
 	w->cap_up = false;
-	w->cap_down_steps = (int)rng_between(&w->rng, 1, 6);
+	w->cap_down_steps = (int)sim_rng_between(&w->rng, 1, 6);
 	model_source_disconnect(w->src);
 	w->r->crashes++;
 	trace(w, why, 0, 0);
@@ -355,7 +355,7 @@ static void capture_send_status(struct world *w, bool reply)
 {
 	uint8_t m[CAPTURE_STATUS_MESSAGE_LEN];
 	capture_core_status_message(w->cc, m, w->now_us, reply);
-	if (!w->healing && rng_chance(&w->rng, w->o.p_status_lost)) {
+	if (!w->healing && sim_rng_chance(&w->rng, w->o.p_status_lost)) {
 		trace(w, "status_lost", 0, 0);
 		return; /* the network lost it; capture believes it went */
 	}
@@ -382,7 +382,7 @@ static void capture_step(struct world *w)
 {
 	if (!w->cap_up)
 		return;
-	for (int k = (int)rng_between(&w->rng, 1, 8); k > 0 && w->cap_up && !w->failed; k--) {
+	for (int k = (int)sim_rng_between(&w->rng, 1, 8); k > 0 && w->cap_up && !w->failed; k--) {
 		const uint8_t *buf;
 		size_t len;
 		int got = model_source_next(w->src, &buf, &len);
@@ -434,7 +434,7 @@ static void applyd_down(struct world *w, const char *why)
 	w->reader = NULL;
 	model_target_disconnect(&w->target);
 	w->app_up = false;
-	w->app_down_steps = (int)rng_between(&w->rng, 1, 6);
+	w->app_down_steps = (int)sim_rng_between(&w->rng, 1, 6);
 	w->r->crashes++;
 	trace(w, why, 0, 0);
 }
@@ -515,7 +515,7 @@ static void applyd_step(struct world *w)
 {
 	if (!w->app_up)
 		return;
-	for (int k = (int)rng_between(&w->rng, 1, 6); k > 0 && w->app_up && !w->failed; k--) {
+	for (int k = (int)sim_rng_between(&w->rng, 1, 6); k > 0 && w->app_up && !w->failed; k--) {
 		enum apply_step what;
 		struct apply_outcome rc = apply_engine_step(w->engine, w->now_us, &what);
 		w->now_us += 100;
@@ -623,17 +623,17 @@ enum copy_outcome { COPIED, COPY_LOST_SOURCE, COPY_LOST_TARGET, COPY_SCHEMA_CHAN
 static enum copy_outcome copy_one(struct world *w, size_t table)
 {
 	const char *name = model_source_table(w->src, table)->name;
-	if (!w->healing && rng_chance(&w->rng, w->o.p_copy_fails)) {
+	if (!w->healing && sim_rng_chance(&w->rng, w->o.p_copy_fails)) {
 		/* the source or the target connection died mid-copy: the
 		 * target transaction rolls back, nothing of it is visible */
 		w->r->copy_failures++;
-		return rng_chance(&w->rng, 50) ? COPY_LOST_SOURCE : COPY_LOST_TARGET;
+		return sim_rng_chance(&w->rng, 50) ? COPY_LOST_SOURCE : COPY_LOST_TARGET;
 	}
 	char before[80], at_snapshot[80], after[80];
 	uint32_t v_before = w->schema_now[table];
 	fingerprint(w, table, v_before, before, sizeof before);
 	fingerprint(w, table, w->schema_at_export[table], at_snapshot, sizeof at_snapshot);
-	if (!w->healing && w->o.p_copy_ddl > 0 && rng_chance(&w->rng, w->o.p_copy_ddl)) {
+	if (!w->healing && w->o.p_copy_ddl > 0 && sim_rng_chance(&w->rng, w->o.p_copy_ddl)) {
 		/* ALTER TABLE on the source while the table is copied */
 		w->schema_now[table]++;
 		w->r->copy_ddls++;
@@ -642,7 +642,7 @@ static enum copy_outcome copy_one(struct world *w, size_t table)
 	if (snapshot_point(w, "snapshot.mid_table_copy"))
 		return COPY_KILLED; /* the half copy rolls back */
 	fingerprint(w, table, w->schema_now[table], after, sizeof after);
-	if (!snapshot_schema_stable(before, at_snapshot, after))
+	if (!run_snapshot_schema_stable(before, at_snapshot, after))
 		return COPY_SCHEMA_CHANGED; /* rolled back: the target keeps what it held */
 	struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->copy_lsn - 1));
 	copy_table(w->target.db, at, name);
@@ -810,7 +810,7 @@ static void snapshot_begin(struct world *w)
 static void reseed_step(struct world *w, int step)
 {
 	if (w->reseed_phase == 0 && step >= w->o.reseed_at_step && w->o.reseed_at_step >= 0 && w->app_up) {
-		w->reseed_table = (size_t)rng_below(&w->rng, model_source_tables(w->src));
+		w->reseed_table = (size_t)sim_rng_below(&w->rng, model_source_tables(w->src));
 		model_target_fence_set(&w->target, model_source_wal_end(w->src));
 		w->reseed_phase = 1;
 		trace(w, "reseed_fence", w->reseed_table, 0);
@@ -844,7 +844,7 @@ static void power_loss(struct world *w)
 		applyd_down(w, "power_loss_applyd");
 	if (w->o.snapshot && w->export_alive && !handed_off(w))
 		snapshot_exits(w, "power_loss_snapshot");
-	stream_fs_sim_crash(w->disk, SIM_CRASH_POWER, rng_next(&w->rng));
+	stream_fs_sim_crash(w->disk, SIM_CRASH_POWER, sim_rng_next(&w->rng));
 	stream_fs_sim_view_restart(w->cap_fs);
 	stream_fs_sim_view_restart(w->app_fs);
 	stream_fs_sim_view_restart(w->ops_fs);
@@ -874,7 +874,7 @@ static void retention(struct world *w)
 		free(bases);
 		trace(w, "retention", plan.n_segments, group);
 	}
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 }
 
 /* A target row deleted behind applyd's back: the row that the first
@@ -975,49 +975,49 @@ static void arm_random_point(struct world *w)
 	/* trellara-snapshot's points while it runs (after_slot_before_record
 	 * only by name: the slot exists before the scheduler starts) */
 	size_t ns = w->o.snapshot && !handed_off(w) ? sizeof snapshot_points / sizeof *snapshot_points : 0;
-	size_t k = (size_t)rng_below(&w->rng, nc + na + ns);
+	size_t k = (size_t)sim_rng_below(&w->rng, nc + na + ns);
 	w->armed_point = k < nc ? capture_points[k] : k < nc + na ? applyd_points[k - nc] : snapshot_points[k - nc - na];
-	w->armed_nth = (unsigned)rng_between(&w->rng, 1, 3);
+	w->armed_nth = (unsigned)sim_rng_between(&w->rng, 1, 3);
 	w->armed_hits = 0;
-	w->armed_power = rng_chance(&w->rng, 30);
+	w->armed_power = sim_rng_chance(&w->rng, 30);
 	trace(w, "arm", k, w->armed_nth);
 }
 
 static void random_faults(struct world *w)
 {
 	struct sim_rng *g = &w->rng;
-	if (w->cap_up && rng_chance(g, w->o.p_kill_capture)) {
+	if (w->cap_up && sim_rng_chance(g, w->o.p_kill_capture)) {
 		stream_fs_sim_view_kill(w->cap_fs);
 		capture_down(w, "kill_capture");
 	}
-	if (w->app_up && rng_chance(g, w->o.p_kill_applyd)) {
+	if (w->app_up && sim_rng_chance(g, w->o.p_kill_applyd)) {
 		stream_fs_sim_view_kill(w->app_fs);
 		applyd_down(w, "kill_applyd");
 	}
-	if (rng_chance(g, w->o.p_power_loss))
+	if (sim_rng_chance(g, w->o.p_power_loss))
 		power_loss(w);
-	if (w->cap_up && rng_chance(g, w->o.p_source_disconnect)) {
+	if (w->cap_up && sim_rng_chance(g, w->o.p_source_disconnect)) {
 		model_source_disconnect(w->src);
 		trace(w, "source_disconnect", 0, 0);
 	}
-	if (w->cap_up && rng_chance(g, w->o.p_promote)) {
-		model_source_promote(w->src, (unsigned)rng_between(g, 0, 4));
+	if (w->cap_up && sim_rng_chance(g, w->o.p_promote)) {
+		model_source_promote(w->src, (unsigned)sim_rng_between(g, 0, 4));
 		w->r->promotions++;
 		trace(w, "promote", 0, 0);
 	}
-	if (rng_chance(g, w->o.p_target_lost_before))
+	if (sim_rng_chance(g, w->o.p_target_lost_before))
 		w->target.next_commit_fault = MODEL_COMMIT_LOST_BEFORE;
-	else if (rng_chance(g, w->o.p_target_lost_after))
+	else if (sim_rng_chance(g, w->o.p_target_lost_after))
 		w->target.next_commit_fault = MODEL_COMMIT_LOST_AFTER;
-	else if (rng_chance(g, w->o.p_target_transient))
+	else if (sim_rng_chance(g, w->o.p_target_transient))
 		w->target.next_commit_fault = MODEL_COMMIT_TRANSIENT;
-	if (w->cap_up && rng_chance(g, w->o.p_fsync_eio)) {
-		stream_fs_sim_inject(w->cap_fs, SIM_OP_FDATASYNC, rng_between(g, 1, 3), 5 /* EIO */);
+	if (w->cap_up && sim_rng_chance(g, w->o.p_fsync_eio)) {
+		stream_fs_sim_inject(w->cap_fs, SIM_OP_FDATASYNC, sim_rng_between(g, 1, 3), 5 /* EIO */);
 		trace(w, "inject_eio", 0, 0);
 	}
-	if (rng_chance(g, w->o.p_retention))
+	if (sim_rng_chance(g, w->o.p_retention))
 		retention(w);
-	if (!w->armed_point && rng_chance(g, w->o.p_fault_point))
+	if (!w->armed_point && sim_rng_chance(g, w->o.p_fault_point))
 		arm_random_point(w);
 }
 
@@ -1075,10 +1075,10 @@ static void one_step(struct world *w, int step)
 	if (w->app_stopped_by_quarantine)
 		operator_repairs(w);
 	restarts(w);
-	if (w->o.snapshot && !handed_off(w) && rng_chance(&w->rng, 50)) {
-		if (!w->healing && w->o.p_copy_ddl > 0 && rng_chance(&w->rng, w->o.p_copy_ddl / 3 + 1)) {
+	if (w->o.snapshot && !handed_off(w) && sim_rng_chance(&w->rng, 50)) {
+		if (!w->healing && w->o.p_copy_ddl > 0 && sim_rng_chance(&w->rng, w->o.p_copy_ddl / 3 + 1)) {
 			/* ALTER TABLE on the source between the export and a copy */
-			size_t t = (size_t)rng_below(&w->rng, model_source_tables(w->src));
+			size_t t = (size_t)sim_rng_below(&w->rng, model_source_tables(w->src));
 			if (!w->copied[t]) {
 				w->schema_now[t]++;
 				w->r->copy_ddls++;
@@ -1090,7 +1090,7 @@ static void one_step(struct world *w, int step)
 			power_loss(w);
 		return;
 	}
-	switch (rng_below(&w->rng, 4)) {
+	switch (sim_rng_below(&w->rng, 4)) {
 	case 0:
 		if ((int)model_source_txns(w->src) < w->o.transactions && model_source_produce(w->src, 1) < 0)
 			violated(w, "model_source", "%s", model_source_error(w->src));
@@ -1135,7 +1135,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	struct world w = { .o = *o, .r = r };
 	memset(r, 0, sizeof *r);
 	r->ok = true;
-	rng_seed(&w.rng, o->seed ^ 0x5DEECE66DULL);
+	sim_rng_seed(&w.rng, o->seed ^ 0x5DEECE66DULL);
 	setup_config(&w);
 	struct model_source_options so;
 	model_source_options_default(&so);
@@ -1260,36 +1260,37 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 {
 	sim_world_defaults(o, seed);
 	struct sim_rng g;
-	rng_seed(&g, seed * 0x9E3779B97F4A7C15ULL + 7);
-	o->transactions = (int)rng_between(&g, 10, 60);
-	o->steps = (int)rng_between(&g, 100, 400);
-	o->tables = (int)rng_between(&g, 1, 4);
-	o->big_pct = (int)rng_between(&g, 0, 25);
-	o->batch_transactions = (int)rng_between(&g, 1, 8);
-	o->capture_batch = (int)rng_between(&g, 1, 16);
-	o->capture_batch_messages = rng_chance(&g, 30) ? (int)rng_between(&g, 2, 8) : 64;
-	o->chunk_changes = rng_chance(&g, 40) ? (int)rng_between(&g, 1, 8) : 0;
-	o->p_kill_capture = (int)rng_between(&g, 0, 3);
-	o->p_kill_applyd = (int)rng_between(&g, 0, 3);
-	o->p_power_loss = (int)rng_between(&g, 0, 2);
-	o->p_source_disconnect = (int)rng_between(&g, 0, 3);
-	o->p_status_lost = (int)rng_between(&g, 0, 20);
-	o->p_target_lost_before = (int)rng_between(&g, 0, 2);
-	o->p_target_lost_after = (int)rng_between(&g, 0, 2);
-	o->p_target_transient = (int)rng_between(&g, 0, 2);
-	o->p_fsync_eio = (int)rng_between(&g, 0, 1);
-	o->p_retention = (int)rng_between(&g, 0, 5);
-	o->p_promote = (int)rng_between(&g, 0, 1);
-	o->p_fault_point = (int)rng_between(&g, 0, 5);
-	o->fence_at_step = rng_chance(&g, 20) ? (int)rng_below(&g, (uint64_t)o->steps) : -1;
-	o->reseed_at_step = o->fence_at_step < 0 && rng_chance(&g, 15) ? (int)rng_below(&g, (uint64_t)o->steps) : -1;
-	if (rng_chance(&g, 30)) {
+	sim_rng_seed(&g, seed * 0x9E3779B97F4A7C15ULL + 7);
+	o->transactions = (int)sim_rng_between(&g, 10, 60);
+	o->steps = (int)sim_rng_between(&g, 100, 400);
+	o->tables = (int)sim_rng_between(&g, 1, 4);
+	o->big_pct = (int)sim_rng_between(&g, 0, 25);
+	o->batch_transactions = (int)sim_rng_between(&g, 1, 8);
+	o->capture_batch = (int)sim_rng_between(&g, 1, 16);
+	o->capture_batch_messages = sim_rng_chance(&g, 30) ? (int)sim_rng_between(&g, 2, 8) : 64;
+	o->chunk_changes = sim_rng_chance(&g, 40) ? (int)sim_rng_between(&g, 1, 8) : 0;
+	o->p_kill_capture = (int)sim_rng_between(&g, 0, 3);
+	o->p_kill_applyd = (int)sim_rng_between(&g, 0, 3);
+	o->p_power_loss = (int)sim_rng_between(&g, 0, 2);
+	o->p_source_disconnect = (int)sim_rng_between(&g, 0, 3);
+	o->p_status_lost = (int)sim_rng_between(&g, 0, 20);
+	o->p_target_lost_before = (int)sim_rng_between(&g, 0, 2);
+	o->p_target_lost_after = (int)sim_rng_between(&g, 0, 2);
+	o->p_target_transient = (int)sim_rng_between(&g, 0, 2);
+	o->p_fsync_eio = (int)sim_rng_between(&g, 0, 1);
+	o->p_retention = (int)sim_rng_between(&g, 0, 5);
+	o->p_promote = (int)sim_rng_between(&g, 0, 1);
+	o->p_fault_point = (int)sim_rng_between(&g, 0, 5);
+	o->fence_at_step = sim_rng_chance(&g, 20) ? (int)sim_rng_below(&g, (uint64_t)o->steps) : -1;
+	o->reseed_at_step =
+		o->fence_at_step < 0 && sim_rng_chance(&g, 15) ? (int)sim_rng_below(&g, (uint64_t)o->steps) : -1;
+	if (sim_rng_chance(&g, 30)) {
 		o->snapshot = true;
-		o->pre_transactions = (int)rng_between(&g, 1, 30);
-		o->p_copy_fails = (int)rng_between(&g, 0, 30);
-		o->copy_twice = rng_chance(&g, 20);
-		o->p_copy_ddl = rng_chance(&g, 30) ? (int)rng_between(&g, 1, 30) : 0;
+		o->pre_transactions = (int)sim_rng_between(&g, 1, 30);
+		o->p_copy_fails = (int)sim_rng_between(&g, 0, 30);
+		o->copy_twice = sim_rng_chance(&g, 20);
+		o->p_copy_ddl = sim_rng_chance(&g, 30) ? (int)sim_rng_between(&g, 1, 30) : 0;
 	}
 	/* drawn last: the draws above stay what they were before it */
-	o->no_compaction = rng_chance(&g, 25);
+	o->no_compaction = sim_rng_chance(&g, 25);
 }

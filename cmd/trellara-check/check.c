@@ -73,7 +73,7 @@ char *check_human_bytes(uint64_t n)
 char *check_quote_ident(const char *name)
 {
 	struct strbuf b = STRBUF_INIT;
-	sql_quote_ident(&b, name, strlen(name));
+	plan_quote_ident(&b, name, strlen(name));
 	return strbuf_detach(&b, NULL);
 }
 

@@ -4,6 +4,7 @@
 #include "copy.h"
 
 #include "trellara/checkpoint.h"
+#include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
 #include "trellara/log.h"
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct copy_shared {
 	struct copy_job *job;
@@ -25,7 +25,7 @@ struct copy_shared {
 	size_t next; /* next table to take */
 };
 
-char *table_fingerprint(void *pgconn, const char *schema, const char *name)
+char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 {
 	PGconn *conn = pgconn;
 	char *qs = pgconn_quote_ident(conn, schema), *qn = pgconn_quote_ident(conn, name);
@@ -44,13 +44,6 @@ char *table_fingerprint(void *pgconn, const char *schema, const char *name)
 	free(qs);
 	free(qn);
 	return fp;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The column list and whether binary COPY is safe, as the snapshot sees
@@ -306,10 +299,10 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
 	char *qualified = xasprintf("%s.%s", qs, qn);
 	char *cols = NULL, *fp_before = NULL, *fp_snap = NULL, *fp_after = NULL, *sql = NULL;
-	double t0 = now_s();
+	int64_t t0_us = clock_mono_us();
 	bool src_open = false, dst_open = false;
 
-	fp_before = table_fingerprint(meta, t->schema, t->name);
+	fp_before = copy_table_fingerprint(meta, t->schema, t->name);
 	fault_pause("snapshot.before_table_copy");
 	if (pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
 		goto failed;
@@ -324,7 +317,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		fail_table(t, "cannot import the exported snapshot", NULL);
 		goto out;
 	}
-	fp_snap = table_fingerprint(src, t->schema, t->name);
+	fp_snap = copy_table_fingerprint(src, t->schema, t->name);
 	if (columns_at_snapshot(src, qualified, &cols, &t->binary) < 0) {
 		fail_table(t, "cannot read the table's columns at the snapshot", NULL);
 		goto out;
@@ -472,8 +465,8 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		PQclear(res);
 	pgconn_command(src, "COMMIT");
 	src_open = false;
-	fp_after = table_fingerprint(meta, t->schema, t->name);
-	if (!snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
+	fp_after = copy_table_fingerprint(meta, t->schema, t->name);
+	if (!run_snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
 		t->outcome = COPY_SCHEMA_CHANGED;
 		snprintf(t->error, sizeof t->error, "its schema changed while it was copied");
 		log_warn("table %s.%s: schema changed during its copy: not handed off; run \"trellara snapshot --config %s\" again to copy it again",
@@ -492,7 +485,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		goto failed;
 	dst_open = false;
 	t->outcome = COPY_DONE;
-	t->seconds = now_s() - t0;
+	t->seconds = (double)(clock_mono_us() - t0_us) / 1e6;
 	log_info("table %s.%s: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name, t->rows,
 		 t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
 	goto out;

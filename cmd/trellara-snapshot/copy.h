@@ -65,6 +65,6 @@ char copy_relkind(void *pgconn, const char *qualified);
 
 /* md5 of a table's columns (name, type, not null) as the given
  * connection's snapshot sees them; NULL when the table does not exist. */
-char *table_fingerprint(void *pgconn, const char *schema, const char *name);
+char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name);
 
 #endif

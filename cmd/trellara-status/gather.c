@@ -442,7 +442,7 @@ static void gather_supervisor(struct status_supervisor *s, const struct flow_con
 	}
 	s->configured = true;
 	s->metrics_dir = cfg->metrics_dir;
-	time_t now = time(NULL);
+	time_t now = (time_t)(clock_wall_us() / 1000000);
 	for (int i = 0; i < 2; i++) {
 		char path[4096];
 		struct stat st;

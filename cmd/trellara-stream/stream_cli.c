@@ -110,7 +110,7 @@ int stream_cli_inspect(const struct stream_cli_options *o)
 				jsonw_str(&w, "corrupt_reason", s->corrupt_reason);
 			}
 			jsonw_open(&w, "index", '{');
-			jsonw_str(&w, "state", index_state_name(s->index_state));
+			jsonw_str(&w, "state", stream_index_state_name(s->index_state));
 			jsonw_u64(&w, "valid_entries", true, s->index_entries);
 			jsonw_str(&w, "detail", s->index_detail);
 			jsonw_close(&w, '}');
@@ -150,8 +150,8 @@ int stream_cli_inspect(const struct stream_cli_options *o)
 			struct segment_report *s = &r.segments[i];
 			printf("segment %s: frames %" PRIu64 ", bytes %" PRIu64 " (file %" PRIu64 "), torn %" PRIu64
 			       ", index %s: %s\n",
-			       s->name, s->frames, s->bytes, s->file_bytes, s->torn_bytes, index_state_name(s->index_state),
-			       s->index_detail);
+			       s->name, s->frames, s->bytes, s->file_bytes, s->torn_bytes,
+			       stream_index_state_name(s->index_state), s->index_detail);
 			if (s->corrupt)
 				printf("segment %s: CORRUPT at byte %" PRIu64 ": %s, and valid frames follow\n", s->name,
 				       s->corrupt_position, s->corrupt_reason);
@@ -344,7 +344,7 @@ int stream_cli_retention(const struct stream_cli_options *o)
 	}
 	if (o->apply && stream_retention_apply(o->dir, &plan) < 0) {
 		code = EXIT_CANTCREAT;
-		retention_plan_free(&plan);
+		stream_retention_plan_free(&plan);
 		free_list(owned);
 		return code;
 	}
@@ -372,7 +372,7 @@ int stream_cli_retention(const struct stream_cli_options *o)
 		       plan.bytes, o->apply ? "deleted" : "deletable", plan.limited_by);
 	}
 	fflush(stdout);
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 	free_list(owned);
 	return code;
 }

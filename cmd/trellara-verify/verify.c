@@ -4,6 +4,7 @@
 #include "verify.h"
 
 #include "trellara/checkpoint.h"
+#include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/jsonw.h"
 #include "trellara/log.h"
@@ -124,8 +125,7 @@ static int fence_at_snapshot(struct verify *v)
 		}
 		v->fenced = true;
 		log_info("comparing at %s: waiting for the target to reach the fence", l);
-		struct timespec start;
-		clock_gettime(CLOCK_MONOTONIC, &start);
+		int64_t start_us = clock_mono_us();
 		for (;;) {
 			if (*v->o->stop)
 				return EXIT_TEMPFAIL;
@@ -139,9 +139,7 @@ static int fence_at_snapshot(struct verify *v)
 				return 0;
 			if (reached && !before && !no_checkpoint)
 				break; /* applyd committed past the fence before it was set: again */
-			struct timespec now;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if (now.tv_sec - start.tv_sec >= v->o->fence_timeout_s) {
+			if (clock_mono_us() - start_us >= (int64_t)v->o->fence_timeout_s * 1000000) {
 				log_error("the target did not reach the fence %s within %d s%s", l, v->o->fence_timeout_s,
 					  no_checkpoint ? " (it has no apply checkpoint yet)" : "");
 				log_hint("is trellara-applyd running for %s?", v->cfg->path);

@@ -39,12 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-const struct apply_target_error *engine_error(struct apply_engine *a)
+const struct apply_target_error *apply_engine_error(struct apply_engine *a)
 {
 	return a->own_error.failed ? &a->own_error : a->ops->error(a->t);
 }
 
-void engine_clear_error(struct apply_engine *a)
+void apply_engine_clear_error(struct apply_engine *a)
 {
 	memset(&a->own_error, 0, sizeof a->own_error);
 	a->ops->clear_error(a->t);
@@ -151,7 +151,7 @@ static struct apply_outcome idle_duties(struct apply_engine *a)
 	int64_t now = a->now_us;
 	if (a->last_progress_us == 0)
 		a->last_progress_us = now;
-	if (group_flush(a) < 0)
+	if (apply_engine_group_flush(a) < 0)
 		return apply_exit(EXIT_CANTCREAT);
 	/* An open chunk set is one target transaction that commits only
 	 * after its commit marker: at the end of the stream between two of
@@ -159,13 +159,13 @@ static struct apply_outcome idle_duties(struct apply_engine *a)
 	if (a->chunk.active) {
 		/* wait for the rest of the set */
 	} else if (a->in_txn || a->batch_skipped) {
-		struct apply_outcome rc = commit_open_batch(a);
+		struct apply_outcome rc = apply_engine_commit_open_batch(a);
 		if (!apply_is_ok(rc))
 			return rc;
 	} else if (a->seen_lsn > a->cp.applied_through_lsn &&
 		   now - a->last_idle_checkpoint_us >= 1000000) {
 		a->last_idle_checkpoint_us = now;
-		struct apply_outcome rc = commit_open_batch(a);
+		struct apply_outcome rc = apply_engine_commit_open_batch(a);
 		if (!apply_is_ok(rc))
 			return rc;
 	}
@@ -180,11 +180,11 @@ static struct apply_outcome idle_duties(struct apply_engine *a)
 	}
 	/* a fence the applier already stands at: hold there */
 	if (!a->chunk.active && !a->in_txn) {
-		struct apply_outcome rc = fence_refresh(a);
+		struct apply_outcome rc = apply_engine_fence_refresh(a);
 		if (!apply_is_ok(rc))
 			return rc;
 		if (apply_fence_idle_hold(&a->fence, a->cp.applied_through_lsn)) {
-			rc = fence_hold(a);
+			rc = apply_engine_fence_hold(a);
 			if (!apply_is_ok(rc))
 				return rc;
 		}
@@ -197,7 +197,7 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 	a->now_us = now_us;
 	*what = APPLY_STEP_WORKED;
 	if (a->fence.holding)
-		return fence_poll(a, what);
+		return apply_engine_fence_poll(a, what);
 	struct stream_frame f;
 	int st = stream_reader_next(a->reader, &f);
 	if (st == STREAM_END) {
@@ -214,7 +214,7 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 			struct env_frame_summary s;
 			char err[256];
 			if (env_frame_summary(FRAME_TXN, f.payload, f.header.payload_length, &s, err, sizeof err) == 0 &&
-			    !apply_is_ok(rc = chunk_abandon(a, s.commit_lsn, "a later transaction")))
+			    !apply_is_ok(rc = apply_engine_chunk_abandon(a, s.commit_lsn, "a later transaction")))
 				return rc;
 		}
 		rc = apply_txn_frame(a, &f);
@@ -231,7 +231,8 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 			log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
 			return apply_exit(EXIT_DATAERR);
 		}
-		if (a->chunk.active && !apply_is_ok(rc = chunk_abandon(a, s.lsn, "a watermark past its commit")))
+		if (a->chunk.active &&
+		    !apply_is_ok(rc = apply_engine_chunk_abandon(a, s.lsn, "a watermark past its commit")))
 			return rc;
 		if (s.lsn > a->seen_lsn)
 			a->seen_lsn = s.lsn;
@@ -257,11 +258,12 @@ struct apply_outcome apply_engine_stop(struct apply_engine *a, int64_t now_us)
 {
 	a->now_us = now_us;
 	if (a->chunk.active)
-		return apply_is_ok(chunk_abandon(a, 0, "shutdown")) ? apply_ok() : apply_exit(EXIT_DATAERR);
+		return apply_is_ok(apply_engine_chunk_abandon(a, 0, "shutdown")) ? apply_ok()
+										 : apply_exit(EXIT_DATAERR);
 	uint64_t keep = a->next_offset;
-	struct apply_outcome rc = commit_batch(a);
+	struct apply_outcome rc = apply_engine_commit_batch(a);
 	if (rc.status == APPLY_FAILED) {
-		struct apply_outcome failed = handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		struct apply_outcome failed = apply_engine_handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 		if (failed.status == APPLY_RECONNECT || failed.status == APPLY_RETRY) {
 			/* rolled back: the next start applies it again */
 			log_error("the last batch could not commit while stopping (target unavailable): it was rolled back and is applied again at the next start");
@@ -269,7 +271,7 @@ struct apply_outcome apply_engine_stop(struct apply_engine *a, int64_t now_us)
 		}
 		return apply_exit(EXIT_NEGATIVE);
 	}
-	if (apply_is_ok(rc) && group_flush(a) < 0)
+	if (apply_is_ok(rc) && apply_engine_group_flush(a) < 0)
 		rc = apply_exit(EXIT_CANTCREAT);
 	return rc;
 }

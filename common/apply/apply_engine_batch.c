@@ -21,8 +21,8 @@
 
 /* ---- quarantine ---- */
 
-struct apply_outcome quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
-				const char *reason, const char *detail, int exit_code)
+struct apply_outcome apply_engine_quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
+					     const char *reason, const char *detail, int exit_code)
 {
 	char lsn[LSN_FORMAT_LEN];
 	lsn_format(commit_lsn, lsn);
@@ -36,7 +36,7 @@ struct apply_outcome quarantine(struct apply_engine *a, uint32_t xid, uint64_t c
 	return apply_exit(exit_code);
 }
 
-const struct quarantine_entry *replay_entry(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn)
+const struct quarantine_entry *apply_engine_replay_entry(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn)
 {
 	for (int i = 0; i < a->n_replay; i++)
 		if (a->replay[i].xid == xid && a->replay[i].commit_lsn == commit_lsn)
@@ -46,14 +46,14 @@ const struct quarantine_entry *replay_entry(struct apply_engine *a, uint32_t xid
 
 /* Marks a replayed quarantined transaction resolved, in the target
  * transaction that applies it. */
-int resolve_quarantine(struct apply_engine *a, const struct quarantine_entry *q, uint64_t tag)
+int apply_engine_resolve_quarantine(struct apply_engine *a, const struct quarantine_entry *q, uint64_t tag)
 {
 	return a->ops->resolve_quarantine(a->t, q->id, tag);
 }
 
 /* ---- batches ---- */
 
-int begin_txn(struct apply_engine *a, uint64_t offset)
+int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset)
 {
 	if (a->in_txn)
 		return 0;
@@ -64,13 +64,13 @@ int begin_txn(struct apply_engine *a, uint64_t offset)
 }
 
 /* APPLY_FAILED: the statement error is the target's (engine_error). */
-struct apply_outcome commit_batch(struct apply_engine *a)
+struct apply_outcome apply_engine_commit_batch(struct apply_engine *a)
 {
 	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
 		    a->next_offset > a->cp.stream_offset;
 	if (!work)
 		return apply_ok();
-	if (!a->in_txn && begin_txn(a, a->next_offset) < 0)
+	if (!a->in_txn && apply_engine_begin_txn(a, a->next_offset) < 0)
 		goto failed;
 	struct apply_outcome sent = apply_engine_fold_flush(a);
 	if (sent.status == APPLY_EXIT) {
@@ -113,15 +113,15 @@ struct apply_outcome commit_batch(struct apply_engine *a)
 	/* The group only lags the target's checkpoint (the truth for dedup):
 	 * written at most every 200 ms under load, and when idle or stopping. */
 	a->group_pending = true;
-	if (a->now_us - a->last_group_write_us >= 200000 && group_flush(a) < 0)
+	if (a->now_us - a->last_group_write_us >= 200000 && apply_engine_group_flush(a) < 0)
 		return apply_exit(EXIT_CANTCREAT);
 	return apply_ok();
 failed:
 	a->in_txn = false;
-	return apply_failed(); /* the caller looks at engine_error() */
+	return apply_failed(); /* the caller looks at apply_engine_error() */
 }
 
-int group_flush(struct apply_engine *a)
+int apply_engine_group_flush(struct apply_engine *a)
 {
 	if (!a->group_pending)
 		return 0;
@@ -132,14 +132,14 @@ int group_flush(struct apply_engine *a)
 	return 0;
 }
 
-/* Commit what is open; a failure goes to handle_failure (culprit hunt,
+/* Commit what is open; a failure goes to apply_engine_handle_failure (culprit hunt,
  * quarantine or reconnect). */
-struct apply_outcome commit_open_batch(struct apply_engine *a)
+struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a)
 {
 	uint64_t keep = a->next_offset;
-	struct apply_outcome rc = commit_batch(a);
+	struct apply_outcome rc = apply_engine_commit_batch(a);
 	if (rc.status == APPLY_FAILED)
-		return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+		return apply_engine_handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 	return rc;
 }
 
@@ -151,7 +151,7 @@ static struct apply_outcome rewind_batch(struct apply_engine *a, uint64_t to)
 	a->last_commit_lsn = a->cp.last_commit_lsn;
 	a->seen_lsn = a->cp.applied_through_lsn;
 	a->next_offset = to;
-	engine_clear_error(a);
+	apply_engine_clear_error(a);
 	return stream_reader_seek(a->reader, to) == STREAM_OK ? apply_ok() : apply_exit(EXIT_DATAERR);
 }
 
@@ -171,9 +171,10 @@ static void warn_unconfigured(struct apply_engine *a, const struct env_relation 
 }
 
 /* Apply the changes of one envelope inside the open target transaction.
- * APPLY_FAILED: the statement error is engine_error()'s. */
-struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload, size_t len, uint64_t offset,
-				  uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded)
+ * APPLY_FAILED: the statement error is apply_engine_error()'s. */
+struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
+					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
+					       uint64_t *decoded)
 {
 	struct env_decoder d;
 	struct apply_outcome rc = apply_ok();
@@ -282,9 +283,10 @@ struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload
 }
 
 /* A batch or a single transaction failed: decide what to do. */
-struct apply_outcome handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset)
+struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
+						 uint64_t offset)
 {
-	struct apply_target_error err = *engine_error(a);
+	struct apply_target_error err = *apply_engine_error(a);
 	switch (apply_core_on_failure(err.connection_lost, err.sqlstate, a->single_mode)) {
 	case APPLY_FAILURE_RECONNECT:
 		log_warn("target connection lost: %s", err.message);
@@ -306,7 +308,8 @@ struct apply_outcome handle_failure(struct apply_engine *a, uint32_t xid, uint64
 	}
 	char detail[1200];
 	snprintf(detail, sizeof detail, "SQLSTATE %s: %s", err.sqlstate, err.message);
-	return quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail, EXIT_NEGATIVE);
+	return apply_engine_quarantine(a, xid, commit_lsn, offset, apply_core_quarantine_reason(err.sqlstate), detail,
+				       EXIT_NEGATIVE);
 }
 
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f)
@@ -328,27 +331,28 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 		return apply_ok();
 	}
 	bool hold = false;
-	struct apply_outcome rc = fence_check(a, s.commit_lsn, f->header.offset, &hold);
+	struct apply_outcome rc = apply_engine_fence_check(a, s.commit_lsn, f->header.offset, &hold);
 	if (!apply_is_ok(rc) || hold)
 		return rc;
-	const struct quarantine_entry *replay = replay_entry(a, s.xid, s.commit_lsn);
+	const struct quarantine_entry *replay = apply_engine_replay_entry(a, s.xid, s.commit_lsn);
 	bool alone = replay != NULL || a->single_mode;
 	if (alone && a->in_txn) {
 		/* what came before goes in its own target transaction */
 		uint64_t keep = a->next_offset;
-		rc = commit_batch(a);
+		rc = apply_engine_commit_batch(a);
 		if (rc.status == APPLY_FAILED)
-			return handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
+			return apply_engine_handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 		if (!apply_is_ok(rc))
 			return rc;
 	}
-	if (begin_txn(a, f->header.offset) < 0)
-		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
+	if (apply_engine_begin_txn(a, f->header.offset) < 0)
+		return apply_engine_handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
 	/* whole transactions of a batch fold; one applied alone (the culprit
 	 * hunt, a replay) goes statement by statement, as it came */
 	a->folding = !alone && a->cfg->apply_compaction;
-	rc = send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn, &changes, NULL);
+	rc = apply_engine_send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn,
+				       &changes, NULL);
 	a->folding = false;
 	if (rc.status == APPLY_EXIT)
 		return rc;
@@ -360,11 +364,11 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 		a->seen_lsn = s.end_lsn;
 	a->next_offset = f->header.offset + 1;
 	if (replay && apply_is_ok(rc))
-		rc = resolve_quarantine(a, replay, f->header.offset) < 0 ? apply_failed() : apply_ok();
+		rc = apply_engine_resolve_quarantine(a, replay, f->header.offset) < 0 ? apply_failed() : apply_ok();
 	if (apply_is_ok(rc) && (alone || a->batch_txns >= a->cfg->apply_batch_transactions))
-		rc = commit_batch(a);
+		rc = apply_engine_commit_batch(a);
 	if (rc.status == APPLY_FAILED)
-		return handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
+		return apply_engine_handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	if (apply_is_ok(rc) && replay) {
 		log_info("quarantined transaction %u replayed and resolved", s.xid);
 		replay = NULL;

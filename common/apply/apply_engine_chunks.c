@@ -25,12 +25,12 @@ static struct apply_outcome chunk_fail(struct apply_engine *a, const char *detai
 		a->in_txn = false;
 	}
 	chunk_set_reset(&a->chunk);
-	return quarantine(a, xid, lsn, first, "chunk_integrity", detail, EXIT_DATAERR);
+	return apply_engine_quarantine(a, xid, lsn, first, "chunk_integrity", detail, EXIT_DATAERR);
 }
 
 /* The set in progress will not complete here: roll it back.  What
  * follows decides whether that is a replay (fine) or a gap (not). */
-struct apply_outcome chunk_abandon(struct apply_engine *a, uint64_t next_lsn, const char *what)
+struct apply_outcome apply_engine_chunk_abandon(struct apply_engine *a, uint64_t next_lsn, const char *what)
 {
 	if (!a->chunk.active)
 		return apply_ok();
@@ -45,7 +45,7 @@ struct apply_outcome chunk_abandon(struct apply_engine *a, uint64_t next_lsn, co
 	log_warn("transaction %u: incomplete chunk set (%u chunks) discarded: %s", a->chunk.xid, a->chunk.next_index, what);
 	if (a->in_txn) {
 		a->ops->rollback(a->t);
-		engine_clear_error(a);
+		apply_engine_clear_error(a);
 		a->in_txn = false;
 		a->batch_txns = a->batch_changes = 0;
 	}
@@ -76,11 +76,12 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 			if (replay) {
 				log_warn("transaction %u: chunk set starts again at offset %" PRIu64 " (a replay): the incomplete one is discarded",
 					 s.xid, offset);
-				struct apply_outcome rc = chunk_abandon(a, 0, "its replay");
+				struct apply_outcome rc = apply_engine_chunk_abandon(a, 0, "its replay");
 				if (!apply_is_ok(rc))
 					return rc;
 			} else {
-				struct apply_outcome rc = chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
+				struct apply_outcome rc =
+					apply_engine_chunk_abandon(a, s.commit_lsn, "another transaction's chunks");
 				if (!apply_is_ok(rc))
 					return rc;
 			}
@@ -90,20 +91,20 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 				return chunk_fail(a, detail);
 			/* what came before commits on its own */
 			if (a->in_txn) {
-				struct apply_outcome rc = commit_open_batch(a);
+				struct apply_outcome rc = apply_engine_commit_open_batch(a);
 				if (!apply_is_ok(rc))
 					return rc;
 			}
 			chunk_set_begin(ch, s.xid, s.commit_lsn, s.end_lsn, offset, a->last_commit_lsn);
 			if (!ch->duplicate) {
 				bool hold = false;
-				struct apply_outcome rc = fence_check(a, s.commit_lsn, offset, &hold);
+				struct apply_outcome rc = apply_engine_fence_check(a, s.commit_lsn, offset, &hold);
 				if (!apply_is_ok(rc) || hold) {
 					chunk_set_reset(&a->chunk);
 					return rc;
 				}
-				if (begin_txn(a, offset) < 0)
-					return handle_failure(a, s.xid, s.commit_lsn, offset);
+				if (apply_engine_begin_txn(a, offset) < 0)
+					return apply_engine_handle_failure(a, s.xid, s.commit_lsn, offset);
 			}
 		}
 		if (!chunk_set_check_index(ch, s.chunk_index, detail, sizeof detail))
@@ -111,18 +112,19 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 		uint32_t crc = crc32c(0, f->payload, f->header.payload_length);
 		uint64_t changes = 0, decoded = 0;
 		if (!ch->duplicate) {
-			struct apply_outcome rc = send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
-							       s.commit_lsn, &changes, &decoded);
+			struct apply_outcome rc =
+				apply_engine_send_changes(a, f->payload + 4, f->header.payload_length - 4, offset,
+							  s.commit_lsn, &changes, &decoded);
 			if (rc.status == APPLY_EXIT)
 				return rc;
 			if (rc.status == APPLY_FAILED) {
 				a->single_mode = true; /* a chunked transaction is always alone */
-				return handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
+				return apply_engine_handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
 			}
 			/* keep memory bounded: results are read as chunks go */
 			if (a->ops->sync(a->t) < 0) {
 				a->single_mode = true;
-				return handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
+				return apply_engine_handle_failure(a, s.xid, s.commit_lsn, ch->first_offset);
 			}
 		} else {
 			/* count them anyway: the manifest check applies to duplicates too */
@@ -169,13 +171,13 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 	uint32_t xid = ch->xid;
 	uint64_t lsn = ch->commit_lsn, first = ch->first_offset;
 	chunk_set_reset(&a->chunk);
-	const struct quarantine_entry *replay = replay_entry(a, xid, lsn);
-	if (replay && resolve_quarantine(a, replay, offset) < 0)
-		return handle_failure(a, xid, lsn, first);
-	struct apply_outcome rc = commit_batch(a);
+	const struct quarantine_entry *replay = apply_engine_replay_entry(a, xid, lsn);
+	if (replay && apply_engine_resolve_quarantine(a, replay, offset) < 0)
+		return apply_engine_handle_failure(a, xid, lsn, first);
+	struct apply_outcome rc = apply_engine_commit_batch(a);
 	if (rc.status == APPLY_FAILED) {
 		a->single_mode = true;
-		return handle_failure(a, xid, lsn, first);
+		return apply_engine_handle_failure(a, xid, lsn, first);
 	}
 	return rc;
 }

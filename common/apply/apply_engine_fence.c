@@ -13,7 +13,7 @@
 
 /* ---- fences (DESIGN §9) ---- */
 
-struct apply_outcome fence_refresh(struct apply_engine *a)
+struct apply_outcome apply_engine_fence_refresh(struct apply_engine *a)
 {
 	char state[16];
 	bool present;
@@ -26,7 +26,7 @@ struct apply_outcome fence_refresh(struct apply_engine *a)
 
 /* Hold: everything before the fence is committed; report "held".  The
  * steps that follow poll the fence (fence_poll) until it is released. */
-struct apply_outcome fence_hold(struct apply_engine *a)
+struct apply_outcome apply_engine_fence_hold(struct apply_engine *a)
 {
 	char l[LSN_FORMAT_LEN];
 	log_info("held at fence %s (applied through %s)", lsn_format(a->fence.lsn, l),
@@ -38,7 +38,7 @@ struct apply_outcome fence_hold(struct apply_engine *a)
 }
 
 /* Held: read the fence again. */
-struct apply_outcome fence_poll(struct apply_engine *a, enum apply_step *what)
+struct apply_outcome apply_engine_fence_poll(struct apply_engine *a, enum apply_step *what)
 {
 	char state[16], l[LSN_FORMAT_LEN];
 	bool present;
@@ -68,11 +68,12 @@ struct apply_outcome fence_poll(struct apply_engine *a, enum apply_step *what)
 
 /* Before applying a transaction that commits at or after the fence:
  * commit what is open, hold, and have the caller read the frame again. */
-struct apply_outcome fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold)
+struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset,
+					      bool *hold)
 {
 	*hold = false;
 	if (!a->in_txn) {
-		struct apply_outcome rc = fence_refresh(a);
+		struct apply_outcome rc = apply_engine_fence_refresh(a);
 		if (!apply_is_ok(rc))
 			return rc;
 	}
@@ -80,11 +81,11 @@ struct apply_outcome fence_check(struct apply_engine *a, uint64_t commit_lsn, ui
 		return apply_ok();
 	*hold = true;
 	if (a->in_txn || a->batch_skipped) {
-		struct apply_outcome rc = commit_open_batch(a);
+		struct apply_outcome rc = apply_engine_commit_open_batch(a);
 		if (!apply_is_ok(rc))
 			return rc;
 	}
-	struct apply_outcome rc = fence_hold(a);
+	struct apply_outcome rc = apply_engine_fence_hold(a);
 	if (!apply_is_ok(rc))
 		return rc;
 	if (stream_reader_seek(a->reader, frame_offset) != STREAM_OK)

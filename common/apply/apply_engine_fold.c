@@ -8,7 +8,7 @@
  * triggers fire for a replica or that asks for no compaction, a change
  * that cannot fold, a relation whose descriptor changed).
  *
- * The segment belongs to the open target transaction: begin_txn empties
+ * The segment belongs to the open target transaction: apply_engine_begin_txn empties
  * it, so whatever a rollback, a reconnect or a rewind abandoned is never
  * sent with a later batch.
  */

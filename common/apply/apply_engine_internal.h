@@ -13,7 +13,7 @@
  *                          sent as its net changes in set statements
  *
  * Every function returning struct apply_outcome has logged what it
- * decided; APPLY_FAILED means the statement error is engine_error()'s.
+ * decided; APPLY_FAILED means the statement error is apply_engine_error()'s.
  */
 #ifndef TRELLARA_APPLY_ENGINE_INTERNAL_H
 #define TRELLARA_APPLY_ENGINE_INTERNAL_H
@@ -77,33 +77,35 @@ struct apply_engine {
 /* ---- apply_engine.c ---- */
 
 /* The target's error, or the engine's own (a change it cannot plan). */
-const struct apply_target_error *engine_error(struct apply_engine *a);
-void engine_clear_error(struct apply_engine *a);
+const struct apply_target_error *apply_engine_error(struct apply_engine *a);
+void apply_engine_clear_error(struct apply_engine *a);
 
 /* ---- apply_engine_batch.c ---- */
 
 /* Quarantine the transaction and stop with exit_code. */
-struct apply_outcome quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
-				const char *reason, const char *detail, int exit_code);
+struct apply_outcome apply_engine_quarantine(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset,
+					     const char *reason, const char *detail, int exit_code);
 /* The replay_ready entry of the transaction, or NULL. */
-const struct quarantine_entry *replay_entry(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn);
+const struct quarantine_entry *apply_engine_replay_entry(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn);
 /* Marks a replayed quarantined transaction resolved, in the target
  * transaction that applies it. */
-int resolve_quarantine(struct apply_engine *a, const struct quarantine_entry *q, uint64_t tag);
+int apply_engine_resolve_quarantine(struct apply_engine *a, const struct quarantine_entry *q, uint64_t tag);
 /* Opens the target transaction unless one is open. */
-int begin_txn(struct apply_engine *a, uint64_t offset);
+int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset);
 /* Writes the checkpoint, commits, then moves the group. */
-struct apply_outcome commit_batch(struct apply_engine *a);
+struct apply_outcome apply_engine_commit_batch(struct apply_engine *a);
 /* Moves the consumer group to the checkpoint when it lags. */
-int group_flush(struct apply_engine *a);
-/* Commit what is open; a failure goes to handle_failure (culprit hunt,
+int apply_engine_group_flush(struct apply_engine *a);
+/* Commit what is open; a failure goes to apply_engine_handle_failure (culprit hunt,
  * quarantine or reconnect). */
-struct apply_outcome commit_open_batch(struct apply_engine *a);
+struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a);
 /* A batch or a single transaction failed: decide what to do. */
-struct apply_outcome handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn, uint64_t offset);
+struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
+						 uint64_t offset);
 /* Apply the changes of one envelope inside the open target transaction. */
-struct apply_outcome send_changes(struct apply_engine *a, const uint8_t *payload, size_t len, uint64_t offset,
-				  uint64_t commit_lsn, uint64_t *changes, uint64_t *decoded);
+struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
+					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
+					       uint64_t *decoded);
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f);
 
 /* ---- apply_engine_fold.c ---- */
@@ -124,18 +126,19 @@ void apply_engine_fold_forget(struct apply_engine *a);
 /* ---- apply_engine_chunks.c ---- */
 
 /* The set in progress will not complete here: roll it back. */
-struct apply_outcome chunk_abandon(struct apply_engine *a, uint64_t next_lsn, const char *what);
+struct apply_outcome apply_engine_chunk_abandon(struct apply_engine *a, uint64_t next_lsn, const char *what);
 struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stream_frame *f);
 
 /* ---- apply_engine_fence.c ---- */
 
-struct apply_outcome fence_refresh(struct apply_engine *a);
+struct apply_outcome apply_engine_fence_refresh(struct apply_engine *a);
 /* Hold: everything before the fence is committed; report "held". */
-struct apply_outcome fence_hold(struct apply_engine *a);
+struct apply_outcome apply_engine_fence_hold(struct apply_engine *a);
 /* Held: read the fence again. */
-struct apply_outcome fence_poll(struct apply_engine *a, enum apply_step *what);
+struct apply_outcome apply_engine_fence_poll(struct apply_engine *a, enum apply_step *what);
 /* Before applying a transaction that commits at or after the fence:
  * commit what is open, hold, and have the caller read the frame again. */
-struct apply_outcome fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset, bool *hold);
+struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t commit_lsn, uint64_t frame_offset,
+					      bool *hold);
 
 #endif

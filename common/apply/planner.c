@@ -29,7 +29,7 @@ void plan_stmt_free(struct plan_stmt *s)
 	plan_stmt_init(s);
 }
 
-void sql_quote_ident(struct strbuf *b, const char *name, size_t len)
+void plan_quote_ident(struct strbuf *b, const char *name, size_t len)
 {
 	strbuf_addch(b, '"');
 	for (size_t i = 0; i < len; i++) {
@@ -55,9 +55,9 @@ static size_t add_param(struct plan_stmt *s, const void *data, size_t len)
 
 static void put_relation(struct strbuf *b, const struct env_relation *r)
 {
-	sql_quote_ident(b, r->schema, r->schema_len);
+	plan_quote_ident(b, r->schema, r->schema_len);
 	strbuf_addch(b, '.');
-	sql_quote_ident(b, r->name, r->name_len);
+	plan_quote_ident(b, r->name, r->name_len);
 }
 
 /* Types without a default equality operator: compared by their text. */
@@ -128,12 +128,12 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 			return -1;
 		}
 		if (v->kind == ENV_NULL) {
-			sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+			plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 			strbuf_adds(&s->sql, " IS NULL");
 			continue;
 		}
 		size_t n = add_param(s, v->data, v->len);
-		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (no_equality(r->columns[i].type_oid))
 			strbuf_addf(&s->sql, "::text = $%zu::text", n);
 		else
@@ -160,7 +160,7 @@ static int put_set(struct plan_stmt *s, const struct env_relation *r, const stru
 		if (!first)
 			strbuf_adds(&s->sql, ", ");
 		first = false;
-		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (v->kind == ENV_NULL) {
 			strbuf_adds(&s->sql, " = NULL");
 		} else {
@@ -179,9 +179,9 @@ static int put_set(struct plan_stmt *s, const struct env_relation *r, const stru
 				 (int)r->schema_len, r->schema, (int)r->name_len, r->name);
 			return -1;
 		}
-		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		strbuf_adds(&s->sql, " = ");
-		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 	}
 	return 0;
 }
@@ -249,7 +249,7 @@ static void put_guards(struct plan_stmt *s, const struct env_relation *r, const 
 		if (!guard[i])
 			continue;
 		strbuf_adds(&s->sql, " AND ");
-		sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (t->values[i].kind == ENV_NULL)
 			strbuf_adds(&s->sql, " IS NULL");
 		else
@@ -322,7 +322,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		for (uint16_t i = 0; i < r->n_columns; i++) {
 			if (i)
 				strbuf_adds(&s->sql, ", ");
-			sql_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
+			plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		}
 		strbuf_adds(&s->sql, ")");
 		for (uint16_t i = 0; pr->identity_always && i < r->n_columns; i++)
@@ -416,7 +416,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		put_relation(&s->sql, r);
 	}
 	strbuf_adds(&s->sql, " WHERE tableoid = (SELECT tableoid FROM c) AND ctid = (SELECT ctid FROM c) RETURNING 1) SELECT ");
-	sql_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
+	plan_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
 	describe(s, r, NULL, match);
 	strbuf_addf(&s->sql, ".expect_one((SELECT count(*) FROM c), $%zu) FROM (SELECT count(*) FROM m) done", s->n_params);
 	finish(s);

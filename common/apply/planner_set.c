@@ -56,14 +56,14 @@ static void finish(struct plan_stmt *s)
 
 static void put_relation(struct strbuf *b, const struct env_relation *r)
 {
-	sql_quote_ident(b, r->schema, r->schema_len);
+	plan_quote_ident(b, r->schema, r->schema_len);
 	strbuf_addch(b, '.');
-	sql_quote_ident(b, r->name, r->name_len);
+	plan_quote_ident(b, r->name, r->name_len);
 }
 
 static void put_column(struct strbuf *b, const struct env_relation *r, uint16_t i)
 {
-	sql_quote_ident(b, r->columns[i].name, r->columns[i].name_len);
+	plan_quote_ident(b, r->columns[i].name, r->columns[i].name_len);
 }
 
 /* Whether b[0..len) is a typmod: "(digits[, digits])". */

@@ -43,10 +43,10 @@ static void report_syntax(const struct loader *ld, const yaml_parser_t *parser, 
 	}
 	const char *problem = parser->problem ? parser->problem : "cannot parse";
 	if (parser->context)
-		report(ld, &mark, true, "not valid YAML: %s (%s at line %zu, column %zu)", problem,
-		       parser->context, parser->context_mark.line + 1, parser->context_mark.column + 1);
+		config_report(ld, &mark, true, "not valid YAML: %s (%s at line %zu, column %zu)", problem,
+			      parser->context, parser->context_mark.line + 1, parser->context_mark.column + 1);
 	else
-		report(ld, &mark, true, "not valid YAML: %s", problem);
+		config_report(ld, &mark, true, "not valid YAML: %s", problem);
 	if (parser->error != YAML_READER_ERROR && mark.index < strlen(data) && data[mark.index] == '\t')
 		log_hint("indent with spaces; YAML does not allow tabs there");
 	else
@@ -110,7 +110,7 @@ int config_load(const char *path, struct flow_config *config)
 	config->path = xstrdup(path);
 	set_defaults(config);
 
-	if (read_small_file(path, FLOW_FILE_MAX_BYTES, &data, &len) < 0) {
+	if (config_read_small_file(path, FLOW_FILE_MAX_BYTES, &data, &len) < 0) {
 		log_error("flow file \"%s\": cannot read: %m", path);
 		goto out;
 	}
@@ -136,7 +136,7 @@ int config_load(const char *path, struct flow_config *config)
 	}
 	yaml_node_t *extra_root = yaml_document_get_root_node(&extra);
 	if (extra_root) {
-		report(&ld, &extra.start_mark, false, "more than one YAML document (\"---\")");
+		config_report(&ld, &extra.start_mark, false, "more than one YAML document (\"---\")");
 		log_hint("a flow file holds one document");
 		yaml_document_delete(&extra);
 		goto out;
@@ -150,16 +150,16 @@ int config_load(const char *path, struct flow_config *config)
 		goto out;
 	}
 	if (root->type != YAML_MAPPING_NODE) {
-		char *got = describe(root, true);
+		char *got = config_describe(root, true);
 		report_at(&ld, root, "the top level must be a mapping (\"key: value\" lines), got %s", got);
 		free(got);
 		goto out;
 	}
 	/* The version first: a newer file has keys this one does not know. */
-	yaml_node_t *version = mapping_value(&ld, root, "config_version", NULL);
-	if (version && parse_version(&ld, version, &config->config_version) < 0)
+	yaml_node_t *version = config_mapping_value(&ld, root, "config_version", NULL);
+	if (version && config_parse_version(&ld, version, &config->config_version) < 0)
 		goto out;
-	if (parse_mapping(&ld, root, root, "", root_fields, config) < 0)
+	if (config_parse_mapping(&ld, root, root, "", config_root_fields, config) < 0)
 		goto out;
 	set_late_defaults(config);
 	warn_unprotected_group(config);

@@ -2,7 +2,7 @@
  * config_internal.h - what the flow-file loader's modules share and
  * nobody else uses (the public contract is trellara/config.h):
  *
- *   config_schema.c  the key tables (root_fields), value checks, unknown
+ *   config_schema.c  the key tables (config_root_fields), value checks, unknown
  *                    and duplicate keys with their suggestions
  *   config_walk.c    the YAML walker: nodes, messages, scalars, lists,
  *                    one field and one mapping driven by the tables
@@ -72,53 +72,52 @@ struct loader {
 };
 
 /* The schema's top-level table (config_schema.c). */
-extern const struct field root_fields[];
+extern const struct field config_root_fields[];
 
 /* ---- messages (config_walk.c) ---- */
 
-void report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt,
-	    ...) __attribute__((format(printf, 4, 5)));
-#define report_at(ld, node, ...) report((ld), &(node)->start_mark, true, __VA_ARGS__)
+void config_report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+#define report_at(ld, node, ...) config_report((ld), &(node)->start_mark, true, __VA_ARGS__)
 /* "prefix.key", or key at the top level.  Newly allocated. */
-char *key_path(const char *prefix, const char *key);
+char *config_key_path(const char *prefix, const char *key);
 /* A scalar fit to print: control bytes as "?", long ones cut, a possible
  * connection string masked.  Newly allocated. */
-char *shown_text(const char *text, size_t len, bool maybe_secret);
+char *config_shown_text(const char *text, size_t len, bool maybe_secret);
 /* What a node is, for "must be X, got Y".  Newly allocated. */
-char *describe(const yaml_node_t *node, bool maybe_secret);
-void report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		 const char *expected, bool maybe_secret);
+char *config_describe(const yaml_node_t *node, bool maybe_secret);
+void config_report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+			bool maybe_secret);
 
 /* ---- nodes (config_walk.c) ---- */
 
-yaml_node_t *node_get(const struct loader *ld, int index);
-bool scalar_is(const yaml_node_t *node, const char *text);
+yaml_node_t *config_node_get(const struct loader *ld, int index);
+bool config_scalar_is(const yaml_node_t *node, const char *text);
 /* An empty value, "~" or "null" (plain): the key is there with no value. */
-bool is_null(const yaml_node_t *node);
+bool config_is_null(const yaml_node_t *node);
 /* The value of key in mapping (the first one), or NULL; *key_node (when
  * key_node is not NULL) is set to its key. */
-yaml_node_t *mapping_value(const struct loader *ld, const yaml_node_t *mapping, const char *key,
-			   yaml_node_t **key_node);
+yaml_node_t *config_mapping_value(const struct loader *ld, const yaml_node_t *mapping, const char *key,
+				  yaml_node_t **key_node);
 /* A scalar's text as a new C string (*text); NUL bytes inside are refused. */
-int scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		const char *expected, bool maybe_secret, char **text);
+int config_scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+		       bool maybe_secret, char **text);
 
 /* ---- the walk (config_walk.c) ---- */
 
 /* config_version: must be 2. */
-int parse_version(const struct loader *ld, const yaml_node_t *node, int *version);
+int config_parse_version(const struct loader *ld, const yaml_node_t *node, int *version);
 /* Check mapping's keys, then read each field in schema order into base.
  * mapping may be NULL (an empty section); anchor is where "missing key"
  * points. */
-int parse_mapping(const struct loader *ld, const yaml_node_t *mapping,
-		  const yaml_node_t *anchor, const char *prefix, const struct field *fields,
-		  void *base);
+int config_parse_mapping(const struct loader *ld, const yaml_node_t *mapping, const yaml_node_t *anchor,
+			 const char *prefix, const struct field *fields, void *base);
 
 /* ---- validation (config_schema.c) ---- */
 
 /* Keys must be strings, known to fields, and appear once. */
-int check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *prefix,
-	       const struct field *fields);
+int config_check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *prefix,
+		      const struct field *fields);
 /* value must be non-empty and pass check. */
 int config_check_value(const struct loader *ld, const yaml_node_t *node, const char *keypath,
 		       enum value_check check, const char *value);
@@ -128,10 +127,9 @@ int config_check_value(const struct loader *ld, const yaml_node_t *node, const c
 /* Read a small file whole (*data NUL-terminated, newly allocated, *len
  * bytes); more than limit bytes fails with EFBIG.  errno tells why on
  * failure.  No logging. */
-int read_small_file(const char *path, size_t limit, char **data, size_t *len);
+int config_read_small_file(const char *path, size_t limit, char **data, size_t *len);
 /* A secret reference mapping at keypath -> the secret (*out, newly
  * allocated; the caller wipes it before freeing). */
-int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
-		   char **out);
+int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out);
 
 #endif

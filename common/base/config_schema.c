@@ -126,7 +126,7 @@ static const struct field observability_fields[] = {
 	{ 0 }
 };
 
-const struct field root_fields[] = {
+const struct field config_root_fields[] = {
 	{ .name = "config_version", .kind = K_VERSION, .required = true, .offset = CFG(config_version) },
 	{ .name = "environment", .kind = K_STRING, .offset = CFG(environment) },
 	{ .name = "source", .kind = K_SECTION, .required = true, .children = source_fields },
@@ -144,9 +144,9 @@ static int check_pgoutput(const struct loader *ld, const yaml_node_t *mapping,
 {
 	const struct flow_config *config = base;
 	if (config->pgoutput_streaming && config->pgoutput_protocol_version < 2) {
-		report(ld, &mapping->start_mark, false,
-		       "key \"%s.streaming\" needs protocol_version 2, but protocol_version is %d",
-		       keypath, config->pgoutput_protocol_version);
+		config_report(ld, &mapping->start_mark, false,
+			      "key \"%s.streaming\" needs protocol_version 2, but protocol_version is %d", keypath,
+			      config->pgoutput_protocol_version);
 		log_hint("set %s.streaming: false to use protocol_version 1", keypath);
 		return -1;
 	}
@@ -191,10 +191,10 @@ static char *find_elsewhere(const struct field *fields, const char *prefix, cons
 {
 	for (const struct field *f = fields; f->name; f++) {
 		if (strlen(f->name) == len && memcmp(f->name, name, len) == 0)
-			return key_path(prefix, f->name);
+			return config_key_path(prefix, f->name);
 		if (f->kind == K_SECTION || f->kind == K_TABLES) {
 			char *sub = f->kind == K_TABLES ? xasprintf("%s%s%s[]", prefix, *prefix ? "." : "", f->name)
-							: key_path(prefix, f->name);
+							: config_key_path(prefix, f->name);
 			char *found = find_elsewhere(f->children, sub, name, len);
 			free(sub);
 			if (found)
@@ -209,7 +209,7 @@ static void report_unknown(const struct loader *ld, const yaml_node_t *key, cons
 {
 	const char *name = (const char *)key->data.scalar.value;
 	size_t len = key->data.scalar.length;
-	char *shown = shown_text(name, len, false);
+	char *shown = config_shown_text(name, len, false);
 	if (*prefix)
 		report_at(ld, key, "unknown key \"%s.%s", prefix, shown + 1);
 	else
@@ -226,12 +226,12 @@ static void report_unknown(const struct loader *ld, const yaml_node_t *key, cons
 		}
 	}
 	if (best) {
-		char *suggestion = key_path(prefix, best->name);
+		char *suggestion = config_key_path(prefix, best->name);
 		log_hint("did you mean \"%s\"?", suggestion);
 		free(suggestion);
 		return;
 	}
-	char *elsewhere = find_elsewhere(root_fields, "", name, len);
+	char *elsewhere = find_elsewhere(config_root_fields, "", name, len);
 	if (elsewhere) {
 		log_hint("did you mean \"%s\"?", elsewhere);
 		free(elsewhere);
@@ -250,12 +250,12 @@ static void report_unknown(const struct loader *ld, const yaml_node_t *key, cons
 }
 
 /* Keys must be strings, known, and appear once. */
-int check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *prefix,
-	       const struct field *fields)
+int config_check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *prefix,
+		      const struct field *fields)
 {
 	for (yaml_node_pair_t *pair = mapping->data.mapping.pairs.start;
 	     pair < mapping->data.mapping.pairs.top; pair++) {
-		yaml_node_t *key = node_get(ld, pair->key);
+		yaml_node_t *key = config_node_get(ld, pair->key);
 		if (key->type != YAML_SCALAR_NODE) {
 			report_at(ld, key, "a key in \"%s\" is %s; keys must be plain names",
 				  *prefix ? prefix : "the top level",
@@ -264,13 +264,13 @@ int check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *
 		}
 		for (yaml_node_pair_t *earlier = mapping->data.mapping.pairs.start; earlier < pair;
 		     earlier++) {
-			yaml_node_t *other = node_get(ld, earlier->key);
+			yaml_node_t *other = config_node_get(ld, earlier->key);
 			if (other->type == YAML_SCALAR_NODE &&
 			    other->data.scalar.length == key->data.scalar.length &&
 			    memcmp(other->data.scalar.value, key->data.scalar.value,
 				   key->data.scalar.length) == 0) {
-				char *shown = shown_text((const char *)key->data.scalar.value,
-							 key->data.scalar.length, false);
+				char *shown = config_shown_text((const char *)key->data.scalar.value,
+								key->data.scalar.length, false);
 				report_at(ld, key, "duplicate key \"%s%s%s (first at line %zu)", prefix,
 					  *prefix ? "." : "", shown + 1, other->start_mark.line + 1);
 				free(shown);
@@ -278,7 +278,7 @@ int check_keys(const struct loader *ld, const yaml_node_t *mapping, const char *
 			}
 		}
 		const struct field *f = fields;
-		while (f->name && !scalar_is(key, f->name))
+		while (f->name && !config_scalar_is(key, f->name))
 			f++;
 		if (!f->name) {
 			report_unknown(ld, key, prefix, fields);
@@ -305,7 +305,7 @@ static bool all_chars_in(const char *s, const char *allowed_extra, bool lower_on
 int config_check_value(const struct loader *ld, const yaml_node_t *node, const char *keypath,
 		       enum value_check check, const char *value)
 {
-	char *shown = shown_text(value, strlen(value), false);
+	char *shown = config_shown_text(value, strlen(value), false);
 	int rc = -1;
 	if (!*value) {
 		report_at(ld, node, "key \"%s\" must not be empty", keypath);

@@ -18,7 +18,7 @@
 #define SECRET_FILE_MAX_BYTES (64 * 1024)
 
 /* Read a small file whole; errno tells why on failure.  No logging. */
-int read_small_file(const char *path, size_t limit, char **data, size_t *len)
+int config_read_small_file(const char *path, size_t limit, char **data, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -60,8 +60,7 @@ int read_small_file(const char *path, size_t limit, char **data, size_t *len)
  * Key names and values are masked when shown: a mistyped connection
  * string in flow style ({postgresql://u:pw@h}) is a mapping too.
  */
-int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
-		   char **out)
+int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out)
 {
 	static const struct field secret_fields[] = {
 		{ .name = "source", .kind = K_STRING }, { .name = "name", .kind = K_STRING },
@@ -72,31 +71,31 @@ int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const ch
 	int rc = -1;
 	for (yaml_node_pair_t *pair = mapping->data.mapping.pairs.start;
 	     pair < mapping->data.mapping.pairs.top; pair++) {
-		yaml_node_t *key = node_get(ld, pair->key);
-		if (key->type != YAML_SCALAR_NODE || scalar_is(key, "source") ||
-		    scalar_is(key, "name") || scalar_is(key, "path"))
+		yaml_node_t *key = config_node_get(ld, pair->key);
+		if (key->type != YAML_SCALAR_NODE || config_scalar_is(key, "source") ||
+		    config_scalar_is(key, "name") || config_scalar_is(key, "path"))
 			continue;
-		char *shown = describe(key, true);
+		char *shown = config_describe(key, true);
 		report_at(ld, key, "unknown key \"%s.%s in a secret reference", keypath, shown + 1);
 		free(shown);
 		log_hint("write {source: environment_variable, name: VAR} or {source: file, path: FILE}");
 		goto out;
 	}
-	if (check_keys(ld, mapping, keypath, secret_fields) < 0)
+	if (config_check_keys(ld, mapping, keypath, secret_fields) < 0)
 		goto out;
 
-	yaml_node_t *source_node = mapping_value(ld, mapping, "source", NULL);
-	char *source_path = key_path(keypath, "source");
+	yaml_node_t *source_node = config_mapping_value(ld, mapping, "source", NULL);
+	char *source_path = config_key_path(keypath, "source");
 	if (!source_node) {
-		report(ld, &mapping->start_mark, false, "missing required key \"%s\"", source_path);
+		config_report(ld, &mapping->start_mark, false, "missing required key \"%s\"", source_path);
 		free(source_path);
 		goto out;
 	}
-	int got = scalar_text(ld, source_node, source_path, "a string", true, &source);
+	int got = config_scalar_text(ld, source_node, source_path, "a string", true, &source);
 	bool env = source && strcmp(source, "environment_variable") == 0;
 	bool file = source && strcmp(source, "file") == 0;
 	if (got == 0 && !env && !file) {
-		char *shown = describe(source_node, true);
+		char *shown = config_describe(source_node, true);
 		report_at(ld, source_node, "key \"%s\" must be \"environment_variable\" or \"file\", got %s",
 			  source_path, shown);
 		free(shown);
@@ -107,16 +106,16 @@ int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const ch
 		goto out;
 
 	const char *needed = env ? "name" : "path", *unused = env ? "path" : "name";
-	char *needed_path = key_path(keypath, needed), *unused_path = key_path(keypath, unused);
-	yaml_node_t *unused_key = NULL, *needed_node = mapping_value(ld, mapping, needed, NULL);
-	mapping_value(ld, mapping, unused, &unused_key);
+	char *needed_path = config_key_path(keypath, needed), *unused_path = config_key_path(keypath, unused);
+	yaml_node_t *unused_key = NULL, *needed_node = config_mapping_value(ld, mapping, needed, NULL);
+	config_mapping_value(ld, mapping, unused, &unused_key);
 	char *value = NULL;
 	got = -1;
 	if (unused_key)
 		report_at(ld, unused_key, "key \"%s\" does not go with source \"%s\"", unused_path, source);
-	else if (!needed_node || is_null(needed_node))
-		report(ld, &mapping->start_mark, false, "missing required key \"%s\"", needed_path);
-	else if (scalar_text(ld, needed_node, needed_path, "a string", false, &value) == 0)
+	else if (!needed_node || config_is_null(needed_node))
+		config_report(ld, &mapping->start_mark, false, "missing required key \"%s\"", needed_path);
+	else if (config_scalar_text(ld, needed_node, needed_path, "a string", false, &value) == 0)
 		got = config_check_value(ld, needed_node, needed_path, V_NONE, value);
 	free(needed_path);
 	free(unused_path);
@@ -139,7 +138,7 @@ int resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const ch
 		rc = 0;
 		goto out;
 	}
-	if (read_small_file(path, SECRET_FILE_MAX_BYTES, &data, &len) < 0) {
+	if (config_read_small_file(path, SECRET_FILE_MAX_BYTES, &data, &len) < 0) {
 		report_at(ld, mapping, "cannot read secret file \"%s\" named by \"%s\": %m", path, keypath);
 		goto out;
 	}

@@ -22,8 +22,7 @@
 
 
 /* The one error line: flow file "PATH": line L[, column C]: message. */
-void report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt,
-	    ...)
+void config_report(const struct loader *ld, const yaml_mark_t *mark, bool column, const char *fmt, ...)
 {
 	char message[2048];
 	va_list ap;
@@ -37,14 +36,14 @@ void report(const struct loader *ld, const yaml_mark_t *mark, bool column, const
 		log_error("flow file \"%s\": line %zu: %s", ld->path, mark->line + 1, message);
 }
 
-char *key_path(const char *prefix, const char *key)
+char *config_key_path(const char *prefix, const char *key)
 {
 	return *prefix ? xasprintf("%s.%s", prefix, key) : xstrdup(key);
 }
 
 /* A scalar fit to print: control bytes as "?", long ones cut, a possible
  * connection string masked.  Newly allocated. */
-char *shown_text(const char *text, size_t len, bool maybe_secret)
+char *config_shown_text(const char *text, size_t len, bool maybe_secret)
 {
 	char *raw = xstrndup(text, len);
 	char *masked = maybe_secret ? conninfo_mask(raw) : xstrdup(raw);
@@ -62,7 +61,7 @@ char *shown_text(const char *text, size_t len, bool maybe_secret)
 }
 
 /* What a node is, for "must be X, got Y".  Newly allocated. */
-char *describe(const yaml_node_t *node, bool maybe_secret)
+char *config_describe(const yaml_node_t *node, bool maybe_secret)
 {
 	switch (node->type) {
 	case YAML_MAPPING_NODE:
@@ -70,17 +69,16 @@ char *describe(const yaml_node_t *node, bool maybe_secret)
 	case YAML_SEQUENCE_NODE:
 		return xstrdup("a list");
 	case YAML_SCALAR_NODE:
-		return shown_text((const char *)node->data.scalar.value, node->data.scalar.length,
-				  maybe_secret);
+		return config_shown_text((const char *)node->data.scalar.value, node->data.scalar.length, maybe_secret);
 	default:
 		return xstrdup("nothing");
 	}
 }
 
-void report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		 const char *expected, bool maybe_secret)
+void config_report_type(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+			bool maybe_secret)
 {
-	char *got = describe(node, maybe_secret);
+	char *got = config_describe(node, maybe_secret);
 	bool quoted = node->type == YAML_SCALAR_NODE && node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
 	report_at(ld, node, "key \"%s\" must be %s, got %s%s", keypath, expected, got,
 		  quoted ? " (quoted, so a string)" : "");
@@ -89,12 +87,12 @@ void report_type(const struct loader *ld, const yaml_node_t *node, const char *k
 
 /* ---- nodes ---- */
 
-yaml_node_t *node_get(const struct loader *ld, int index)
+yaml_node_t *config_node_get(const struct loader *ld, int index)
 {
 	return yaml_document_get_node(ld->doc, index);
 }
 
-bool scalar_is(const yaml_node_t *node, const char *text)
+bool config_scalar_is(const yaml_node_t *node, const char *text)
 {
 	size_t len = strlen(text);
 	return node->type == YAML_SCALAR_NODE && node->data.scalar.length == len &&
@@ -102,27 +100,27 @@ bool scalar_is(const yaml_node_t *node, const char *text)
 }
 
 /* An empty value, "~" or "null" (plain): the key is there with no value. */
-bool is_null(const yaml_node_t *node)
+bool config_is_null(const yaml_node_t *node)
 {
 	if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
 		return false;
-	return node->data.scalar.length == 0 || scalar_is(node, "~") || scalar_is(node, "null") ||
-	       scalar_is(node, "Null") || scalar_is(node, "NULL");
+	return node->data.scalar.length == 0 || config_scalar_is(node, "~") || config_scalar_is(node, "null") ||
+	       config_scalar_is(node, "Null") || config_scalar_is(node, "NULL");
 }
 
 /* The value of key in mapping (the first one), or NULL. */
-yaml_node_t *mapping_value(const struct loader *ld, const yaml_node_t *mapping,
-			   const char *key, yaml_node_t **key_node)
+yaml_node_t *config_mapping_value(const struct loader *ld, const yaml_node_t *mapping, const char *key,
+				  yaml_node_t **key_node)
 {
 	if (!mapping || mapping->type != YAML_MAPPING_NODE)
 		return NULL;
 	for (yaml_node_pair_t *pair = mapping->data.mapping.pairs.start;
 	     pair < mapping->data.mapping.pairs.top; pair++) {
-		yaml_node_t *k = node_get(ld, pair->key);
-		if (k && scalar_is(k, key)) {
+		yaml_node_t *k = config_node_get(ld, pair->key);
+		if (k && config_scalar_is(k, key)) {
 			if (key_node)
 				*key_node = k;
-			return node_get(ld, pair->value);
+			return config_node_get(ld, pair->value);
 		}
 	}
 	return NULL;
@@ -131,11 +129,11 @@ yaml_node_t *mapping_value(const struct loader *ld, const yaml_node_t *mapping,
 /* ---- scalar values ---- */
 
 /* A scalar's text as a new C string; NUL bytes inside are refused. */
-int scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath,
-		const char *expected, bool maybe_secret, char **text)
+int config_scalar_text(const struct loader *ld, const yaml_node_t *node, const char *keypath, const char *expected,
+		       bool maybe_secret, char **text)
 {
 	if (node->type != YAML_SCALAR_NODE) {
-		report_type(ld, node, keypath, expected, maybe_secret);
+		config_report_type(ld, node, keypath, expected, maybe_secret);
 		return -1;
 	}
 	const char *value = (const char *)node->data.scalar.value;
@@ -153,12 +151,12 @@ static int scalar_uint(const struct loader *ld, const yaml_node_t *node, const c
 		       uint64_t min, uint64_t max, uint64_t *out)
 {
 	if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-		report_type(ld, node, keypath, "an integer", false);
+		config_report_type(ld, node, keypath, "an integer", false);
 		return -1;
 	}
 	const char *text = (const char *)node->data.scalar.value;
 	size_t len = node->data.scalar.length;
-	char *shown = shown_text(text, len, false);
+	char *shown = config_shown_text(text, len, false);
 	int rc = -1;
 	if (len > 1 && text[0] == '-' && text[1] >= '0' && text[1] <= '9' &&
 	    strspn(text + 1, "0123456789") == len - 1) {
@@ -205,15 +203,15 @@ static int scalar_bool(const struct loader *ld, const yaml_node_t *node, const c
 {
 	bool plain = node->type == YAML_SCALAR_NODE &&
 		     node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-	if (plain && (scalar_is(node, "true") || scalar_is(node, "yes"))) {
+	if (plain && (config_scalar_is(node, "true") || config_scalar_is(node, "yes"))) {
 		*out = true;
 		return 0;
 	}
-	if (plain && (scalar_is(node, "false") || scalar_is(node, "no"))) {
+	if (plain && (config_scalar_is(node, "false") || config_scalar_is(node, "no"))) {
 		*out = false;
 		return 0;
 	}
-	report_type(ld, node, keypath, "true or false", false);
+	config_report_type(ld, node, keypath, "true or false", false);
 	return -1;
 }
 
@@ -238,7 +236,7 @@ static int parse_columns(const struct loader *ld, const yaml_node_t *node, const
 			   ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)
 			   : 1;
 	if (node->type == YAML_MAPPING_NODE) {
-		report_type(ld, node, keypath, "a column name or a list of column names", false);
+		config_report_type(ld, node, keypath, "a column name or a list of column names", false);
 		goto out;
 	}
 	if (n == 0) {
@@ -247,12 +245,12 @@ static int parse_columns(const struct loader *ld, const yaml_node_t *node, const
 	}
 	for (size_t i = 0; i < n; i++) {
 		const yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
-						  ? node_get(ld, node->data.sequence.items.start[i])
+						  ? config_node_get(ld, node->data.sequence.items.start[i])
 						  : node;
 		char *item_path = node->type == YAML_SEQUENCE_NODE ? xasprintf("%s[%zu]", keypath, i)
 								   : xstrdup(keypath);
 		char *text = NULL;
-		int got = scalar_text(ld, item, item_path, "a column name", false, &text);
+		int got = config_scalar_text(ld, item, item_path, "a column name", false, &text);
 		if (got == 0 && node->type == YAML_SEQUENCE_NODE && strchr(text, ',')) {
 			report_at(ld, item, "key \"%s\" must be one column name, without \",\"", item_path);
 			got = -1;
@@ -298,7 +296,7 @@ static int parse_string_list(const struct loader *ld, const struct field *f, con
 	char ***items = (char ***)((char *)base + f->offset);
 	size_t *count = (size_t *)((char *)base + f->count_offset);
 	if (node->type != YAML_SEQUENCE_NODE) {
-		report_type(ld, node, keypath, "a list of strings", false);
+		config_report_type(ld, node, keypath, "a list of strings", false);
 		return -1;
 	}
 	size_t n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
@@ -313,9 +311,9 @@ static int parse_string_list(const struct loader *ld, const struct field *f, con
 	*items = n ? xcalloc(n, sizeof **items) : NULL;
 	*count = n;
 	for (size_t i = 0; i < n; i++) {
-		const yaml_node_t *item = node_get(ld, node->data.sequence.items.start[i]);
+		const yaml_node_t *item = config_node_get(ld, node->data.sequence.items.start[i]);
 		char *item_path = xasprintf("%s[%zu]", keypath, i);
-		int got = scalar_text(ld, item, item_path, "a string", false, &(*items)[i]);
+		int got = config_scalar_text(ld, item, item_path, "a string", false, &(*items)[i]);
 		if (got == 0)
 			got = config_check_value(ld, item, item_path, f->check, (*items)[i]);
 		free(item_path);
@@ -337,7 +335,7 @@ static int parse_tables(const struct loader *ld, const struct field *f, const ya
 			const char *keypath, struct flow_config *config)
 {
 	if (node->type != YAML_SEQUENCE_NODE) {
-		report_type(ld, node, keypath, "a list of tables", false);
+		config_report_type(ld, node, keypath, "a list of tables", false);
 		return -1;
 	}
 	size_t n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
@@ -348,18 +346,18 @@ static int parse_tables(const struct loader *ld, const struct field *f, const ya
 	config->tables = xcalloc(n, sizeof *config->tables);
 	config->n_tables = n;
 	for (size_t i = 0; i < n; i++) {
-		const yaml_node_t *item = node_get(ld, node->data.sequence.items.start[i]);
+		const yaml_node_t *item = config_node_get(ld, node->data.sequence.items.start[i]);
 		struct table_config *table = &config->tables[i];
 		table->apply_compaction = true; /* the flow's apply.compaction decides when this is true */
 		char *item_path = xasprintf("%s[%zu]", keypath, i);
 		int got = 0;
 		if (item->type != YAML_MAPPING_NODE) {
-			report_type(ld, item, item_path, "a mapping with schema and name", false);
+			config_report_type(ld, item, item_path, "a mapping with schema and name", false);
 			log_hint("write a table as {schema: public, name: accounts}");
 			got = -1;
 		}
 		if (got == 0)
-			got = parse_mapping(ld, item, item, item_path, f->children, table);
+			got = config_parse_mapping(ld, item, item, item_path, f->children, table);
 		for (size_t j = 0; got == 0 && j < i; j++) {
 			if (strcmp(config->tables[j].schema, table->schema) == 0 &&
 			    strcmp(config->tables[j].name, table->name) == 0) {
@@ -389,7 +387,7 @@ static int parse_tables(const struct loader *ld, const struct field *f, const ya
 
 /* ---- fields and mappings ---- */
 
-int parse_version(const struct loader *ld, const yaml_node_t *node, int *version)
+int config_parse_version(const struct loader *ld, const yaml_node_t *node, int *version)
 {
 	uint64_t value;
 	if (scalar_uint(ld, node, "config_version", 0, 0, &value) < 0)
@@ -411,7 +409,7 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 	char *text = NULL;
 	int rc = -1;
 
-	if (is_null(value) && f->kind != K_SECTION) {
+	if (config_is_null(value) && f->kind != K_SECTION) {
 		if (f->required) {
 			report_at(ld, key, "key \"%s\" has no value", keypath);
 			return -1;
@@ -420,9 +418,9 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 	}
 	switch (f->kind) {
 	case K_VERSION:
-		return parse_version(ld, value, (int *)((char *)base + f->offset));
+		return config_parse_version(ld, value, (int *)((char *)base + f->offset));
 	case K_STRING:
-		if (scalar_text(ld, value, keypath, "a string", false, &text) < 0 ||
+		if (config_scalar_text(ld, value, keypath, "a string", false, &text) < 0 ||
 		    config_check_value(ld, value, keypath, f->check, text) < 0)
 			goto out;
 		set_string(base, f->offset, text);
@@ -430,18 +428,18 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 		break;
 	case K_SECRET:
 		if (value->type == YAML_MAPPING_NODE) {
-			if (resolve_secret(ld, value, keypath, &text) < 0)
+			if (config_resolve_secret(ld, value, keypath, &text) < 0)
 				goto out;
 		} else if (value->type == YAML_SCALAR_NODE) {
-			if (scalar_text(ld, value, keypath, "a string", true, &text) < 0)
+			if (config_scalar_text(ld, value, keypath, "a string", true, &text) < 0)
 				goto out;
 			if (!*text) {
 				report_at(ld, value, "key \"%s\" must not be empty", keypath);
 				goto out;
 			}
 		} else {
-			report_type(ld, value, keypath,
-				    "a connection string or a secret reference mapping", true);
+			config_report_type(ld, value, keypath, "a connection string or a secret reference mapping",
+					   true);
 			goto out;
 		}
 		set_string(base, f->offset, text);
@@ -466,7 +464,7 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 			goto out;
 		break;
 	case K_CHOICE:
-		if (scalar_text(ld, value, keypath, "a string", false, &text) < 0)
+		if (config_scalar_text(ld, value, keypath, "a string", false, &text) < 0)
 			goto out;
 		if (f->later && strcmp(text, f->later) == 0) {
 			report_at(ld, value, "key \"%s\": \"%s\" is not supported yet by this implementation",
@@ -475,21 +473,21 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 			goto out;
 		}
 		if (strcmp(text, f->choice) != 0) {
-			char *shown = describe(value, false);
+			char *shown = config_describe(value, false);
 			report_at(ld, value, "key \"%s\" must be \"%s\", got %s", keypath, f->choice, shown);
 			free(shown);
 			goto out;
 		}
 		break;
 	case K_SECTION:
-		if (is_null(value)) {
+		if (config_is_null(value)) {
 			/* "section:" with every key commented out: empty. */
-			if (parse_mapping(ld, NULL, value, keypath, f->children, base) < 0)
+			if (config_parse_mapping(ld, NULL, value, keypath, f->children, base) < 0)
 				goto out;
 		} else if (value->type != YAML_MAPPING_NODE) {
-			report_type(ld, value, keypath, "a mapping", false);
+			config_report_type(ld, value, keypath, "a mapping", false);
 			goto out;
-		} else if (parse_mapping(ld, value, value, keypath, f->children, base) < 0) {
+		} else if (config_parse_mapping(ld, value, value, keypath, f->children, base) < 0) {
 			goto out;
 		}
 		if (f->presence)
@@ -522,21 +520,20 @@ out:
  * Check mapping's keys, then read each field in schema order.  mapping
  * may be NULL (an empty section); anchor is where "missing key" points.
  */
-int parse_mapping(const struct loader *ld, const yaml_node_t *mapping,
-		  const yaml_node_t *anchor, const char *prefix, const struct field *fields,
-		  void *base)
+int config_parse_mapping(const struct loader *ld, const yaml_node_t *mapping, const yaml_node_t *anchor,
+			 const char *prefix, const struct field *fields, void *base)
 {
-	if (mapping && check_keys(ld, mapping, prefix, fields) < 0)
+	if (mapping && config_check_keys(ld, mapping, prefix, fields) < 0)
 		return -1;
 	for (const struct field *f = fields; f->name; f++) {
 		yaml_node_t *key = NULL;
-		yaml_node_t *value = mapping_value(ld, mapping, f->name, &key);
-		char *keypath = key_path(prefix, f->name);
+		yaml_node_t *value = config_mapping_value(ld, mapping, f->name, &key);
+		char *keypath = config_key_path(prefix, f->name);
 		int rc = 0;
 		if (value)
 			rc = parse_field(ld, f, key, value, keypath, base);
 		else if (f->required) {
-			report(ld, &anchor->start_mark, false, "missing required key \"%s\"", keypath);
+			config_report(ld, &anchor->start_mark, false, "missing required key \"%s\"", keypath);
 			if (f->kind == K_VERSION)
 				log_hint("a flow file starts with \"config_version: 2\"");
 			rc = -1;

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void jsonw_init(struct jsonw *w, FILE *out, bool spaced)
@@ -96,4 +97,24 @@ void jsonw_lsn(struct jsonw *w, const char *key, bool known, uint64_t lsn)
 {
 	char buf[LSN_FORMAT_LEN];
 	jsonw_str(w, key, known ? lsn_format(lsn, buf) : NULL);
+}
+
+void jsonw_text(struct jsonw *w, const char *key, const char *value)
+{
+	if (!value) {
+		jsonw_null(w, key);
+		return;
+	}
+	char *valid = utf8_repair(value, strlen(value));
+	jsonw_str(w, key, valid);
+	free(valid);
+}
+
+int jsonw_finish(struct jsonw *w)
+{
+	if (w->depth != 0)
+		return -1;
+	if (fflush(w->out) != 0 || ferror(w->out))
+		return -1;
+	return 0;
 }

@@ -129,7 +129,7 @@ int run_transition_check(enum run_state from, enum run_state to, const struct ru
 	}
 }
 
-bool snapshot_schema_stable(const char *before, const char *at_snapshot, const char *after)
+bool run_snapshot_schema_stable(const char *before, const char *at_snapshot, const char *after)
 {
 	return before && at_snapshot && after && strcmp(before, at_snapshot) == 0 && strcmp(at_snapshot, after) == 0;
 }

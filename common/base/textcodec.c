@@ -347,3 +347,56 @@ void json_object_free(struct json_object *obj)
 	free(obj->members);
 	memset(obj, 0, sizeof *obj);
 }
+
+size_t utf8_sequence_len(const void *p, size_t avail)
+{
+	const unsigned char *b = p;
+	unsigned char c = b[0];
+	size_t n;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (avail < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((b[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (b[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+char *utf8_repair(const char *s, size_t len)
+{
+	static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+	char *out = xmalloc(len * 3 + 1);
+	size_t n = 0;
+	for (size_t i = 0; i < len;) {
+		size_t k = utf8_sequence_len(s + i, len - i);
+		if (k == 0) {
+			memcpy(out + n, replacement, 3);
+			n += 3;
+			i++;
+		} else {
+			memcpy(out + n, s + i, k);
+			n += k;
+			i += k;
+		}
+	}
+	out[n] = '\0';
+	return out;
+}

@@ -28,7 +28,7 @@ int assembler_open(struct assembler **out, const struct assembler_options *o, ch
 	a->source_id = xstrdup(o->source_id);
 	a->spill_dir = xstrdup(o->spill_dir);
 	a->flow = xstrdup(o->flow);
-	a->spill_prefix = spill_prefix_of(o->flow);
+	a->spill_prefix = assembler_spill_prefix_of(o->flow);
 	a->options.source_id = a->source_id;
 	a->options.spill_dir = a->spill_dir;
 	a->options.flow = a->flow;
@@ -42,7 +42,7 @@ int assembler_open(struct assembler **out, const struct assembler_options *o, ch
 		a->options.target_frame_payload = FRAME_TARGET_PAYLOAD;
 	if (a->options.target_frame_payload > a->options.max_frame_payload)
 		a->options.target_frame_payload = a->options.max_frame_payload;
-	remove_stale_spill_files(a->spill_dir, a->spill_prefix);
+	assembler_remove_stale_spill_files(a->spill_dir, a->spill_prefix);
 	*out = a;
 	return 0;
 }
@@ -76,7 +76,7 @@ static void txn_free(struct txn *t)
 	free(t);
 }
 
-void txn_remove(struct assembler *a, struct txn *t)
+void assembler_txn_remove(struct assembler *a, struct txn *t)
 {
 	for (size_t i = 0; i < a->n_txns; i++)
 		if (a->txns[i] == t) {
@@ -112,7 +112,7 @@ static struct txn *txn_find(struct assembler *a, uint32_t xid)
 void assembler_reset(struct assembler *a)
 {
 	while (a->n_txns)
-		txn_remove(a, a->txns[0]);
+		assembler_txn_remove(a, a->txns[0]);
 	a->current = a->in_block = NULL;
 }
 
@@ -204,7 +204,7 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 		      const struct pgoutput_message *msg, char *err, size_t errlen)
 {
 	if (t->streamed && msg->has_xid)
-		note_subxact(t, msg->xid);
+		assembler_note_subxact(t, msg->xid);
 	struct buf *b = &t->memory;
 	size_t before = b->len;
 	switch (msg->type) {
@@ -282,7 +282,7 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 	t->changes++;
 	t->memory_changes++;
 	if (t->memory_changes >= a->options.spill_threshold_changes || t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES)
-		return spill(a, t, err, errlen);
+		return assembler_spill(a, t, err, errlen);
 	return 0;
 }
 
@@ -303,8 +303,8 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		struct txn *t = a->current;
 		if (!t)
 			return errbuf_setf(err, errlen, "Commit without an open transaction");
-		return commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts, emit, ctx,
-				  result, err, errlen);
+		return assembler_commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts,
+					    emit, ctx, result, err, errlen);
 	}
 	case PGOUTPUT_ORIGIN: {
 		struct txn *t = a->in_block ? a->in_block : a->current;
@@ -350,8 +350,8 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		struct txn *t = txn_find(a, msg->xid);
 		if (!t) /* a streamed transaction with no change we kept */
 			t = txn_new(a, msg->xid, true);
-		return commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts, emit, ctx,
-				  result, err, errlen);
+		return assembler_commit_txn(a, t, msg->commit.commit_lsn, msg->commit.end_lsn, msg->commit.commit_ts,
+					    emit, ctx, result, err, errlen);
 	}
 	case PGOUTPUT_STREAM_ABORT: {
 		struct txn *t = txn_find(a, msg->xid);
@@ -360,10 +360,10 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		if (!t)
 			return 0;
 		if (msg->stream_abort.subxid == msg->xid) {
-			txn_remove(a, t);
+			assembler_txn_remove(a, t);
 			return 0;
 		}
-		return abort_subxact(t, msg->stream_abort.subxid, err, errlen);
+		return assembler_abort_subxact(t, msg->stream_abort.subxid, err, errlen);
 	}
 	}
 	return errbuf_setf(err, errlen, "unexpected message type 0x%02x", msg->type);

@@ -221,8 +221,8 @@ out:
 	return rc;
 }
 
-int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
-	       assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen)
+int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
+			 assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen)
 {
 	result->xid = t->xid;
 	result->commit_lsn = commit_lsn;
@@ -230,14 +230,14 @@ int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t
 	result->changes = t->changes;
 	if (ack_policy_is_duplicate(a->options.skip_through_commit_lsn, commit_lsn)) {
 		result->event = ASSEMBLER_SKIPPED;
-		txn_remove(a, t);
+		assembler_txn_remove(a, t);
 		return 0;
 	}
 	/* PostgreSQL 15 skips empty transactions, but not empty streamed
 	 * ones (all their changes were for other tables): nothing to write. */
 	if (t->changes == 0 && t->n_ddl == 0) {
 		result->event = ASSEMBLER_EMPTY;
-		txn_remove(a, t);
+		assembler_txn_remove(a, t);
 		return 0;
 	}
 	struct emit_ctx e = {
@@ -266,6 +266,6 @@ int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t
 	}
 	if (rc == 0)
 		result->event = ASSEMBLER_COMMITTED;
-	txn_remove(a, t);
+	assembler_txn_remove(a, t);
 	return rc;
 }

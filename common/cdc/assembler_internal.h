@@ -103,25 +103,25 @@ struct assembler {
 /* ---- assembler.c ---- */
 
 /* Frees t and forgets it (current, in_block). */
-void txn_remove(struct assembler *a, struct txn *t);
+void assembler_txn_remove(struct assembler *a, struct txn *t);
 
 /* ---- assembler_spill.c ---- */
 
 /* The flow identity as it appears in spill file names; newly allocated. */
-char *spill_prefix_of(const char *flow);
+char *assembler_spill_prefix_of(const char *flow);
 /* Remove the spill files of this flow's previous process. */
-void remove_stale_spill_files(const char *dir, const char *prefix);
+void assembler_remove_stale_spill_files(const char *dir, const char *prefix);
 /* Move t's changes in memory to its spill file (created on first use). */
-int spill(struct assembler *a, struct txn *t, char *err, size_t errlen);
+int assembler_spill(struct assembler *a, struct txn *t, char *err, size_t errlen);
 /* Record the change's (sub)transaction xid for Stream Abort. */
-void note_subxact(struct txn *t, uint32_t xid);
+void assembler_note_subxact(struct txn *t, uint32_t xid);
 /* Cut a streamed transaction back to the first change of subxid. */
-int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errlen);
+int assembler_abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errlen);
 
 /* ---- assembler_emit.c ---- */
 
 /* Emit t's frames (or skip it: a duplicate, or empty) and remove it. */
-int commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
-	       assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen);
+int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
+			 assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen);
 
 #endif

@@ -26,7 +26,7 @@
  * whole identity, to stay far below NAME_MAX. */
 #define SPILL_PREFIX_MAX 96
 
-char *spill_prefix_of(const char *flow)
+char *assembler_spill_prefix_of(const char *flow)
 {
 	struct buf b = { 0 };
 	for (const unsigned char *p = (const unsigned char *)flow; *p; p++) {
@@ -68,7 +68,7 @@ static bool is_flow_spill_file(const char *name, const char *prefix)
 
 /* Spill files of this flow's previous process: useless, the server sends
  * those transactions again.  Other flows' files are left alone. */
-void remove_stale_spill_files(const char *dir, const char *prefix)
+void assembler_remove_stale_spill_files(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -84,7 +84,7 @@ void remove_stale_spill_files(const char *dir, const char *prefix)
 	closedir(d);
 }
 
-int spill(struct assembler *a, struct txn *t, char *err, size_t errlen)
+int assembler_spill(struct assembler *a, struct txn *t, char *err, size_t errlen)
 {
 	if (t->memory.len == 0)
 		return 0;
@@ -158,7 +158,7 @@ static void subxact_slots_rebuild(struct txn *t)
 
 /* Record the change's (sub)transaction for Stream Abort: its first
  * change, in constant time. */
-void note_subxact(struct txn *t, uint32_t xid)
+void assembler_note_subxact(struct txn *t, uint32_t xid)
 {
 	if (subxact_find(t, xid) >= 0)
 		return;
@@ -177,7 +177,7 @@ void note_subxact(struct txn *t, uint32_t xid)
 }
 
 /* Cut a streamed transaction back to the first change of subxid. */
-int abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errlen)
+int assembler_abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errlen)
 {
 	long i = subxact_find(t, subxid);
 	if (i < 0)

@@ -22,7 +22,7 @@
 
 /* ---- LSN text ----------------------------------------------------------- */
 
-const char *lsn_text(uint64_t lsn, char *buf)
+const char *pgoutput_lsn_text(uint64_t lsn, char *buf)
 {
 	snprintf(buf, LSN_TEXT_LEN, "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
 	return buf;
@@ -46,7 +46,7 @@ void pgoutput_message_release(struct pgoutput_message *msg)
 
 /* Grows *store to hold n elements of size each; n was already checked
  * against the input's remaining bytes, so this is bounded by the input. */
-void *reserve(void *store, size_t *cap, size_t n, size_t size)
+void *pgoutput_reserve(void *store, size_t *cap, size_t n, size_t size)
 {
 	if (n <= *cap)
 		return store;
@@ -138,8 +138,8 @@ static int decode_commit_body(struct reader *r, struct pgoutput_message *out)
 		char a[LSN_TEXT_LEN], b[LSN_TEXT_LEN];
 		errbuf_setf(r->err, r->errlen,
 			  "pgoutput: bad LSNs in %s message at byte %zu: commit %s, end %s (end must follow commit)",
-			  r->what, at, lsn_text(out->commit.commit_lsn, a),
-			  lsn_text(out->commit.end_lsn, b));
+			  r->what, at, pgoutput_lsn_text(out->commit.commit_lsn, a),
+			  pgoutput_lsn_text(out->commit.end_lsn, b));
 		return -1;
 	}
 	return 0;
@@ -186,7 +186,7 @@ static int decode_relation(struct reader *r, struct pgoutput_message *out)
 			  natts, at, remaining(r));
 		return -1;
 	}
-	out->att_store = reserve(out->att_store, &out->att_cap, (size_t)natts, sizeof *out->att_store);
+	out->att_store = pgoutput_reserve(out->att_store, &out->att_cap, (size_t)natts, sizeof *out->att_store);
 	for (int i = 0; i < natts; i++) {
 		struct pgoutput_attribute *att = &out->att_store[i];
 		size_t flags_at = r->pos;
@@ -253,7 +253,7 @@ static int decode_truncate(struct reader *r, struct pgoutput_message *out)
 			  nrelids, remaining(r), r->pos);
 		return -1;
 	}
-	out->relid_store = reserve(out->relid_store, &out->relid_cap, nrelids, sizeof *out->relid_store);
+	out->relid_store = pgoutput_reserve(out->relid_store, &out->relid_cap, nrelids, sizeof *out->relid_store);
 	for (uint32_t i = 0; i < nrelids; i++)
 		if (read_relid(r, &out->relid_store[i]) < 0)
 			return -1;
@@ -387,9 +387,9 @@ int pgoutput_decode(const uint8_t *buf, size_t len, int proto_version, bool in_s
 	case 'O': rc = decode_origin(&r, out); break;
 	case 'R': rc = decode_relation(&r, out); break;
 	case 'Y': rc = decode_type(&r, out); break;
-	case 'I': rc = decode_insert(&r, out); break;
-	case 'U': rc = decode_update(&r, out); break;
-	case 'D': rc = decode_delete(&r, out); break;
+	case 'I': rc = pgoutput_decode_insert(&r, out); break;
+	case 'U': rc = pgoutput_decode_update(&r, out); break;
+	case 'D': rc = pgoutput_decode_delete(&r, out); break;
 	case 'T': rc = decode_truncate(&r, out); break;
 	case 'M': rc = decode_logical_message(&r, out); break;
 	case 'S': rc = decode_stream_start(&r, out); break;

@@ -26,11 +26,11 @@
 /* "X/X" locally: the decoder has no other dependency than xalloc. */
 #define LSN_TEXT_LEN 18
 /* lsn as "X/X" in buf (LSN_TEXT_LEN bytes); returns buf. */
-const char *lsn_text(uint64_t lsn, char *buf);
+const char *pgoutput_lsn_text(uint64_t lsn, char *buf);
 
 /* Grows *store to hold n elements of size each (its contents are not
  * kept); n was already checked against the input's remaining bytes. */
-void *reserve(void *store, size_t *cap, size_t n, size_t size);
+void *pgoutput_reserve(void *store, size_t *cap, size_t n, size_t size);
 
 /* ---- the bounded reader ---- */
 
@@ -157,8 +157,8 @@ static inline int read_relid(struct reader *r, uint32_t *relid)
 
 /* ---- changes (pgoutput_tuple.c) ---- */
 
-int decode_insert(struct reader *r, struct pgoutput_message *out);
-int decode_update(struct reader *r, struct pgoutput_message *out);
-int decode_delete(struct reader *r, struct pgoutput_message *out);
+int pgoutput_decode_insert(struct reader *r, struct pgoutput_message *out);
+int pgoutput_decode_update(struct reader *r, struct pgoutput_message *out);
+int pgoutput_decode_delete(struct reader *r, struct pgoutput_message *out);
 
 #endif

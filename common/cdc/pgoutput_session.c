@@ -124,8 +124,8 @@ int pgoutput_session_decode(struct pgoutput_session *session, const uint8_t *buf
 		if (out->commit.commit_lsn != session->final_lsn) {
 			errbuf_setf(err, errlen,
 				  "pgoutput: Commit LSN %s of transaction %u differs from its Begin's final LSN %s",
-				  lsn_text(out->commit.commit_lsn, a), session->xid,
-				  lsn_text(session->final_lsn, b));
+				  pgoutput_lsn_text(out->commit.commit_lsn, a), session->xid,
+				  pgoutput_lsn_text(session->final_lsn, b));
 			return -1;
 		}
 		session->state = PGOUTPUT_SESSION_IDLE;

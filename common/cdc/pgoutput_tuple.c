@@ -32,7 +32,7 @@ static int read_tuple(struct reader *r, const char *role, bool allow_unchanged,
 			  r->what, role, ncols, at, remaining(r));
 		return -1;
 	}
-	*store = reserve(*store, cap, (size_t)ncols, sizeof **store);
+	*store = pgoutput_reserve(*store, cap, (size_t)ncols, sizeof **store);
 	struct pgoutput_column *cols = *store;
 	for (int i = 0; i < ncols; i++) {
 		size_t kind_at = r->pos;
@@ -96,7 +96,7 @@ static int bad_tag(struct reader *r, uint8_t tag, size_t at, const char *expecte
 	return -1;
 }
 
-int decode_insert(struct reader *r, struct pgoutput_message *out)
+int pgoutput_decode_insert(struct reader *r, struct pgoutput_message *out)
 {
 	if (read_relid(r, &out->change.relid) < 0)
 		return -1;
@@ -110,7 +110,7 @@ int decode_insert(struct reader *r, struct pgoutput_message *out)
 			  &out->change.new_tuple);
 }
 
-int decode_update(struct reader *r, struct pgoutput_message *out)
+int pgoutput_decode_update(struct reader *r, struct pgoutput_message *out)
 {
 	if (read_relid(r, &out->change.relid) < 0)
 		return -1;
@@ -135,7 +135,7 @@ int decode_update(struct reader *r, struct pgoutput_message *out)
 			  &out->change.new_tuple);
 }
 
-int decode_delete(struct reader *r, struct pgoutput_message *out)
+int pgoutput_decode_delete(struct reader *r, struct pgoutput_message *out)
 {
 	if (read_relid(r, &out->change.relid) < 0)
 		return -1;

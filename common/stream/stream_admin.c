@@ -88,7 +88,7 @@ int stream_group_set_fs(struct stream_fs *fs, const char *dir, const char *group
 	return rc;
 }
 
-const char *index_state_name(enum index_state state)
+const char *stream_index_state_name(enum index_state state)
 {
 	static const char *names[] = { "ok", "missing", "stale", "corrupt" };
 	return names[state];
@@ -371,7 +371,7 @@ int stream_retention_apply_fs(struct stream_fs *fs, const char *dir, const struc
 	return rc;
 }
 
-void retention_plan_free(struct retention_plan *plan)
+void stream_retention_plan_free(struct retention_plan *plan)
 {
 	for (size_t i = 0; i < plan->n_segments; i++)
 		free(plan->segments[i]);

@@ -1,18 +1,18 @@
 /*
  * stream_fs_posix.c - the stream's file system as the real system calls
- * (stream_fs.h), and the helpers every stream_fs shares.  The helpers
- * log exactly what fsutil.c logs for the same failure.
+ * (stream_fs.h), and the helpers every stream_fs shares: fsutil.c's own
+ * (fs_ops_*), run through the stream_fs given, so they log exactly what
+ * fsutil.c logs for the same failure.
  */
 #include "trellara/stream_fs.h"
 
+#include "trellara/clock.h"
 #include "trellara/fsutil.h"
-#include "trellara/log.h"
 #include "trellara/xalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 static int px_open(struct stream_fs *fs, const char *path, int flags, int mode)
@@ -162,9 +161,7 @@ static int px_random(struct stream_fs *fs, void *buf, size_t len)
 static int64_t px_now_us(struct stream_fs *fs)
 {
 	(void)fs;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return clock_wall_us(); /* frames carry wall-clock append times */
 }
 
 static struct stream_fs posix_fs = {
@@ -194,195 +191,120 @@ struct stream_fs *stream_fs_posix(void)
 	return &posix_fs;
 }
 
-/* ---- helpers ---- */
+/* ---- helpers: fsutil.c's, run on any stream_fs ---- */
 
-static char *parent_of(const char *path)
+static int on_open(void *ctx, const char *path, int flags, int mode)
 {
-	char *copy = xstrdup(path);
-	char *parent = xstrdup(dirname(copy));
-	free(copy);
-	return parent;
+	struct stream_fs *fs = ctx;
+	return fs->open(fs, path, flags, mode);
 }
+
+static int on_close(void *ctx, int fd)
+{
+	struct stream_fs *fs = ctx;
+	return fs->close(fs, fd);
+}
+
+static ssize_t on_read(void *ctx, int fd, void *buf, size_t len, off_t pos)
+{
+	struct stream_fs *fs = ctx;
+	return fs->pread(fs, fd, buf, len, pos);
+}
+
+static ssize_t on_pwrite(void *ctx, int fd, const void *buf, size_t len, off_t pos)
+{
+	struct stream_fs *fs = ctx;
+	return fs->pwrite(fs, fd, buf, len, pos);
+}
+
+static int on_fdatasync(void *ctx, int fd)
+{
+	struct stream_fs *fs = ctx;
+	return fs->fdatasync(fs, fd);
+}
+
+static int on_fsync(void *ctx, int fd)
+{
+	struct stream_fs *fs = ctx;
+	return fs->fsync(fs, fd);
+}
+
+static int on_mkdir(void *ctx, const char *path, int mode)
+{
+	struct stream_fs *fs = ctx;
+	return fs->mkdir(fs, path, mode);
+}
+
+static int on_is_dir(void *ctx, const char *path, bool *is_dir)
+{
+	struct stream_fs *fs = ctx;
+	struct stream_fs_stat st;
+	if (fs->stat(fs, path, &st) < 0)
+		return -1;
+	*is_dir = st.is_dir;
+	return 0;
+}
+
+static int on_rename(void *ctx, const char *from, const char *to)
+{
+	struct stream_fs *fs = ctx;
+	return fs->rename(fs, from, to);
+}
+
+static int on_unlink(void *ctx, const char *path)
+{
+	struct stream_fs *fs = ctx;
+	return fs->unlink(fs, path);
+}
+
+static int on_random(void *ctx, void *buf, size_t len)
+{
+	struct stream_fs *fs = ctx;
+	return fs->random(fs, buf, len);
+}
+
+static const struct fs_ops stream_fs_ops = {
+	.open = on_open,
+	.close = on_close,
+	.read = on_read,
+	.pwrite = on_pwrite,
+	.fdatasync = on_fdatasync,
+	.fsync = on_fsync,
+	.mkdir = on_mkdir,
+	.is_dir = on_is_dir,
+	.rename = on_rename,
+	.unlink = on_unlink,
+	.random = on_random,
+};
 
 int sfs_pwrite_all(struct stream_fs *fs, int fd, const void *buf, size_t len, off_t pos, const char *path)
 {
-	const char *p = buf;
-	while (len > 0) {
-		ssize_t n = fs->pwrite(fs, fd, p, len, pos);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			log_error("cannot write %zu bytes at byte %lld of \"%s\": %m", len, (long long)pos, path);
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-		pos += n;
-	}
-	return 0;
+	return fs_ops_pwrite_all(&stream_fs_ops, fs, fd, buf, len, pos, path);
 }
 
 int sfs_fdatasync(struct stream_fs *fs, int fd, const char *path)
 {
-	if (fs->fdatasync(fs, fd) < 0) {
-		log_error("cannot fdatasync \"%s\": %m", path);
-		return -1;
-	}
-	return 0;
+	return fs_ops_fdatasync(&stream_fs_ops, fs, fd, path);
 }
 
 int sfs_fsync_dir(struct stream_fs *fs, const char *path)
 {
-	int fd = fs->open(fs, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		log_error("cannot open directory \"%s\": %m", path);
-		return -1;
-	}
-	int rc = 0;
-	if (fs->fsync(fs, fd) < 0) {
-		log_error("cannot fsync directory \"%s\": %m", path);
-		rc = -1;
-	}
-	fs->close(fs, fd);
-	return rc;
+	return fs_ops_fsync_dir(&stream_fs_ops, fs, path);
 }
 
 int sfs_mkdir_p(struct stream_fs *fs, const char *path)
 {
-	char *copy = xstrdup(path);
-	int rc = -1;
-	for (char *p = copy + 1;; p++) {
-		if (*p == '/' || *p == '\0') {
-			char saved = *p;
-			*p = '\0';
-			if (fs->mkdir(fs, copy, 0700) == 0) {
-				/* the new entry is durable only once its parent is fsynced */
-				char *parent = parent_of(copy);
-				int frc = sfs_fsync_dir(fs, parent);
-				free(parent);
-				if (frc < 0)
-					goto out;
-			} else if (errno != EEXIST) {
-				log_error("cannot create directory \"%s\": %m", copy);
-				goto out;
-			}
-			*p = saved;
-			if (saved == '\0')
-				break;
-		}
-	}
-	struct stream_fs_stat st;
-	if (fs->stat(fs, path, &st) < 0 || !st.is_dir) {
-		log_error("\"%s\" is not a directory", path);
-		goto out;
-	}
-	rc = 0;
-out:
-	free(copy);
-	return rc;
-}
-
-static int sfs_open_temp(struct stream_fs *fs, const char *path, char **tmp_path)
-{
-	char *parent = parent_of(path);
-	char *copy = xstrdup(path);
-	const char *base = basename(copy);
-	int fd = -1;
-	*tmp_path = NULL;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		uint64_t r;
-		if (fs->random(fs, &r, sizeof r) < 0) {
-			log_error("cannot get random bytes for a temporary file name next to \"%s\": %m", path);
-			break;
-		}
-		char *tmp = xasprintf("%s/.%s.%016llx.tmp", parent, base, (unsigned long long)r);
-		fd = fs->open(fs, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			*tmp_path = tmp;
-			break;
-		}
-		if (errno != EEXIST) {
-			log_error("cannot create \"%s\": %m", tmp);
-			free(tmp);
-			break;
-		}
-		free(tmp);
-	}
-	if (fd < 0 && !*tmp_path && errno == EEXIST)
-		log_error("cannot create a temporary file next to \"%s\": every name tried exists", path);
-	free(copy);
-	free(parent);
-	return fd;
+	return fs_ops_mkdir_p(&stream_fs_ops, fs, path);
 }
 
 int sfs_write_durable(struct stream_fs *fs, const char *path, const void *data, size_t len)
 {
-	char *tmp = NULL;
-	char *parent = parent_of(path);
-	int rc = -1;
-	int fd = sfs_open_temp(fs, path, &tmp);
-	if (fd < 0)
-		goto out;
-	if (sfs_pwrite_all(fs, fd, data, len, 0, tmp) < 0)
-		goto out;
-	if (fs->fsync(fs, fd) < 0) {
-		log_error("cannot fsync \"%s\": %m", tmp);
-		goto out;
-	}
-	if (fs->close(fs, fd) < 0) {
-		fd = -1;
-		log_error("cannot close \"%s\": %m", tmp);
-		goto out;
-	}
-	fd = -1;
-	if (fs->rename(fs, tmp, path) < 0) {
-		log_error("cannot rename \"%s\" to \"%s\": %m", tmp, path);
-		goto out;
-	}
-	if (sfs_fsync_dir(fs, parent) < 0)
-		goto out;
-	rc = 0;
-out:
-	if (fd >= 0)
-		fs->close(fs, fd);
-	if (rc < 0 && tmp)
-		fs->unlink(fs, tmp);
-	free(tmp);
-	free(parent);
-	return rc;
+	return fs_ops_write_atomic(&stream_fs_ops, fs, path, data, len, true);
 }
 
 int sfs_read_file(struct stream_fs *fs, const char *path, char **data, size_t *len)
 {
-	int fd = fs->open(fs, path, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	size_t cap = 4096, used = 0;
-	char *buf = xmalloc(cap);
-	for (;;) {
-		if (used + 1 >= cap)
-			buf = xrealloc(buf, cap *= 2);
-		ssize_t n = fs->pread(fs, fd, buf + used, cap - used - 1, (off_t)used);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int saved = errno;
-			log_error("cannot read \"%s\": %m", path);
-			free(buf);
-			fs->close(fs, fd);
-			errno = saved;
-			return -1;
-		}
-		if (n == 0)
-			break;
-		used += (size_t)n;
-	}
-	fs->close(fs, fd);
-	buf[used] = '\0';
-	*data = buf;
-	if (len)
-		*len = used;
-	return 0;
+	return fs_ops_read_file(&stream_fs_ops, fs, path, data, len);
 }
 
 void sfs_free_names(char **names, size_t n)

@@ -38,7 +38,7 @@
 
 /* ---- files and directory entries ---- */
 
-struct sim_entry *entry_find(struct sim_fs *s, const char *path)
+struct sim_entry *stream_fs_sim_entry_find(struct sim_fs *s, const char *path)
 {
 	for (size_t i = 0; i < s->disk->n_entries; i++)
 		if (strcmp(s->disk->entries[i].path, path) == 0)
@@ -48,7 +48,7 @@ struct sim_entry *entry_find(struct sim_fs *s, const char *path)
 
 static struct sim_entry *entry_get(struct sim_fs *s, const char *path)
 {
-	struct sim_entry *e = entry_find(s, path);
+	struct sim_entry *e = stream_fs_sim_entry_find(s, path);
 	if (e)
 		return e;
 	s->disk->entries = xrealloc(s->disk->entries, (s->disk->n_entries + 1) * sizeof *s->disk->entries);
@@ -59,7 +59,7 @@ static struct sim_entry *entry_get(struct sim_fs *s, const char *path)
 }
 
 /* Bind path to ino now (volatile); durable after its directory's fsync. */
-void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
+void stream_fs_sim_entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
 {
 	struct sim_entry *e = entry_get(s, path);
 	e->vol_ino = ino;
@@ -67,14 +67,14 @@ void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq)
 	s->disk->pending[s->disk->n_pending++] = (struct sim_pending){ (size_t)(e - s->disk->entries), ino, seq };
 }
 
-int lookup(struct sim_fs *s, const char *path)
+int stream_fs_sim_lookup(struct sim_fs *s, const char *path)
 {
-	struct sim_entry *e = entry_find(s, path);
+	struct sim_entry *e = stream_fs_sim_entry_find(s, path);
 	return e ? e->vol_ino : -1;
 }
 
 /* Length of the parent part of path ("/a/b" -> 2, "/a" -> 1 for "/"). */
-size_t parent_len(const char *path)
+size_t stream_fs_sim_parent_len(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
@@ -82,27 +82,27 @@ size_t parent_len(const char *path)
 	return slash == path ? 1 : (size_t)(slash - path);
 }
 
-bool is_child(const char *path, const char *dir)
+bool stream_fs_sim_is_child(const char *path, const char *dir)
 {
 	size_t dl = strlen(dir);
-	size_t pl = parent_len(path);
+	size_t pl = stream_fs_sim_parent_len(path);
 	return strcmp(path, dir) != 0 && pl == dl && strncmp(path, dir, dl) == 0;
 }
 
-int parent_ino(struct sim_fs *s, const char *path)
+int stream_fs_sim_parent_ino(struct sim_fs *s, const char *path)
 {
-	size_t pl = parent_len(path);
+	size_t pl = stream_fs_sim_parent_len(path);
 	if (pl == 0)
 		return -1;
 	char *parent = xmalloc(pl + 1);
 	memcpy(parent, path, pl);
 	parent[pl] = '\0';
-	int ino = lookup(s, parent);
+	int ino = stream_fs_sim_lookup(s, parent);
 	free(parent);
 	return ino;
 }
 
-int inode_new(struct sim_fs *s, bool is_dir)
+int stream_fs_sim_inode_new(struct sim_fs *s, bool is_dir)
 {
 	s->disk->inodes = xrealloc(s->disk->inodes, (s->disk->n_inodes + 1) * sizeof *s->disk->inodes);
 	struct sim_inode *n = &s->disk->inodes[s->disk->n_inodes];
@@ -124,7 +124,7 @@ static void mark_dirty(struct sim_inode *n, uint64_t lo, uint64_t hi)
 	}
 }
 
-void vol_resize(struct sim_inode *n, uint64_t size)
+void stream_fs_sim_vol_resize(struct sim_inode *n, uint64_t size)
 {
 	if (size > n->vol_cap) {
 		uint64_t cap = n->vol_cap ? n->vol_cap : 4096;
@@ -145,7 +145,7 @@ void vol_resize(struct sim_inode *n, uint64_t size)
 }
 
 /* The durable image becomes the volatile one. */
-void inode_sync(struct sim_inode *n)
+void stream_fs_sim_inode_sync(struct sim_inode *n)
 {
 	if (n->dirty_lo >= n->dirty_hi && !n->size_dirty && n->dur_size == n->vol_size)
 		return;
@@ -163,7 +163,7 @@ void inode_sync(struct sim_inode *n)
 	n->size_dirty = false;
 }
 
-uint64_t used_bytes(struct sim_fs *s)
+uint64_t stream_fs_sim_used_bytes(struct sim_fs *s)
 {
 	uint64_t used = 0;
 	for (size_t i = 0; i < s->disk->n_inodes; i++)
@@ -171,12 +171,12 @@ uint64_t used_bytes(struct sim_fs *s)
 	return used;
 }
 
-void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos)
+void stream_fs_sim_write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos)
 {
 	if (len == 0)
 		return;
 	if (pos + len > n->vol_size)
-		vol_resize(n, pos + len);
+		stream_fs_sim_vol_resize(n, pos + len);
 	memcpy(n->vol + pos, buf, len);
 	mark_dirty(n, pos, pos + len);
 }
@@ -184,7 +184,7 @@ void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos)
 static struct sim_fs *view_new(struct sim_disk *d)
 {
 	struct sim_fs *s = xcalloc(1, sizeof *s);
-	s->ops = sim_ops;
+	s->ops = stream_fs_sim_ops;
 	s->disk = d;
 	d->views = xrealloc(d->views, (d->n_views + 1) * sizeof *d->views);
 	d->views[d->n_views++] = s;
@@ -206,7 +206,7 @@ struct stream_fs *stream_fs_sim_new(uint64_t seed, uint64_t capacity_bytes)
 	struct sim_fs *s = view_new(d);
 	/* the root directory, durable from the start */
 	struct sim_entry *root = entry_get(s, "/");
-	root->vol_ino = root->dur_ino = inode_new(s, true);
+	root->vol_ino = root->dur_ino = stream_fs_sim_inode_new(s, true);
 	return &s->ops;
 }
 
@@ -394,7 +394,7 @@ uint64_t stream_fs_sim_calls(const struct stream_fs *fs)
 const uint8_t *stream_fs_sim_peek(struct stream_fs *fs, const char *path, uint64_t *size)
 {
 	struct sim_fs *s = S(fs);
-	int ino = lookup(s, path);
+	int ino = stream_fs_sim_lookup(s, path);
 	if (ino < 0 || s->disk->inodes[ino].is_dir)
 		return NULL;
 	*size = s->disk->inodes[ino].vol_size;
@@ -404,14 +404,14 @@ const uint8_t *stream_fs_sim_peek(struct stream_fs *fs, const char *path, uint64
 int stream_fs_sim_poke(struct stream_fs *fs, const char *path, uint64_t pos, const void *buf, size_t len)
 {
 	struct sim_fs *s = S(fs);
-	int ino = lookup(s, path);
+	int ino = stream_fs_sim_lookup(s, path);
 	if (ino < 0 || s->disk->inodes[ino].is_dir)
 		return -1;
 	struct sim_inode *n = &s->disk->inodes[ino];
 	bool was_clean = n->dirty_lo >= n->dirty_hi && !n->size_dirty;
-	write_bytes(n, buf, len, pos);
+	stream_fs_sim_write_bytes(n, buf, len, pos);
 	if (was_clean)
-		inode_sync(n);
+		stream_fs_sim_inode_sync(n);
 	else if (pos + len <= n->dur_size)
 		memcpy(n->dur + pos, buf, len);
 	return 0;

@@ -128,28 +128,28 @@ static inline bool injected(struct sim_fs *s, enum sim_op op)
 }
 
 /* The operations table every view starts from (stream_fs_sim_ops.c). */
-extern const struct stream_fs sim_ops;
+extern const struct stream_fs stream_fs_sim_ops;
 
 /* ---- the model (stream_fs_sim.c) ---- */
 
 /* The entry of path, or NULL. */
-struct sim_entry *entry_find(struct sim_fs *s, const char *path);
+struct sim_entry *stream_fs_sim_entry_find(struct sim_fs *s, const char *path);
 /* Bind path to ino now (volatile); durable after its directory's fsync. */
-void entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq);
+void stream_fs_sim_entry_set(struct sim_fs *s, const char *path, int ino, uint64_t seq);
 /* The inode path binds now, or -1. */
-int lookup(struct sim_fs *s, const char *path);
+int stream_fs_sim_lookup(struct sim_fs *s, const char *path);
 /* Length of the parent part of path ("/a/b" -> 2, "/a" -> 1 for "/"). */
-size_t parent_len(const char *path);
-bool is_child(const char *path, const char *dir);
+size_t stream_fs_sim_parent_len(const char *path);
+bool stream_fs_sim_is_child(const char *path, const char *dir);
 /* The inode of path's parent directory, or -1. */
-int parent_ino(struct sim_fs *s, const char *path);
+int stream_fs_sim_parent_ino(struct sim_fs *s, const char *path);
 /* A new empty inode; returns its number. */
-int inode_new(struct sim_fs *s, bool is_dir);
-void vol_resize(struct sim_inode *n, uint64_t size);
+int stream_fs_sim_inode_new(struct sim_fs *s, bool is_dir);
+void stream_fs_sim_vol_resize(struct sim_inode *n, uint64_t size);
 /* The durable image becomes the volatile one. */
-void inode_sync(struct sim_inode *n);
+void stream_fs_sim_inode_sync(struct sim_inode *n);
 /* The bytes of every file's volatile image. */
-uint64_t used_bytes(struct sim_fs *s);
-void write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos);
+uint64_t stream_fs_sim_used_bytes(struct sim_fs *s);
+void stream_fs_sim_write_bytes(struct sim_inode *n, const void *buf, size_t len, uint64_t pos);
 
 #endif

@@ -29,7 +29,7 @@ static int sim_open(struct stream_fs *fs, const char *path, int flags, int mode)
 	struct sim_fs *s = S(fs);
 	if (!alive(s) || injected(s, SIM_OP_OPEN))
 		return -1;
-	int ino = lookup(s, path);
+	int ino = stream_fs_sim_lookup(s, path);
 	if (ino >= 0 && (flags & O_CREAT) && (flags & O_EXCL)) {
 		errno = EEXIST;
 		return -1;
@@ -39,13 +39,13 @@ static int sim_open(struct stream_fs *fs, const char *path, int flags, int mode)
 			errno = ENOENT;
 			return -1;
 		}
-		int pino = parent_ino(s, path);
+		int pino = stream_fs_sim_parent_ino(s, path);
 		if (pino < 0 || !s->disk->inodes[pino].is_dir) {
 			errno = ENOENT;
 			return -1;
 		}
-		ino = inode_new(s, false);
-		entry_set(s, path, ino, ++s->disk->seq);
+		ino = stream_fs_sim_inode_new(s, false);
+		stream_fs_sim_entry_set(s, path, ino, ++s->disk->seq);
 	}
 	bool is_dir = s->disk->inodes[ino].is_dir;
 	if ((flags & O_DIRECTORY) && !is_dir) {
@@ -118,7 +118,7 @@ static ssize_t sim_pwrite(struct stream_fs *fs, int fd, const void *buf, size_t 
 	if (s->kill_after && --s->kill_after == 0) {
 		/* dies in the middle of the write: a seeded prefix got there */
 		size_t part = (size_t)below(&s->disk->rng, len + 1);
-		write_bytes(n, buf, part, (uint64_t)pos);
+		stream_fs_sim_write_bytes(n, buf, part, (uint64_t)pos);
 		s->dead = true;
 		errno = EIO;
 		return -1;
@@ -126,11 +126,11 @@ static ssize_t sim_pwrite(struct stream_fs *fs, int fd, const void *buf, size_t 
 	if (injected(s, SIM_OP_PWRITE))
 		return -1;
 	uint64_t grow = (uint64_t)pos + len > n->vol_size ? (uint64_t)pos + len - n->vol_size : 0;
-	if (grow && used_bytes(s) + grow > s->disk->capacity) {
+	if (grow && stream_fs_sim_used_bytes(s) + grow > s->disk->capacity) {
 		errno = ENOSPC;
 		return -1;
 	}
-	write_bytes(n, buf, len, (uint64_t)pos);
+	stream_fs_sim_write_bytes(n, buf, len, (uint64_t)pos);
 	return (ssize_t)len;
 }
 
@@ -145,7 +145,7 @@ static int sim_sync(struct stream_fs *fs, int fd, enum sim_op op)
 	if (injected(s, op))
 		return -1; /* the dirty data stays volatile */
 	if (!f->is_dir) {
-		inode_sync(&s->disk->inodes[f->ino]);
+		stream_fs_sim_inode_sync(&s->disk->inodes[f->ino]);
 		return 0;
 	}
 	/* a directory: the entries inside it become durable */
@@ -158,7 +158,7 @@ static int sim_sync(struct stream_fs *fs, int fd, enum sim_op op)
 	size_t kept = 0;
 	for (size_t i = 0; i < s->disk->n_pending; i++) {
 		struct sim_pending *p = &s->disk->pending[i];
-		if (is_child(s->disk->entries[p->entry].path, dir))
+		if (stream_fs_sim_is_child(s->disk->entries[p->entry].path, dir))
 			s->disk->entries[p->entry].dur_ino = p->ino;
 		else
 			s->disk->pending[kept++] = *p;
@@ -189,7 +189,7 @@ static int sim_ftruncate(struct stream_fs *fs, int fd, off_t len)
 		errno = EINVAL;
 		return -1;
 	}
-	vol_resize(&s->disk->inodes[f->ino], (uint64_t)len);
+	stream_fs_sim_vol_resize(&s->disk->inodes[f->ino], (uint64_t)len);
 	return 0;
 }
 
@@ -210,11 +210,11 @@ static int sim_fallocate(struct stream_fs *fs, int fd, off_t pos, off_t len)
 	struct sim_inode *n = &s->disk->inodes[f->ino];
 	uint64_t end = (uint64_t)pos + (uint64_t)len;
 	if (end > n->vol_size) {
-		if (used_bytes(s) + (end - n->vol_size) > s->disk->capacity) {
+		if (stream_fs_sim_used_bytes(s) + (end - n->vol_size) > s->disk->capacity) {
 			errno = ENOSPC;
 			return -1;
 		}
-		vol_resize(n, end);
+		stream_fs_sim_vol_resize(n, end);
 	}
 	return 0;
 }
@@ -266,7 +266,7 @@ static int sim_stat(struct stream_fs *fs, const char *path, struct stream_fs_sta
 	struct sim_fs *s = S(fs);
 	if (!alive(s))
 		return -1;
-	int ino = lookup(s, path);
+	int ino = stream_fs_sim_lookup(s, path);
 	if (ino < 0) {
 		errno = ENOENT;
 		return -1;
@@ -282,17 +282,17 @@ static int sim_mkdir(struct stream_fs *fs, const char *path, int mode)
 	struct sim_fs *s = S(fs);
 	if (!alive(s))
 		return -1;
-	if (lookup(s, path) >= 0) {
+	if (stream_fs_sim_lookup(s, path) >= 0) {
 		errno = EEXIST;
 		return -1;
 	}
-	int pino = parent_ino(s, path);
+	int pino = stream_fs_sim_parent_ino(s, path);
 	if (pino < 0 || !s->disk->inodes[pino].is_dir) {
 		errno = ENOENT;
 		return -1;
 	}
-	int ino = inode_new(s, true);
-	entry_set(s, path, ino, ++s->disk->seq);
+	int ino = stream_fs_sim_inode_new(s, true);
+	stream_fs_sim_entry_set(s, path, ino, ++s->disk->seq);
 	return 0;
 }
 
@@ -301,19 +301,19 @@ static int sim_rename(struct stream_fs *fs, const char *from, const char *to)
 	struct sim_fs *s = S(fs);
 	if (!alive(s))
 		return -1;
-	int ino = lookup(s, from);
+	int ino = stream_fs_sim_lookup(s, from);
 	if (ino < 0) {
 		errno = ENOENT;
 		return -1;
 	}
-	int pino = parent_ino(s, to);
+	int pino = stream_fs_sim_parent_ino(s, to);
 	if (pino < 0 || !s->disk->inodes[pino].is_dir) {
 		errno = ENOENT;
 		return -1;
 	}
 	uint64_t seq = ++s->disk->seq; /* one change: a crash keeps both halves or neither */
-	entry_set(s, to, ino, seq);
-	entry_set(s, from, -1, seq);
+	stream_fs_sim_entry_set(s, to, ino, seq);
+	stream_fs_sim_entry_set(s, from, -1, seq);
 	return 0;
 }
 
@@ -322,7 +322,7 @@ static int sim_unlink(struct stream_fs *fs, const char *path)
 	struct sim_fs *s = S(fs);
 	if (!alive(s))
 		return -1;
-	struct sim_entry *e = entry_find(s, path);
+	struct sim_entry *e = stream_fs_sim_entry_find(s, path);
 	if (!e || e->vol_ino < 0) {
 		errno = ENOENT;
 		return -1;
@@ -331,7 +331,7 @@ static int sim_unlink(struct stream_fs *fs, const char *path)
 		errno = EISDIR;
 		return -1;
 	}
-	entry_set(s, path, -1, ++s->disk->seq);
+	stream_fs_sim_entry_set(s, path, -1, ++s->disk->seq);
 	return 0;
 }
 
@@ -347,15 +347,15 @@ static int sim_list_dir(struct stream_fs *fs, const char *path, char ***names, s
 	*n = 0;
 	if (!alive(s))
 		return -1;
-	int ino = lookup(s, path);
+	int ino = stream_fs_sim_lookup(s, path);
 	if (ino < 0 || !s->disk->inodes[ino].is_dir) {
 		errno = ino < 0 ? ENOENT : ENOTDIR;
 		return -1;
 	}
 	for (size_t i = 0; i < s->disk->n_entries; i++) {
-		if (s->disk->entries[i].vol_ino < 0 || !is_child(s->disk->entries[i].path, path))
+		if (s->disk->entries[i].vol_ino < 0 || !stream_fs_sim_is_child(s->disk->entries[i].path, path))
 			continue;
-		const char *name = s->disk->entries[i].path + parent_len(s->disk->entries[i].path);
+		const char *name = s->disk->entries[i].path + stream_fs_sim_parent_len(s->disk->entries[i].path);
 		if (*name == '/')
 			name++;
 		*names = xrealloc(*names, (*n + 1) * sizeof **names);
@@ -379,7 +379,7 @@ static int sim_free_bytes(struct stream_fs *fs, const char *path, uint64_t *byte
 	struct sim_fs *s = S(fs);
 	if (!alive(s))
 		return -1;
-	uint64_t used = used_bytes(s);
+	uint64_t used = stream_fs_sim_used_bytes(s);
 	*bytes = used < s->disk->capacity ? s->disk->capacity - used : 0;
 	return 0;
 }
@@ -398,7 +398,7 @@ static int64_t sim_now_us(struct stream_fs *fs)
 	return S(fs)->disk->clock_us++;
 }
 
-const struct stream_fs sim_ops = {
+const struct stream_fs stream_fs_sim_ops = {
 	.open = sim_open,
 	.close = sim_close,
 	.pread = sim_pread,

@@ -4,6 +4,11 @@
  * Every function logs its own failure once (with the path and %m) and
  * returns -1; callers pass the failure up.  An fsync failure is never
  * retried: the caller must treat it as fatal for the file.
+ *
+ * The helpers are written once, over struct fs_ops (the calls they make);
+ * the fs_* functions run them on the process's file system, and the
+ * stream library runs the same code on its own file systems (stream_fs.h:
+ * the simulated one included) through fs_ops_*.
  */
 #ifndef TRELLARA_FSUTIL_H
 #define TRELLARA_FSUTIL_H
@@ -42,5 +47,41 @@ int fs_fdatasync(int fd, const char *path);
 int fs_fdatasync_nolog(int fd);
 /* How many fs_fdatasync calls this process made (for the test hook). */
 unsigned long fs_fdatasync_calls(void);
+
+/* ---- the same helpers over any file system ----
+ *
+ * The calls, with POSIX meaning: -1 (or a negative ssize_t) with errno
+ * set, nothing logged; ctx is handed to every call.  read(fd, buf, len,
+ * pos) is only ever called in order from byte 0 of a descriptor open()
+ * just returned, pos saying where (so either read or pread serves).
+ * is_dir(path, &is_dir) fails as stat(2) does.  fs_posix_ops is the real
+ * system calls (ctx unused; fdatasync honours TRELLARA_TEST_FSYNC_FAIL). */
+struct fs_ops {
+	int (*open)(void *ctx, const char *path, int flags, int mode);
+	int (*close)(void *ctx, int fd);
+	ssize_t (*read)(void *ctx, int fd, void *buf, size_t len, off_t pos);
+	ssize_t (*pwrite)(void *ctx, int fd, const void *buf, size_t len, off_t pos);
+	int (*fdatasync)(void *ctx, int fd);
+	int (*fsync)(void *ctx, int fd);
+	int (*mkdir)(void *ctx, const char *path, int mode);
+	int (*is_dir)(void *ctx, const char *path, bool *is_dir);
+	int (*rename)(void *ctx, const char *from, const char *to);
+	int (*unlink)(void *ctx, const char *path);
+	int (*random)(void *ctx, void *buf, size_t len);
+};
+extern const struct fs_ops fs_posix_ops;
+
+/* What the fs_* functions of the same names do, on ops. */
+int fs_ops_mkdir_p(const struct fs_ops *ops, void *ctx, const char *path);
+int fs_ops_fsync_dir(const struct fs_ops *ops, void *ctx, const char *path);
+int fs_ops_open_temp(const struct fs_ops *ops, void *ctx, const char *path, char **tmp_path);
+int fs_ops_write_atomic(const struct fs_ops *ops, void *ctx, const char *path, const void *data, size_t len,
+			bool durable);
+/* Returns -1 with errno set when the file cannot be opened (logged only
+ * when it cannot be read). */
+int fs_ops_read_file(const struct fs_ops *ops, void *ctx, const char *path, char **data, size_t *len);
+int fs_ops_pwrite_all(const struct fs_ops *ops, void *ctx, int fd, const void *buf, size_t len, off_t pos,
+		      const char *path);
+int fs_ops_fdatasync(const struct fs_ops *ops, void *ctx, int fd, const char *path);
 
 #endif

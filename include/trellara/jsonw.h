@@ -45,4 +45,13 @@ void jsonw_i64(struct jsonw *w, const char *key, bool known, int64_t value);
 void jsonw_num(struct jsonw *w, const char *key, bool known, double value);
 void jsonw_lsn(struct jsonw *w, const char *key, bool known, uint64_t lsn);
 
+/* jsonw_str for text that may hold bytes that are not UTF-8 (a message
+ * cut at a buffer's end): each such byte is written as U+FFFD
+ * (utf8_repair of textcodec.h), so the document stays valid UTF-8. */
+void jsonw_text(struct jsonw *w, const char *key, const char *value);
+/* After the last value: 0 when every object and array opened was closed
+ * (within JSONW_MAX_DEPTH) and the stream took every byte (fflush, then
+ * ferror), -1 otherwise.  For writers that want one answer at the end. */
+int jsonw_finish(struct jsonw *w);
+
 #endif

@@ -78,7 +78,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		const struct env_change *c, bool describe, struct plan_stmt *s, char *err, size_t errlen);
 
 /* Appends a quoted identifier to b. */
-void sql_quote_ident(struct strbuf *b, const char *name, size_t len);
+void plan_quote_ident(struct strbuf *b, const char *name, size_t len);
 
 /* ---- set-based statements (planner_set.c): a run of compatible changes
  * of one relation as one multi-row statement ----
@@ -114,7 +114,7 @@ size_t plan_set_piece(const struct plan_relation *relations, const struct env_ch
  *     WHERE t.k = v.k AND ...    (types from col_types; no_equality types compared ::text; the key
  *     columns are never in SET; GENERATED ALWAYS identity columns that are key columns are never in SET)
  *  D: DELETE FROM [ONLY] s.t AS t USING (VALUES ($1::type), ...) AS v (k...) WHERE t.k = v.k AND ...
- * Identifiers quoted as plan_change does (sql_quote_ident), ONLY as put_only does, every value a parameter,
+ * Identifiers quoted as plan_change does (plan_quote_ident), ONLY as put_only does, every value a parameter,
  * values[i] NULL for a NULL parameter.  s->what = "schema.table (N rows: key=..., ...)" short.
  * Returns 0; 1 when these changes cannot be one statement (a needed col_types entry is NULL, a GENERATED
  * ALWAYS identity column that is not a key column is sent in an update, a NULL key value, an unchanged

@@ -109,6 +109,6 @@ int run_transition_check(enum run_state from, enum run_state to, const struct ru
  * schema change came between, and the copy is not handed off.  A NULL
  * fingerprint (it could not be read) counts as a change.
  */
-bool snapshot_schema_stable(const char *before, const char *at_snapshot, const char *after);
+bool run_snapshot_schema_stable(const char *before, const char *at_snapshot, const char *after);
 
 #endif

@@ -238,7 +238,7 @@ int stream_group_set_fs(struct stream_fs *fs, const char *dir, const char *group
 /* ---- inspection (never modifies) ---- */
 
 enum index_state { INDEX_OK = 0, INDEX_MISSING, INDEX_STALE, INDEX_CORRUPT };
-const char *index_state_name(enum index_state state);
+const char *stream_index_state_name(enum index_state state);
 
 struct segment_report {
 	char *name;               /* owned: "<base>.log" */
@@ -305,6 +305,6 @@ int stream_retention_apply(const char *dir, const struct retention_plan *plan);
 int stream_retention_plan_fs(struct stream_fs *fs, const char *dir, const char *const *protected_groups,
 			     size_t n_protected, bool allow_unprotected, struct retention_plan *plan);
 int stream_retention_apply_fs(struct stream_fs *fs, const char *dir, const struct retention_plan *plan);
-void retention_plan_free(struct retention_plan *plan);
+void stream_retention_plan_free(struct retention_plan *plan);
 
 #endif

@@ -78,7 +78,8 @@ struct stream_fs {
 struct stream_fs *stream_fs_posix(void);
 
 /* ---- helpers over any stream_fs (log their failure once, with the
- * path and %m, and return -1; the same messages as fsutil.h) ---- */
+ * path and %m, and return -1): fsutil.h's fs_ops_* run on fs, the same
+ * code and messages as the fs_* functions ---- */
 
 int sfs_pwrite_all(struct stream_fs *fs, int fd, const void *buf, size_t len, off_t pos, const char *path);
 int sfs_fdatasync(struct stream_fs *fs, int fd, const char *path);

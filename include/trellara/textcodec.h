@@ -21,6 +21,13 @@ bool base64_decode(const char *text, uint8_t **out, size_t *out_len);
 void json_write_string(FILE *out, const char *s, size_t len);
 /* True if the bytes are valid UTF-8 with no NUL. */
 bool utf8_valid(const void *data, size_t len);
+/* The length (1..4) of the one valid UTF-8 sequence at p, or 0 when the
+ * bytes there are none (overlong, a surrogate, past U+10FFFF, cut short
+ * by avail); avail > 0. */
+size_t utf8_sequence_len(const void *p, size_t avail);
+/* A copy of s (len bytes) in which every byte that is not part of a valid
+ * UTF-8 sequence is U+FFFD: newly allocated, NUL-terminated. */
+char *utf8_repair(const char *s, size_t len);
 
 struct json_member {
 	char *key;       /* owned */

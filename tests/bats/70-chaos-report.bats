@@ -387,6 +387,21 @@ run_file() {
 	run -64 trellara chaos report --output x.html
 }
 
+@test "a bad number for --seed, --schedules or --progress is 64, naming the option and the value" {
+	need_sim
+	local opt value
+	for opt in --seed --schedules --progress; do
+		for value in abc -1 " 1" 1x 18446744073709551616 ""; do
+			run -64 --separate-stderr trellara chaos run "$opt" "$value"
+			[[ $stderr == *"$opt: \"$value\" is not a "*'hint: run "trellara chaos --help"'* ]] ||
+				{ echo "$opt \"$value\": $stderr" >&2; false; }
+		done
+	done
+	# the largest value is taken (nothing runs: --scenario names no entry)
+	run -64 --separate-stderr trellara chaos run --seed 18446744073709551615 --scenario no_such_scenario
+	[[ $stderr == *'no scenario named "no_such_scenario"'* ]]
+}
+
 @test "trellara-chaos(1) OPTIONS lists exactly the options of trellara-sim --help, and EXIT STATUS its codes" {
 	need_sim
 	local page=$REPO/man/man1/trellara-chaos.1 from_help from_man code

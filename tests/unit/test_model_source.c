@@ -361,7 +361,7 @@ static void on_connect(struct client *c, uint64_t start)
 static void do_connect(struct client *c)
 {
 	uint64_t start = model_source_confirmed_flush(c->ms);
-	if (rng_chance(&c->rng, 30)) {
+	if (sim_rng_chance(&c->rng, 30)) {
 		/* capture asks for its own position; the server takes the later one */
 		uint64_t requested = c->applied_end;
 		if (requested > start)
@@ -457,7 +457,7 @@ static void handle_keepalive(struct client *c, const uint8_t *data, size_t len)
 	c->last_send_time = t;
 	/* nothing open: everything before walEnd is applied or was empty */
 	bool idle = !assembler_in_transaction(c->assembler) && c->session.state == PGOUTPUT_SESSION_IDLE;
-	if (data[17] || rng_chance(&c->rng, 20))
+	if (data[17] || sim_rng_chance(&c->rng, 20))
 		send_status(c, idle ? wal_end : c->applied_end);
 }
 
@@ -490,12 +490,12 @@ static void pump(struct client *c, bool chaos)
 			FAIL(c, "CopyData of type 0x%02x", buf[0]);
 		if (c->failed)
 			return;
-		if (rng_chance(&c->rng, 5))
+		if (sim_rng_chance(&c->rng, 5))
 			send_status(c, c->applied_end);
-		if (chaos && rng_chance(&c->rng, 1)) {
-			if (rng_chance(&c->rng, 15))
-				model_source_promote(c->ms, (unsigned)rng_below(&c->rng, 4));
-			else if (rng_chance(&c->rng, 15))
+		if (chaos && sim_rng_chance(&c->rng, 1)) {
+			if (sim_rng_chance(&c->rng, 15))
+				model_source_promote(c->ms, (unsigned)sim_rng_below(&c->rng, 4));
+			else if (sim_rng_chance(&c->rng, 15))
 				model_source_crash_restart(c->ms);
 			else
 				model_source_disconnect(c->ms);
@@ -507,18 +507,18 @@ static void pump(struct client *c, bool chaos)
 static void random_options(struct client *c)
 {
 	model_source_options_default(&c->o);
-	c->o.proto_version = rng_chance(&c->rng, 15) ? 1 : 2;
-	c->o.send_empty = rng_chance(&c->rng, 50);
-	c->o.n_tables = 1 + (int)rng_below(&c->rng, 4);
-	if (rng_chance(&c->rng, 50))
+	c->o.proto_version = sim_rng_chance(&c->rng, 15) ? 1 : 2;
+	c->o.send_empty = sim_rng_chance(&c->rng, 50);
+	c->o.n_tables = 1 + (int)sim_rng_below(&c->rng, 4);
+	if (sim_rng_chance(&c->rng, 50))
 		c->o.toast_bytes = 300;
-	if (rng_chance(&c->rng, 20))
+	if (sim_rng_chance(&c->rng, 20))
 		c->o.start_lsn = 0xFFFFF000ULL; /* the LSNs cross 1/0 */
-	if (rng_chance(&c->rng, 30)) {
+	if (sim_rng_chance(&c->rng, 30)) {
 		c->o.stream_pct = 30;
 		c->o.max_open_streams = 3;
 	}
-	c->o.keepalive_pct = (int)rng_below(&c->rng, 8);
+	c->o.keepalive_pct = (int)sim_rng_below(&c->rng, 8);
 }
 
 /* One seed's run; returns the digest of every byte received. */
@@ -528,7 +528,7 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 	memset(&c, 0, sizeof c);
 	c.seed = seed;
 	c.digest = 0xCBF29CE484222325ULL;
-	rng_seed(&c.rng, seed * 7919 + 1);
+	sim_rng_seed(&c.rng, seed * 7919 + 1);
 	random_options(&c);
 	c.ms = model_source_new(&c.o, seed);
 	c.target = sim_db_new();
@@ -542,15 +542,15 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		.source_id = "sim-source",
 		.flow = flow,
 		.spill_dir = spill_dir,
-		.spill_threshold_changes = rng_chance(&c.rng, 30) ? 1 + rng_below(&c.rng, 8) : 100000,
-		.strict_chunking = rng_chance(&c.rng, 20),
-		.max_changes_per_chunk = 1 + rng_below(&c.rng, 20),
-		.target_frame_payload = rng_chance(&c.rng, 40) ? 4096 : 0,
+		.spill_threshold_changes = sim_rng_chance(&c.rng, 30) ? 1 + sim_rng_below(&c.rng, 8) : 100000,
+		.strict_chunking = sim_rng_chance(&c.rng, 20),
+		.max_changes_per_chunk = 1 + sim_rng_below(&c.rng, 20),
+		.target_frame_payload = sim_rng_chance(&c.rng, 40) ? 4096 : 0,
 	};
 	CHECK(assembler_open(&c.assembler, &ao, err, sizeof err) == 0);
 
 	for (int round = 0; round < 30 && !c.failed; round++) {
-		if (model_source_produce(c.ms, 1 + (unsigned)rng_below(&c.rng, 6)) < 0) {
+		if (model_source_produce(c.ms, 1 + (unsigned)sim_rng_below(&c.rng, 6)) < 0) {
 			FAIL(&c, "produce: %s", model_source_error(c.ms));
 			break;
 		}
@@ -585,7 +585,7 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		/* earlier points, in random order (back, forward, far): the state
 		 * the target had when it had applied that commit */
 		for (int k = 0; k < 40 && c.n_history; k++) {
-			size_t i = (size_t)rng_below(&c.rng, c.n_history);
+			size_t i = (size_t)sim_rng_below(&c.rng, c.n_history);
 			if (sim_db_digest(model_source_state_at(c.ms, c.history_lsn[i])) != c.history_digest[i])
 				FAIL(&c, "state_at(%llx) differs from the target's state after that commit",
 				     (unsigned long long)c.history_lsn[i]);

@@ -346,14 +346,14 @@ static void check_names(void)
 
 static void check_schema_stable(void)
 {
-	CHECK(snapshot_schema_stable("a1", "a1", "a1"));
-	CHECK(!snapshot_schema_stable("a2", "a1", "a1")); /* changed between the snapshot and the copy's start */
-	CHECK(!snapshot_schema_stable("a1", "a1", "a2")); /* changed during the copy */
-	CHECK(!snapshot_schema_stable("a1", "a2", "a1")); /* changed and changed back: still a change seen */
-	CHECK(!snapshot_schema_stable(NULL, "a1", "a1"));
-	CHECK(!snapshot_schema_stable("a1", NULL, "a1"));
-	CHECK(!snapshot_schema_stable("a1", "a1", NULL));
-	CHECK(!snapshot_schema_stable(NULL, NULL, NULL));
+	CHECK(run_snapshot_schema_stable("a1", "a1", "a1"));
+	CHECK(!run_snapshot_schema_stable("a2", "a1", "a1")); /* changed between the snapshot and the copy's start */
+	CHECK(!run_snapshot_schema_stable("a1", "a1", "a2")); /* changed during the copy */
+	CHECK(!run_snapshot_schema_stable("a1", "a2", "a1")); /* changed and changed back: still a change seen */
+	CHECK(!run_snapshot_schema_stable(NULL, "a1", "a1"));
+	CHECK(!run_snapshot_schema_stable("a1", NULL, "a1"));
+	CHECK(!run_snapshot_schema_stable("a1", "a1", NULL));
+	CHECK(!run_snapshot_schema_stable(NULL, NULL, NULL));
 }
 
 int main(void)

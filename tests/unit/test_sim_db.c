@@ -165,20 +165,20 @@ static void test_random_against_reference(void)
 {
 	for (uint64_t seed = 1; seed <= 40; seed++) {
 		struct sim_rng rng;
-		rng_seed(&rng, seed);
+		sim_rng_seed(&rng, seed);
 		static const char *const cols[] = { "id", "v" };
 		struct sim_db *db = sim_db_new();
 		CHECK(sim_db_create_table(db, "s.t", 2, cols, 1) == 0);
 		struct ref_row ref[64];
 		memset(ref, 0, sizeof ref);
 		for (int step = 0; step < 400; step++) {
-			int k = (int)rng_below(&rng, 64);
+			int k = (int)sim_rng_below(&rng, 64);
 			char key[16], val[16];
 			snprintf(key, sizeof key, "%d", k);
-			snprintf(val, sizeof val, "v%d", (int)rng_below(&rng, 1000));
+			snprintf(val, sizeof val, "v%d", (int)sim_rng_below(&rng, 1000));
 			struct sim_values kv = { (const char *const[]){ key }, 1 };
 			struct sim_values row = { (const char *const[]){ key, val }, 2 };
-			switch (rng_below(&rng, 4)) {
+			switch (sim_rng_below(&rng, 4)) {
 			case 0:
 				CHECK(sim_db_insert(db, "s.t", row) == (ref[k].live ? -1 : 1));
 				if (!ref[k].live) {
@@ -196,7 +196,7 @@ static void test_random_against_reference(void)
 				ref[k].live = false;
 				break;
 			default: { /* move to another key */
-				int to = (int)rng_below(&rng, 64);
+				int to = (int)sim_rng_below(&rng, 64);
 				char nkey[16];
 				snprintf(nkey, sizeof nkey, "%d", to);
 				struct sim_values moved = { (const char *const[]){ nkey, val }, 2 };
@@ -230,32 +230,32 @@ static void test_random_against_reference(void)
 static void test_rng(void)
 {
 	struct sim_rng a, b;
-	rng_seed(&a, 7);
-	rng_seed(&b, 7);
+	sim_rng_seed(&a, 7);
+	sim_rng_seed(&b, 7);
 	bool same = true;
 	for (int i = 0; i < 100; i++)
-		same = same && rng_next(&a) == rng_next(&b);
+		same = same && sim_rng_next(&a) == sim_rng_next(&b);
 	CHECK(same);
-	rng_seed(&b, 8);
-	CHECK(rng_next(&a) != rng_next(&b));
+	sim_rng_seed(&b, 8);
+	CHECK(sim_rng_next(&a) != sim_rng_next(&b));
 	/* splitmix64's published first output for seed 0 */
-	rng_seed(&a, 0);
-	CHECK(rng_next(&a) == 0xE220A8397B1DCDAFULL);
+	sim_rng_seed(&a, 0);
+	CHECK(sim_rng_next(&a) == 0xE220A8397B1DCDAFULL);
 	int hits = 0, seen[10] = { 0 };
 	for (int i = 0; i < 10000; i++) {
-		uint64_t x = rng_below(&a, 10);
+		uint64_t x = sim_rng_below(&a, 10);
 		CHECK(x < 10);
 		seen[x < 10 ? x : 0]++;
-		hits += rng_chance(&a, 30);
+		hits += sim_rng_chance(&a, 30);
 	}
 	for (int i = 0; i < 10; i++)
 		CHECK(seen[i] > 800 && seen[i] < 1200);
 	CHECK(hits > 2700 && hits < 3300);
-	CHECK(!rng_chance(&a, 0) && rng_chance(&a, 100));
-	CHECK(rng_below(&a, 0) == 0);
-	CHECK(rng_between(&a, 5, 5) == 5);
+	CHECK(!sim_rng_chance(&a, 0) && sim_rng_chance(&a, 100));
+	CHECK(sim_rng_below(&a, 0) == 0);
+	CHECK(sim_rng_between(&a, 5, 5) == 5);
 	for (int i = 0; i < 100; i++) {
-		uint64_t x = rng_between(&a, 3, 6);
+		uint64_t x = sim_rng_between(&a, 3, 6);
 		CHECK(x >= 3 && x <= 6);
 	}
 }

@@ -1,12 +1,15 @@
 /*
- * test_sim_json.c - the simulator's JSON writer and strict parser
- * (sim/json.c): escaping, valid and invalid documents with the byte
- * offset of the problem, the nesting limit, and a writer -> parser round
- * trip over seeded random trees.
+ * test_sim_json.c - the simulator's JSON: its writes through jsonw.h
+ * (jsonw_text, jsonw_finish) and its strict parser (sim/json.c):
+ * escaping, valid and invalid documents with the byte offset of the
+ * problem, the nesting limit, and a writer -> parser round trip over
+ * seeded random trees.
  *
  * Links with sim/json.o and the no-libpq libraries (build/tests/sim_json_nolibpq).
  */
 #include "../../sim/json.h"
+#include "trellara/jsonw.h"
+#include "trellara/textcodec.h"
 #include "unit.h"
 
 #include <stdint.h>
@@ -14,34 +17,38 @@
 #include <string.h>
 
 /* Writes with fn into a memory buffer; returns it (owned). */
-static char *capture(void (*fn)(struct json_writer *), int *finish)
+static char *capture(void (*fn)(struct jsonw *), int *finish)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	struct json_writer w;
-	jw_init(&w, f);
+	struct jsonw w;
+	jsonw_init(&w, f, false);
 	fn(&w);
-	*finish = jw_finish(&w);
+	*finish = jsonw_finish(&w);
 	fclose(f);
 	return buf;
 }
 
-static void write_escapes(struct json_writer *w)
+static const char tricky[] = "q\"b\\s/\b\f\n\r\t\x01\x1f\x7f<&>é€😀";
+
+/* the simulator's writes: every string through jsonw_text */
+static void write_escapes(struct jsonw *w)
 {
-	static const char tricky[] = "q\"b\\s/\b\f\n\r\t\x01\x1f\x7f<&>é€😀";
-	jw_object(w, NULL);
-	jw_string(w, "k\"ey", tricky);
-	jw_string_len(w, "bad_utf8", "a\xff" "b\xc3", 4);
-	jw_string(w, "nul", NULL);
-	jw_int(w, "neg", INT64_MIN);
-	jw_uint(w, "big", UINT64_MAX);
-	jw_double(w, "rate", 2.5);
-	jw_bool(w, "t", true);
-	jw_null(w, "n");
-	jw_array(w, "empty");
-	jw_end(w);
-	jw_end(w);
+	jsonw_open(w, NULL, '{');
+	jsonw_text(w, "k\"ey", tricky);
+	jsonw_text(w, "bad_utf8", "a\xff" "b\xc3");
+	jsonw_text(w, "cut", "x\xe2\x82"); /* a euro sign cut at a buffer's end */
+	jsonw_text(w, "overlong", "\xc0\xaf\xed\xa0\x80");
+	jsonw_text(w, "nul", NULL);
+	jsonw_i64(w, "neg", true, INT64_MIN);
+	jsonw_u64(w, "big", true, UINT64_MAX);
+	jsonw_num(w, "rate", true, 2.5);
+	jsonw_bool(w, "t", true);
+	jsonw_null(w, "n");
+	jsonw_open(w, "empty", '[');
+	jsonw_close(w, ']');
+	jsonw_close(w, '}');
 }
 
 static void test_writer_escaping(void)
@@ -49,65 +56,78 @@ static void test_writer_escaping(void)
 	int finish;
 	char *out = capture(write_escapes, &finish);
 	CHECK(finish == 0);
-	CHECK_STR(out, "{\"k\\\"ey\":\"q\\\"b\\\\s/\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f<&>é€😀\","
-		       "\"bad_utf8\":\"a\\ufffdb\\ufffd\",\"nul\":null,\"neg\":-9223372036854775808,"
-		       "\"big\":18446744073709551615,\"rate\":2.500,\"t\":true,\"n\":null,\"empty\":[]}");
-	/* and it parses back to the same strings */
+	/* valid UTF-8 whatever the strings held, so the parser takes it back */
+	CHECK(utf8_valid(out, strlen(out)));
 	struct json_error err;
-	struct json_value *v = json_parse(out, strlen(out), &err);
+	struct json_value *v = sim_json_parse(out, strlen(out), &err);
 	CHECK(v != NULL);
-	CHECK_STR(json_get_string(v, "k\"ey"), "q\"b\\s/\b\f\n\r\t\x01\x1f\x7f<&>é€😀");
-	CHECK_STR(json_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	if (!v) {
+		fprintf(stderr, "  %zu: %s in %s\n", err.offset, err.message, out);
+		free(out);
+		return;
+	}
+	CHECK(v->type == JSON_OBJECT && v->n == 11);
+	CHECK_STR(sim_json_get_string(v, "k\"ey"), tricky);
+	/* each byte that is not UTF-8 is U+FFFD (EF BF BD) */
+	CHECK_STR(sim_json_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	CHECK_STR(sim_json_get_string(v, "cut"), "x\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK_STR(sim_json_get_string(v, "overlong"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK(sim_json_get_type(v, "nul", JSON_NULL) != NULL);
 	uint64_t big = 0;
-	CHECK(json_get_uint(v, "big", &big) && big == UINT64_MAX);
-	const struct json_value *neg = json_get(v, "neg");
+	CHECK(sim_json_get_uint(v, "big", &big) && big == UINT64_MAX);
+	const struct json_value *neg = sim_json_get(v, "neg");
 	CHECK(neg && neg->is_int && neg->i == INT64_MIN && !neg->is_uint);
-	CHECK(json_get_type(v, "n", JSON_NULL) != NULL);
-	CHECK(json_get_type(v, "t", JSON_TRUE) != NULL);
-	json_free(v);
+	const struct json_value *rate = sim_json_get_type(v, "rate", JSON_NUMBER);
+	CHECK(rate && strcmp(rate->text, "2.500") == 0);
+	CHECK(sim_json_get_type(v, "n", JSON_NULL) != NULL);
+	CHECK(sim_json_get_type(v, "t", JSON_TRUE) != NULL);
+	const struct json_value *empty = sim_json_get_type(v, "empty", JSON_ARRAY);
+	CHECK(empty && empty->n == 0);
+	sim_json_free(v);
 	free(out);
 }
 
-static void write_misuse_key_in_array(struct json_writer *w)
+static void write_unclosed(struct jsonw *w)
 {
-	jw_array(w, NULL);
-	jw_uint(w, "key", 1);
-	jw_end(w);
+	jsonw_open(w, NULL, '{');
+	jsonw_u64(w, "a", true, 1);
 }
 
-static void write_misuse_unclosed(struct json_writer *w)
+static void write_closed(struct jsonw *w)
 {
-	jw_object(w, NULL);
-	jw_uint(w, "a", 1);
+	jsonw_open(w, NULL, '[');
+	jsonw_u64(w, NULL, true, 1);
+	jsonw_close(w, ']');
 }
 
-static void write_misuse_no_key(struct json_writer *w)
-{
-	jw_object(w, NULL);
-	jw_uint(w, NULL, 1);
-	jw_end(w);
-}
-
-static void test_writer_misuse(void)
+/* jsonw_finish: an unfinished document and a failed write are -1 */
+static void test_writer_finish(void)
 {
 	int finish;
-	free(capture(write_misuse_key_in_array, &finish));
+	free(capture(write_unclosed, &finish));
 	CHECK(finish == -1);
-	free(capture(write_misuse_unclosed, &finish));
-	CHECK(finish == -1);
-	free(capture(write_misuse_no_key, &finish));
-	CHECK(finish == -1);
+	free(capture(write_closed, &finish));
+	CHECK(finish == 0);
+	FILE *full = fopen("/dev/full", "w");
+	CHECK(full != NULL);
+	if (full) {
+		struct jsonw w;
+		jsonw_init(&w, full, false);
+		write_closed(&w);
+		CHECK(jsonw_finish(&w) == -1);
+		fclose(full);
+	}
 }
 
 /* parse text; expect failure at offset with a message containing what */
 static void expect_error(const char *text, size_t offset, const char *what)
 {
 	struct json_error err;
-	struct json_value *v = json_parse(text, strlen(text), &err);
+	struct json_value *v = sim_json_parse(text, strlen(text), &err);
 	CHECK(v == NULL);
 	if (v) {
 		fprintf(stderr, "  parsed, but should not have: %s\n", text);
-		json_free(v);
+		sim_json_free(v);
 		return;
 	}
 	if (err.offset != offset || !strstr(err.message, what)) {
@@ -123,14 +143,14 @@ static void test_parser_valid(void)
 	static const char text[] = " {\"a\": [1, -2, 3.5e2, true, false, null, \"x\\u00e9\\ud83d\\ude00\\/\"],\n"
 				   "  \"b\": {}, \"c\": [], \"d\": 0, \"e\": -0, \"f\": 18446744073709551616} ";
 	struct json_error err;
-	struct json_value *v = json_parse(text, strlen(text), &err);
+	struct json_value *v = sim_json_parse(text, strlen(text), &err);
 	CHECK(v != NULL);
 	if (!v) {
 		fprintf(stderr, "  %zu: %s\n", err.offset, err.message);
 		return;
 	}
 	CHECK(v->type == JSON_OBJECT && v->n == 6);
-	const struct json_value *a = json_get_type(v, "a", JSON_ARRAY);
+	const struct json_value *a = sim_json_get_type(v, "a", JSON_ARRAY);
 	CHECK(a && a->n == 7);
 	if (a && a->n == 7) {
 		CHECK(a->items[0]->is_uint && a->items[0]->u == 1);
@@ -141,12 +161,12 @@ static void test_parser_valid(void)
 		CHECK_STR(a->items[6]->text, "x\xc3\xa9\xf0\x9f\x98\x80/");
 		CHECK(a->items[6]->offset == 41);
 	}
-	CHECK(json_get_type(v, "b", JSON_OBJECT) && json_get(v, "b")->n == 0);
-	const struct json_value *f = json_get(v, "f");
+	CHECK(sim_json_get_type(v, "b", JSON_OBJECT) && sim_json_get(v, "b")->n == 0);
+	const struct json_value *f = sim_json_get(v, "f");
 	CHECK(f && f->type == JSON_NUMBER && !f->is_uint && !f->is_int); /* 2^64 does not fit: text only */
-	CHECK(json_get(v, "zz") == NULL);
+	CHECK(sim_json_get(v, "zz") == NULL);
 	CHECK(v->offset == 1);
-	json_free(v);
+	sim_json_free(v);
 }
 
 static void test_parser_truncated(void)
@@ -196,9 +216,9 @@ static void test_nesting_limit(void)
 		deep[n++] = '[';
 	for (int i = 0; i < JSON_MAX_DEPTH; i++)
 		deep[n++] = ']';
-	struct json_value *v = json_parse(deep, n, &err);
+	struct json_value *v = sim_json_parse(deep, n, &err);
 	CHECK(v != NULL);
-	json_free(v);
+	sim_json_free(v);
 	/* one more is refused, at the offset of the bracket that is too deep */
 	n = 0;
 	for (int i = 0; i <= JSON_MAX_DEPTH; i++)
@@ -221,8 +241,8 @@ static uint64_t splitmix64(uint64_t *state)
 
 static void random_string(uint64_t *rng, char *buf, size_t cap)
 {
-	static const char *const pieces[] = { "a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f",
-					      "<", "&", "é", "€", "😀", "\x7f" };
+	static const char *const pieces[] = { "a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\b", "\f", "\x01",
+					      "\x1f", "<", "&", "é", "€", "😀", "\x7f" };
 	size_t n = 0, parts = splitmix64(rng) % 8;
 	buf[0] = '\0';
 	for (size_t i = 0; i < parts; i++) {
@@ -238,33 +258,33 @@ static void random_string(uint64_t *rng, char *buf, size_t cap)
 
 /* Writes a random value and checks the parsed copy against the same
  * random choices made again (rng2 replays rng). */
-static void write_random(struct json_writer *w, const char *key, uint64_t *rng, int depth)
+static void write_random(struct jsonw *w, const char *key, uint64_t *rng, int depth)
 {
 	char s[64];
 	uint64_t kind = splitmix64(rng) % (depth >= 4 ? 5 : 7);
 	switch (kind) {
-	case 0: jw_uint(w, key, splitmix64(rng)); break;
-	case 1: jw_int(w, key, (int64_t)splitmix64(rng)); break;
-	case 2: random_string(rng, s, sizeof s); jw_string(w, key, s); break;
-	case 3: jw_bool(w, key, splitmix64(rng) & 1); break;
-	case 4: jw_null(w, key); break;
+	case 0: jsonw_u64(w, key, true, splitmix64(rng)); break;
+	case 1: jsonw_i64(w, key, true, (int64_t)splitmix64(rng)); break;
+	case 2: random_string(rng, s, sizeof s); jsonw_text(w, key, s); break;
+	case 3: jsonw_bool(w, key, splitmix64(rng) & 1); break;
+	case 4: jsonw_null(w, key); break;
 	case 5: {
 		uint64_t n = splitmix64(rng) % 4;
-		jw_array(w, key);
+		jsonw_open(w, key, '[');
 		for (uint64_t i = 0; i < n; i++)
 			write_random(w, NULL, rng, depth + 1);
-		jw_end(w);
+		jsonw_close(w, ']');
 		break;
 	}
 	default: {
 		uint64_t n = splitmix64(rng) % 4;
-		jw_object(w, key);
+		jsonw_open(w, key, '{');
 		for (uint64_t i = 0; i < n; i++) {
 			char k[16];
 			snprintf(k, sizeof k, "k%llu", (unsigned long long)i);
 			write_random(w, k, rng, depth + 1);
 		}
-		jw_end(w);
+		jsonw_close(w, '}');
 	}
 	}
 }
@@ -310,23 +330,24 @@ static void test_round_trip(void)
 		char *buf = NULL;
 		size_t len = 0;
 		FILE *f = open_memstream(&buf, &len);
-		struct json_writer w;
+		struct jsonw w;
 		uint64_t rng = seed;
-		jw_init(&w, f);
-		jw_object(&w, NULL);
+		jsonw_init(&w, f, false);
+		jsonw_open(&w, NULL, '{');
 		write_random(&w, "root", &rng, 0);
-		jw_end(&w);
-		int finish = jw_finish(&w);
+		jsonw_close(&w, '}');
+		int finish = jsonw_finish(&w);
 		fclose(f);
 		struct json_error err;
-		struct json_value *v = json_parse(buf, len, &err);
+		struct json_value *v = sim_json_parse(buf, len, &err);
 		rng = seed;
-		bool same = finish == 0 && v && json_get(v, "root") && check_random(json_get(v, "root"), &rng, 0);
+		bool same =
+			finish == 0 && v && sim_json_get(v, "root") && check_random(sim_json_get(v, "root"), &rng, 0);
 		if (!same)
 			fprintf(stderr, "  round trip of seed %llu failed: %s\n", (unsigned long long)seed, buf);
 		else
 			ok++;
-		json_free(v);
+		sim_json_free(v);
 		free(buf);
 	}
 	CHECK(ok == 500);
@@ -335,7 +356,7 @@ static void test_round_trip(void)
 int main(void)
 {
 	test_writer_escaping();
-	test_writer_misuse();
+	test_writer_finish();
 	test_parser_valid();
 	test_parser_truncated();
 	test_parser_bad();

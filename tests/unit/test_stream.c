@@ -325,28 +325,28 @@ static void test_groups_and_retention(void)
 	/* no protected group: nothing goes, unless no consumer exists */
 	CHECK(stream_retention_plan(dir, NULL, 0, false, &plan) == 0 && plan.n_segments == 0);
 	CHECK(strstr(plan.limited_by, "no consumer group") != NULL);
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 	CHECK(stream_retention_plan(dir, NULL, 0, true, &plan) == 0 && plan.n_segments == 3);
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 	/* the stream has an id, and keeps it across writers */
 	struct stream_meta meta;
 	CHECK(stream_meta_read(dir, &meta) == 0 && meta.stream_id && strlen(meta.stream_id) == 32);
 	char *id = meta.stream_id ? strdup(meta.stream_id) : NULL;
 	stream_meta_free(&meta);
 	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0 && plan.n_segments == 0);
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 	/* 63 frames of 1032 bytes per 64 KiB segment: bases 0, 63, 126, 189 */
 	CHECK(stream_group_set(dir, "applyd", 130) == STREAM_OK);
 	CHECK(stream_group_get(dir, "applyd", &pos, &exists) == STREAM_OK && exists && pos == 130);
 	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0 && plan.n_segments == 2);
 	CHECK(plan.keep_from == 130);
 	CHECK(stream_retention_apply(dir, &plan) == 0);
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 	/* The active segment is never deleted, even when every group is past it. */
 	CHECK(stream_group_set(dir, "applyd", 200) == STREAM_OK);
 	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0);
 	CHECK(plan.n_segments == 1 && strcmp(plan.segments[0], "00000000000000000126") == 0);
-	retention_plan_free(&plan);
+	stream_retention_plan_free(&plan);
 	struct stream_reader *r;
 	CHECK(stream_reader_open(dir, &r) == STREAM_OK);
 	CHECK(stream_reader_seek(r, 10) == STREAM_ERANGE);
