@@ -93,8 +93,8 @@
 # counters, read after it exits from its metrics file
 # (observability.metrics_dir/applyd.prom: the samples whose name holds
 # "received", "statement" or "fold" and ends in _total) or else from its
-# "applyd stopped:" log line ("N ... received", "N statements", "N ...
-# folded"), "n/a" when neither has them; and the checkpoint's applied_changes.  Every target
+# "applyd stopped:" or "applyd compaction:" log line ("N ... received",
+# "N statements", "N ... folded"), "n/a" when neither has them; and the checkpoint's applied_changes.  Every target
 # database is checked against the source at END afterwards: per table the
 # row count and the sum of hashtext() of every row's text (all columns).
 # A workload's databases, subscriptions, slots and stream are dropped when
