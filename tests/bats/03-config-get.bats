@@ -93,3 +93,17 @@ setup() {
 	[[ $stderr == *TEST_TARGET_URL* ]]
 	run -78 trellara-config get stream.path --config "$TEST_DIR/missing.yml"
 }
+
+@test "a JSON log line is valid JSON for a message with a newline, a quote and a control byte" {
+	write_flow "$FLOW"
+	key=$'odd"key\nnext\x01end\\'
+	TRELLARA_LOG_FORMAT=json run -64 --separate-stderr trellara-config get "$key" --config "$FLOW"
+	[ -z "$output" ]
+	# one line, which jq parses, and the key comes back byte for byte
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	jq -e '.level == "error" and .program == "trellara-config"' <<<"$stderr"
+	msg=$(jq -j .msg <<<"$stderr"; printf x)
+	[ "${msg%x}" = "unknown key \"$key\" (trellara-config prints scalar keys only; see trellara-config(1))" ]
+	# escaped by the one JSON writer (jsonw.h): a newline is \n, as in --format json
+	[[ $stderr == *'odd\"key\nnext\u0001end\\'* ]]
+}

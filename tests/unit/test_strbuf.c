@@ -98,6 +98,26 @@ static void sample(struct jsonw *w)
 	jsonw_close(w, '}');
 }
 
+/* keys and strings given by length, as the envelope's are (not NUL-terminated) */
+static void sample_counted(struct jsonw *w)
+{
+	static const char bytes[] = "id\"xnew\nline, not this";
+	jsonw_open(w, NULL, '{');
+	jsonw_keyn(w, bytes, 3);
+	jsonw_strn(w, NULL, bytes + 4, 8);
+	jsonw_keyn(w, bytes, 2);
+	jsonw_open(w, NULL, '[');
+	jsonw_strn(w, NULL, "a\0b", 3);
+	jsonw_null(w, NULL);
+	jsonw_close(w, ']');
+	jsonw_keyn(w, bytes, 2);
+	jsonw_open(w, NULL, '{');
+	jsonw_bool(w, "t", true);
+	jsonw_close(w, '}');
+	jsonw_u64(w, "after", true, 1);
+	jsonw_close(w, '}');
+}
+
 static void test_jsonw(void)
 {
 	char *text = written(sample, false);
@@ -109,6 +129,9 @@ static void test_jsonw(void)
 	CHECK_STR(text, "{\"name\": \"a\\\"b\\\\c\\nd\\u0001\", \"missing\": null, \"n\": 18446744073709551615, "
 			"\"unknown\": null, \"neg\": -5, \"secs\": 1.500, \"inf\": null, \"lsn\": \"16/B374D848\", "
 			"\"list\": [true, {\"x\": null}, []], \"last\": false}");
+	free(text);
+	text = written(sample_counted, false);
+	CHECK_STR(text, "{\"id\\\"\":\"new\\nline\",\"id\":[\"a\\u0000b\",null],\"id\":{\"t\":true},\"after\":1}");
 	free(text);
 }
 
