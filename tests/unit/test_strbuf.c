@@ -135,10 +135,35 @@ static void test_jsonw(void)
 	free(text);
 }
 
+static void check_quoted(const char *word, const char *expected)
+{
+	char *quoted = shell_quote(word);
+	CHECK_STR(quoted, expected);
+	free(quoted);
+}
+
+static void test_shell_quote(void)
+{
+	check_quoted("/etc/trellara/orders.yml", "/etc/trellara/orders.yml");
+	check_quoted("user@host:a,b=c+d%e_f-g", "user@host:a,b=c+d%e_f-g");
+	check_quoted("", "''");
+	check_quoted("/tmp/a b/flow.yml", "'/tmp/a b/flow.yml'");
+	check_quoted("it's", "'it'\\''s'");
+	check_quoted("'", "''\\'''");
+	check_quoted("$HOME `x` \"q\" \\ *", "'$HOME `x` \"q\" \\ *'");
+	check_quoted("~/flow.yml", "'~/flow.yml'");
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "--config ");
+	strbuf_add_shell_quoted(&sb, "a'b");
+	CHECK_STR(sb.buf, "--config 'a'\\''b'");
+	strbuf_release(&sb);
+}
+
 int main(void)
 {
 	test_strbuf();
 	test_errbuf();
 	test_jsonw();
+	test_shell_quote();
 	return unit_done("strbuf");
 }
