@@ -173,7 +173,7 @@ example_values() {
 # the scalar keys of trellara.yml(5): integer, string, name or boolean,
 # not a list, a mapping or a secret reference
 man_scalar_keys() {
-	sed -n 's/^\.BR \([a-z_.]*\) "(\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5"
+	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5"
 }
 
 @test "config get prints every scalar key of trellara.yml(5) as the example file sets it" {

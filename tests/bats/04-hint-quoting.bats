@@ -47,7 +47,7 @@ write_unreachable_flow() {
 	[ "$1 $2 $3" = "trellara run --config" ]
 	[ "$4" = "$flow" ]
 	# and run as it is printed, through a shell, it reaches the same file
-	run -0 bash -c "trellara() { printf '%s\n' \"\$4\"; }; $command"
+	run -0 bash -c "trellara() { printf '%s\n' \"\$3\"; }; $command"
 	[ "$output" = "$flow" ]
 	# a plain path is printed as it is
 	write_unreachable_flow "$TEST_DIR/plain"
