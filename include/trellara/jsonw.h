@@ -1,8 +1,9 @@
 /*
- * jsonw.h - the one JSON writer of the programs' --format json output: a
- * streaming writer onto a FILE that tracks whether a comma is due, escapes
- * every string (json_write_string of textcodec.h) and prints unknown
- * values as null, never 0.
+ * jsonw.h - the one JSON writer of the programs' --format json output,
+ * the JSON log lines (log.c) and the stream's frame payloads (envelope.c):
+ * a streaming writer onto a FILE that tracks whether a comma is due,
+ * escapes every string (json_write_string of textcodec.h, the one escaper)
+ * and prints unknown values as null, never 0.
  *
  * Each value function takes the member's key, or NULL inside an array.
  * Numbers: integers in full ("%" PRIu64 / PRId64), reals with three
