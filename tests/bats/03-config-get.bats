@@ -105,7 +105,9 @@ setup() {
 	msg=$(jq -j .msg <<<"$stderr"; printf x)
 	[ "${msg%x}" = "unknown key \"$key\" (trellara-config prints scalar keys only; see trellara-config(1))" ]
 	# escaped by the one JSON writer (jsonw.h): a newline is \n, as in --format json
-	[[ $stderr == *'odd\"key\nnext\u0001end\\'* ]]
+	# shellcheck disable=SC1003 # the backslash at the end is the text's, not an escape
+	escaped='odd\"key\nnext\u0001end\\'
+	[[ $stderr == *"$escaped"* ]]
 }
 
 # example_values FILE [vary]: "key.path<TAB>value" for every scalar line of
