@@ -22,6 +22,7 @@
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
+#include "trellara/strbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -170,7 +171,9 @@ static int ensure_slot(struct capture *c)
 	}
 	if (!c->o->start_now) {
 		log_error("replication slot \"%s\" does not exist", c->cfg->slot);
-		log_hint("run \"trellara snapshot --config %s\", or \"trellara capture --start-now\"", c->cfg->path);
+		char *config = shell_quote(c->cfg->path);
+		log_hint("run \"trellara snapshot --config %s\", or \"trellara capture --start-now\"", config);
+		free(config);
 		code = EXIT_CONFIG;
 		goto out;
 	}
@@ -238,8 +241,10 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 	if (old_tli && id->timeline < old_tli) {
 		log_error("source timeline went back from %lu to %u for stream \"%s\": the source was restored to an older history",
 			  old_tli, id->timeline, path);
+		char *config = shell_quote(c->cfg->path);
 		log_hint("a stream follows one history; copy again into a new stream.path (\"trellara snapshot --config %s --force\")",
-			 c->cfg->path);
+			 config);
+		free(config);
 		code = EXIT_CONFIG;
 		goto out;
 	}
@@ -256,8 +261,10 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 			log_error("replication slot \"%s\" has confirmed changes through %s, but stream \"%s\" (id %s) holds only through %s and the target's copies only through %s: the stream that received those changes is gone (deleted, replaced or restored from an older copy)",
 				  c->cfg->slot, lsn_format(c->slot_confirmed_lsn, l1), path, meta.stream_id ? meta.stream_id : "-",
 				  lsn_format(durable_lsn, l2), lsn_format(covered, l3));
+			char *config = shell_quote(c->cfg->path);
 			log_hint("restore the stream directory capture wrote, or copy every table again so that the copies cover what the slot skipped: \"trellara snapshot --config %s --force\"",
-				 c->cfg->path);
+				 config);
+			free(config);
 			code = EXIT_DATAERR;
 			goto out;
 		}
@@ -434,8 +441,10 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		if (!run.exists || run.state < RUN_STREAM_HANDOFF_READY || run.state == RUN_FAILED_RECOVERABLE) {
 			log_error("flow \"%s\" has no handoff-ready snapshot run%s%s%s", c.flow, run.exists ? " (run \"" : "",
 				  run.exists ? run.run_id : "", run.exists ? "\" is not handed off)" : "");
+			char *config = shell_quote(cfg->path);
 			log_hint("run \"trellara snapshot --config %s\" first, or start with --start-now to stream from the slot's current position without a copy",
-				 cfg->path);
+				 config);
+			free(config);
 			code = EXIT_CONFIG;
 			goto out;
 		}

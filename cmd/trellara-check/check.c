@@ -39,25 +39,6 @@ void check_chomp(char *m)
 		m[--n] = '\0';
 }
 
-char *check_shell_quote(const char *word)
-{
-	bool safe = *word != '\0';
-	for (const char *p = word; *p && safe; p++)
-		safe = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p) != NULL;
-	if (safe)
-		return xstrdup(word);
-	struct strbuf b = STRBUF_INIT;
-	strbuf_addf(&b, "'");
-	for (const char *p = word; *p; p++) {
-		if (*p == '\'')
-			strbuf_addf(&b, "'\\''");
-		else
-			strbuf_addf(&b, "%c", *p);
-	}
-	strbuf_addf(&b, "'");
-	return strbuf_detach(&b, NULL);
-}
-
 char *check_human_bytes(uint64_t n)
 {
 	static const char *const units[] = { "bytes", "kB", "MB", "GB", "TB" };
@@ -128,16 +109,18 @@ static void evaluate_identity(const struct flow_config *cfg, struct check_report
 			 xasprintf("%s (no stream at \"%s\" yet: capture binds it to this source)", who, cfg->stream_path),
 			 NULL, false);
 	} else if (stream_meta_read(cfg->stream_path, &meta) < 0) {
+		char *dir = shell_quote(cfg->stream_path);
 		check_add_item(r, "identity", "source_identity", NULL, CHECK_WARN,
 			 xasprintf("%s; the stream identity \"%s\" cannot be read", who, meta_path),
-			 xasprintf("trellara stream inspect-local --dir %s", cfg->stream_path), false);
+			 xasprintf("trellara stream inspect-local --dir %s", dir), false);
+		free(dir);
 	} else if (!meta.system_identifier) {
 		check_add_item(r, "identity", "source_identity", NULL, CHECK_OK,
 			 xasprintf("%s (the stream at \"%s\" is not bound to a source yet)", who, cfg->stream_path), NULL,
 			 false);
 	} else if (strcmp(meta.system_identifier, id->system_identifier) != 0 ||
 		   (meta.database && strcmp(meta.database, id->database) != 0)) {
-		char *path = check_shell_quote(cfg->path);
+		char *path = shell_quote(cfg->path);
 		check_add_item(r, "identity", "source_identity", NULL, CHECK_BLOCKER,
 			 xasprintf("%s, but the stream at \"%s\" belongs to system identifier %s, database \"%s\": "
 				   "trellara-capture will refuse this source",

@@ -82,8 +82,4 @@ void check_report_print_text(FILE *out, const struct check_report *report);
 void check_report_print_json(FILE *out, const struct check_report *report);
 void check_report_free(struct check_report *report);
 
-/* A word for the shell: bare when it is only safe characters, else in
- * single quotes.  Newly allocated. */
-char *check_shell_quote(const char *word);
-
 #endif

@@ -12,6 +12,7 @@
 #include "trellara/pgconn.h"
 #include "trellara/runstate.h"
 #include "trellara/xalloc.h"
+#include "trellara/strbuf.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -469,8 +470,10 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	if (!run_snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
 		t->outcome = COPY_SCHEMA_CHANGED;
 		snprintf(t->error, sizeof t->error, "its schema changed while it was copied");
+		char *config = shell_quote(cfg->path);
 		log_warn("table %s.%s: schema changed during its copy: not handed off; run \"trellara snapshot --config %s\" again to copy it again",
-			 t->schema, t->name, cfg->path);
+			 t->schema, t->name, config);
+		free(config);
 		goto out; /* the target transaction rolls back below */
 	}
 	/* the progress row commits with the data */

@@ -13,6 +13,7 @@
 
 #include "trellara/lsn.h"
 #include "trellara/xalloc.h"
+#include "trellara/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -249,7 +250,8 @@ static void supervisor_problems(struct status_report *r, const char *config)
 
 void status_evaluate(struct status_report *r)
 {
-	const char *config = r->cfg->path;
+	/* the flow file as a shell word, for the commands the actions name */
+	char *config = shell_quote(r->cfg->path);
 	free(r->problems);
 	r->problems = NULL;
 	r->n_problems = 0;
@@ -267,4 +269,5 @@ void status_evaluate(struct status_report *r)
 		}
 		r->problems[k] = p;
 	}
+	free(config);
 }

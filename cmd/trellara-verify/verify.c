@@ -13,6 +13,7 @@
 #include "trellara/runs.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
+#include "trellara/strbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -483,6 +484,20 @@ out:
 
 /* ---- report ---- */
 
+/* "trellara SUB --config PATH [--table TABLE]" to paste into a shell:
+ * the path and the table quoted for it.  Newly allocated. */
+static char *recovery_command(const char *sub, const char *config_path, const char *table)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "trellara %s --config ", sub);
+	strbuf_add_shell_quoted(&sb, config_path);
+	if (table) {
+		strbuf_adds(&sb, " --table ");
+		strbuf_add_shell_quoted(&sb, table);
+	}
+	return strbuf_detach(&sb, NULL);
+}
+
 static bool table_ok(const struct table_result *r)
 {
 	return !r->error && r->count[0] == 0 && r->count[1] == 0 && r->count[2] == 0 && r->source_rows == r->target_rows;
@@ -603,7 +618,7 @@ int verify_run(const struct verify_options *o)
 			}
 			jsonw_close(&w, ']');
 			if (!table_ok(r)) {
-				char *recovery = xasprintf("trellara reseed --config %s --table %s", cfg->path, r->name);
+				char *recovery = recovery_command("reseed", cfg->path, r->name);
 				jsonw_str(&w, "recovery", recovery);
 				free(recovery);
 			}
@@ -658,17 +673,24 @@ int verify_run(const struct verify_options *o)
 					printf("%s)\n", r->count[k] > (uint64_t)r->n_examples[k] ? " ..." : "");
 				}
 			}
-			printf("  recover: trellara reseed --config %s --table %s\n", cfg->path, r->name);
+			char *recovery = recovery_command("reseed", cfg->path, r->name);
+			printf("  recover: %s\n", recovery);
+			free(recovery);
 		}
 		printf("watermark: compared at %s; the target had applied through %s\n", l1, l2);
 		printf("handoff: %s%s%s\n", handoff_text, run.exists ? ", run " : "", run.exists ? run.run_id : "");
-		if (!handoff_ok)
-			printf("  recover: trellara snapshot --config %s\n", cfg->path);
+		if (!handoff_ok) {
+			char *recovery = recovery_command("snapshot", cfg->path, NULL);
+			printf("  recover: %s\n", recovery);
+			free(recovery);
+		}
 		printf("duplicates: %" PRIu64 " skipped by dedup, %" PRIu64 " transactions applied once each\n", cp.skipped_duplicates,
 		       cp.applied_transactions);
 		if (nq) {
 			printf("quarantine: %d transactions quarantined (first: transaction %u, %s)\n", nq, q[0].xid, q[0].reason);
-			printf("  recover: trellara quarantine list --config %s\n", cfg->path);
+			char *command = recovery_command("quarantine list", cfg->path, NULL);
+			printf("  recover: %s\n", command);
+			free(command);
 		}
 		if (converged) {
 			printf("result: CONVERGED\n");

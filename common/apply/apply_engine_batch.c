@@ -13,6 +13,7 @@
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/xalloc.h"
+#include "trellara/strbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,8 +32,10 @@ struct apply_outcome apply_engine_quarantine(struct apply_engine *a, uint32_t xi
 	a->stats.quarantined++;
 	log_error("transaction %u (commit %s, stream offset %" PRIu64 ") quarantined: %s: %s", xid, lsn, offset, reason,
 		  detail);
+	char *config = shell_quote(a->cfg->path);
 	log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\"",
-		 a->cfg->path, a->cfg->path, xid, lsn);
+		 config, config, xid, lsn);
+	free(config);
 	return apply_exit(exit_code);
 }
 
@@ -199,8 +202,11 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 		if (verdict[i] == APPLY_RELATION_UNPUBLISHED_PARTITION) {
 			log_error("stream offset %" PRIu64 ": changes to %.*s.%.*s, a partition of %s, arrive under the partition's own name: the publication does not publish via the partition root",
 				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
+			char *config = shell_quote(a->cfg->path), *table = shell_quote(root);
 			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
-				 a->cfg->publication, a->cfg->path, a->cfg->path, root);
+				 a->cfg->publication, config, config, table);
+			free(config);
+			free(table);
 			rc = apply_exit(EXIT_CONFIG);
 			break;
 		}

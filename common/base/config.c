@@ -15,8 +15,10 @@
 
 #include "trellara/defaults.h"
 #include "trellara/log.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -222,4 +224,86 @@ void config_free(struct flow_config *config)
 char *config_flow_id(const struct flow_config *config)
 {
 	return xasprintf("%s:%s", config->source_id, config->dataset_id);
+}
+
+/* ---- one value by its key path ---- */
+
+/* The field that keypath names, walking root_fields and the sections'
+ * children (a list's items have no key path of their own), or NULL. */
+static const struct field *field_at(const char *keypath)
+{
+	const struct field *fields = root_fields;
+	const char *name = keypath;
+	for (;;) {
+		const char *dot = strchr(name, '.');
+		size_t len = dot ? (size_t)(dot - name) : strlen(name);
+		const struct field *f = fields;
+		while (f->name && (strlen(f->name) != len || memcmp(f->name, name, len) != 0))
+			f++;
+		if (!f->name || !dot)
+			return f->name ? f : NULL;
+		if (f->kind != K_SECTION)
+			return NULL;
+		fields = f->children;
+		name = dot + 1;
+	}
+}
+
+enum config_key_kind config_key_kind(const char *keypath)
+{
+	const struct field *f = field_at(keypath);
+	if (!f)
+		return CONFIG_KEY_UNKNOWN;
+	switch (f->kind) {
+	case K_VERSION:
+	case K_STRING:
+	case K_UINT:
+	case K_INT:
+	case K_BOOL:
+	case K_CHOICE:
+		return CONFIG_KEY_SCALAR;
+	case K_SECRET:
+		return CONFIG_KEY_SECRET;
+	case K_SECTION:
+	case K_STRING_LIST:
+	case K_COLUMNS:
+	case K_TABLES:
+		break;
+	}
+	return CONFIG_KEY_UNKNOWN;
+}
+
+int config_get_scalar(const struct flow_config *config, const char *keypath, struct strbuf *out)
+{
+	if (config_key_kind(keypath) != CONFIG_KEY_SCALAR)
+		return -1;
+	const struct field *f = field_at(keypath);
+	/* the offsets of the scalar keys are into struct flow_config */
+	const void *at = (const char *)config + f->offset;
+	switch (f->kind) {
+	case K_VERSION:
+	case K_INT:
+		strbuf_addf(out, "%d", *(const int *)at);
+		break;
+	case K_UINT:
+		strbuf_addf(out, "%" PRIu64, *(const uint64_t *)at);
+		break;
+	case K_BOOL:
+		strbuf_adds(out, *(const bool *)at ? "true" : "false");
+		break;
+	case K_CHOICE:
+		/* the loader accepts only this value (or refuses the file) */
+		strbuf_adds(out, f->choice);
+		break;
+	case K_STRING: {
+		const char *value = *(char *const *)at;
+		if (!value)
+			return 0;
+		strbuf_adds(out, value);
+		break;
+	}
+	default:
+		return -1;
+	}
+	return 1;
 }

@@ -8,7 +8,9 @@
  *                    one field and one mapping driven by the tables
  *   config_secret.c  secret references ({source: environment_variable |
  *                    file}) and reading a small file whole
- *   config.c         config_load / config_free / config_flow_id
+ *   config.c         config_load / config_free / config_flow_id, and one
+ *                    scalar by its key path (config_get_scalar) from the
+ *                    tables
  *
  * Every function here that fails logs its error once (flow file, line,
  * column, dotted key path) and returns -1; text it returns is newly

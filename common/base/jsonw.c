@@ -20,6 +20,10 @@ void jsonw_init(struct jsonw *w, FILE *out, bool spaced)
 
 void jsonw_key(struct jsonw *w, const char *key)
 {
+	if (w->keyed) {
+		w->keyed = false; /* jsonw_keyn wrote the comma and the key */
+		return;
+	}
 	if (w->comma[w->depth])
 		fputs(w->spaced ? ", " : ",", w->out);
 	w->comma[w->depth] = true;
@@ -27,6 +31,14 @@ void jsonw_key(struct jsonw *w, const char *key)
 		json_write_string(w->out, key, strlen(key));
 		fputs(w->spaced ? ": " : ":", w->out);
 	}
+}
+
+void jsonw_keyn(struct jsonw *w, const char *key, size_t len)
+{
+	jsonw_key(w, NULL);
+	json_write_string(w->out, key, len);
+	fputs(w->spaced ? ": " : ":", w->out);
+	w->keyed = true;
 }
 
 void jsonw_open(struct jsonw *w, const char *key, char bracket)
@@ -52,6 +64,12 @@ void jsonw_str(struct jsonw *w, const char *key, const char *value)
 		json_write_string(w->out, value, strlen(value));
 	else
 		fputs("null", w->out);
+}
+
+void jsonw_strn(struct jsonw *w, const char *key, const char *value, size_t len)
+{
+	jsonw_key(w, key);
+	json_write_string(w->out, value, len);
 }
 
 void jsonw_bool(struct jsonw *w, const char *key, bool value)

@@ -1,6 +1,7 @@
 #include "trellara/log.h"
 
 #include "trellara/defaults.h"
+#include "trellara/jsonw.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,19 +50,6 @@ enum log_level log_get_level(void)
 	return log_state.level;
 }
 
-static void json_escape(FILE *out, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-}
-
 void log_set_quiet(bool quiet)
 {
 	log_state.quiet = quiet;
@@ -86,13 +74,19 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	snprintf(stamp + n, sizeof stamp - n, ".%03ldZ", ts.tv_nsec / 1000000);
 
 	/* One fprintf per line keeps lines whole when several processes
-	 * share a terminal. */
+	 * share a terminal; a JSON line is written under the stream's lock
+	 * by the one JSON writer (jsonw.h), which escapes the text. */
 	if (log_state.format == LOG_FORMAT_JSON) {
+		struct jsonw w;
 		flockfile(stderr);
-		fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"program\":\"%s\",\"msg\":\"", stamp,
-			level_names[level], log_state.program);
-		json_escape(stderr, message);
-		fputs("\"}\n", stderr);
+		jsonw_init(&w, stderr, false);
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "ts", stamp);
+		jsonw_str(&w, "level", level_names[level]);
+		jsonw_str(&w, "program", log_state.program);
+		jsonw_str(&w, "msg", message);
+		jsonw_close(&w, '}');
+		fputc('\n', stderr);
 		funlockfile(stderr);
 		return;
 	}

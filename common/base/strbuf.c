@@ -116,3 +116,27 @@ int errbuf_setf(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 	return -1;
 }
+
+void strbuf_add_shell_quoted(struct strbuf *sb, const char *word)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%";
+	if (*word && strspn(word, safe) == strlen(word)) {
+		strbuf_adds(sb, word);
+		return;
+	}
+	strbuf_addch(sb, '\'');
+	for (const char *p = word; *p; p++) {
+		if (*p == '\'')
+			strbuf_adds(sb, "'\\''");
+		else
+			strbuf_addch(sb, *p);
+	}
+	strbuf_addch(sb, '\'');
+}
+
+char *shell_quote(const char *word)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_add_shell_quoted(&sb, word);
+	return strbuf_detach(&sb, NULL);
+}

@@ -87,4 +87,24 @@ void config_free(struct flow_config *config);
 /* "source_id:dataset_id", newly allocated. */
 char *config_flow_id(const struct flow_config *config);
 
+/* ---- one value by its key path (trellara-config get) ----
+ *
+ * A key path is the key's sections joined by dots, as the loader's
+ * messages write it ("source.pgoutput.streaming").  The schema's tables
+ * (config_schema.c) are the only list of keys: every scalar key of them
+ * can be asked for; lists (dataset.tables, stream.protected_groups) and
+ * sections are not scalars. */
+enum config_key_kind {
+	CONFIG_KEY_UNKNOWN = 0, /* not a key of the schema, or not a scalar */
+	CONFIG_KEY_SCALAR,
+	CONFIG_KEY_SECRET, /* source.database_url, target.database_url: never printed */
+};
+struct strbuf;
+enum config_key_kind config_key_kind(const char *keypath);
+/* Appends the value of the scalar key keypath, as config_load read it
+ * (defaults filled in; booleans "true"/"false"), to out.  Returns 1 when
+ * there is a value, 0 when the key has none (not set, no default: out is
+ * unchanged), -1 when keypath is not CONFIG_KEY_SCALAR.  Never logs. */
+int config_get_scalar(const struct flow_config *config, const char *keypath, struct strbuf *out);
+
 #endif

@@ -1,8 +1,9 @@
 /*
- * jsonw.h - the one JSON writer of the programs' --format json output: a
- * streaming writer onto a FILE that tracks whether a comma is due, escapes
- * every string (json_write_string of textcodec.h) and prints unknown
- * values as null, never 0.
+ * jsonw.h - the one JSON writer of the programs' --format json output,
+ * the JSON log lines (log.c) and the stream's frame payloads (envelope.c):
+ * a streaming writer onto a FILE that tracks whether a comma is due,
+ * escapes every string (json_write_string of textcodec.h, the one escaper)
+ * and prints unknown values as null, never 0.
  *
  * Each value function takes the member's key, or NULL inside an array.
  * Numbers: integers in full ("%" PRIu64 / PRId64), reals with three
@@ -18,6 +19,7 @@
 #define TRELLARA_JSONW_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -28,16 +30,22 @@ struct jsonw {
 	bool spaced;
 	bool comma[JSONW_MAX_DEPTH];
 	int depth;
+	bool keyed; /* jsonw_keyn wrote the key: the next value has none */
 };
 
 void jsonw_init(struct jsonw *w, FILE *out, bool spaced);
 /* Writes the comma due and, when key is not NULL, "key":. */
 void jsonw_key(struct jsonw *w, const char *key);
+/* The same for a key of len bytes (no NUL needed), for keys that are not
+ * C strings; the value that follows is then written with key NULL. */
+void jsonw_keyn(struct jsonw *w, const char *key, size_t len);
 /* Opens an object ('{') or an array ('['); jsonw_close ends it ('}', ']'). */
 void jsonw_open(struct jsonw *w, const char *key, char bracket);
 void jsonw_close(struct jsonw *w, char bracket);
 /* value NULL prints null */
 void jsonw_str(struct jsonw *w, const char *key, const char *value);
+/* len bytes at value (no NUL needed; bytes holding NUL are escaped) */
+void jsonw_strn(struct jsonw *w, const char *key, const char *value, size_t len);
 void jsonw_bool(struct jsonw *w, const char *key, bool value);
 void jsonw_null(struct jsonw *w, const char *key);
 void jsonw_u64(struct jsonw *w, const char *key, bool known, uint64_t value);

@@ -93,3 +93,116 @@ setup() {
 	[[ $stderr == *TEST_TARGET_URL* ]]
 	run -78 trellara-config get stream.path --config "$TEST_DIR/missing.yml"
 }
+
+@test "a JSON log line is valid JSON for a message with a newline, a quote and a control byte" {
+	write_flow "$FLOW"
+	key=$'odd"key\nnext\x01end\\'
+	TRELLARA_LOG_FORMAT=json run -64 --separate-stderr trellara-config get "$key" --config "$FLOW"
+	[ -z "$output" ]
+	# one line, which jq parses, and the key comes back byte for byte
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	jq -e '.level == "error" and .program == "trellara-config"' <<<"$stderr"
+	msg=$(jq -j .msg <<<"$stderr"; printf x)
+	[ "${msg%x}" = "unknown key \"$key\" (trellara-config prints scalar keys only; see trellara-config(1))" ]
+	# escaped by the one JSON writer (jsonw.h): a newline is \n, as in --format json
+	# shellcheck disable=SC1003 # the backslash at the end is the text's, not an escape
+	escaped='odd\"key\nnext\u0001end\\'
+	[[ $stderr == *"$escaped"* ]]
+}
+
+# example_values FILE [vary]: "key.path<TAB>value" for every scalar line of
+# a block-style flow file such as configs/trellara.yml (comments dropped,
+# list items and [flow] lists skipped).  With "vary", prints the file
+# instead with every such value changed to another valid one: numbers + 1,
+# booleans flipped, "x" appended to strings; config_version and the
+# one-choice keys (stream.kind, stream.durability, dataset.mode) kept,
+# protocol_version 1 (streaming is flipped to false with it).
+example_values() {
+	awk -v vary="${2:-}" '
+		function out(line) { if (vary != "") print line }
+		{
+			raw = $0
+			line = $0
+			sub(/[ \t]+#.*$/, "", line)
+			if (line ~ /^[ \t]*(#.*)?$/) { out(raw); next }
+			match(line, /^ */)
+			ind = RLENGTH
+			text = substr(line, ind + 1)
+			if (skip >= 0 && ind > skip) { out(raw); next }
+			skip = -1
+			while (depth > 0 && ind <= indents[depth])
+				depth--
+			if (text ~ /^- /) { skip = indents[depth]; out(raw); next }
+			key = text
+			sub(/:.*/, "", key)
+			value = text
+			sub(/^[^:]*:[ ]*/, "", value)
+			if (value == "") {
+				depth++
+				indents[depth] = ind
+				names[depth] = key
+				out(raw)
+				next
+			}
+			path = ""
+			for (i = 1; i <= depth; i++)
+				path = path names[i] "."
+			path = path key
+			if (value ~ /^[[{]/) { out(raw); next }
+			if (value ~ /^".*"$/)
+				value = substr(value, 2, length(value) - 2)
+			if (vary == "") {
+				print path "\t" value
+				next
+			}
+			new = value
+			if (path == "source.pgoutput.protocol_version")
+				new = 1
+			else if (path ~ /^(config_version|stream\.kind|stream\.durability|dataset\.mode)$/)
+				new = value
+			else if (value == "true")
+				new = "false"
+			else if (value == "false")
+				new = "true"
+			else if (value ~ /^[0-9]+$/)
+				new = sprintf("%.0f", value + 1)
+			else
+				new = value "x"
+			print substr(line, 1, ind) key ": " new
+		}' "$1"
+}
+
+# the scalar keys of trellara.yml(5): integer, string, name or boolean,
+# not a list, a mapping or a secret reference
+man_scalar_keys() {
+	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5"
+}
+
+@test "config get prints every scalar key of trellara.yml(5) as the example file sets it" {
+	cp "$REPO/configs/trellara.yml" "$TEST_DIR/example.yml"
+	example_values "$TEST_DIR/example.yml" vary >"$TEST_DIR/varied.yml"
+	# the man page's scalar keys are exactly the example's (the secrets aside)
+	run -0 man_scalar_keys
+	[ "${#lines[@]}" -ge 20 ]
+	[ "$(man_scalar_keys | sort)" = "$(example_values "$TEST_DIR/example.yml" | cut -f1 | grep -v 'database_url$' | sort)" ]
+	for file in "$TEST_DIR/example.yml" "$TEST_DIR/varied.yml"; do
+		n=0
+		while IFS=$'\t' read -r key value; do
+			if [[ $key == *.database_url ]]; then
+				run -64 --separate-stderr trellara-config get "$key" --config "$file"
+				[ -z "$output" ]
+				continue
+			fi
+			run -0 --separate-stderr trellara-config get "$key" --config "$file"
+			[ "$output" = "$value" ] || {
+				echo "$file: $key printed \"$output\", the file has \"$value\"" >&2
+				false
+			}
+			n=$((n + 1))
+		done < <(example_values "$file")
+		[ "$n" -eq "$(man_scalar_keys | wc -l)" ]
+	done
+	# the variation changed the values it could
+	[ "$(example_values "$TEST_DIR/varied.yml" | grep -c .)" -eq "$(example_values "$TEST_DIR/example.yml" | grep -c .)" ]
+	[ "$(diff <(example_values "$TEST_DIR/example.yml") <(example_values "$TEST_DIR/varied.yml") | grep -c '^>')" -ge 20 ]
+}

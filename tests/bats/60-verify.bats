@@ -119,8 +119,33 @@ run_state() {
 	psql_target "UPDATE pgbench_tellers SET tbalance = 5 WHERE tid = 3"
 	run -1 --separate-stderr trellara-verify --config "$weird" --table public.pgbench_tellers --format json
 	jq -e . <<<"$output" >/dev/null
-	[ "$(jq -r '.tables[0].recovery' <<<"$output")" = "trellara reseed --config $weird --table public.pgbench_tellers" ]
+	# the recovery command quotes the path for the shell: it gives the path back
+	eval "set -- $(jq -r '.tables[0].recovery' <<<"$output")"
+	[ "$#" -eq 6 ]
+	[ "$1 $2 $3 $4 $6" = "trellara reseed --config $weird public.pgbench_tellers" ]
+	[ "$4" = "$weird" ]
+	[ "$5" = --table ]
 	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
+}
+
+@test "verify's recovery command, pasted into a shell, works for a flow path with a space and a single quote" {
+	dir="$TEST_DIR/it's a dir"
+	mkdir "$dir"
+	cp "$FLOW_FILE" "$dir/flow.yml"
+	psql_target "UPDATE pgbench_tellers SET tbalance = 5 WHERE tid = 3"
+	run -1 --separate-stderr trellara-verify --config "$dir/flow.yml" --table public.pgbench_tellers
+	[[ $output == *"result: DIVERGED"* ]]
+	recover=$(sed -n 's/^  recover: //p' <<<"$output")
+	[ "$(wc -l <<<"$recover")" -eq 1 ]
+	[[ $recover == "trellara reseed --config "* ]]
+	# what the shell makes of it: the exact path
+	run -0 bash -c "trellara() { printf '%s\n' \"\$@\"; }; $recover"
+	[ "${lines[2]}" = "$dir/flow.yml" ]
+	[ "${lines[4]}" = public.pgbench_tellers ]
+	# and run for real it repairs the table
+	run -0 bash -c "$recover"
+	run -0 trellara-verify --config "$dir/flow.yml" --table public.pgbench_tellers
+	[[ $output == *"result: CONVERGED"* ]]
 }
 
 @test "without applyd at the fence verify gives no verdict: exit 75, and leaves no fence behind" {

@@ -1,4 +1,5 @@
 #include "trellara/config.h"
+#include "trellara/strbuf.h"
 #include "trellara/defaults.h"
 #include "trellara/fsutil.h"
 #include "trellara/log.h"
@@ -299,6 +300,40 @@ static void test_defaults(struct fixture *fx)
 	CHECK(c.n_protected_groups == 1);
 	if (c.n_protected_groups == 1)
 		CHECK_STR(c.protected_groups[0], DEFAULT_CONSUMER_GROUP);
+
+	/* one value by its key path, from the schema's tables */
+	static const char *const not_scalars[] = { "", "source", "source.", ".source", "dataset.tables",
+						   "dataset.tables.name", "dataset.strict_chunking",
+						   "stream.protected_groups", "source.slot.x", "source.slott",
+						   "slot", "Source.slot", NULL };
+	for (const char *const *k = not_scalars; *k; k++) {
+		CHECK(config_key_kind(*k) == CONFIG_KEY_UNKNOWN);
+		struct strbuf sb = STRBUF_INIT;
+		CHECK(config_get_scalar(&c, *k, &sb) == -1 && sb.len == 0);
+	}
+	CHECK(config_key_kind("source.database_url") == CONFIG_KEY_SECRET);
+	CHECK(config_key_kind("target.database_url") == CONFIG_KEY_SECRET);
+	struct strbuf value = STRBUF_INIT;
+	CHECK(config_get_scalar(&c, "target.database_url", &value) == -1 && value.len == 0);
+	CHECK(config_get_scalar(&c, "environment", &value) == 0 && value.len == 0);
+	CHECK(config_get_scalar(&c, "observability.metrics_dir", &value) == 0 && value.len == 0);
+	CHECK(config_get_scalar(&c, "source.pgoutput.streaming", &value) == 1);
+	CHECK_STR(value.buf, "true");
+	strbuf_reset(&value);
+	CHECK(config_get_scalar(&c, "stream.segment_bytes", &value) == 1);
+	char *expected = xasprintf("%llu", (unsigned long long)DEFAULT_SEGMENT_BYTES);
+	CHECK_STR(value.buf, expected);
+	free(expected);
+	strbuf_reset(&value);
+	CHECK(config_get_scalar(&c, "source.pgoutput.protocol_version", &value) == 1);
+	CHECK(atoi(value.buf) == DEFAULT_PROTOCOL_VERSION);
+	strbuf_reset(&value);
+	CHECK(config_get_scalar(&c, "stream.kind", &value) == 1);
+	CHECK_STR(value.buf, "local");
+	strbuf_reset(&value);
+	CHECK(config_get_scalar(&c, "apply.consumer_group", &value) == 1);
+	CHECK_STR(value.buf, DEFAULT_CONSUMER_GROUP);
+	strbuf_release(&value);
 	config_free(&c);
 
 	/* protected_groups follows a configured consumer group. */

@@ -98,6 +98,26 @@ static void sample(struct jsonw *w)
 	jsonw_close(w, '}');
 }
 
+/* keys and strings given by length, as the envelope's are (not NUL-terminated) */
+static void sample_counted(struct jsonw *w)
+{
+	static const char bytes[] = "id\"xnew\nline, not this";
+	jsonw_open(w, NULL, '{');
+	jsonw_keyn(w, bytes, 3);
+	jsonw_strn(w, NULL, bytes + 4, 8);
+	jsonw_keyn(w, bytes, 2);
+	jsonw_open(w, NULL, '[');
+	jsonw_strn(w, NULL, "a\0b", 3);
+	jsonw_null(w, NULL);
+	jsonw_close(w, ']');
+	jsonw_keyn(w, bytes, 2);
+	jsonw_open(w, NULL, '{');
+	jsonw_bool(w, "t", true);
+	jsonw_close(w, '}');
+	jsonw_u64(w, "after", true, 1);
+	jsonw_close(w, '}');
+}
+
 static void test_jsonw(void)
 {
 	char *text = written(sample, false);
@@ -110,6 +130,33 @@ static void test_jsonw(void)
 			"\"unknown\": null, \"neg\": -5, \"secs\": 1.500, \"inf\": null, \"lsn\": \"16/B374D848\", "
 			"\"list\": [true, {\"x\": null}, []], \"last\": false}");
 	free(text);
+	text = written(sample_counted, false);
+	CHECK_STR(text, "{\"id\\\"\":\"new\\nline\",\"id\":[\"a\\u0000b\",null],\"id\":{\"t\":true},\"after\":1}");
+	free(text);
+}
+
+static void check_quoted(const char *word, const char *expected)
+{
+	char *quoted = shell_quote(word);
+	CHECK_STR(quoted, expected);
+	free(quoted);
+}
+
+static void test_shell_quote(void)
+{
+	check_quoted("/etc/trellara/orders.yml", "/etc/trellara/orders.yml");
+	check_quoted("user@host:a,b=c+d%e_f-g", "user@host:a,b=c+d%e_f-g");
+	check_quoted("", "''");
+	check_quoted("/tmp/a b/flow.yml", "'/tmp/a b/flow.yml'");
+	check_quoted("it's", "'it'\\''s'");
+	check_quoted("'", "''\\'''");
+	check_quoted("$HOME `x` \"q\" \\ *", "'$HOME `x` \"q\" \\ *'");
+	check_quoted("~/flow.yml", "'~/flow.yml'");
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "--config ");
+	strbuf_add_shell_quoted(&sb, "a'b");
+	CHECK_STR(sb.buf, "--config 'a'\\''b'");
+	strbuf_release(&sb);
 }
 
 int main(void)
@@ -117,5 +164,6 @@ int main(void)
 	test_strbuf();
 	test_errbuf();
 	test_jsonw();
+	test_shell_quote();
 	return unit_done("strbuf");
 }
