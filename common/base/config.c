@@ -232,7 +232,7 @@ char *config_flow_id(const struct flow_config *config)
  * children (a list's items have no key path of their own), or NULL. */
 static const struct field *field_at(const char *keypath)
 {
-	const struct field *fields = root_fields;
+	const struct field *fields = config_root_fields;
 	const char *name = keypath;
 	for (;;) {
 		const char *dot = strchr(name, '.');
