@@ -131,7 +131,9 @@ static const struct env_tuple *row_of(const struct env_change *c)
 bool plan_set_compatible(const struct plan_relation *relations, uint32_t n_relations, const struct env_change *a,
 			 const struct env_change *b)
 {
-	if (a->op != b->op || a->relation != b->relation || a->relation >= n_relations || !relations[a->relation].key)
+	/* inserts need no key: a keyless table's runs of inserts join too */
+	if (a->op != b->op || a->relation != b->relation || a->relation >= n_relations ||
+	    (a->op != ENV_INSERT && !relations[a->relation].key))
 		return false;
 	switch (a->op) {
 	case ENV_INSERT:
@@ -171,7 +173,7 @@ size_t plan_set_piece(const struct plan_relation *relations, const struct env_ch
 	if (n == 0)
 		return 0;
 	const struct plan_relation *pr = &relations[first->relation];
-	size_t per_row = pr->key ? params_per_row(pr, first) : 1;
+	size_t per_row = pr->key || first->op == ENV_INSERT ? params_per_row(pr, first) : 1;
 	size_t limit = n < PLAN_SET_MAX_ROWS ? n : PLAN_SET_MAX_ROWS;
 	if (per_row && PLAN_SET_MAX_PARAMS / per_row < limit)
 		limit = PLAN_SET_MAX_PARAMS / per_row;
@@ -239,7 +241,7 @@ static void describe_set(struct plan_stmt *s, const struct plan_relation *pr, co
 		const struct env_tuple *t = row_of(cs[k]);
 		bool first = true;
 		for (uint16_t i = 0; i < t->n; i++) {
-			if (!pr->key[i])
+			if (pr->key ? !pr->key[i] : i > 0) /* keyless: the first column */
 				continue;
 			if (!first)
 				strbuf_addch(d, ' ');
@@ -274,7 +276,7 @@ static int check_set(const struct plan_relation *relations, uint32_t n_relations
 	}
 	const struct plan_relation *pr = &relations[cs[0]->relation];
 	const struct env_relation *r = pr->rel;
-	if (!pr->key)
+	if (!pr->key && cs[0]->op != ENV_INSERT)
 		return 1;
 	for (size_t k = 0; k < n; k++)
 		if (!plan_set_compatible(relations, n_relations, cs[0], cs[k]) || row_of(cs[k])->n != r->n_columns) {
@@ -292,7 +294,7 @@ static int check_set(const struct plan_relation *relations, uint32_t n_relations
 	const struct env_change *c0 = cs[0];
 	bool set_any = false, assignable = false;
 	for (uint16_t i = 0; i < r->n_columns; i++) {
-		bool is_key = pr->key[i];
+		bool is_key = pr->key && pr->key[i];
 		bool sent = row_of(c0)->values[i].kind != ENV_UNCHANGED_TOAST;
 		bool always = pr->identity_always && pr->identity_always[i];
 		if (c0->op == ENV_UPDATE && !is_key && sent && always)
@@ -312,7 +314,7 @@ static int check_set(const struct plan_relation *relations, uint32_t n_relations
 		const struct env_tuple *t = row_of(cs[k]);
 		for (uint16_t i = 0; i < t->n; i++) {
 			uint8_t kind = t->values[i].kind;
-			if (pr->key[i] && kind != ENV_TEXT)
+			if (pr->key && pr->key[i] && kind != ENV_TEXT)
 				return 1; /* NULL or unchanged-TOAST key */
 			if (c0->op == ENV_INSERT && kind == ENV_UNCHANGED_TOAST)
 				return 1;

@@ -126,8 +126,11 @@ static void test_insert(void)
 	c[1].new_tuple.values[0] = N;
 	CHECK(plan(&rel, 1, c, 2) == 1);
 	c[1].new_tuple.values[0] = T("2");
+	/* a keyless relation's inserts need no key: one statement too */
 	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types };
-	CHECK(plan(&keyless, 1, c, 2) == 1);
+	CHECK(plan(&keyless, 1, c, 2) == 0);
+	CHECK_STR(s.sql.buf, expected[1]);
+	CHECK(s.expect_one && s.expect_rows == 2);
 	CHECK(plan(&rel, 1, c, 2) == 0);
 	for (int k = 0; k < 3; k++)
 		change_free(&c[k]);
@@ -529,7 +532,12 @@ static void test_compatible(void)
 	CHECK(!plan_set_compatible(rels, 3, &ia, &io));   /* other relation */
 	CHECK(!plan_set_compatible(rels, 3, &ia, &ua));   /* other op */
 	CHECK(!plan_set_compatible(rels, 3, &ua, &dk));
-	CHECK(!plan_set_compatible(rels, 3, &ikl, &ikl2)); /* keyless */
+	CHECK(plan_set_compatible(rels, 3, &ikl, &ikl2)); /* keyless inserts: no key needed */
+	struct env_change ukl = change('U', 2, 'O', 2, a2), dkl = change('D', 2, 'O', 2, a2);
+	CHECK(!plan_set_compatible(rels, 3, &ukl, &ukl)); /* keyless updates and deletes: never */
+	CHECK(!plan_set_compatible(rels, 3, &dkl, &dkl));
+	change_free(&ukl);
+	change_free(&dkl);
 	CHECK(!plan_set_compatible(rels, 3, &bad, &bad)); /* relation out of range */
 	CHECK(!plan_set_compatible(rels, 2, &ikl, &ikl2));
 	CHECK(plan_set_compatible(rels, 3, &ua, &ub));    /* same columns sent */
