@@ -2,6 +2,7 @@
  * planner.c - envelope change to SQL (planner.h).
  */
 #include "trellara/planner.h"
+#include "planner_internal.h"
 
 #include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
@@ -40,28 +41,40 @@ void plan_quote_ident(struct strbuf *b, const char *name, size_t len)
 	strbuf_addch(b, '"');
 }
 
-/* Adds a parameter; returns its number ($n). */
-static size_t add_param(struct plan_stmt *s, const void *data, size_t len)
+static size_t add_value(struct plan_stmt *s, bool null, const void *data, size_t len)
 {
 	if (s->n_params == s->cap_params) {
 		s->cap_params = s->cap_params ? s->cap_params * 2 : 16;
 		s->offsets = xrealloc(s->offsets, s->cap_params * sizeof *s->offsets);
 	}
-	s->offsets[s->n_params] = s->arena.len;
-	buf_put(&s->arena, data, len);
-	buf_put_u8(&s->arena, 0);
+	if (null) {
+		s->offsets[s->n_params] = SIZE_MAX;
+	} else {
+		s->offsets[s->n_params] = s->arena.len;
+		buf_put(&s->arena, data, len);
+		buf_put_u8(&s->arena, 0);
+	}
 	return ++s->n_params;
 }
 
-static void put_relation(struct strbuf *b, const struct env_relation *r)
+size_t plan_add_param(struct plan_stmt *s, const void *data, size_t len)
+{
+	return add_value(s, false, data, len);
+}
+
+size_t plan_add_null(struct plan_stmt *s)
+{
+	return add_value(s, true, NULL, 0);
+}
+
+void plan_put_relation(struct strbuf *b, const struct env_relation *r)
 {
 	plan_quote_ident(b, r->schema, r->schema_len);
 	strbuf_addch(b, '.');
 	plan_quote_ident(b, r->name, r->name_len);
 }
 
-/* Types without a default equality operator: compared by their text. */
-static bool no_equality(uint32_t type_oid)
+bool plan_no_equality(uint32_t type_oid)
 {
 	static const uint32_t oids[] = { 114, 142, 199, 143, 600, 601, 602, 603, 604, 628, 718, 1017 };
 	for (size_t i = 0; i < sizeof oids / sizeof *oids; i++)
@@ -106,7 +119,7 @@ static void describe(struct plan_stmt *s, const struct env_relation *r, const bo
 {
 	struct strbuf d = STRBUF_INIT;
 	describe_into(&d, r, key, t);
-	add_param(s, d.buf, d.len);
+	plan_add_param(s, d.buf, d.len);
 	strbuf_release(&d);
 }
 
@@ -132,9 +145,9 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 			strbuf_adds(&s->sql, " IS NULL");
 			continue;
 		}
-		size_t n = add_param(s, v->data, v->len);
+		size_t n = plan_add_param(s, v->data, v->len);
 		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
-		if (no_equality(r->columns[i].type_oid))
+		if (plan_no_equality(r->columns[i].type_oid))
 			strbuf_addf(&s->sql, "::text = $%zu::text", n);
 		else
 			strbuf_addf(&s->sql, " = $%zu", n);
@@ -164,7 +177,7 @@ static int put_set(struct plan_stmt *s, const struct env_relation *r, const stru
 		if (v->kind == ENV_NULL) {
 			strbuf_adds(&s->sql, " = NULL");
 		} else {
-			size_t n = add_param(s, v->data, v->len);
+			size_t n = plan_add_param(s, v->data, v->len);
 			strbuf_addf(&s->sql, " = $%zu", n);
 		}
 	}
@@ -253,24 +266,24 @@ static void put_guards(struct plan_stmt *s, const struct env_relation *r, const 
 		if (t->values[i].kind == ENV_NULL)
 			strbuf_adds(&s->sql, " IS NULL");
 		else
-			strbuf_addf(&s->sql, " = $%zu", add_param(s, t->values[i].data, t->values[i].len));
+			strbuf_addf(&s->sql, " = $%zu", plan_add_param(s, t->values[i].data, t->values[i].len));
 	}
 }
 
 /* "ONLY " unless the target table is partitioned: a change to an
  * inheritance parent is the parent's alone; a partitioned table's rows
  * live in its partitions. */
-static void put_only(struct strbuf *b, const struct plan_relation *pr)
+void plan_put_only(struct strbuf *b, const struct plan_relation *pr)
 {
 	if (!pr->partitioned)
 		strbuf_adds(b, "ONLY ");
 }
 
-static void finish(struct plan_stmt *s)
+void plan_finish(struct plan_stmt *s)
 {
 	s->values = xrealloc(s->values, (s->n_params ? s->n_params : 1) * sizeof *s->values);
 	for (size_t i = 0; i < s->n_params; i++)
-		s->values[i] = (const char *)s->arena.data + s->offsets[i];
+		s->values[i] = s->offsets[i] == SIZE_MAX ? NULL : (const char *)s->arena.data + s->offsets[i];
 }
 
 int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
@@ -284,7 +297,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	s->expect_rows = 0;
 	strbuf_reset(&s->what);
 	if (c->op == ENV_MESSAGE) {
-		finish(s);
+		plan_finish(s);
 		return 1;
 	}
 	if (c->op == ENV_TRUNCATE) {
@@ -300,12 +313,12 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 			}
 			if (i)
 				strbuf_adds(&s->sql, ", ");
-			put_only(&s->sql, &relations[c->truncate_relations[i]]);
-			put_relation(&s->sql, relations[c->truncate_relations[i]].rel);
+			plan_put_only(&s->sql, &relations[c->truncate_relations[i]]);
+			plan_put_relation(&s->sql, relations[c->truncate_relations[i]].rel);
 		}
 		if (c->truncate_flags & 2)
 			strbuf_adds(&s->sql, " RESTART IDENTITY");
-		finish(s);
+		plan_finish(s);
 		return 0;
 	}
 	if (c->relation >= n_relations) {
@@ -317,7 +330,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	s->is_row_change = true;
 	if (c->op == ENV_INSERT) {
 		strbuf_adds(&s->sql, "INSERT INTO ");
-		put_relation(&s->sql, r);
+		plan_put_relation(&s->sql, r);
 		strbuf_adds(&s->sql, " (");
 		for (uint16_t i = 0; i < r->n_columns; i++) {
 			if (i)
@@ -339,7 +352,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 			if (v->kind == ENV_NULL) {
 				strbuf_adds(&s->sql, "NULL");
 			} else if (v->kind == ENV_TEXT) {
-				strbuf_addf(&s->sql, "$%zu", add_param(s, v->data, v->len));
+				strbuf_addf(&s->sql, "$%zu", plan_add_param(s, v->data, v->len));
 			} else {
 				snprintf(err, errlen, "%.*s.%.*s: insert with an unchanged-TOAST value", (int)r->schema_len,
 					 r->schema, (int)r->name_len, r->name);
@@ -347,7 +360,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 			}
 		}
 		strbuf_adds(&s->sql, ")");
-		finish(s);
+		plan_finish(s);
 		return 0;
 	}
 	/* update / delete: which tuple identifies the row */
@@ -370,14 +383,14 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		 * key: the executor checks the row count (expect_one) */
 		if (c->op == ENV_UPDATE) {
 			strbuf_adds(&s->sql, "UPDATE ");
-			put_only(&s->sql, pr);
-			put_relation(&s->sql, r);
+			plan_put_only(&s->sql, pr);
+			plan_put_relation(&s->sql, r);
 			if (put_set(s, r, &c->new_tuple, omit, err, errlen) < 0)
 				goto out;
 		} else {
 			strbuf_adds(&s->sql, "DELETE FROM ");
-			put_only(&s->sql, pr);
-			put_relation(&s->sql, r);
+			plan_put_only(&s->sql, pr);
+			plan_put_relation(&s->sql, r);
 		}
 		if (put_predicate(s, r, pr->key, match, err, errlen) < 0)
 			goto out;
@@ -387,7 +400,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 		s->expect_rows = 1;
 		if (describe_row)
 			describe_into(&s->what, r, pr->key, match);
-		finish(s);
+		plan_finish(s);
 		rc = 0;
 		goto out;
 	}
@@ -399,27 +412,27 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	 *       AND ctid = (SELECT ctid FROM c) RETURNING 1)
 	 * SELECT schema.expect_one((SELECT count(*) FROM c), what) */
 	strbuf_adds(&s->sql, "WITH c AS (SELECT tableoid, ctid FROM ");
-	put_only(&s->sql, pr);
-	put_relation(&s->sql, r);
+	plan_put_only(&s->sql, pr);
+	plan_put_relation(&s->sql, r);
 	if (put_predicate(s, r, NULL, match, err, errlen) < 0)
 		goto out;
 	strbuf_adds(&s->sql, " LIMIT 1), m AS (");
 	if (c->op == ENV_UPDATE) {
 		strbuf_adds(&s->sql, "UPDATE ");
-		put_only(&s->sql, pr);
-		put_relation(&s->sql, r);
+		plan_put_only(&s->sql, pr);
+		plan_put_relation(&s->sql, r);
 		if (put_set(s, r, &c->new_tuple, omit, err, errlen) < 0)
 			goto out;
 	} else {
 		strbuf_adds(&s->sql, "DELETE FROM ");
-		put_only(&s->sql, pr);
-		put_relation(&s->sql, r);
+		plan_put_only(&s->sql, pr);
+		plan_put_relation(&s->sql, r);
 	}
 	strbuf_adds(&s->sql, " WHERE tableoid = (SELECT tableoid FROM c) AND ctid = (SELECT ctid FROM c) RETURNING 1) SELECT ");
 	plan_quote_ident(&s->sql, checkpoint_schema, strlen(checkpoint_schema));
 	describe(s, r, NULL, match);
 	strbuf_addf(&s->sql, ".expect_one((SELECT count(*) FROM c), $%zu) FROM (SELECT count(*) FROM m) done", s->n_params);
-	finish(s);
+	plan_finish(s);
 	rc = 0;
 out:
 	free(omit);

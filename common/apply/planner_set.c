@@ -8,6 +8,7 @@
  * has few statement shapes and the executor prepares each once.
  */
 #include "trellara/planner.h"
+#include "planner_internal.h"
 
 #include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
@@ -19,46 +20,10 @@
 
 #define PLAN_SET_MAX_PARAMS 65535
 
-/* Types without a default equality operator: compared by their text.
- * The same list as planner.c's (test_planner_set checks they agree). */
-static bool no_equality(uint32_t type_oid)
-{
-	static const uint32_t oids[] = { 114, 142, 199, 143, 600, 601, 602, 603, 604, 628, 718, 1017 };
-	for (size_t i = 0; i < sizeof oids / sizeof *oids; i++)
-		if (oids[i] == type_oid)
-			return true;
-	return false;
-}
-
-/* A NULL parameter: SIZE_MAX offset, values[i] NULL. */
+/* A value as a parameter: a NULL one for NULL. */
 static size_t add_param(struct plan_stmt *s, const struct env_value *v)
 {
-	if (s->n_params == s->cap_params) {
-		s->cap_params = s->cap_params ? s->cap_params * 2 : 16;
-		s->offsets = xrealloc(s->offsets, s->cap_params * sizeof *s->offsets);
-	}
-	if (v->kind == ENV_NULL) {
-		s->offsets[s->n_params] = SIZE_MAX;
-	} else {
-		s->offsets[s->n_params] = s->arena.len;
-		buf_put(&s->arena, v->data, v->len);
-		buf_put_u8(&s->arena, 0);
-	}
-	return ++s->n_params;
-}
-
-static void finish(struct plan_stmt *s)
-{
-	s->values = xrealloc(s->values, (s->n_params ? s->n_params : 1) * sizeof *s->values);
-	for (size_t i = 0; i < s->n_params; i++)
-		s->values[i] = s->offsets[i] == SIZE_MAX ? NULL : (const char *)s->arena.data + s->offsets[i];
-}
-
-static void put_relation(struct strbuf *b, const struct env_relation *r)
-{
-	plan_quote_ident(b, r->schema, r->schema_len);
-	strbuf_addch(b, '.');
-	plan_quote_ident(b, r->name, r->name_len);
+	return v->kind == ENV_NULL ? plan_add_null(s) : plan_add_param(s, v->data, v->len);
 }
 
 static void put_column(struct strbuf *b, const struct env_relation *r, uint16_t i)
@@ -303,7 +268,7 @@ static int check_set(const struct plan_relation *relations, uint32_t n_relations
 		assignable |= !always;
 		/* the VALUES list's casts: key columns (by text when they
 		 * have no equality) and an update's SET columns */
-		bool cast = c0->op != ENV_INSERT && ((is_key && !no_equality(r->columns[i].type_oid)) ||
+		bool cast = c0->op != ENV_INSERT && ((is_key && !plan_no_equality(r->columns[i].type_oid)) ||
 						      (c0->op == ENV_UPDATE && !is_key && sent));
 		if (cast && (!pr->col_types || !pr->col_types[i] || !*pr->col_types[i]))
 			return 1;
@@ -335,7 +300,7 @@ static void put_match(struct strbuf *b, const struct env_relation *r, const bool
 		strbuf_adds(b, first ? " WHERE t." : " AND t.");
 		first = false;
 		put_column(b, r, i);
-		strbuf_adds(b, no_equality(r->columns[i].type_oid) ? "::text = v." : " = v.");
+		strbuf_adds(b, plan_no_equality(r->columns[i].type_oid) ? "::text = v." : " = v.");
 		put_column(b, r, i);
 	}
 }
@@ -358,7 +323,7 @@ static void put_values(struct plan_stmt *s, const struct plan_relation *pr, cons
 					strbuf_adds(&s->sql, ", ");
 				first = false;
 				strbuf_addf(&s->sql, "$%zu", add_param(s, &t->values[i]));
-				if (pr->key[i] && no_equality(r->columns[i].type_oid))
+				if (pr->key[i] && plan_no_equality(r->columns[i].type_oid))
 					strbuf_adds(&s->sql, "::text");
 				else
 					put_cast(&s->sql, pr->col_types[i]);
@@ -384,7 +349,7 @@ static void put_insert(struct plan_stmt *s, const struct plan_relation *pr, cons
 {
 	const struct env_relation *r = pr->rel;
 	strbuf_adds(&s->sql, "INSERT INTO ");
-	put_relation(&s->sql, r);
+	plan_put_relation(&s->sql, r);
 	strbuf_adds(&s->sql, " (");
 	for (uint16_t i = 0; i < r->n_columns; i++) {
 		if (i)
@@ -414,7 +379,7 @@ static void put_update(struct plan_stmt *s, const struct plan_relation *pr, cons
 	strbuf_adds(&s->sql, "UPDATE ");
 	if (!pr->partitioned)
 		strbuf_adds(&s->sql, "ONLY ");
-	put_relation(&s->sql, r);
+	plan_put_relation(&s->sql, r);
 	strbuf_adds(&s->sql, " AS t SET ");
 	bool any = false;
 	for (uint16_t i = 0; i < r->n_columns; i++) {
@@ -450,7 +415,7 @@ static void put_delete(struct plan_stmt *s, const struct plan_relation *pr, cons
 	strbuf_adds(&s->sql, "DELETE FROM ");
 	if (!pr->partitioned)
 		strbuf_adds(&s->sql, "ONLY ");
-	put_relation(&s->sql, r);
+	plan_put_relation(&s->sql, r);
 	strbuf_adds(&s->sql, " AS t USING ");
 	put_values(s, pr, pr->key, cs, n);
 	put_match(&s->sql, r, pr->key);
@@ -469,7 +434,7 @@ int plan_change_set(const char *checkpoint_schema, const struct plan_relation *r
 	strbuf_reset(&s->what);
 	int rc = check_set(relations, n_relations, cs, n, err, errlen);
 	if (rc != 0) {
-		finish(s);
+		plan_finish(s);
 		return rc;
 	}
 	const struct plan_relation *pr = &relations[cs[0]->relation];
@@ -491,6 +456,6 @@ int plan_change_set(const char *checkpoint_schema, const struct plan_relation *r
 	s->expect_one = true;
 	s->expect_rows = n;
 	describe_set(s, pr, cs, n);
-	finish(s);
+	plan_finish(s);
 	return 0;
 }

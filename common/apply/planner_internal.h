@@ -1,0 +1,28 @@
+/*
+ * planner_internal.h - what planner.c (one change, one statement) and
+ * planner_set.c (a run of changes, one statement) share; nobody else
+ * uses it (the contract is trellara/planner.h).
+ */
+#ifndef TRELLARA_PLANNER_INTERNAL_H
+#define TRELLARA_PLANNER_INTERNAL_H
+
+#include "trellara/planner.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Adds a parameter (len bytes of data, may be empty); returns its number ($n). */
+size_t plan_add_param(struct plan_stmt *s, const void *data, size_t len);
+/* Adds a NULL parameter; returns its number. */
+size_t plan_add_null(struct plan_stmt *s);
+/* The statement's values[] from its arena (after the last parameter). */
+void plan_finish(struct plan_stmt *s);
+/* "schema"."name" */
+void plan_put_relation(struct strbuf *b, const struct env_relation *r);
+/* "ONLY " unless the target table is partitioned. */
+void plan_put_only(struct strbuf *b, const struct plan_relation *pr);
+/* Types without a default equality operator: compared by their text. */
+bool plan_no_equality(uint32_t type_oid);
+
+#endif
