@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A segment sends itself at this many net rows: memory stays bounded
+/* A segment sends itself once it has taken this many changes: memory stays bounded
  * whatever apply.batch_transactions is. */
-#define FOLD_MAX_ROWS 20000
+#define FOLD_MAX_CHANGES 20000
 
 struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
 				  const struct env_change *c, uint64_t tag)
@@ -176,7 +176,7 @@ struct apply_outcome apply_engine_fold_change(struct apply_engine *a, const stru
 		rc = apply_engine_fold_flush(a);
 		return apply_is_ok(rc) ? apply_engine_send_planned(a, pr, 1, &one, tag) : rc;
 	}
-	if (fold_count(a->fold) >= FOLD_MAX_ROWS)
+	if (fold_pending(a->fold) >= FOLD_MAX_CHANGES)
 		return apply_engine_fold_flush(a);
 	return apply_ok();
 }

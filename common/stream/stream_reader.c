@@ -6,6 +6,7 @@
 
 #include "trellara/fsutil.h"
 #include "trellara/log.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
@@ -160,7 +161,9 @@ static int corrupt(struct stream_reader *r, const char *reason)
 {
 	log_error("stream segment \"%s\": %s at byte %llu (offset %llu), and valid frames follow",
 		  r->sf.path, reason, (unsigned long long)r->pos, (unsigned long long)r->next_offset);
-	log_hint("run \"trellara stream inspect-local --dir %s\" to see the damage", r->dir);
+	char *dir = shell_quote(r->dir);
+	log_hint("run \"trellara stream inspect-local --dir %s\" to see the damage", dir);
+	free(dir);
 	return STREAM_ECORRUPT;
 }
 

@@ -14,6 +14,7 @@
 #include "trellara/fault.h"
 #include "trellara/fsutil.h"
 #include "trellara/log.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <errno.h>
@@ -95,8 +96,10 @@ static int check_free_space(struct stream_writer *w, uint64_t needed)
 			  w->dir, (unsigned long long)free_bytes, (unsigned long long)w->options.min_free_bytes);
 		/* with --dir and no --protect, retention protects every existing
 		 * group and deletes nothing while there is none */
+		char *dir = shell_quote(w->dir);
 		log_hint("free disk space, or delete only what every consumer group has read: \"trellara stream retention --dir %s --apply\"",
-			 w->dir);
+			 dir);
+		free(dir);
 		return STREAM_ENOSPC;
 	}
 	return STREAM_OK;
@@ -222,7 +225,9 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 	if (scan.corrupt) {
 		log_error("stream segment \"%s\": %s at byte %llu, and valid frames follow: the stream is corrupt",
 			  sf.path, scan.corrupt_reason, (unsigned long long)scan.corrupt_position);
-		log_hint("run \"trellara stream inspect-local --dir %s\"; the writer will not truncate valid frames", w->dir);
+		char *dir = shell_quote(w->dir);
+		log_hint("run \"trellara stream inspect-local --dir %s\"; the writer will not truncate valid frames", dir);
+		free(dir);
 		rc = STREAM_ECORRUPT;
 		goto out;
 	}
