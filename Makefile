@@ -161,7 +161,10 @@ unit-san: $(UNIT_SAN_BINS)
 	@set -e; for t in $(UNIT_SAN_BINS); do echo "== $$t (asan+ubsan)"; \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
-bats: all
+# Test programs the bats tests run (not unit tests: they need a server)
+BATS_TOOLS := build/tests/plan_set_emit
+
+bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh
 
 check: deps

@@ -220,9 +220,12 @@ int executor_sync(struct executor *e)
 				if (c->expect_rows == 1)
 					snprintf(e->error.message, sizeof e->error.message, "%s: %s",
 						 rows == 0 ? "no row matched" : "more than one row matched", what);
-				else
+				else if (rows < c->expect_rows)
 					snprintf(e->error.message, sizeof e->error.message, "%llu of %" PRIu64 " rows matched: %s",
 						 rows, c->expect_rows, what);
+				else
+					snprintf(e->error.message, sizeof e->error.message,
+						 "%llu rows matched where %" PRIu64 " were expected: %s", rows, c->expect_rows, what);
 			}
 		}
 		if ((st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) && c && c->kind == CMD_PREPARE) {

@@ -38,7 +38,8 @@ void executor_free(struct executor *e);
 /* Queue a statement (prepared on first use); tag identifies it in errors.
  * expect_one: it must report exactly expect_rows rows, else the sync
  * fails with SQLSTATE TR001 (fewer: "no row matched" for one row, "n of
- * m rows matched" for a set) or TR002 (more), naming what (may be NULL). */
+ * m rows matched" for more) or TR002 (more: "more than one row matched",
+ * "n rows matched where m were expected"), naming what (may be NULL). */
 int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
 		  bool expect_one, uint64_t expect_rows, const char *what);
 /* BEGIN / COMMIT / ROLLBACK and other parameterless commands. */

@@ -105,7 +105,8 @@ bool plan_set_compatible(const struct plan_relation *relations, uint32_t n_relat
 			 const struct env_change *b);
 /* How many of a run of n compatible changes the next statement takes: the largest power of two
  * <= min(n, PLAN_SET_MAX_ROWS) that keeps the parameter count <= 65535 (so a relation has at most
- * ~10 statement shapes, each prepared once).  0 when n is 0. */
+ * ~10 statement shapes, each prepared once).  0 when n is 0.  first must be a change
+ * plan_set_compatible takes (its relation index is not checked here). */
 size_t plan_set_piece(const struct plan_relation *relations, const struct env_change *first, size_t n);
 /* Plans n >= 1 compatible changes as one statement, expect_one = true, expect_rows = n:
  *  I: INSERT INTO s.t (every column) [OVERRIDING SYSTEM VALUE] VALUES ($1, $2, ...), (...)
