@@ -136,7 +136,7 @@
 # client; the bench stops, saying so, if a client ran out),
 # APPLY_BENCH_LAG_SECONDS (20; 0 skips the lag measurement),
 # APPLY_BENCH_LAG_RATE (tps; overrides the rule above),
-# APPLY_BENCH_BATCH (apply.batch_transactions; default: applyd's, 100),
+# APPLY_BENCH_BATCH (apply.batch_transactions; default: applyd's, 1000),
 # APPLY_BENCH_TARGET_FSYNC (on; "off" makes every flush free on the target),
 # APPLY_BENCH_PERF=DIR (per workload one extra, uncounted round of the
 # first configuration and of native under perf record -g: applyd, its
@@ -654,7 +654,7 @@ run_workload() {
 		"$(us_per "$(median "${RCPU["$W native"]}")" "$TXNS")" "(apply worker only)"
 	nrat="native's source-confirmed time (confirmed_flush_lsn) $(f3 "$(median "${NCS["$W native"]}")") s, unflushed applied time $(f3 "$(median "${NAS["$W native"]}")") s"
 	echo "ratio = trellara txns/s / native txns/s (native timed to the WAL flush covering END; $nrat);" \
-		"trellara: synchronous_commit=on, one target commit per ${BATCH:-100} source txns; CPU: applyd + target backend(s) / native apply worker, on-CPU s per source transaction"
+		"trellara: synchronous_commit=on, one target commit per ${BATCH:-1000} source txns; CPU: applyd + target backend(s) / native apply worker, on-CPU s per source transaction"
 	echo "per round, seconds (process: on-CPU/waiting-for-a-CPU s):"
 	for cfg in "${CONFIGS[@]}" native; do echo "  $cfg${RDETAIL["$W $cfg"]}"; done
 	[[ -n $PERF_DETAIL ]] && echo "$PERF_DETAIL"

@@ -79,7 +79,7 @@ enum trellara_exit {
 /* Flow-file defaults. */
 #define DEFAULT_CHECKPOINT_SCHEMA "trellara"
 #define DEFAULT_CONSUMER_GROUP "applyd"
-#define DEFAULT_APPLY_BATCH_TRANSACTIONS 100
+#define DEFAULT_APPLY_BATCH_TRANSACTIONS 1000
 #define DEFAULT_SNAPSHOT_WORKERS 2
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
 #define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
