@@ -122,7 +122,7 @@ static struct apply_outcome set_replica_role(struct applyd *a)
 		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
 		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
 			  role, msg ? msg : "permission denied");
-		char *config = shell_quote(a->cfg->path);
+		char *config = strbuf_shell_quote(a->cfg->path);
 		log_hint("as a superuser on the target: GRANT SET ON PARAMETER session_replication_role TO %s (PostgreSQL 15 and later; before 15 the role must be a superuser); \"trellara check --config %s\" checks it",
 			 role, config);
 		free(config);
@@ -192,7 +192,7 @@ static struct apply_outcome bind_stream(struct applyd *a, const struct stream_me
 		log_error("the target's checkpoint of group \"%s\" (offset %" PRIu64 ", applied through %s) belongs to stream instance %s, but stream \"%s\" is instance %s, starting at %s: its offsets are not the checkpoint's, and the changes in between would be skipped",
 			  a->cfg->consumer_group, cp->stream_offset, lsn_format(cp->applied_through_lsn, l1), cp->stream_id,
 			  path, meta->stream_id, known ? lsn_format(start, l2) : "an unknown position");
-		char *config = shell_quote(a->cfg->path);
+		char *config = strbuf_shell_quote(a->cfg->path);
 		log_hint("restore the stream directory the target was applied from, or copy every table again (\"trellara snapshot --config %s --force\"); applyd then reads the new stream from its start",
 			 config);
 		free(config);
@@ -267,7 +267,7 @@ static struct apply_outcome connect_target(struct applyd *a)
 			char l[LSN_FORMAT_LEN];
 			log_error("transaction %u (commit %s) is quarantined (%s): refusing to apply past it", q[i].xid,
 				  lsn_format(q[i].commit_lsn, l), q[i].reason);
-			char *config = shell_quote(a->cfg->path);
+			char *config = strbuf_shell_quote(a->cfg->path);
 			log_hint("see \"trellara quarantine list --config %s\"", config);
 			free(config);
 			free(q);

@@ -171,7 +171,7 @@ static int ensure_slot(struct capture *c)
 	}
 	if (!c->o->start_now) {
 		log_error("replication slot \"%s\" does not exist", c->cfg->slot);
-		char *config = shell_quote(c->cfg->path);
+		char *config = strbuf_shell_quote(c->cfg->path);
 		log_hint("run \"trellara snapshot --config %s\", or \"trellara capture --start-now\"", config);
 		free(config);
 		code = EXIT_CONFIG;
@@ -241,7 +241,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 	if (old_tli && id->timeline < old_tli) {
 		log_error("source timeline went back from %lu to %u for stream \"%s\": the source was restored to an older history",
 			  old_tli, id->timeline, path);
-		char *config = shell_quote(c->cfg->path);
+		char *config = strbuf_shell_quote(c->cfg->path);
 		log_hint("a stream follows one history; copy again into a new stream.path (\"trellara snapshot --config %s --force\")",
 			 config);
 		free(config);
@@ -261,7 +261,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 			log_error("replication slot \"%s\" has confirmed changes through %s, but stream \"%s\" (id %s) holds only through %s and the target's copies only through %s: the stream that received those changes is gone (deleted, replaced or restored from an older copy)",
 				  c->cfg->slot, lsn_format(c->slot_confirmed_lsn, l1), path, meta.stream_id ? meta.stream_id : "-",
 				  lsn_format(durable_lsn, l2), lsn_format(covered, l3));
-			char *config = shell_quote(c->cfg->path);
+			char *config = strbuf_shell_quote(c->cfg->path);
 			log_hint("restore the stream directory capture wrote, or copy every table again so that the copies cover what the slot skipped: \"trellara snapshot --config %s --force\"",
 				 config);
 			free(config);
@@ -441,7 +441,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		if (!run.exists || run.state < RUN_STREAM_HANDOFF_READY || run.state == RUN_FAILED_RECOVERABLE) {
 			log_error("flow \"%s\" has no handoff-ready snapshot run%s%s%s", c.flow, run.exists ? " (run \"" : "",
 				  run.exists ? run.run_id : "", run.exists ? "\" is not handed off)" : "");
-			char *config = shell_quote(cfg->path);
+			char *config = strbuf_shell_quote(cfg->path);
 			log_hint("run \"trellara snapshot --config %s\" first, or start with --start-now to stream from the slot's current position without a copy",
 				 config);
 			free(config);

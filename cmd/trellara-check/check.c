@@ -109,7 +109,7 @@ static void evaluate_identity(const struct flow_config *cfg, struct check_report
 			 xasprintf("%s (no stream at \"%s\" yet: capture binds it to this source)", who, cfg->stream_path),
 			 NULL, false);
 	} else if (stream_meta_read(cfg->stream_path, &meta) < 0) {
-		char *dir = shell_quote(cfg->stream_path);
+		char *dir = strbuf_shell_quote(cfg->stream_path);
 		check_add_item(r, "identity", "source_identity", NULL, CHECK_WARN,
 			 xasprintf("%s; the stream identity \"%s\" cannot be read", who, meta_path),
 			 xasprintf("trellara stream inspect-local --dir %s", dir), false);
@@ -120,7 +120,7 @@ static void evaluate_identity(const struct flow_config *cfg, struct check_report
 			 false);
 	} else if (strcmp(meta.system_identifier, id->system_identifier) != 0 ||
 		   (meta.database && strcmp(meta.database, id->database) != 0)) {
-		char *path = shell_quote(cfg->path);
+		char *path = strbuf_shell_quote(cfg->path);
 		check_add_item(r, "identity", "source_identity", NULL, CHECK_BLOCKER,
 			 xasprintf("%s, but the stream at \"%s\" belongs to system identifier %s, database \"%s\": "
 				   "trellara-capture will refuse this source",

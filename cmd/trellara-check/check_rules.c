@@ -13,7 +13,7 @@
 
 char *check_trellara_command(const struct check_report *r, const char *sub, const char *extra)
 {
-	char *path = shell_quote(r->config_path);
+	char *path = strbuf_shell_quote(r->config_path);
 	char *s = xasprintf("trellara %s --config %s%s", sub, path, extra);
 	free(path);
 	return s;
@@ -191,7 +191,7 @@ static void evaluate_table(const struct flow_config *cfg, const struct source_fa
 {
 	const char *S = "tables";
 	if (!t->exists) {
-		char *path = shell_quote(cfg->path);
+		char *path = strbuf_shell_quote(cfg->path);
 		check_add_item(r, S, "table", t->display, CHECK_BLOCKER,
 			 xasprintf("configured table %s does not exist on the source", t->display),
 			 xasprintf("create %s on the source, or remove it from dataset.tables in %s", t->display, path),
@@ -200,7 +200,7 @@ static void evaluate_table(const struct flow_config *cfg, const struct source_fa
 		return;
 	}
 	if (t->relkind != 'r' && t->relkind != 'p') {
-		char *path = shell_quote(cfg->path);
+		char *path = strbuf_shell_quote(cfg->path);
 		check_add_item(r, S, "table", t->display, CHECK_BLOCKER,
 			 xasprintf("%s is not a table (pg_class.relkind '%c'): only tables can be published", t->display,
 				   t->relkind),
@@ -218,7 +218,7 @@ static void evaluate_table(const struct flow_config *cfg, const struct source_fa
 	check_add_item(r, S, "table", t->display, CHECK_OK,
 		 xasprintf("exists (%s)", t->relkind == 'p' ? "partitioned table" : "table"), NULL, false);
 	if (t->partition_of) {
-		char *path = shell_quote(cfg->path);
+		char *path = strbuf_shell_quote(cfg->path);
 		check_add_item(r, S, "partition_listed", t->display, CHECK_BLOCKER,
 			 xasprintf("%s is a partition of %s, which dataset.tables lists as well: its rows are copied,"
 				   " published and verified through %s",
@@ -312,7 +312,7 @@ static void evaluate_slot(const struct flow_config *cfg, const struct source_fac
 		if (f->slot_temporary)
 			strbuf_addf(&wrong, "%sit is a temporary slot of another session", wrong.len ? "; " : "");
 		if (wrong.len) {
-			char *path = shell_quote(cfg->path);
+			char *path = strbuf_shell_quote(cfg->path);
 			check_add_item(r, S, "slot", NULL, CHECK_BLOCKER,
 				 xasprintf("\"%s\" cannot be this flow's slot: %s", cfg->slot, wrong.buf),
 				 xasprintf("set another source.slot in %s, or, if nothing uses it:\n%s", path, drop), false);

@@ -75,7 +75,7 @@ static int list(PGconn *conn, const struct flow_config *cfg, const struct flow_i
 			printf("%-12s transaction %u  commit %s  offset %" PRIu64 "  %s  since %s\n    %s\n", q[i].state, q[i].xid,
 			       lsn, q[i].stream_offset, q[i].reason, q[i].created_at, q[i].detail);
 			if (strcmp(q[i].state, "quarantined") == 0) {
-				char *config = shell_quote(cfg->path);
+				char *config = strbuf_shell_quote(cfg->path);
 				printf("    release after repair: trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\n",
 				       config, q[i].xid, lsn);
 				free(config);
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 	} else if (rc == 1) {
 		log_error("no quarantined transaction %" PRIu64 " with commit LSN %s in flow %s:%s (group \"%s\")", xid, lsn_text,
 			  cfg.source_id, cfg.dataset_id, cfg.consumer_group);
-		char *config = shell_quote(cli.config_path);
+		char *config = strbuf_shell_quote(cli.config_path);
 		log_hint("\"trellara quarantine list --config %s\" shows the exact boundary", config);
 		free(config);
 		code = EXIT_NEGATIVE;

@@ -470,7 +470,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	if (!run_snapshot_schema_stable(fp_before, fp_snap, fp_after)) {
 		t->outcome = COPY_SCHEMA_CHANGED;
 		snprintf(t->error, sizeof t->error, "its schema changed while it was copied");
-		char *config = shell_quote(cfg->path);
+		char *config = strbuf_shell_quote(cfg->path);
 		log_warn("table %s.%s: schema changed during its copy: not handed off; run \"trellara snapshot --config %s\" again to copy it again",
 			 t->schema, t->name, config);
 		free(config);

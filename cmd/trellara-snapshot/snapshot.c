@@ -405,7 +405,7 @@ int snapshot_run(const struct snapshot_options *o)
 	if (failed || changed) {
 		log_error("snapshot run \"%s\": %d tables failed, %d changed schema during their copy: no handoff", run_id, failed,
 			  changed);
-		char *config = shell_quote(cfg->path);
+		char *config = strbuf_shell_quote(cfg->path);
 		log_hint("fix what is named above, then run \"trellara snapshot --config %s\" again: copied tables are kept",
 			 config);
 		free(config);
@@ -447,7 +447,7 @@ int snapshot_run(const struct snapshot_options *o)
 	char l[LSN_FORMAT_LEN];
 	printf("snapshot run \"%s\" is stream_handoff_ready: slot \"%s\", consistent point %s\n", run_id, cfg->slot,
 	       lsn_format(run.consistent_lsn ? run.consistent_lsn : watermark, l));
-	char *config = shell_quote(cfg->path);
+	char *config = strbuf_shell_quote(cfg->path);
 	printf("next: trellara capture --config %s; trellara applyd --config %s\n", config, config);
 	free(config);
 	code = EXIT_OK;
@@ -508,7 +508,7 @@ int snapshot_reseed(const struct snapshot_options *o)
 		goto out;
 	if (!run.exists) {
 		log_error("flow %s:%s has no snapshot run to reseed a table of", cfg->source_id, cfg->dataset_id);
-		char *config = shell_quote(cfg->path);
+		char *config = strbuf_shell_quote(cfg->path);
 		log_hint("run \"trellara snapshot --config %s\" first", config);
 		free(config);
 		code = EXIT_NEGATIVE;

@@ -251,7 +251,7 @@ static void supervisor_problems(struct status_report *r, const char *config)
 void status_evaluate(struct status_report *r)
 {
 	/* the flow file as a shell word, for the commands the actions name */
-	char *config = shell_quote(r->cfg->path);
+	char *config = strbuf_shell_quote(r->cfg->path);
 	free(r->problems);
 	r->problems = NULL;
 	r->n_problems = 0;

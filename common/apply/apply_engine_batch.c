@@ -32,7 +32,7 @@ struct apply_outcome apply_engine_quarantine(struct apply_engine *a, uint32_t xi
 	a->stats.quarantined++;
 	log_error("transaction %u (commit %s, stream offset %" PRIu64 ") quarantined: %s: %s", xid, lsn, offset, reason,
 		  detail);
-	char *config = shell_quote(a->cfg->path);
+	char *config = strbuf_shell_quote(a->cfg->path);
 	log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine replay-ready --config %s --transaction-id %u --commit-lsn %s\"",
 		 config, config, xid, lsn);
 	free(config);
@@ -202,7 +202,7 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 		if (verdict[i] == APPLY_RELATION_UNPUBLISHED_PARTITION) {
 			log_error("stream offset %" PRIu64 ": changes to %.*s.%.*s, a partition of %s, arrive under the partition's own name: the publication does not publish via the partition root",
 				  offset, (int)r->schema_len, r->schema, (int)r->name_len, r->name, root);
-			char *config = shell_quote(a->cfg->path), *table = shell_quote(root);
+			char *config = strbuf_shell_quote(a->cfg->path), *table = strbuf_shell_quote(root);
 			log_hint("ALTER PUBLICATION %s SET (publish_via_partition_root = true) on the source (\"trellara check --config %s\" checks it), then \"trellara reseed --config %s --table %s\": the changes sent so far under the partition's name are not applied",
 				 a->cfg->publication, config, config, table);
 			free(config);

@@ -134,7 +134,7 @@ void strbuf_add_shell_quoted(struct strbuf *sb, const char *word)
 	strbuf_addch(sb, '\'');
 }
 
-char *shell_quote(const char *word)
+char *strbuf_shell_quote(const char *word)
 {
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_add_shell_quoted(&sb, word);

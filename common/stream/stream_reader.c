@@ -161,7 +161,7 @@ static int corrupt(struct stream_reader *r, const char *reason)
 {
 	log_error("stream segment \"%s\": %s at byte %llu (offset %llu), and valid frames follow",
 		  r->sf.path, reason, (unsigned long long)r->pos, (unsigned long long)r->next_offset);
-	char *dir = shell_quote(r->dir);
+	char *dir = strbuf_shell_quote(r->dir);
 	log_hint("run \"trellara stream inspect-local --dir %s\" to see the damage", dir);
 	free(dir);
 	return STREAM_ECORRUPT;

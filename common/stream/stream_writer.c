@@ -96,7 +96,7 @@ static int check_free_space(struct stream_writer *w, uint64_t needed)
 			  w->dir, (unsigned long long)free_bytes, (unsigned long long)w->options.min_free_bytes);
 		/* with --dir and no --protect, retention protects every existing
 		 * group and deletes nothing while there is none */
-		char *dir = shell_quote(w->dir);
+		char *dir = strbuf_shell_quote(w->dir);
 		log_hint("free disk space, or delete only what every consumer group has read: \"trellara stream retention --dir %s --apply\"",
 			 dir);
 		free(dir);
@@ -225,7 +225,7 @@ static int recover_segment(struct stream_writer *w, uint64_t base, uint64_t expe
 	if (scan.corrupt) {
 		log_error("stream segment \"%s\": %s at byte %llu, and valid frames follow: the stream is corrupt",
 			  sf.path, scan.corrupt_reason, (unsigned long long)scan.corrupt_position);
-		char *dir = shell_quote(w->dir);
+		char *dir = strbuf_shell_quote(w->dir);
 		log_hint("run \"trellara stream inspect-local --dir %s\"; the writer will not truncate valid frames", dir);
 		free(dir);
 		rc = STREAM_ECORRUPT;

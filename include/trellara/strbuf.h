@@ -49,9 +49,9 @@ char *strbuf_detach(struct strbuf *sb, size_t *len);
  * characters no shell treats specially (letters, digits, _-./=:,+@%),
  * else in single quotes with each quote written '\''.  Pasted into a
  * shell it gives back word exactly.  strbuf_add_shell_quoted appends it;
- * shell_quote returns it newly allocated (the caller frees it). */
+ * strbuf_shell_quote returns it newly allocated (the caller frees it). */
 void strbuf_add_shell_quoted(struct strbuf *sb, const char *word);
-char *shell_quote(const char *word);
+char *strbuf_shell_quote(const char *word);
 
 /* printf into err[errlen] (truncated, always terminated; nothing when err
  * is NULL or errlen is 0).  Returns -1, so "return errbuf_setf(...)" both

@@ -137,7 +137,7 @@ static void test_jsonw(void)
 
 static void check_quoted(const char *word, const char *expected)
 {
-	char *quoted = shell_quote(word);
+	char *quoted = strbuf_shell_quote(word);
 	CHECK_STR(quoted, expected);
 	free(quoted);
 }
