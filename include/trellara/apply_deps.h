@@ -50,15 +50,18 @@
  * the table must grow, only keys of live batches are carried over (in a
  * new arena), so memory stays bounded by the keys of live batches.
  *
- * Caller bugs fail closed, never undefined behaviour: a touch or barrier
- * with batch 0, with a batch below one seen before, with a batch already
- * committed or abandoned (or reaching an abandoned or committed number),
- * a touch with key NULL and len > 0, and an abandon of a committed batch
- * (b <= the committed watermark) BREAK the tracker: that touch or barrier
- * and every later one answers APPLY_DEPS_BROKEN (UINT64_MAX), which the
- * caller must treat as an error and stop applying in parallel; a broken
- * tracker records nothing more (committed and abandon are ignored;
- * held answers what it held).  apply_deps_broken says whether it is.
+ * Caller bugs fail closed, never undefined behaviour.  These BREAK the
+ * tracker: a touch or barrier with batch 0 or UINT64_MAX, with a batch
+ * below the highest number seen (begun, committed or abandoned), or with
+ * that highest number when it is no longer live (a touch after its commit
+ * or abandon); a touch with key NULL and len > 0; an abandon of a
+ * committed batch (batch <= the committed watermark).  That call records
+ * nothing; it and every later touch and barrier answer APPLY_DEPS_BROKEN
+ * (UINT64_MAX, a batch that never commits), which the caller must treat as
+ * an error and stop applying in parallel.  A broken tracker ignores
+ * committed and abandon; held answers what it held; apply_deps_broken says
+ * whether it is broken.  A commit at or below the watermark is no misuse
+ * (it says nothing new).
  */
 #ifndef TRELLARA_APPLY_DEPS_H
 #define TRELLARA_APPLY_DEPS_H
