@@ -52,7 +52,8 @@
 #   default        no apply.compaction key (applyd's default; a build
 #                  without the key can only run this one)
 #   workers N      apply.workers: N, written only when N != 1; the
-#                  configuration is named VARIANT_wN then
+#                  configuration is named VARIANT_wN then (applyd has no
+#                  apply.workers yet: it refuses the key, so only 1 runs)
 # Every configuration's flow file is validated (trellara-config, the same
 # parser as applyd's) before anything runs: a build that refuses a key
 # stops the bench there, naming it.

@@ -69,7 +69,7 @@ static void set_defaults(struct flow_config *config)
 	config->max_batch_messages = DEFAULT_MAX_BATCH_MESSAGES;
 	config->min_free_bytes = DEFAULT_MIN_FREE_BYTES;
 	config->snapshot_workers = DEFAULT_SNAPSHOT_WORKERS;
-	config->apply_batch_transactions = DEFAULT_APPLY_BATCH_TRANSACTIONS;
+	config->apply_batch_transactions = 0; /* unset: set_late_defaults */
 	config->apply_compaction = true;
 }
 
@@ -80,6 +80,9 @@ static void set_late_defaults(struct flow_config *config)
 		config->stream_spill_dir = xstrdup(DEFAULT_STREAM_SPILL_DIR);
 	if (!config->checkpoint_schema)
 		config->checkpoint_schema = xstrdup(DEFAULT_CHECKPOINT_SCHEMA);
+	if (!config->apply_batch_transactions) /* the schema refuses an explicit 0 */
+		config->apply_batch_transactions = config->apply_compaction ? DEFAULT_APPLY_BATCH_TRANSACTIONS
+									    : DEFAULT_APPLY_BATCH_TRANSACTIONS_UNFOLDED;
 	if (!config->consumer_group)
 		config->consumer_group = xstrdup(DEFAULT_CONSUMER_GROUP);
 	if (!config->protected_groups) {

@@ -79,7 +79,12 @@ enum trellara_exit {
 /* Flow-file defaults. */
 #define DEFAULT_CHECKPOINT_SCHEMA "trellara"
 #define DEFAULT_CONSUMER_GROUP "applyd"
+/* apply.batch_transactions: with compaction, and without it (unfolded,
+ * repeated updates of one row inside one target transaction make each
+ * next update walk that row's versions: measured, 1000 without
+ * compaction is 0.32x native on the TPC-B backlog where 100 is 0.73x) */
 #define DEFAULT_APPLY_BATCH_TRANSACTIONS 1000
+#define DEFAULT_APPLY_BATCH_TRANSACTIONS_UNFOLDED 100
 #define DEFAULT_SNAPSHOT_WORKERS 2
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
 #define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"

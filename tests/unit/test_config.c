@@ -272,6 +272,30 @@ static void test_full(struct fixture *fx)
 	config_free(&c); /* freeing twice is harmless */
 }
 
+/* apply.batch_transactions' default follows apply.compaction; a value
+ * the file sets wins either way. */
+static void test_batch_default(struct fixture *fx)
+{
+	struct flow_config c;
+	char *text = xasprintf("%sapply:\n  compaction: false\n", minimal_flow);
+	CHECK(load_ok(fx, text, &c) == 0);
+	CHECK(!c.apply_compaction);
+	CHECK(c.apply_batch_transactions == DEFAULT_APPLY_BATCH_TRANSACTIONS_UNFOLDED);
+	config_free(&c);
+	free(text);
+	text = xasprintf("%sapply:\n  compaction: false\n  batch_transactions: 7\n", minimal_flow);
+	CHECK(load_ok(fx, text, &c) == 0);
+	CHECK(c.apply_batch_transactions == 7);
+	config_free(&c);
+	free(text);
+	text = xasprintf("%sapply:\n  compaction: true\n  batch_transactions: 5000\n", minimal_flow);
+	CHECK(load_ok(fx, text, &c) == 0);
+	CHECK(c.apply_compaction && c.apply_batch_transactions == 5000);
+	config_free(&c);
+	free(text);
+	CHECK(DEFAULT_APPLY_BATCH_TRANSACTIONS_UNFOLDED < DEFAULT_APPLY_BATCH_TRANSACTIONS);
+}
+
 static void test_defaults(struct fixture *fx)
 {
 	struct flow_config c;
@@ -296,6 +320,7 @@ static void test_defaults(struct fixture *fx)
 	CHECK(c.snapshot_workers == DEFAULT_SNAPSHOT_WORKERS);
 	CHECK_STR(c.consumer_group, DEFAULT_CONSUMER_GROUP);
 	CHECK(c.apply_batch_transactions == DEFAULT_APPLY_BATCH_TRANSACTIONS);
+	CHECK(c.apply_compaction);
 	CHECK(c.metrics_dir == NULL);
 	CHECK(c.n_protected_groups == 1);
 	if (c.n_protected_groups == 1)
@@ -650,6 +675,7 @@ int main(void)
 	}
 	test_full(&fx);
 	test_defaults(&fx);
+	test_batch_default(&fx);
 	test_example_file(&fx);
 	test_secrets(&fx);
 	test_errors(&fx);
