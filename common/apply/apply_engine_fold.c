@@ -114,10 +114,8 @@ struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
 			run -= piece;
 		}
 	}
-	struct fold_stats st = fold_stats(a->fold);
-	a->batch_folded += (st.received - a->fold_received_seen) - (st.emitted - a->fold_emitted_seen);
-	a->fold_received_seen = st.received;
-	a->fold_emitted_seen = st.emitted;
+	/* what the segment took less what it sent */
+	a->batch_folded += fold_pending(a->fold) - n;
 	fold_reset(a->fold);
 	return rc;
 }
@@ -125,9 +123,6 @@ struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
 void apply_engine_fold_forget(struct apply_engine *a)
 {
 	fold_reset(a->fold);
-	struct fold_stats st = fold_stats(a->fold);
-	a->fold_received_seen = st.received;
-	a->fold_emitted_seen = st.emitted;
 	a->batch_statements = a->batch_folded = 0;
 }
 

@@ -67,7 +67,6 @@ struct apply_engine {
 	struct fold *fold;         /* owned: the open batch's segment */
 	bool folding;              /* the transaction being sent folds */
 	uint64_t batch_statements, batch_folded;
-	uint64_t fold_received_seen, fold_emitted_seen; /* fold_stats() at the last flush */
 	const struct env_change **set_run; /* owned (the pointers only): one set statement's changes */
 	size_t set_cap;
 	int transient_retries;     /* in a row, since the last commit */
