@@ -124,8 +124,9 @@ backlog() {
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	caught_up
 	assert_tables_equal uniq
-	grep -q "retrying them one at a time" "$TEST_DIR/applyd.log"
-	grep -q "without a culprit; back to batches" "$TEST_DIR/applyd.log"
+	grep -q "a batch of 5 transactions failed (23505: .*); retrying them one at a time" "$TEST_DIR/applyd.log"
+	# (no culprit: nothing quarantined; whether "back to batches" is logged
+	# depends on watermark frames after the batch, so it is not asserted)
 	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
 	bg_stop applyd TERM
 	[ "$BG_STATUS" -eq 0 ]
