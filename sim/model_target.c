@@ -150,8 +150,9 @@ static bool alive(struct model_target *t, uint64_t tag)
 	return false;
 }
 
-static int m_begin(void *p, uint64_t tag)
+static int m_begin(void *p, uint64_t tag, bool bounded_waits)
 {
+	(void)bounded_waits;
 	struct model_target *t = p;
 	if (!alive(t, tag))
 		return -1;
@@ -323,9 +324,15 @@ static int m_change(void *p, const struct plan_relation *rels, uint32_t n_rels, 
 	return 0;
 }
 
-static int m_write_checkpoint(void *p, const struct apply_checkpoint *cp, uint64_t tag)
+static int m_write_checkpoint(void *p, const struct apply_checkpoint *prev, const struct apply_checkpoint *cp,
+			      uint64_t tag)
 {
 	struct model_target *t = p;
+	if (alive(t, tag) && t->in_txn && t->cp.stream_offset != prev->stream_offset) {
+		set_error(t, "TR001", false, tag, "no row matched", "the checkpoint row at the previous batch's position");
+		drop_work(t);
+		return -1;
+	}
 	if (!alive(t, tag) || !t->in_txn) {
 		set_error(t, "25P01", false, tag, "no transaction in progress", NULL);
 		return -1;

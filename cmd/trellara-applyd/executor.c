@@ -107,6 +107,8 @@ static int fail_send(struct executor *e)
 int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
 		  bool expect_one, uint64_t expect_rows, const char *what)
 {
+	if (e->submitted && executor_collect(e) < 0)
+		return -1;
 	if (e->error.failed)
 		return -1;
 	uint64_t h = hash_text(sql);
@@ -142,6 +144,8 @@ int executor_exec(struct executor *e, const char *sql, int nparams, const char *
 
 int executor_control(struct executor *e, const char *sql, uint64_t tag)
 {
+	if (e->submitted)
+		executor_collect(e); /* a failure is the error kept; ROLLBACK goes on */
 	if (e->error.failed && strcmp(sql, "ROLLBACK") != 0)
 		return -1;
 	if (!PQsendQueryParams(e->conn, sql, 0, NULL, NULL, NULL, NULL, 0))
@@ -182,12 +186,28 @@ static void drain_to_sync(PGconn *conn)
 
 int executor_sync(struct executor *e)
 {
+	return executor_submit(e) < 0 ? -1 : executor_collect(e);
+}
+
+int executor_submit(struct executor *e)
+{
+	if (e->submitted)
+		return 0;
 	if (PQpipelineSync(e->conn) != 1) {
 		for (size_t k = 0; k < e->queue_len; k++)
 			free(e->queue[k].what);
 		e->queue_len = 0;
 		return fail_send(e);
 	}
+	e->submitted = true;
+	return 0;
+}
+
+int executor_collect(struct executor *e)
+{
+	if (!e->submitted)
+		return e->error.failed ? -1 : 0;
+	e->submitted = false;
 	/* Results arrive in command order, each command's ending with NULL;
 	 * the sync's own result ends the lot. */
 	size_t i = 0;

@@ -31,6 +31,7 @@ struct executor {
 	struct executor_cmd *queue;    /* owned: commands awaiting results */
 	size_t queue_len, queue_cap;
 	struct apply_target_error error; /* the first (tag: of the failing command) */
+	bool submitted;                /* a sync was sent whose results are not read yet */
 };
 
 int executor_init(struct executor *e, PGconn *conn);
@@ -48,6 +49,12 @@ int executor_control(struct executor *e, const char *sql, uint64_t tag);
  * with e->error set otherwise (after which the executor rolls back any
  * open transaction and forgets its prepared statements). */
 int executor_sync(struct executor *e);
+/* executor_sync in two halves: the sync sent (everything queued flushed
+ * to the server), and later its results read.  Between the two the
+ * executor takes no command (the engine collects a connection before it
+ * sends on it again). */
+int executor_submit(struct executor *e);
+int executor_collect(struct executor *e);
 /* Synchronous query outside any batch (pipeline mode left and re-entered). */
 PGresult *executor_query(struct executor *e, const char *sql, int nparams, const char *const *values);
 

@@ -4,6 +4,7 @@
 #include "target_pg.h"
 
 #include "trellara/checkpoint.h"
+#include "trellara/defaults.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/xalloc.h"
@@ -151,10 +152,13 @@ int target_pg_tables_load(struct target_pg *a, struct apply_tables *ts)
 
 /* ---- the engine's operations ---- */
 
-static int pg_begin(void *t, uint64_t tag)
+static int pg_begin(void *t, uint64_t tag, bool bounded_waits)
 {
 	struct target_pg *p = t;
-	return executor_control(&p->ex, "BEGIN", tag);
+	if (executor_control(&p->ex, "BEGIN", tag) < 0)
+		return -1;
+	/* the session's lock_timeout is the parallel bound (target_pg_open) */
+	return bounded_waits || !p->parallel ? 0 : executor_control(&p->ex, "SET LOCAL lock_timeout = 0", tag);
 }
 
 static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *c,
@@ -178,15 +182,25 @@ static int pg_change_set(void *t, const struct plan_relation *rels, uint32_t n_r
 	return pg_change(t, rels, n_rels, NULL, stmt, tag);
 }
 
-static int pg_write_checkpoint(void *t, const struct apply_checkpoint *cp, uint64_t tag)
+/* The row lock first (it waits for the batch before, which may still be
+ * committing on another connection, whatever lock_timeout says), then the
+ * update, which matches no row unless that batch committed. */
+static int pg_write_checkpoint(void *t, const struct apply_checkpoint *prev, const struct apply_checkpoint *cp,
+			       uint64_t tag)
 {
 	struct target_pg *p = t;
 	struct checkpoint_apply_params v;
-	checkpoint_apply_update_params(&p->ids, cp, &v);
-	char *sql = checkpoint_apply_update_sql(p->conn, p->cfg->checkpoint_schema);
-	int rc = executor_exec(&p->ex, sql, CHECKPOINT_APPLY_UPDATE_NPARAMS, v.values, tag, true, 1, NULL);
-	free(sql);
-	return rc;
+	checkpoint_apply_update_params(&p->ids, prev, cp, &v);
+	if (!p->lock_sql)
+		p->lock_sql = checkpoint_apply_lock_sql(p->conn, p->cfg->checkpoint_schema);
+	if (!p->update_sql)
+		p->update_sql = checkpoint_apply_update_sql(p->conn, p->cfg->checkpoint_schema);
+	if (p->parallel && executor_control(&p->ex, "SET LOCAL lock_timeout = 0", tag) < 0)
+		return -1;
+	if (executor_exec(&p->ex, p->lock_sql, 3, v.values + 7, tag, false, 0, NULL) < 0)
+		return -1;
+	return executor_exec(&p->ex, p->update_sql, CHECKPOINT_APPLY_UPDATE_NPARAMS, v.values, tag, true, 1,
+			     "the checkpoint row at the previous batch's position (the batch before did not commit)");
 }
 
 /* Marks a replayed quarantined transaction resolved, in the target
@@ -217,9 +231,24 @@ static int pg_commit(void *t, uint64_t tag)
 	return executor_sync(&p->ex);
 }
 
+static int pg_commit_submit(void *t, uint64_t tag)
+{
+	struct target_pg *p = t;
+	if (executor_control(&p->ex, "COMMIT", tag) < 0)
+		return -1;
+	return executor_submit(&p->ex);
+}
+
+static int pg_commit_collect(void *t)
+{
+	struct target_pg *p = t;
+	return executor_collect(&p->ex);
+}
+
 static void pg_rollback(void *t)
 {
 	struct target_pg *p = t;
+	executor_collect(&p->ex); /* a submitted COMMIT's result first */
 	executor_control(&p->ex, "ROLLBACK", 0);
 	executor_sync(&p->ex);
 }
@@ -294,6 +323,8 @@ const struct apply_target_ops target_pg_ops = {
 	.resolve_quarantine = pg_resolve_quarantine,
 	.sync = pg_sync,
 	.commit = pg_commit,
+	.commit_submit = pg_commit_submit,
+	.commit_collect = pg_commit_collect,
 	.rollback = pg_rollback,
 	.error = pg_error,
 	.clear_error = pg_clear_error,
@@ -305,6 +336,13 @@ const struct apply_target_ops target_pg_ops = {
 
 int target_pg_open(struct target_pg *t)
 {
+	t->parallel = t->cfg->apply_workers > 1;
+	if (t->parallel) {
+		char sql[64];
+		snprintf(sql, sizeof sql, "SET lock_timeout = %d", APPLY_PARALLEL_LOCK_TIMEOUT_MS);
+		if (pgconn_command(t->conn, sql) < 0)
+			return -1;
+	}
 	if (executor_init(&t->ex, t->conn) < 0)
 		return -1;
 	t->ex_ready = true;
@@ -316,4 +354,7 @@ void target_pg_close(struct target_pg *t)
 	if (t->ex_ready)
 		executor_free(&t->ex);
 	t->ex_ready = false;
+	free(t->lock_sql);
+	free(t->update_sql);
+	t->lock_sql = t->update_sql = NULL;
 }

@@ -21,6 +21,8 @@ struct target_pg {
 	PGconn *conn;                  /* borrowed: applyd connects */
 	struct executor ex;
 	bool ex_ready;
+	bool parallel;                 /* apply.workers > 1: lock waits bounded outside the checkpoint */
+	char *lock_sql, *update_sql;   /* owned: the checkpoint's statements */
 };
 
 extern const struct apply_target_ops target_pg_ops;

@@ -63,7 +63,7 @@ int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset)
 	a->in_txn = true;
 	a->batch_first_offset = offset;
 	apply_engine_fold_forget(a); /* nothing of an abandoned target transaction */
-	return a->ops->begin(a->t, offset);
+	return a->ops->begin(a->t, offset, false);
 }
 
 /* APPLY_FAILED: the statement error is the target's (engine_error). */
@@ -94,7 +94,7 @@ struct apply_outcome apply_engine_commit_batch(struct apply_engine *a)
 	next.applied_changes = a->cp.applied_changes + a->batch_changes;
 	next.skipped_duplicates = a->cp.skipped_duplicates + a->batch_skipped;
 	/* every row change checked (expect_one) before anything commits */
-	if (a->ops->write_checkpoint(a->t, &next, a->next_offset) < 0 || a->ops->sync(a->t) < 0)
+	if (a->ops->write_checkpoint(a->t, &a->cp, &next, a->next_offset) < 0 || a->ops->sync(a->t) < 0)
 		goto failed;
 	fault_point("applyd.before_target_commit");
 	if (a->ops->commit(a->t, a->next_offset) < 0)

@@ -71,6 +71,7 @@ static void set_defaults(struct flow_config *config)
 	config->snapshot_workers = DEFAULT_SNAPSHOT_WORKERS;
 	config->apply_batch_transactions = 0; /* unset: set_late_defaults */
 	config->apply_compaction = true;
+	config->apply_workers = DEFAULT_APPLY_WORKERS;
 }
 
 /* Defaults that depend on other keys or are strings. */

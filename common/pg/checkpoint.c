@@ -449,13 +449,22 @@ char *checkpoint_apply_update_sql(PGconn *conn, const char *schema)
 				 "UPDATE @.apply_checkpoint SET last_commit_lsn = $1, last_xid = $2, stream_offset = $3,"
 				 " applied_through_lsn = $4, applied_transactions = $5, applied_changes = $6,"
 				 " skipped_duplicates = $7, updated_at = now()"
-				 " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10",
+				 " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10 AND stream_offset = $11",
 				 schema);
 }
 
-void checkpoint_apply_update_params(const struct flow_ids *ids, const struct apply_checkpoint *cp,
-				    struct checkpoint_apply_params *out)
+char *checkpoint_apply_lock_sql(PGconn *conn, const char *schema)
 {
+	return pgconn_schema_sql(conn,
+				 "SELECT 1 FROM @.apply_checkpoint"
+				 " WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3 FOR UPDATE",
+				 schema);
+}
+
+void checkpoint_apply_update_params(const struct flow_ids *ids, const struct apply_checkpoint *prev,
+				    const struct apply_checkpoint *cp, struct checkpoint_apply_params *out)
+{
+	snprintf(out->prev_stream_offset, sizeof out->prev_stream_offset, "%" PRIu64, prev->stream_offset);
 	lsn_format(cp->last_commit_lsn, out->last_commit_lsn);
 	snprintf(out->last_xid, sizeof out->last_xid, "%u", cp->last_xid);
 	snprintf(out->stream_offset, sizeof out->stream_offset, "%" PRIu64, cp->stream_offset);
@@ -466,6 +475,7 @@ void checkpoint_apply_update_params(const struct flow_ids *ids, const struct app
 	const char *v[CHECKPOINT_APPLY_UPDATE_NPARAMS] = {
 		out->last_commit_lsn, out->last_xid, out->stream_offset, out->applied_through_lsn, out->applied_transactions,
 		out->applied_changes, out->skipped_duplicates, ids->source_id, ids->dataset_id, ids->group,
+		out->prev_stream_offset,
 	};
 	memcpy(out->values, v, sizeof v);
 }

@@ -63,7 +63,11 @@ struct apply_target_error {
  * return -1 when the connection is gone (the engine reconnects).
  */
 struct apply_target_ops {
-	int (*begin)(void *t, uint64_t tag);
+	/* bounded_waits: the transaction runs beside others (apply.workers >
+	 * 1), so a lock wait is bounded (the libpq target: lock_timeout, see
+	 * APPLY_PARALLEL_LOCK_TIMEOUT_MS) and ends in SQLSTATE 55P03; false:
+	 * it waits as long as the target makes it wait */
+	int (*begin)(void *t, uint64_t tag, bool bounded_waits);
 	/* one planned change: stmt is the planner's statement for c (the
 	 * libpq target sends it; a model target applies c itself) */
 	int (*change)(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *c,
@@ -74,14 +78,26 @@ struct apply_target_ops {
 	 * the engine plans and sends them one by one. */
 	int (*change_set)(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *const *cs,
 			  size_t n, const struct plan_stmt *stmt, uint64_t tag);
-	/* the checkpoint row becomes cp (in the open transaction) */
-	int (*write_checkpoint)(void *t, const struct apply_checkpoint *cp, uint64_t tag);
+	/* the checkpoint row becomes cp (in the open transaction).  Commit
+	 * order: it first waits until every other transaction that wrote the
+	 * row before this one committed or rolled back (the row's lock), and
+	 * then fails with TR001 unless the row's stream_offset is
+	 * prev->stream_offset: a batch whose predecessor did not commit can
+	 * never commit after it. */
+	int (*write_checkpoint)(void *t, const struct apply_checkpoint *prev, const struct apply_checkpoint *cp,
+				uint64_t tag);
 	/* the replay-ready entry id becomes resolved (in the open transaction) */
 	int (*resolve_quarantine)(void *t, int64_t id, uint64_t tag);
 	/* read every queued result; -1: one failed */
 	int (*sync)(void *t);
 	/* COMMIT and read its result */
 	int (*commit)(void *t, uint64_t tag);
+	/* COMMIT sent (everything queued before it too) without reading its
+	 * result; commit_collect reads it: 0 committed, -1 error() (a lost
+	 * connection leaves the outcome unknown: the checkpoint says).  NULL
+	 * (both): the target cannot run batches side by side. */
+	int (*commit_submit)(void *t, uint64_t tag);
+	int (*commit_collect)(void *t);
 	/* ROLLBACK whatever is open; the error stays readable until clear_error */
 	void (*rollback)(void *t);
 	const struct apply_target_error *(*error)(void *t);
@@ -100,6 +116,11 @@ struct apply_engine_stats {
 		quarantined;
 	/* of the committed batches: statements sent, row changes folded away */
 	uint64_t statements, folded;
+	/* parallel apply: batches committed while an earlier one was still in
+	 * flight; waits for an earlier batch holding a key (the dependency
+	 * tracker); times the in-flight batches were rolled back and their
+	 * transactions applied again on one connection */
+	uint64_t overlapped, dependency_waits, serial_fallbacks;
 };
 
 struct apply_engine;
@@ -109,6 +130,13 @@ struct apply_engine;
 struct apply_engine *apply_engine_new(const struct flow_config *cfg, const struct apply_target_ops *ops, void *t,
 				      struct stream_reader *reader, struct stream_fs *fs);
 void apply_engine_free(struct apply_engine *e);
+/* One more target connection (apply.workers): batches run on up to 1 +
+ * the added ones at a time, committed in order (PARALLEL APPLY in
+ * trellara-applyd(1)).  Each is a session of the same target, given
+ * before apply_engine_connected, connected and disconnected with the
+ * first; calls outside a batch (quarantine, fences, tables) go to the
+ * first.  Ignored unless ops has commit_submit and commit_collect. */
+void apply_engine_add_worker(struct apply_engine *e, void *t);
 
 /* After (re)connecting: the checkpoint read from the target, its
  * replay-ready quarantine entries (copied) and the flow's tables (taken

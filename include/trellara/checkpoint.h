@@ -76,28 +76,37 @@ int checkpoint_quarantine_replay_ready(PGconn *conn, const char *schema, const s
 char *checkpoint_quarantine_resolve_sql(PGconn *conn, const char *schema);
 
 /* The UPDATE of the apply checkpoint that the applier runs (pipelined) at
- * the end of each batch, before COMMIT.  Parameters, in this order:
+ * the end of each batch, before COMMIT, after checkpoint_apply_lock_sql().
+ * Parameters, in this order:
  *   $1 last_commit_lsn (X/X)   $2 last_xid           $3 stream_offset
  *   $4 applied_through_lsn     $5 applied_transactions
  *   $6 applied_changes         $7 skipped_duplicates
  *   $8 source_id   $9 dataset_id   $10 consumer_group
+ *   $11 the stream_offset the row must have (the previous batch's): it
+ *       matches no row when the batch before did not commit
  * checkpoint_apply_update_params() formats them from a checkpoint.
  * Newly allocated. */
 char *checkpoint_apply_update_sql(PGconn *conn, const char *schema);
+/* SELECT … FOR UPDATE of the checkpoint row ($1 source_id, $2 dataset_id,
+ * $3 consumer_group: the last three of the update's parameters): waits
+ * until a transaction that wrote the row before committed or rolled back,
+ * so that the update then reads the row as it left it (commit order). */
+char *checkpoint_apply_lock_sql(PGconn *conn, const char *schema);
 
-#define CHECKPOINT_APPLY_UPDATE_NPARAMS 10
+#define CHECKPOINT_APPLY_UPDATE_NPARAMS 11
 
 struct checkpoint_apply_params {
 	const char *values[CHECKPOINT_APPLY_UPDATE_NPARAMS]; /* point into the buffers below and into ids */
 	char last_commit_lsn[LSN_FORMAT_LEN], last_xid[16], stream_offset[24], applied_through_lsn[LSN_FORMAT_LEN];
-	char applied_transactions[24], applied_changes[24], skipped_duplicates[24];
+	char applied_transactions[24], applied_changes[24], skipped_duplicates[24], prev_stream_offset[24];
 };
 
-/* The parameters of checkpoint_apply_update_sql() for writing cp as the
- * checkpoint of ids (the stream binding columns are not written).
- * out->values stays valid while out and ids do. */
-void checkpoint_apply_update_params(const struct flow_ids *ids, const struct apply_checkpoint *cp,
-				    struct checkpoint_apply_params *out);
+/* The parameters of checkpoint_apply_update_sql() for writing cp over
+ * prev as the checkpoint of ids (the stream binding columns are not
+ * written).  out->values stays valid while out and ids do; values + 7
+ * are the lock's parameters. */
+void checkpoint_apply_update_params(const struct flow_ids *ids, const struct apply_checkpoint *prev,
+				    const struct apply_checkpoint *cp, struct checkpoint_apply_params *out);
 
 /* Per-table watermark LSNs of the latest snapshot run (DESIGN §6):
  * parallel arrays "schema.table" -> LSN, newly allocated. */

@@ -76,6 +76,7 @@ struct flow_config {
 	char *consumer_group; /* owned; default "applyd" */
 	uint64_t apply_batch_transactions;
 	bool apply_compaction; /* apply.compaction, default true: batches folded to their net changes */
+	uint64_t apply_workers;  /* apply.workers: target connections batches run on, committed in order */
 	char *metrics_dir;    /* owned; may be NULL */
 };
 

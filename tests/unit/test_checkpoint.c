@@ -30,8 +30,13 @@ static void check_sql_text(PGconn *conn)
 	const char *prefix = "UPDATE \"flow \"\"one\"\"\".apply_checkpoint SET ";
 	CHECK(strncmp(sql, prefix, strlen(prefix)) == 0);
 	CHECK(highest_param(sql) == CHECKPOINT_APPLY_UPDATE_NPARAMS);
-	CHECK(strstr(sql, "WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10") != NULL);
+	CHECK(strstr(sql, "WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10 AND stream_offset = $11") != NULL);
 	CHECK(strstr(sql, "last_commit_lsn = $1,") != NULL && strstr(sql, "skipped_duplicates = $7,") != NULL);
+	free(sql);
+
+	sql = checkpoint_apply_lock_sql(conn, "trellara");
+	CHECK_STR(sql, "SELECT 1 FROM \"trellara\".apply_checkpoint WHERE source_id = $1 AND dataset_id = $2 AND consumer_group = $3 FOR UPDATE");
+	CHECK(highest_param(sql) == 3);
 	free(sql);
 
 	sql = checkpoint_quarantine_resolve_sql(conn, "trellara");
@@ -51,9 +56,10 @@ static void check_params(void)
 		.applied_changes = 0,
 		.skipped_duplicates = 12,
 	};
+	struct apply_checkpoint prev = { .stream_offset = 41 };
 	struct checkpoint_apply_params p;
 	memset(&p, 0x5a, sizeof p);
-	checkpoint_apply_update_params(&ids, &cp, &p);
+	checkpoint_apply_update_params(&ids, &prev, &cp, &p);
 	CHECK_STR(p.values[0], "0/16B3748");
 	CHECK_STR(p.values[1], "4000000000");
 	CHECK_STR(p.values[2], "18446744073709551615");
@@ -64,6 +70,7 @@ static void check_params(void)
 	CHECK(p.values[7] == ids.source_id);
 	CHECK(p.values[8] == ids.dataset_id);
 	CHECK(p.values[9] == ids.group);
+	CHECK_STR(p.values[10], "41");
 }
 
 int main(void)
