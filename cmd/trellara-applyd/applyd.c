@@ -45,6 +45,10 @@ struct applyd {
 	struct flow_ids ids;
 	PGconn *conn;
 	struct target_pg target;
+	/* apply.workers - 1 more connections (PARALLEL APPLY) */
+	PGconn *wconn[MAX_APPLY_WORKERS];
+	struct target_pg wtarget[MAX_APPLY_WORKERS];
+	int n_workers;
 	struct apply_engine *engine; /* owned */
 	struct stream_reader *reader;
 	struct apply_checkpoint cp;  /* as read at connect */
@@ -69,6 +73,9 @@ static void fill_metrics(struct metrics *m, int64_t now_us, void *arg)
 	metrics_add_u64(m, "trellara_applyd_received_changes_total", "row changes received in committed batches by this process", METRIC_COUNTER, NULL, NULL, st->changes);
 	metrics_add_u64(m, "trellara_applyd_statements_total", "statements executed for committed batches by this process", METRIC_COUNTER, NULL, NULL, st->statements);
 	metrics_add_u64(m, "trellara_applyd_folded_changes_total", "row changes folded away by compaction in committed batches by this process", METRIC_COUNTER, NULL, NULL, st->folded);
+	metrics_add_u64(m, "trellara_applyd_overlapped_batches_total", "batches committed while an earlier one was in flight (apply.workers > 1)", METRIC_COUNTER, NULL, NULL, st->overlapped);
+	metrics_add_u64(m, "trellara_applyd_dependency_waits_total", "waits for an earlier batch in flight holding a key (apply.workers > 1)", METRIC_COUNTER, NULL, NULL, st->dependency_waits);
+	metrics_add_u64(m, "trellara_applyd_serial_fallbacks_total", "times the batches in flight were rolled back and applied again one at a time", METRIC_COUNTER, NULL, NULL, st->serial_fallbacks);
 	metrics_add_u64(m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, cp->applied_through_lsn);
 	metrics_add_u64(m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, cp->stream_offset);
 }
@@ -108,9 +115,9 @@ static struct apply_outcome apply_loop(struct applyd *a)
  * not fire (the source already ran them, and the stream carries what
  * they did); ENABLE REPLICA and ENABLE ALWAYS triggers do.  A role that
  * may not set it fails closed. */
-static struct apply_outcome set_replica_role(struct applyd *a)
+static struct apply_outcome set_replica_role(struct applyd *a, PGconn *conn)
 {
-	PGresult *res = PQexec(a->conn, "SET session_replication_role = replica");
+	PGresult *res = PQexec(conn, "SET session_replication_role = replica");
 	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
 		return apply_ok();
@@ -119,7 +126,7 @@ static struct apply_outcome set_replica_role(struct applyd *a)
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	struct apply_outcome rc = apply_reconnect();
 	if (sqlstate_classify(state) == SQLSTATE_CLASS_PERMISSION) {
-		char *role = pgconn_quote_ident(a->conn, PQuser(a->conn));
+		char *role = pgconn_quote_ident(conn, PQuser(conn));
 		log_error("target: role %s may not set session_replication_role, which applyd needs so that target triggers and foreign-key actions do not fire: %s",
 			  role, msg ? msg : "permission denied");
 		char *config = strbuf_shell_quote(a->cfg->path);
@@ -129,7 +136,7 @@ static struct apply_outcome set_replica_role(struct applyd *a)
 		free(role);
 		rc = apply_exit(EXIT_CONFIG);
 	} else {
-		log_error("target: cannot set session_replication_role: %s", msg ? msg : PQerrorMessage(a->conn));
+		log_error("target: cannot set session_replication_role: %s", msg ? msg : PQerrorMessage(conn));
 	}
 	PQclear(res);
 	return rc;
@@ -209,19 +216,47 @@ static struct apply_outcome bind_stream(struct applyd *a, const struct stream_me
 	return apply_ok();
 }
 
+/* One session as applyd runs batches on it: the replica role, every
+ * COMMIT flushed, no idle timeout (a chunk set holds its target
+ * transaction open while capture is still writing it). */
+static struct apply_outcome session_setup(struct applyd *a, PGconn *conn)
+{
+	struct apply_outcome role_rc = set_replica_role(a, conn);
+	if (!apply_is_ok(role_rc))
+		return role_rc;
+	if (pgconn_command(conn, "SET synchronous_commit = on") < 0 ||
+	    pgconn_command(conn, "SET idle_in_transaction_session_timeout = 0") < 0)
+		return apply_reconnect();
+	return apply_ok();
+}
+
+/* The further connections of apply.workers, each a target_pg the engine
+ * runs batches on (it was given them at start). */
+static struct apply_outcome connect_workers(struct applyd *a)
+{
+	for (int i = 0; i < a->n_workers; i++) {
+		a->wconn[i] = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
+		if (!a->wconn[i])
+			return apply_reconnect();
+		struct apply_outcome rc = session_setup(a, a->wconn[i]);
+		if (!apply_is_ok(rc))
+			return rc;
+		a->wtarget[i].conn = a->wconn[i];
+		if (target_pg_open(&a->wtarget[i]) < 0)
+			return apply_reconnect();
+	}
+	return apply_ok();
+}
+
 static struct apply_outcome connect_target(struct applyd *a)
 {
 	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
 	if (!a->conn)
 		return apply_reconnect();
-	struct apply_outcome role_rc = set_replica_role(a);
-	if (!apply_is_ok(role_rc))
-		return role_rc;
-	/* idle_in_transaction_session_timeout off: a chunk set holds its
-	 * target transaction open while capture is still writing it */
-	if (pgconn_command(a->conn, "SET synchronous_commit = on") < 0 ||
-	    pgconn_command(a->conn, "SET idle_in_transaction_session_timeout = 0") < 0 ||
-	    checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
+	struct apply_outcome setup_rc = session_setup(a, a->conn);
+	if (!apply_is_ok(setup_rc))
+		return setup_rc;
+	if (checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
 		return apply_reconnect();
 	/* one applier per flow and group */
 	char *key = xasprintf("trellara.applyd.%s.%s", a->flow, a->cfg->consumer_group);
@@ -281,6 +316,12 @@ static struct apply_outcome connect_target(struct applyd *a)
 		free(q);
 		return apply_reconnect();
 	}
+	rc = connect_workers(a);
+	if (!apply_is_ok(rc)) {
+		apply_tables_free(&tables);
+		free(q);
+		return rc;
+	}
 	apply_engine_connected(a->engine, &a->cp, q, nq, &tables);
 	free(q);
 	return apply_ok();
@@ -288,6 +329,11 @@ static struct apply_outcome connect_target(struct applyd *a)
 
 static void disconnect_target(struct applyd *a)
 {
+	for (int i = 0; i < a->n_workers; i++) {
+		target_pg_close(&a->wtarget[i]);
+		PQfinish(a->wconn[i]);
+		a->wconn[i] = NULL;
+	}
 	target_pg_close(&a->target);
 	PQfinish(a->conn);
 	a->conn = NULL;
@@ -372,6 +418,11 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 		goto out;
 	a.target = (struct target_pg){ .cfg = a.cfg, .ids = a.ids };
 	a.engine = apply_engine_new(a.cfg, &target_pg_ops, &a.target, a.reader, stream_fs_posix());
+	a.n_workers = (int)a.cfg->apply_workers - 1;
+	for (int i = 0; i < a.n_workers; i++) {
+		a.wtarget[i] = (struct target_pg){ .cfg = a.cfg, .ids = a.ids };
+		apply_engine_add_worker(a.engine, &a.wtarget[i]);
+	}
 	int attempt = 0;
 	while (!*o->stop) {
 		if (attempt > 0) {
@@ -434,6 +485,12 @@ out:
 	log_info("applyd compaction: %" PRIu64 " changes received, %" PRIu64 " folded away, %" PRIu64
 		 " statements executed in %" PRIu64 " target transactions",
 		 stats->changes, stats->folded, stats->statements, stats->batches);
+	if (a.engine && a.cfg->apply_workers > 1) {
+		const struct apply_engine_stats *st = apply_engine_stats(a.engine);
+		log_info("applyd parallel apply: %" PRIu64 " connections, %" PRIu64 " batches committed while an earlier one was in flight, %" PRIu64
+			 " waits for an earlier batch holding a key, %" PRIu64 " fall backs to one batch at a time",
+			 a.cfg->apply_workers, st->overlapped, st->dependency_waits, st->serial_fallbacks);
+	}
 	if (a.conn)
 		disconnect_target(&a);
 	apply_engine_free(a.engine);

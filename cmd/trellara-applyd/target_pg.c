@@ -158,7 +158,7 @@ static int pg_begin(void *t, uint64_t tag, bool bounded_waits)
 	if (executor_control(&p->ex, "BEGIN", tag) < 0)
 		return -1;
 	/* the session's lock_timeout is the parallel bound (target_pg_open) */
-	return bounded_waits || !p->parallel ? 0 : executor_control(&p->ex, "SET LOCAL lock_timeout = 0", tag);
+	return bounded_waits || !p->parallel ? 0 : executor_control(&p->ex, p->own_lock_timeout_sql, tag);
 }
 
 static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *c,
@@ -239,7 +239,13 @@ static int pg_commit_submit(void *t, uint64_t tag)
 	return executor_submit(&p->ex);
 }
 
-static int pg_commit_collect(void *t)
+static int pg_submit(void *t)
+{
+	struct target_pg *p = t;
+	return executor_submit(&p->ex);
+}
+
+static int pg_collect(void *t)
 {
 	struct target_pg *p = t;
 	return executor_collect(&p->ex);
@@ -323,8 +329,9 @@ const struct apply_target_ops target_pg_ops = {
 	.resolve_quarantine = pg_resolve_quarantine,
 	.sync = pg_sync,
 	.commit = pg_commit,
+	.submit = pg_submit,
 	.commit_submit = pg_commit_submit,
-	.commit_collect = pg_commit_collect,
+	.collect = pg_collect,
 	.rollback = pg_rollback,
 	.error = pg_error,
 	.clear_error = pg_clear_error,
@@ -338,10 +345,23 @@ int target_pg_open(struct target_pg *t)
 {
 	t->parallel = t->cfg->apply_workers > 1;
 	if (t->parallel) {
+		/* the session's own lock_timeout (the URL's options, the role's
+		 * settings) stays what a batch on one connection waits; beside
+		 * others a batch waits at most the bound, or less if that is less */
+		PGresult *res = pgconn_query(t->conn, "SELECT setting::bigint FROM pg_settings WHERE name = 'lock_timeout'", 0, NULL);
+		if (!res)
+			return -1;
+		t->own_lock_timeout_ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+		long long bound = t->own_lock_timeout_ms > 0 && t->own_lock_timeout_ms < APPLY_PARALLEL_LOCK_TIMEOUT_MS
+					  ? t->own_lock_timeout_ms
+					  : APPLY_PARALLEL_LOCK_TIMEOUT_MS;
 		char sql[64];
-		snprintf(sql, sizeof sql, "SET lock_timeout = %d", APPLY_PARALLEL_LOCK_TIMEOUT_MS);
+		snprintf(sql, sizeof sql, "SET lock_timeout = %lld", bound);
 		if (pgconn_command(t->conn, sql) < 0)
 			return -1;
+		snprintf(t->own_lock_timeout_sql, sizeof t->own_lock_timeout_sql, "SET LOCAL lock_timeout = %lld",
+			 t->own_lock_timeout_ms);
 	}
 	if (executor_init(&t->ex, t->conn) < 0)
 		return -1;

@@ -22,6 +22,8 @@ struct target_pg {
 	struct executor ex;
 	bool ex_ready;
 	bool parallel;                 /* apply.workers > 1: lock waits bounded outside the checkpoint */
+	long long own_lock_timeout_ms; /* the session's lock_timeout before the bound (0: none) */
+	char own_lock_timeout_sql[64]; /* SET LOCAL of it: a batch on one connection */
 	char *lock_sql, *update_sql;   /* owned: the checkpoint's statements */
 };
 

@@ -61,6 +61,12 @@ struct apply_engine *apply_engine_new(const struct flow_config *cfg, const struc
 	e->fs = fs;
 	plan_stmt_init(&e->stmt);
 	e->fold = fold_new();
+	e->deps = apply_deps_new();
+	e->next_seq = 1;
+	e->sessions = xcalloc(1, sizeof *e->sessions);
+	e->sessions[0] = t;
+	e->n_sessions = 1;
+	e->flights = xcalloc(1, sizeof *e->flights);
 	return e;
 }
 
@@ -77,6 +83,11 @@ void apply_engine_free(struct apply_engine *e)
 	plan_stmt_free(&e->stmt);
 	fold_free(e->fold);
 	free(e->set_run);
+	free(e->idx);
+	apply_deps_free(e->deps);
+	buf_free(&e->deps_key);
+	free(e->sessions);
+	free(e->flights);
 	free(e);
 }
 
@@ -84,6 +95,8 @@ void apply_engine_connected(struct apply_engine *e, const struct apply_checkpoin
 			    const struct quarantine_entry *replay, int n_replay, struct apply_tables *tables)
 {
 	e->cp = *cp;
+	apply_engine_flights_lost(e);
+	e->chain = *cp;
 	free(e->replay);
 	e->replay = NULL;
 	e->n_replay = n_replay > 0 ? n_replay : 0;
@@ -122,6 +135,8 @@ void apply_engine_start(struct apply_engine *e, uint64_t start)
 void apply_engine_disconnected(struct apply_engine *e)
 {
 	e->in_txn = false;
+	apply_engine_flights_lost(e);
+	e->chain = e->cp;
 }
 
 const struct apply_checkpoint *apply_engine_checkpoint(const struct apply_engine *e)
@@ -158,7 +173,7 @@ static struct apply_outcome idle_duties(struct apply_engine *a)
 	 * its chunks nothing commits (DESIGN: never half a transaction). */
 	if (a->chunk.active) {
 		/* wait for the rest of the set */
-	} else if (a->in_txn || a->batch_skipped) {
+	} else if (a->in_txn || a->batch_skipped || a->n_flights) {
 		struct apply_outcome rc = apply_engine_commit_open_batch(a);
 		if (!apply_is_ok(rc))
 			return rc;
@@ -262,6 +277,8 @@ struct apply_outcome apply_engine_stop(struct apply_engine *a, int64_t now_us)
 										 : apply_exit(EXIT_DATAERR);
 	uint64_t keep = a->next_offset;
 	struct apply_outcome rc = apply_engine_commit_batch(a);
+	if (apply_is_ok(rc) && apply_engine_drain(a) < 0)
+		rc = apply_failed();
 	if (rc.status == APPLY_FAILED) {
 		struct apply_outcome failed = apply_engine_handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 		if (failed.status == APPLY_RECONNECT || failed.status == APPLY_RETRY) {

@@ -56,24 +56,29 @@ int apply_engine_resolve_quarantine(struct apply_engine *a, const struct quarant
 
 /* ---- batches ---- */
 
-int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset)
+int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset, bool may_overlap)
 {
 	if (a->in_txn)
 		return 0;
+	bool parallel = may_overlap && apply_engine_may_overlap(a);
+	if (!parallel && apply_engine_drain(a) < 0)
+		return -1;
 	a->in_txn = true;
+	a->batch_parallel = parallel;
+	a->batch_seq = a->next_seq++;
 	a->batch_first_offset = offset;
 	apply_engine_fold_forget(a); /* nothing of an abandoned target transaction */
-	return a->ops->begin(a->t, offset, false);
+	return a->ops->begin(a->t, offset, parallel);
 }
 
 /* APPLY_FAILED: the statement error is the target's (engine_error). */
 struct apply_outcome apply_engine_commit_batch(struct apply_engine *a)
 {
-	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->cp.applied_through_lsn ||
-		    a->next_offset > a->cp.stream_offset;
+	bool work = a->in_txn || a->batch_skipped || a->seen_lsn > a->chain.applied_through_lsn ||
+		    a->next_offset > a->chain.stream_offset;
 	if (!work)
 		return apply_ok();
-	if (!a->in_txn && apply_engine_begin_txn(a, a->next_offset) < 0)
+	if (!a->in_txn && apply_engine_begin_txn(a, a->next_offset, false) < 0)
 		goto failed;
 	struct apply_outcome sent = apply_engine_fold_flush(a);
 	if (sent.status == APPLY_EXIT) {
@@ -83,25 +88,32 @@ struct apply_outcome apply_engine_commit_batch(struct apply_engine *a)
 	}
 	if (!apply_is_ok(sent))
 		goto failed;
-	uint64_t applied_through = a->seen_lsn > a->cp.applied_through_lsn ? a->seen_lsn : a->cp.applied_through_lsn;
-	struct apply_checkpoint next = a->cp;
-	bool moved = a->last_commit_lsn > a->cp.last_commit_lsn;
-	next.last_commit_lsn = moved ? a->last_commit_lsn : a->cp.last_commit_lsn;
-	next.last_xid = moved ? a->last_xid : a->cp.last_xid;
+	/* over the checkpoint the batch before leaves (it may be in flight) */
+	const struct apply_checkpoint *prev = &a->chain;
+	uint64_t applied_through = a->seen_lsn > prev->applied_through_lsn ? a->seen_lsn : prev->applied_through_lsn;
+	struct apply_checkpoint next = *prev;
+	bool moved = a->last_commit_lsn > prev->last_commit_lsn;
+	next.last_commit_lsn = moved ? a->last_commit_lsn : prev->last_commit_lsn;
+	next.last_xid = moved ? a->last_xid : prev->last_xid;
 	next.stream_offset = a->next_offset;
 	next.applied_through_lsn = applied_through;
-	next.applied_transactions = a->cp.applied_transactions + a->batch_txns;
-	next.applied_changes = a->cp.applied_changes + a->batch_changes;
-	next.skipped_duplicates = a->cp.skipped_duplicates + a->batch_skipped;
+	next.applied_transactions = prev->applied_transactions + a->batch_txns;
+	next.applied_changes = prev->applied_changes + a->batch_changes;
+	next.skipped_duplicates = prev->skipped_duplicates + a->batch_skipped;
+	if (a->batch_parallel)
+		return apply_engine_submit(a, *prev, &next); /* checkpoint and COMMIT once its row counts are read */
 	/* every row change checked (expect_one) before anything commits */
-	if (a->ops->write_checkpoint(a->t, &a->cp, &next, a->next_offset) < 0 || a->ops->sync(a->t) < 0)
+	if (a->ops->write_checkpoint(a->t, prev, &next, a->next_offset) < 0 || a->ops->sync(a->t) < 0)
 		goto failed;
 	fault_point("applyd.before_target_commit");
 	if (a->ops->commit(a->t, a->next_offset) < 0)
 		goto failed;
 	fault_point("applyd.after_target_commit_before_group_ack");
 	a->in_txn = false;
-	a->cp = next;
+	a->cp = a->chain = next;
+	a->committed_seq = a->batch_seq;
+	apply_deps_committed(a->deps, a->batch_seq);
+	a->batch_seq = 0;
 	a->stats.transactions += a->batch_txns;
 	a->stats.changes += a->batch_changes;
 	a->stats.skipped_duplicates += a->batch_skipped;
@@ -141,6 +153,8 @@ struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a)
 {
 	uint64_t keep = a->next_offset;
 	struct apply_outcome rc = apply_engine_commit_batch(a);
+	if (apply_is_ok(rc) && apply_engine_drain(a) < 0)
+		rc = apply_failed();
 	if (rc.status == APPLY_FAILED)
 		return apply_engine_handle_failure(a, a->last_xid, a->last_commit_lsn, keep);
 	return rc;
@@ -292,6 +306,8 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
 						 uint64_t offset)
 {
+	if (a->n_flights || a->flight_failure.failed)
+		return apply_engine_parallel_failure(a, xid, commit_lsn, offset);
 	struct apply_target_error err = *apply_engine_error(a);
 	switch (apply_core_on_failure(err.connection_lost, err.sqlstate, a->single_mode)) {
 	case APPLY_FAILURE_RECONNECT:
@@ -351,7 +367,7 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 		if (!apply_is_ok(rc))
 			return rc;
 	}
-	if (apply_engine_begin_txn(a, f->header.offset) < 0)
+	if (apply_engine_begin_txn(a, f->header.offset, !alone) < 0)
 		return apply_engine_handle_failure(a, s.xid, s.commit_lsn, f->header.offset);
 	uint64_t changes = 0;
 	/* whole transactions of a batch fold; one applied alone (the culprit

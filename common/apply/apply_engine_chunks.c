@@ -90,7 +90,7 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 			if (!chunk_set_check_start(ch, s.xid, s.commit_lsn, offset, s.chunk_index, detail, sizeof detail))
 				return chunk_fail(a, detail);
 			/* what came before commits on its own */
-			if (a->in_txn) {
+			if (a->in_txn || a->n_flights) {
 				struct apply_outcome rc = apply_engine_commit_open_batch(a);
 				if (!apply_is_ok(rc))
 					return rc;
@@ -103,7 +103,7 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 					chunk_set_reset(&a->chunk);
 					return rc;
 				}
-				if (apply_engine_begin_txn(a, offset) < 0)
+				if (apply_engine_begin_txn(a, offset, false) < 0)
 					return apply_engine_handle_failure(a, s.xid, s.commit_lsn, offset);
 			}
 		}

@@ -80,7 +80,7 @@ struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t c
 	if (!apply_fence_blocks(&a->fence, commit_lsn))
 		return apply_ok();
 	*hold = true;
-	if (a->in_txn || a->batch_skipped) {
+	if (a->in_txn || a->batch_skipped || a->n_flights) {
 		struct apply_outcome rc = apply_engine_commit_open_batch(a);
 		if (!apply_is_ok(rc))
 			return rc;

@@ -14,12 +14,14 @@
  */
 #include "apply_engine_internal.h"
 
+#include "trellara/apply_deps.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A segment sends itself once it has taken this many changes: memory stays bounded
@@ -29,6 +31,9 @@
 struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
 				  const struct env_change *c, uint64_t tag)
 {
+	/* sent by itself: nothing runs beside it (apply_engine_parallel.c) */
+	if (a->batch_parallel && apply_engine_barrier(a) < 0)
+		return apply_failed();
 	char err[512];
 	int planned = plan_change(a->cfg->checkpoint_schema, rels, n_rels, c, a->single_mode, &a->stmt, err, sizeof err);
 	if (planned < 0) {
@@ -54,10 +59,10 @@ struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const str
 	return apply_ok();
 }
 
-/* n compatible net changes from i: one statement when they can be one,
- * else one each. */
+/* n compatible net changes idx[0..n): one statement when they can be
+ * one, else one each. */
 static struct apply_outcome send_piece(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
-				       size_t i, size_t n)
+				       const size_t *idx, size_t n)
 {
 	uint64_t tag = 0;
 	if (n > a->set_cap) {
@@ -65,7 +70,7 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 		a->set_run = xrealloc(a->set_run, n * sizeof *a->set_run);
 	}
 	for (size_t k = 0; k < n; k++) {
-		const struct fold_change *fc = fold_get(a->fold, i + k);
+		const struct fold_change *fc = fold_get(a->fold, idx[k]);
 		a->set_run[k] = &fc->change;
 		if (fc->tag > tag)
 			tag = fc->tag;
@@ -86,11 +91,90 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 		}
 	}
 	for (size_t k = 0; k < n; k++) {
-		struct apply_outcome rc = apply_engine_send_planned(a, rels, n_rels, a->set_run[k], fold_get(a->fold, i + k)->tag);
+		struct apply_outcome rc = apply_engine_send_planned(a, rels, n_rels, a->set_run[k], fold_get(a->fold, idx[k])->tag);
 		if (!apply_is_ok(rc))
 			return rc;
 	}
 	return apply_ok();
+}
+
+/* The net changes idx[0..n), runs of compatible ones as set statements. */
+static struct apply_outcome send_list(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+				      const size_t *idx, size_t n)
+{
+	struct apply_outcome rc = apply_ok();
+	size_t i = 0;
+	while (i < n && apply_is_ok(rc)) {
+		size_t run = 1;
+		while (i + run < n &&
+		       plan_set_compatible(rels, n_rels, &fold_get(a->fold, idx[i])->change,
+					   &fold_get(a->fold, idx[i + run])->change))
+			run++;
+		while (run && apply_is_ok(rc)) {
+			size_t piece = plan_set_piece(rels, &fold_get(a->fold, idx[i])->change, run);
+			if (piece == 0 || piece > run)
+				piece = 1;
+			rc = send_piece(a, rels, n_rels, idx + i, piece);
+			i += piece;
+			run -= piece;
+		}
+	}
+	return rc;
+}
+
+/* In a batch beside others: the changes whose keys no batch in flight
+ * holds go first, then, once the holders committed, the others.  A
+ * barrier among them (a keyless update or delete): every batch in
+ * flight committed first, and the segment in its order. */
+static struct apply_outcome send_tracked(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+					 size_t *idx, size_t n)
+{
+	size_t n_free = 0, n_held = 0;
+	uint64_t wait = 0;
+	bool barrier = false;
+	size_t *held = n ? xcalloc(n, sizeof *held) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct fold_change *fc = fold_get(a->fold, i);
+		const struct plan_relation *pr = &rels[fc->change.relation];
+		uint64_t h = apply_engine_depends(a, pr, &fc->change);
+		if (h == APPLY_DEPS_BROKEN) {
+			free(held);
+			log_error("apply: the dependency tracker refused batch %" PRIu64 " (a bug)", a->batch_seq);
+			return apply_exit(EXIT_DATAERR);
+		}
+		if (!pr->key && fc->change.op != ENV_INSERT)
+			barrier = true;
+		if (h > wait)
+			wait = h;
+		if (h)
+			held[n_held++] = i;
+		else
+			idx[n_free++] = i;
+	}
+	struct apply_outcome rc = apply_ok();
+	if (barrier || !wait) {
+		for (size_t i = 0; i < n; i++)
+			idx[i] = i;
+		if (barrier ? a->n_flights > 0 : wait != 0) {
+			a->stats.dependency_waits++;
+			if ((barrier ? apply_engine_drain(a) : apply_engine_wait_for(a, wait)) < 0)
+				rc = apply_failed();
+		}
+		if (apply_is_ok(rc))
+			rc = send_list(a, rels, n_rels, idx, n);
+		free(held);
+		return rc;
+	}
+	rc = send_list(a, rels, n_rels, idx, n_free);
+	if (apply_is_ok(rc)) {
+		a->stats.dependency_waits++;
+		if (apply_engine_wait_for(a, wait) < 0)
+			rc = apply_failed();
+	}
+	if (apply_is_ok(rc))
+		rc = send_list(a, rels, n_rels, held, n_held);
+	free(held);
+	return rc;
 }
 
 struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
@@ -98,21 +182,17 @@ struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
 	size_t n = fold_count(a->fold);
 	uint32_t n_rels = 0;
 	const struct plan_relation *rels = fold_relations(a->fold, &n_rels);
-	struct apply_outcome rc = apply_ok();
-	size_t i = 0;
-	while (i < n && apply_is_ok(rc)) {
-		size_t run = 1;
-		while (i + run < n &&
-		       plan_set_compatible(rels, n_rels, &fold_get(a->fold, i)->change, &fold_get(a->fold, i + run)->change))
-			run++;
-		while (run && apply_is_ok(rc)) {
-			size_t piece = plan_set_piece(rels, &fold_get(a->fold, i)->change, run);
-			if (piece == 0 || piece > run)
-				piece = 1;
-			rc = send_piece(a, rels, n_rels, i, piece);
-			i += piece;
-			run -= piece;
-		}
+	if (n > a->idx_cap) {
+		a->idx_cap = n;
+		a->idx = xrealloc(a->idx, n * sizeof *a->idx);
+	}
+	struct apply_outcome rc;
+	if (a->batch_parallel) {
+		rc = send_tracked(a, rels, n_rels, a->idx, n);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			a->idx[i] = i;
+		rc = send_list(a, rels, n_rels, a->idx, n);
 	}
 	/* what the segment took less what it sent */
 	a->batch_folded += fold_pending(a->fold) - n;

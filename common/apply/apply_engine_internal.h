@@ -11,6 +11,10 @@
  *   apply_engine_fence.c   fences (DESIGN §9)
  *   apply_engine_fold.c    batch compaction: the open batch's segment,
  *                          sent as its net changes in set statements
+ *   apply_engine_parallel.c  parallel apply: batches in flight on other
+ *                          connections, collected in order, the
+ *                          dependency tracker, the fall back to one
+ *                          connection
  *
  * Every function returning struct apply_outcome has logged what it
  * decided; APPLY_FAILED means the statement error is apply_engine_error()'s.
@@ -21,6 +25,7 @@
 #include "trellara/apply_engine.h"
 
 #include "trellara/apply_chunks.h"
+#include "trellara/apply_deps.h"
 #include "trellara/apply_fold.h"
 #include "trellara/apply_fence.h"
 #include "trellara/envelope.h"
@@ -29,6 +34,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* A batch whose COMMIT was sent on its own connection and whose outcome
+ * is not read yet (apply_engine_parallel.c). */
+struct apply_flight {
+	int session;
+	uint64_t seq;                 /* its number in the dependency tracker */
+	struct apply_checkpoint prev; /* the checkpoint the batch before leaves */
+	struct apply_checkpoint next; /* the checkpoint it writes */
+	bool committing;              /* its checkpoint and COMMIT are sent (else only its statements) */
+	uint64_t txns, changes, skipped, filtered, statements, folded;
+	uint64_t first_offset, end_offset;
+	uint32_t last_xid;
+	uint64_t last_commit_lsn;
+	bool overlapped;              /* an earlier batch was in flight when it was sent */
+};
+
+/* The first failure of a batch in flight (the earliest: collected in order). */
+struct apply_flight_failure {
+	bool failed;
+	struct apply_target_error error;
+	struct apply_flight flight;
+};
 
 struct apply_engine {
 	const struct flow_config *cfg;
@@ -69,6 +96,23 @@ struct apply_engine {
 	uint64_t batch_statements, batch_folded;
 	const struct env_change **set_run; /* owned (the pointers only): one set statement's changes */
 	size_t set_cap;
+	size_t *idx;               /* owned: the order a flush sends the segment in */
+	size_t idx_cap;
+	/* parallel apply (apply_engine_parallel.c) */
+	void **sessions;           /* owned array of borrowed targets: [0] is t as given */
+	int n_sessions;
+	int cur;                   /* the session t is */
+	struct buf deps_key;       /* owned: scratch for a change's key */
+	struct apply_flight *flights; /* owned: in flight, oldest first */
+	int n_flights;
+	struct apply_flight_failure flight_failure;
+	struct apply_checkpoint chain; /* as the last batch sent leaves it (cp when none is in flight) */
+	struct apply_deps *deps;   /* owned */
+	uint64_t next_seq;         /* the tracker's next batch number */
+	uint64_t batch_seq;        /* the open batch's (0: none) */
+	uint64_t committed_seq;    /* the highest collected */
+	bool batch_parallel;       /* the open batch may run beside others */
+	uint64_t serial_until;     /* after a fall back: one batch at a time until this offset */
 	int transient_retries;     /* in a row, since the last commit */
 	char last_transient_sqlstate[6];
 };
@@ -89,8 +133,10 @@ const struct quarantine_entry *apply_engine_replay_entry(struct apply_engine *a,
 /* Marks a replayed quarantined transaction resolved, in the target
  * transaction that applies it. */
 int apply_engine_resolve_quarantine(struct apply_engine *a, const struct quarantine_entry *q, uint64_t tag);
-/* Opens the target transaction unless one is open. */
-int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset);
+/* Opens the target transaction unless one is open; may_overlap: a batch
+ * of whole transactions that may run beside the batches in flight (else
+ * they are collected first).  -1: the caller handles the failure. */
+int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset, bool may_overlap);
 /* Writes the checkpoint, commits, then moves the group. */
 struct apply_outcome apply_engine_commit_batch(struct apply_engine *a);
 /* Moves the consumer group to the checkpoint when it lags. */
@@ -121,6 +167,37 @@ struct apply_outcome apply_engine_fold_flush(struct apply_engine *a);
 /* A new target transaction: the segment emptied unsent, the batch's
  * counters zero. */
 void apply_engine_fold_forget(struct apply_engine *a);
+
+/* ---- apply_engine_parallel.c ---- */
+
+/* Whether a batch starting now may run beside the batches in flight. */
+bool apply_engine_may_overlap(const struct apply_engine *a);
+/* The open batch's statements sent; the batch joins the flights (its
+ * checkpoint over prev and its COMMIT go once its statements are seen to
+ * have succeeded, in order), and a free connection becomes the current
+ * one (the oldest flight collected when none is).  APPLY_FAILED: handle it. */
+struct apply_outcome apply_engine_submit(struct apply_engine *a, struct apply_checkpoint prev,
+					 const struct apply_checkpoint *next);
+/* Every batch in flight collected (committed), in order.  -1: one failed
+ * (flight_failure says which; the caller handles the failure). */
+int apply_engine_drain(struct apply_engine *a);
+/* A change the open batch sends by itself: nothing may run beside it, so
+ * every batch in flight is collected first.  -1 as apply_engine_drain. */
+int apply_engine_barrier(struct apply_engine *a);
+/* The tracker's answer for a net change of the open batch: the batch in
+ * flight it must wait for (0: none); *barrier: it is one (keyless update
+ * or delete). */
+uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation *pr, const struct env_change *c);
+/* Collects the flights up to batch seq.  -1 as apply_engine_drain. */
+int apply_engine_wait_for(struct apply_engine *a, uint64_t seq);
+/* A failure while batches are in flight or after one failed: everything
+ * uncommitted rolled back, the failing batch chosen (the earliest), and
+ * apply_engine_handle_failure's decision made on it; the rest up to what
+ * was read is applied again one batch at a time. */
+struct apply_outcome apply_engine_parallel_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
+						   uint64_t offset);
+/* The connections are gone: what was in flight is the checkpoint's to say. */
+void apply_engine_flights_lost(struct apply_engine *a);
 
 /* ---- apply_engine_chunks.c ---- */
 

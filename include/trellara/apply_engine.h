@@ -92,12 +92,17 @@ struct apply_target_ops {
 	int (*sync)(void *t);
 	/* COMMIT and read its result */
 	int (*commit)(void *t, uint64_t tag);
-	/* COMMIT sent (everything queued before it too) without reading its
-	 * result; commit_collect reads it: 0 committed, -1 error() (a lost
-	 * connection leaves the outcome unknown: the checkpoint says).  NULL
-	 * (both): the target cannot run batches side by side. */
+	/* Batches side by side (all three, or none: NULL).  submit: what is
+	 * queued is sent to the server, its results not read; commit_submit:
+	 * COMMIT queued and sent so; collect: the results of what was
+	 * submitted read, 0 when every statement succeeded (and its row count
+	 * was the expected one) and a submitted COMMIT committed, -1 error()
+	 * (a lost connection leaves a COMMIT's outcome unknown: the checkpoint
+	 * says).  A statement's row count is only known at collect: the
+	 * engine collects a batch's statements before it sends its COMMIT. */
+	int (*submit)(void *t);
 	int (*commit_submit)(void *t, uint64_t tag);
-	int (*commit_collect)(void *t);
+	int (*collect)(void *t);
 	/* ROLLBACK whatever is open; the error stays readable until clear_error */
 	void (*rollback)(void *t);
 	const struct apply_target_error *(*error)(void *t);
@@ -134,8 +139,9 @@ void apply_engine_free(struct apply_engine *e);
  * the added ones at a time, committed in order (PARALLEL APPLY in
  * trellara-applyd(1)).  Each is a session of the same target, given
  * before apply_engine_connected, connected and disconnected with the
- * first; calls outside a batch (quarantine, fences, tables) go to the
- * first.  Ignored unless ops has commit_submit and commit_collect. */
+ * first; calls outside a batch (quarantine, fences, tables) go to a
+ * connection with nothing in flight.  Ignored unless ops has submit,
+ * commit_submit and collect. */
 void apply_engine_add_worker(struct apply_engine *e, void *t);
 
 /* After (re)connecting: the checkpoint read from the target, its

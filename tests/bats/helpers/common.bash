@@ -441,6 +441,7 @@ write_flow_file() {
 	_wff_set stream.durability fsync
 	_wff_set target.database_url "$(_trellara_yq "$TARGET_URL")"
 	_wff_set target.checkpoint_schema trellara
+	[[ -z ${TRELLARA_TEST_APPLY_WORKERS:-} ]] || _wff_set apply.workers "$TRELLARA_TEST_APPLY_WORKERS"
 
 	for arg in "${sets[@]}"; do
 		[[ $arg == *=* ]] || { echo "write_flow_file: --set $arg: want SECTION.KEY=VALUE" >&2; return 64; }
