@@ -77,9 +77,9 @@ static bool apply_stream(struct model_source *src, struct stream_fs *disk, char 
 		stream_reader_close(rd);
 		return false;
 	}
-	struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, target, rd, disk);
+	struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, model_target_session(target, 0), rd, disk);
 	struct apply_tables tables = { 0 };
-	model_target_ops.reload_tables(target, &tables);
+	model_target_ops.reload_tables(model_target_session(target, 0), &tables);
 	apply_engine_connected(e, &target->cp, NULL, 0, &tables);
 	apply_engine_start(e, 0);
 	*rc = apply_ok();

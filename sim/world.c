@@ -211,10 +211,18 @@ static struct sim_db *expected_target(struct world *w, uint64_t last_commit)
 	return want;
 }
 
+/* What the engine must guarantee the target (model_target.violation). */
+static void check_target_model(struct world *w)
+{
+	if (w->target.violation[0])
+		violated(w, w->target.violation, "%s", w->target.violation_detail);
+}
+
 /* After every commit that reached the target database. */
 static void on_target_commit(void *ctx, struct model_target *t)
 {
 	struct world *w = ctx;
+	check_target_model(w);
 	struct sim_db *want = expected_target(w, t->cp.last_commit_lsn);
 	if (!w->divergence_injected || w->divergence_repaired) {
 		char diff[400];
@@ -426,8 +434,10 @@ static void applyd_down(struct world *w, const char *why)
 {
 	if (!w->app_up)
 		return;
-	if (w->target.in_txn)
+	if (model_target_in_txn(&w->target))
 		w->r->kills_in_open_txn++;
+	w->r->overlapped += apply_engine_stats(w->engine)->overlapped;
+	w->r->serial_fallbacks += apply_engine_stats(w->engine)->serial_fallbacks;
 	apply_engine_free(w->engine);
 	w->engine = NULL;
 	stream_reader_close(w->reader);
@@ -463,7 +473,7 @@ static bool applyd_connect(struct world *w)
 		return false;
 	}
 	struct apply_tables tables = { 0 };
-	model_target_ops.reload_tables(&w->target, &tables);
+	model_target_ops.reload_tables(model_target_session(&w->target, 0), &tables);
 	apply_engine_connected(w->engine, &w->target.cp, q, nq, &tables);
 	free(q);
 	uint64_t group = 0;
@@ -488,7 +498,10 @@ static void applyd_start(struct world *w)
 		return; /* the stream does not exist yet: wait for capture */
 	if (stream_reader_open_fs(w->app_fs, STREAM_DIR, &w->reader) != STREAM_OK)
 		return;
-	w->engine = apply_engine_new(&w->cfg, &model_target_ops, &w->target, w->reader, w->app_fs);
+	w->engine = apply_engine_new(&w->cfg, &model_target_ops, model_target_session(&w->target, 0), w->reader,
+				     w->app_fs);
+	for (int i = 1; i < w->target.n_sessions; i++)
+		apply_engine_add_worker(w->engine, model_target_session(&w->target, i));
 	w->app_up = true;
 	w->app_stopped_by_quarantine = false;
 	if (!applyd_connect(w)) {
@@ -515,10 +528,15 @@ static void applyd_step(struct world *w)
 {
 	if (!w->app_up)
 		return;
-	for (int k = (int)sim_rng_between(&w->rng, 1, 6); k > 0 && w->app_up && !w->failed; k--) {
+	/* several workers: a longer run (it fell behind, one_step) */
+	int steps = (int)sim_rng_between(&w->rng, 1, 6);
+	if (w->o.workers > 1)
+		steps *= 4;
+	for (int k = steps; k > 0 && w->app_up && !w->failed; k--) {
 		enum apply_step what;
 		struct apply_outcome rc = apply_engine_step(w->engine, w->now_us, &what);
 		w->now_us += 100;
+		check_target_model(w);
 		if (w->kill_applyd || w->power_now) {
 			applyd_down(w, "applyd_killed");
 			return;
@@ -1011,6 +1029,13 @@ static void random_faults(struct world *w)
 		w->target.next_commit_fault = MODEL_COMMIT_LOST_AFTER;
 	else if (sim_rng_chance(g, w->o.p_target_transient))
 		w->target.next_commit_fault = MODEL_COMMIT_TRANSIENT;
+	if (w->o.p_target_fail_change && !w->target.fail_change_at && sim_rng_chance(g, w->o.p_target_fail_change)) {
+		/* a change a few from now fails: a transient error or a lost connection */
+		w->target.fail_change_at = sim_rng_between(g, 1, 12);
+		w->target.fail_change_connection = sim_rng_chance(g, 30);
+		snprintf(w->target.fail_change_sqlstate, sizeof w->target.fail_change_sqlstate, "%s",
+			 w->target.fail_change_connection ? "08006" : sim_rng_chance(g, 50) ? "40001" : "40P01");
+	}
 	if (w->cap_up && sim_rng_chance(g, w->o.p_fsync_eio)) {
 		stream_fs_sim_inject(w->cap_fs, SIM_OP_FDATASYNC, sim_rng_between(g, 1, 3), 5 /* EIO */);
 		trace(w, "inject_eio", 0, 0);
@@ -1041,7 +1066,7 @@ static bool drained(struct world *w)
 	/* what committed before the snapshot's consistent point came with the copy */
 	uint64_t through = w->target.cp.applied_through_lsn > w->consistent_lsn ? w->target.cp.applied_through_lsn
 									       : w->consistent_lsn;
-	return w->app_up && !w->target.in_txn && through >= end && model_source_confirmed_flush(w->src) >= end;
+	return w->app_up && !model_target_in_txn(&w->target) && through >= end && model_source_confirmed_flush(w->src) >= end;
 }
 
 static void one_step(struct world *w, int step)
@@ -1099,6 +1124,10 @@ static void one_step(struct world *w, int step)
 		capture_step(w);
 		break;
 	default:
+		/* several workers: applyd falls behind now and then, so that
+		 * whole batches wait in the stream and run side by side */
+		if (w->o.workers > 1 && !w->healing && sim_rng_chance(&w->rng, 85))
+			break;
 		applyd_step(w);
 		break;
 	}
@@ -1128,6 +1157,7 @@ static void setup_config(struct world *w)
 	c->consumer_group = GROUP;
 	c->apply_batch_transactions = (uint64_t)w->o.batch_transactions;
 	c->apply_compaction = !w->o.no_compaction;
+	c->apply_workers = (uint64_t)(w->o.workers > 1 ? w->o.workers : 1);
 }
 
 bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r)
@@ -1164,6 +1194,8 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	}
 	sim_flow_tables(w.src, &w.defs);
 	model_target_init(&w.target, tdb, &w.defs);
+	if (o->workers > 1)
+		model_target_sessions(&w.target, o->workers, o->seed ^ 0xC0FFEE5EEDULL);
 	w.target.on_commit = on_target_commit;
 	w.target.on_commit_ctx = &w;
 	if (o->kill_point) {
@@ -1188,6 +1220,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 			break;
 		one_step(&w, o->steps + step);
 	}
+	check_target_model(&w);
 	if (!w.failed && !drained(&w))
 		violated(&w, "drained", "after healing, %zu transactions at the source ending at %" PRIX64
 			 ", confirmed %" PRIX64 ", the target applied through %" PRIX64 " (last commit %" PRIX64
@@ -1220,6 +1253,10 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	r->ambiguous_commits = w.target.ambiguous_commits;
 	if (w.cc)
 		r->capture_skipped += capture_core_stats(w.cc).skipped_duplicates;
+	if (w.engine) {
+		r->overlapped += apply_engine_stats(w.engine)->overlapped;
+		r->serial_fallbacks += apply_engine_stats(w.engine)->serial_fallbacks;
+	}
 
 	fault_set_hook(NULL);
 	if (w.cap_up)
@@ -1254,6 +1291,7 @@ void sim_world_defaults(struct sim_world_options *o, uint64_t seed)
 	o->divergence_at_step = -1;
 	o->fence_at_step = -1;
 	o->reseed_at_step = -1;
+	o->workers = 1;
 }
 
 void sim_world_random(struct sim_world_options *o, uint64_t seed)
@@ -1293,4 +1331,8 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	}
 	/* drawn last: the draws above stay what they were before it */
 	o->no_compaction = sim_rng_chance(&g, 25);
+	/* ... and after that one, for the same reason */
+	o->workers = sim_rng_chance(&g, 33) ? 1 : (int)sim_rng_between(&g, 2, 4);
+	if (o->workers > 1)
+		o->p_target_fail_change = (int)sim_rng_between(&g, 0, 3);
 }
