@@ -56,6 +56,7 @@ int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result)
 	struct sim_world_result r;
 	bool ok = sim_world_run(&o, &r);
 	fill(result, &r, seed);
+	result->workers = o.workers;
 	result->status = SIM_STATUS_PASS;
 	if (!ok)
 		failed(result, r.invariant, r.detail, seed);

@@ -221,6 +221,8 @@ static void explore(struct sim_run *run, uint64_t progress)
 				snprintf(r.detail, sizeof r.detail, "the schedule could not run");
 		}
 		add_counters(&run->explore_counters, &r.counters);
+		if (r.workers >= 1 && r.workers <= SIM_MAX_WORKERS)
+			run->explore_by_workers[r.workers]++;
 		run->explore_digest = digest_add(run->explore_digest, r.trace_digest);
 		switch (r.status) {
 		case SIM_STATUS_PASS: run->explore_passed++; break;
@@ -233,6 +235,7 @@ static void explore(struct sim_run *run, uint64_t progress)
 				snprintf(f->invariant, sizeof f->invariant, "%s", r.failed_invariant[0] ? r.failed_invariant : "unknown");
 				snprintf(f->detail, sizeof f->detail, "%s", r.detail);
 				f->trace_digest = r.trace_digest;
+				f->workers = r.workers;
 			}
 			break;
 		default: run->explore_not_run++; break;
@@ -284,11 +287,17 @@ static void print_text(FILE *out, const struct sim_run *run)
 	fprintf(out, "exploration: %" PRIu64 " schedules from seed %" PRIu64 ": %" PRIu64 " passed, %" PRIu64 " failed, %" PRIu64
 		     " not run; digest %016" PRIx64 "\n",
 		run->schedules, run->seed, run->explore_passed, run->explore_failed, run->explore_not_run, run->explore_digest);
+	if (run->schedules) {
+		fprintf(out, "exploration: schedules by apply.workers:");
+		for (int k = 1; k <= SIM_MAX_WORKERS; k++)
+			fprintf(out, " %d: %" PRIu64, k, run->explore_by_workers[k]);
+		fputc('\n', out);
+	}
 	for (size_t k = 0; k < run->n_failures; k++) {
 		const struct sim_exploration_failure *f = &run->failures[k];
 		char *cmd = sim_run_replay(run, f);
-		fprintf(out, "failed schedule %" PRIu64 " (seed %" PRIu64 "): invariant %s broken: %s\n", f->index, f->seed,
-			f->invariant, f->detail);
+		fprintf(out, "failed schedule %" PRIu64 " (seed %" PRIu64 ", apply.workers %d): invariant %s broken: %s\n",
+			f->index, f->seed, f->workers, f->invariant, f->detail);
 		fprintf(out, "  replay: %s\n", cmd);
 		free(cmd);
 	}

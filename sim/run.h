@@ -43,7 +43,11 @@ struct sim_exploration_failure {
 	char invariant[SIM_INVARIANT_LEN];
 	char detail[SIM_DETAIL_LEN];
 	uint64_t trace_digest;
+	int workers;    /* the schedule's apply.workers */
 };
+
+/* The most apply.workers a schedule draws. */
+#define SIM_MAX_WORKERS 4
 
 /* At most this many failed schedules are kept (all are counted). */
 #define SIM_MAX_RECORDED_FAILURES 100
@@ -64,6 +68,7 @@ struct sim_run {
 
 	struct sim_counters explore_counters; /* summed over the schedules */
 	uint64_t explore_passed, explore_failed, explore_not_run;
+	uint64_t explore_by_workers[SIM_MAX_WORKERS + 1]; /* schedules per apply.workers */
 	uint64_t explore_digest; /* a digest of every schedule's trace digest, in order */
 	struct sim_exploration_failure *failures; /* owned, n_failures <= SIM_MAX_RECORDED_FAILURES */
 	size_t n_failures;

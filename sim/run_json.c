@@ -179,6 +179,14 @@ int sim_run_write_json(FILE *out, const struct sim_run *run)
 	jsonw_u64(&w, "not_run", true, run->explore_not_run);
 	write_hex(&w, "digest", run->explore_digest);
 	write_counters(&w, "counters", &run->explore_counters);
+	/* schedules per apply.workers ("1".."4") */
+	jsonw_open(&w, "workers", '{');
+	for (int k = 1; k <= SIM_MAX_WORKERS; k++) {
+		char name[4];
+		snprintf(name, sizeof name, "%d", k);
+		jsonw_u64(&w, name, true, run->explore_by_workers[k]);
+	}
+	jsonw_close(&w, '}');
 	jsonw_open(&w, "failures", '[');
 	for (size_t k = 0; k < run->n_failures; k++) {
 		const struct sim_exploration_failure *f = &run->failures[k];
@@ -186,6 +194,7 @@ int sim_run_write_json(FILE *out, const struct sim_run *run)
 		jsonw_open(&w, NULL, '{');
 		jsonw_u64(&w, "seed", true, f->seed);
 		jsonw_u64(&w, "index", true, f->index);
+		jsonw_u64(&w, "workers", true, (uint64_t)f->workers);
 		jsonw_text(&w, "invariant", f->invariant);
 		jsonw_text(&w, "detail", f->detail);
 		write_hex(&w, "trace_digest", f->trace_digest);

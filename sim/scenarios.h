@@ -59,6 +59,8 @@ struct sim_result {
 	/* a digest of the run's trace (every step and choice): equal seeds,
 	 * equal digests */
 	uint64_t trace_digest;
+	/* a random schedule: its apply.workers (0: not a schedule) */
+	int workers;
 };
 
 struct sim_scenario;
