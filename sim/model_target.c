@@ -617,6 +617,7 @@ static int wait_for_lock(struct model_session *s)
 				  "the checkpoint row");
 			return -1;
 		}
+		t->lock_waits++;
 		resolve_commit(h);
 	}
 	grant(s);
@@ -778,6 +779,11 @@ static int m_commit_submit(void *p, uint64_t tag)
 		return -1;
 	if (s->error.failed)
 		return -1; /* the client knows it failed: no COMMIT */
+	for (int i = 0; i < t->n_sessions; i++)
+		if (t->sessions[i].commit_submitted) {
+			t->commits_behind++;
+			break;
+		}
 	s->commit_submitted = true;
 	s->commit_tag = tag;
 	s->commit_fault = t->next_commit_fault;

@@ -126,7 +126,9 @@ struct model_target {
 	char fail_change_sqlstate[6];
 	bool fail_change_connection;
 	/* what happened */
-	uint64_t commits, rollbacks, changes_applied, ambiguous_commits, submitted_commits_decided;
+	uint64_t commits, rollbacks, changes_applied, ambiguous_commits, submitted_commits_decided,
+		lock_waits, /* a checkpoint update that waited for another session's submitted COMMIT */
+		commits_behind; /* a COMMIT submitted while another session's was not decided yet */
 	/* called after every commit that reached the database (the
 	 * simulator's invariant checks); may be NULL */
 	void (*on_commit)(void *ctx, struct model_target *t);

@@ -1251,6 +1251,8 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	r->applied = w.target.cp.applied_transactions;
 	r->duplicates_skipped = w.target.cp.skipped_duplicates;
 	r->ambiguous_commits = w.target.ambiguous_commits;
+	r->lock_waits = w.target.lock_waits;
+	r->commits_behind = w.target.commits_behind;
 	if (w.cc)
 		r->capture_skipped += capture_core_stats(w.cc).skipped_duplicates;
 	if (w.engine) {

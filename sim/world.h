@@ -90,7 +90,7 @@ struct sim_world_result {
 	uint64_t steps, transactions, applied, duplicates_skipped, capture_skipped, chunks, crashes, power_losses,
 		quarantines, fault_points_hit, retention_runs, promotions, ambiguous_commits, retries,
 		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves, recoverable_failures,
-		copy_ddls, schema_changes_caught, snapshot_resumes, overlapped, serial_fallbacks;
+		copy_ddls, schema_changes_caught, snapshot_resumes, overlapped, serial_fallbacks, lock_waits, commits_behind;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 
