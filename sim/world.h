@@ -19,7 +19,11 @@
  *       offset the consumer group has not passed;
  *   no_silent_target_divergence  nothing is quarantined unless the run
  *       injected a divergence, and an injected one is quarantined;
- *   drained  once healed, everything committed at the source arrives.
+ *   drained  once healed, everything committed at the source arrives;
+ *   parallel_batches_write_disjoint_rows, checkpoint_lock_waits_on_idle_transaction
+ *       (apply.workers > 1) what the engine must guarantee the target
+ *       model (model_target.h): no two uncommitted batches write one row,
+ *       no checkpoint update waits on a batch that has not sent its COMMIT.
  *
  * Deterministic: one seed, no wall clock, no host randomness, no threads.
  */
