@@ -77,6 +77,36 @@ static int table_target_facts(struct target_pg *a, struct apply_table *t, const 
 	return 0;
 }
 
+/* The target table's unique indexes on plain columns, the primary key
+ * and partial or expression indexes aside (what the parallel dependency
+ * tracker can see in a change; the others are its safety net's). */
+static int table_unique_load(struct target_pg *a, struct apply_table *t, const char *qualified)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = executor_query(&a->ex,
+				       "SELECT i.indexrelid, a.attname FROM pg_index i JOIN pg_attribute a"
+				       " ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)"
+				       " WHERE i.indrelid = to_regclass($1) AND i.indisunique AND NOT i.indisprimary"
+				       " AND i.indexprs IS NULL AND i.indpred IS NULL"
+				       " ORDER BY i.indexrelid, array_position(i.indkey, a.attnum)",
+				       1, p);
+	if (!res)
+		return -1;
+	const char *last = NULL;
+	for (int r = 0; r < PQntuples(res); r++) {
+		if (!last || strcmp(last, PQgetvalue(res, r, 0)) != 0) {
+			t->unique = xrealloc(t->unique, (size_t)(t->n_unique + 1) * sizeof *t->unique);
+			t->unique[t->n_unique++] = (struct apply_unique){ 0 };
+		}
+		last = PQgetvalue(res, r, 0);
+		struct apply_unique *u = &t->unique[t->n_unique - 1];
+		u->cols = xrealloc(u->cols, (size_t)(u->n_cols + 1) * sizeof *u->cols);
+		u->cols[u->n_cols++] = xstrdup(PQgetvalue(res, r, 1));
+	}
+	PQclear(res);
+	return 0;
+}
+
 /* The configured tables, each with the key used to match rows under
  * replica identity full (flow file verify.primary_key, else the target's
  * primary key), what the target's catalogs say of it (table_target_facts)
@@ -94,7 +124,7 @@ int target_pg_tables_load(struct target_pg *a, struct apply_tables *ts)
 		char *qualified = xasprintf("%s.%s", qs, qn);
 		free(qs);
 		free(qn);
-		if (table_target_facts(a, t, qualified) < 0 ||
+		if (table_target_facts(a, t, qualified) < 0 || table_unique_load(a, t, qualified) < 0 ||
 		    (t->partitioned && table_partitions_load(a, ts, t, qualified) < 0)) {
 			free(qualified);
 			return -1;

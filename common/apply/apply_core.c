@@ -23,6 +23,12 @@ void apply_tables_free(struct apply_tables *t)
 		}
 		free(table->columns);
 		free(table->column_types);
+		for (int u = 0; u < table->n_unique; u++) {
+			for (int k = 0; k < table->unique[u].n_cols; k++)
+				free(table->unique[u].cols[k]);
+			free(table->unique[u].cols);
+		}
+		free(table->unique);
 		free(table->name);
 	}
 	free(t->tables);
@@ -88,6 +94,23 @@ static bool mark_columns(char *const *cols, int n, const struct env_relation *r,
 			    memcmp(cols[k], r->columns[c].name, r->columns[c].name_len) == 0)
 				mask[c] = any = true;
 	return any;
+}
+
+int apply_core_unique_columns(const struct apply_table *table, const struct env_relation *r, int u, uint16_t *cols)
+{
+	if (u < 0 || u >= table->n_unique)
+		return -1;
+	const struct apply_unique *ix = &table->unique[u];
+	for (int k = 0; k < ix->n_cols; k++) {
+		uint16_t c = 0;
+		while (c < r->n_columns && !(strlen(ix->cols[k]) == r->columns[c].name_len &&
+					     memcmp(ix->cols[k], r->columns[c].name, r->columns[c].name_len) == 0))
+			c++;
+		if (c == r->n_columns)
+			return -1;
+		cols[k] = c;
+	}
+	return ix->n_cols;
 }
 
 bool apply_core_key_columns(const struct apply_table *table, const struct env_relation *r, bool *key)

@@ -206,6 +206,9 @@ static uint32_t relation_number(const struct env_relation *r)
 	return h;
 }
 
+/* Its replica-identity key (the tracker's relation: the table's number)
+ * and, for an insert or update, each unique index's values (the
+ * relation: the table's number mixed with the index's). */
 uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation *pr, const struct env_change *c)
 {
 	if (!pr->key)
@@ -226,7 +229,38 @@ uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation
 			buf_put(&a->deps_key, v->data, v->len);
 		}
 	}
-	return apply_deps_touch(a->deps, a->batch_seq, relation_number(pr->rel), a->deps_key.data, a->deps_key.len);
+	uint32_t rel = relation_number(pr->rel);
+	uint64_t wait = apply_deps_touch(a->deps, a->batch_seq, rel, a->deps_key.data, a->deps_key.len);
+	if (c->op == ENV_DELETE)
+		return wait; /* the old tuple holds the key only; what it frees is another batch's wait, not a conflict */
+	/* every unique value it writes (a NULL takes no value; one unchanged
+	 * is not written) */
+	const struct env_relation *r = pr->rel;
+	const struct apply_table *table = apply_tables_find(&a->tables, r->schema, r->schema_len, r->name, r->name_len);
+	for (int u = 0; table && u < table->n_unique; u++) {
+		uint16_t cols[64];
+		if (table->unique[u].n_cols > 64)
+			continue;
+		int n = apply_core_unique_columns(table, r, u, cols);
+		a->deps_key.len = 0;
+		bool whole = n > 0;
+		for (int k = 0; k < n && whole; k++) {
+			const struct env_value *v = cols[k] < t->n ? &t->values[cols[k]] : NULL;
+			if (!v || v->kind != ENV_TEXT) {
+				whole = false;
+				break;
+			}
+			buf_put_u32(&a->deps_key, v->len);
+			buf_put(&a->deps_key, v->data, v->len);
+		}
+		if (!whole)
+			continue;
+		uint64_t h = apply_deps_touch(a->deps, a->batch_seq, rel ^ (0x9e3779b9u * (uint32_t)(u + 1)),
+					      a->deps_key.data, a->deps_key.len);
+		if (h > wait)
+			wait = h;
+	}
+	return wait;
 }
 
 void apply_engine_flights_lost(struct apply_engine *a)

@@ -51,6 +51,12 @@
 #define SQLSTATE_AMBIGUOUS_MATCH "TR002"
 #define SQLSTATE_UNPLANNABLE "TR003"
 
+/* A unique index of a target table (not the primary key), by its columns. */
+struct apply_unique {
+	char **cols; /* owned */
+	int n_cols;
+};
+
 struct apply_table {
 	char *name;             /* owned: "schema.table" */
 	char **pk;              /* owned: key columns for identity-full matching */
@@ -65,6 +71,9 @@ struct apply_table {
 	bool replica_triggers;  /* a trigger or rule of the target table fires for a replica
 				   (ENABLE REPLICA / ENABLE ALWAYS) */
 	bool compaction;        /* the flow folds its changes (apply.compaction, both levels) */
+	struct apply_unique *unique; /* owned: the target's unique indexes on plain columns other than
+					the primary key (the parallel dependency tracker) */
+	int n_unique;
 };
 
 struct apply_tables {
@@ -110,6 +119,11 @@ bool apply_core_key_columns(const struct apply_table *table, const struct env_re
 /* Which of r's columns are the target's GENERATED ALWAYS identity
  * columns (mask[c], r->n_columns entries, all written); whether any. */
 bool apply_core_identity_always(const struct apply_table *table, const struct env_relation *r, bool *mask);
+
+/* The columns of r that unique index u of table are on (cols[k] = r's
+ * column number, in the index's order); the number, or -1 when one of
+ * them is not among r's columns. */
+int apply_core_unique_columns(const struct apply_table *table, const struct env_relation *r, int u, uint16_t *cols);
 
 /* The target's type of each of r's columns (types[c], r->n_columns
  * entries, all written; NULL where the target table has no such column

@@ -3,10 +3,9 @@
  * Pure: no libpq, no clock, no threads.  Owns: a copy of every key it
  * holds (an arena); borrows nothing after a call returns.
  *
- * Not wired yet: trellara-applyd applies batches one at a time on one
- * connection; this module is the decision core parallel apply will use.
+ * Used by parallel apply (apply_engine_parallel.c; apply.workers > 1).
  *
- * The contract.  applyd will run batches (target transactions of many
+ * The contract.  applyd runs batches (target transactions of many
  * whole source transactions) on N target connections and commit them
  * strictly in order: batch k only after batch k-1.  A batch may START on a
  * free connection while earlier batches are uncommitted only if it touches

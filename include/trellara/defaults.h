@@ -85,8 +85,9 @@ enum trellara_exit {
  * compaction is 0.32x native on the TPC-B backlog where 100 is 0.73x) */
 #define DEFAULT_APPLY_BATCH_TRANSACTIONS 1000
 #define DEFAULT_APPLY_BATCH_TRANSACTIONS_UNFOLDED 100
-/* apply.workers: target connections (PARALLEL APPLY in trellara-applyd(1)) */
-#define DEFAULT_APPLY_WORKERS 1
+/* apply.workers: target connections (PARALLEL APPLY in trellara-applyd(1));
+ * 2 measured best on the 2-core bench machine (make bench, issue 13) */
+#define DEFAULT_APPLY_WORKERS 2
 #define MAX_APPLY_WORKERS 16
 /* with apply.workers > 1, a lock wait inside a batch ends after this
  * (SQLSTATE 55P03): the batches in flight are rolled back and applied

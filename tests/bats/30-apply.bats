@@ -198,8 +198,8 @@ pgbench_compare() {
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history
 }
 
-@test "pgbench (4 clients, 25 s) with applyd killed -9 five times: the target ends identical" {
-	pgbench_init 1
+@test "pgbench (4 clients, 25 s) with applyd (apply.workers: 4) killed -9 five times: the target ends identical, verify CONVERGED" {
+	pgbench_init 1 --set apply.workers=4
 	start_flow
 	pgbench -n -c 4 -j 2 -T 25 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" > "$TEST_DIR/pgbench.log" 2>&1 &
 	bench=$!
@@ -221,8 +221,11 @@ pgbench_compare() {
 	# every pgbench transaction applied once: one history row each
 	[ "$(psql_target "SELECT count(*) FROM pgbench_history")" -eq "$txns" ]
 	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"result: CONVERGED"* ]]
 	bg_stop applyd TERM
 	[ "$BG_STATUS" -eq 0 ]
+	grep -q "parallel apply: 4 connections" "$TEST_DIR/applyd.log"
 	bg_stop capture TERM
 }
 

@@ -29,9 +29,10 @@ poll_counts() {
 	done
 }
 
-# applyd's target session, as pg_stat_activity shows it
+# applyd's target sessions (apply.workers of them), as pg_stat_activity
+# shows them: "idle in transaction" when one holds a transaction open
 applyd_state() {
-	psql_target "SELECT coalesce(string_agg(state, ','), 'none') FROM pg_stat_activity WHERE application_name = 'trellara-applyd'"
+	psql_target "SELECT coalesce(max(state) FILTER (WHERE state = 'idle in transaction'), min(state), 'none') FROM pg_stat_activity WHERE application_name = 'trellara-applyd'"
 }
 
 # applyd has read the durable chunks: its transaction holds them open, or

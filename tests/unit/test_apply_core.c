@@ -170,6 +170,29 @@ static void test_identity(const struct apply_tables *t)
 	CHECK(!apply_core_identity_always(&t->tables[3], &r, mask));
 }
 
+/* A unique index's columns, by exact name, in the index's order; an
+ * index naming a column the relation does not have gives -1. */
+static void test_unique(void)
+{
+	struct apply_table t = { 0 };
+	char *ab[2] = { xstrdup("b"), xstrdup("a") };
+	char *zz[1] = { xstrdup("z") };
+	struct apply_unique u[2] = { { ab, 2 }, { zz, 1 } };
+	t.unique = u;
+	t.n_unique = 2;
+	struct env_column cols[3] = { col("a", true), col("bb", false), col("b", false) };
+	struct env_relation r = rel("public", "u", 'd', cols, 3);
+	uint16_t out[4] = { 9, 9, 9, 9 };
+	CHECK(apply_core_unique_columns(&t, &r, 0, out) == 2);
+	CHECK(out[0] == 2 && out[1] == 0); /* "b" is column 2, not the prefix match "bb" */
+	CHECK(apply_core_unique_columns(&t, &r, 1, out) == -1);
+	CHECK(apply_core_unique_columns(&t, &r, 2, out) == -1);
+	CHECK(apply_core_unique_columns(&t, &r, -1, out) == -1);
+	free(ab[0]);
+	free(ab[1]);
+	free(zz[0]);
+}
+
 /* The target's types, matched by column name (the envelope's order need
  * not be the target's), and what compaction does with a table. */
 static void test_fold_facts(void)
@@ -277,6 +300,7 @@ int main(void)
 	test_keys(&t);
 	test_identity(&t);
 	test_fold_facts();
+	test_unique();
 	test_truncate();
 	test_sqlstates();
 	apply_tables_free(&t);
