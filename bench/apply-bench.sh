@@ -53,8 +53,9 @@
 #   default        no apply.compaction key (applyd's default; a build
 #                  without the key can only run this one)
 #   workers N      apply.workers: N (parallel apply: N target
-#                  connections, batches committed in order), written only
-#                  when N != 1; the configuration is named VARIANT_wN then
+#                  connections, batches committed in order), always
+#                  written (applyd's default is 2); the configuration is
+#                  named VARIANT_wN when N != 1, VARIANT for 1
 # Every configuration's flow file is validated (trellara-config, the same
 # parser as applyd's) before anything runs: a build that refuses a key
 # stops the bench there, naming it.
@@ -335,7 +336,7 @@ write_flow() {
 	compaction) echo "  compaction: true" >>"$1" ;;
 	nocompaction) echo "  compaction: false" >>"$1" ;;
 	esac
-	((workers != 1)) && echo "  workers: $workers" >>"$1"
+	echo "  workers: $workers" >>"$1" # always: applyd's default is not 1
 	[[ -n ${5:-} ]] && printf 'observability:\n  metrics_dir: "%s"\n' "$5" >>"$1"
 	return 0
 }
