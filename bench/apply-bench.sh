@@ -46,14 +46,16 @@
 # slot into the workload's stream (timed for information, not part of the
 # ratio); each Trellara configuration and round applies that same stream
 # with a consumer group of its own into target database W_CONFIG_i.
-# Trellara configurations: every APPLY_BENCH_VARIANTS x APPLY_BENCH_WORKERS:
+# Trellara configurations: every APPLY_BENCH_VARIANTS x APPLY_BENCH_WORKERS
+# (default: compaction with workers 1, 2 and 4):
 #   compaction     the flow file says apply.compaction: true
 #   nocompaction   apply.compaction: false
 #   default        no apply.compaction key (applyd's default; a build
 #                  without the key can only run this one)
-#   workers N      apply.workers: N, written only when N != 1; the
-#                  configuration is named VARIANT_wN then (applyd has no
-#                  apply.workers yet: it refuses the key, so only 1 runs)
+#   workers N      apply.workers: N (parallel apply: N target
+#                  connections, batches committed in order), always
+#                  written (applyd's default is 2); the configuration is
+#                  named VARIANT_wN when N != 1, VARIANT for 1
 # Every configuration's flow file is validated (trellara-config, the same
 # parser as applyd's) before anything runs: a build that refuses a key
 # stops the bench there, naming it.
@@ -85,7 +87,9 @@
 # Printed per workload: txns/s and rows/s of every Trellara configuration
 # and of native, ratio = trellara txns/s / native txns/s (native: flushed
 # time; the ratios against its confirmed and applied times too), medians of
-# REPEAT; CPU per source transaction in microseconds: applyd + its target
+# REPEAT; then the configuration with workers 1 against native and the
+# best configuration (highest ratio; its apply.workers named) against
+# native, txns/s, rows/s and ratio; CPU per source transaction in microseconds: applyd + its target
 # backend(s) (every backend with application_name trellara-applyd in the
 # round's database) against the native apply worker, on-CPU seconds from
 # /proc/PID/schedstat at the timed point, medians of REPEAT; per round the
@@ -95,15 +99,20 @@
 # (observability.metrics_dir/applyd.prom: the samples whose name holds
 # "received", "statement" or "fold" and ends in _total) or else from its
 # "applyd stopped:" or "applyd compaction:" log line ("N ... received",
-# "N statements", "N ... folded"), "n/a" when neither has them; and the checkpoint's applied_changes.  Every target
+# "N statements", "N ... folded"), "n/a" when neither has them; and the
+# checkpoint's applied_changes; with workers > 1 also the parallel
+# counters (batches overlapped, dependency waits, fall backs to one batch
+# at a time: the metrics named overlapped, dependency_waits and
+# serial_fallbacks, or the "applyd parallel apply:" log line).  Every target
 # database is checked against the source at END afterwards: per table the
 # row count and the sum of hashtext() of every row's text (all columns).
 # A workload's databases, subscriptions, slots and stream are dropped when
 # it is done.  At the end: one summary line per workload x configuration,
 # and the total run time, with the best configuration per workload.
 #
-# Lag (tpcb only, the first configuration).  After the tpcb rounds, with
-# the last round's databases (caught up): pgbench -R RATE -T LAG_SECONDS
+# Lag (tpcb only, the best configuration: the highest median ratio of the
+# tpcb rounds).  After the tpcb rounds, with the last round's databases of
+# that configuration and of native (caught up): pgbench -R RATE -T LAG_SECONDS
 # on the source (RATE: 50% of native's median tpcb throughput, capped at
 # 50% of what the source did unthrottled while building the backlog - it
 # shares the cores with the appliers), capture + applyd running, then
@@ -115,19 +124,18 @@
 # and max over the heartbeats during the load; catch-up = the lag of one
 # heartbeat inserted right after pgbench ends.
 #
-# Time: the default run (5 workloads, 2 configurations, REPEAT 3, backlogs
+# Time: the default run (5 workloads, 3 configurations, REPEAT 3, backlogs
 # of 20 s tpcb, 15 s hotkey and 10 s each for inserts, updates and
 # conflict - these write more rows per second, so their backlogs are of a
-# similar size - and LAG_SECONDS 20) is meant to stay under about 15
-# minutes on a 2-core machine (runs with shorter backlogs, scaled up,
-# predict about 10: tpcb with the lag runs 3.5, updates 2.5, inserts 1.5,
-# hotkey and conflict 1 each); each workload prints its own wall time.
-# Every extra configuration (a variant or an APPLY_BENCH_WORKERS value)
-# adds a round per workload and REPEAT.
+# similar size - and LAG_SECONDS 20) is meant to stay under about 20
+# minutes on a 2-core machine (with 2 configurations it was about 15);
+# each workload prints its own wall time.  Every extra configuration (a
+# variant or an APPLY_BENCH_WORKERS value) adds a round per workload and
+# REPEAT.
 #
 # Environment: APPLY_BENCH_WORKLOADS ("tpcb hotkey inserts updates
-# conflict"), APPLY_BENCH_VARIANTS ("compaction nocompaction"; also
-# "default"), APPLY_BENCH_WORKERS ("1"; e.g. "1 4"), APPLY_BENCH_SECONDS
+# conflict"), APPLY_BENCH_VARIANTS ("compaction"; also "nocompaction",
+# "default"), APPLY_BENCH_WORKERS ("1 2 4"; 1..16 each), APPLY_BENCH_SECONDS
 # (the backlog's pgbench -T for every workload; default per workload as
 # above), APPLY_BENCH_SECONDS_TPCB, _HOTKEY, _INSERTS, _UPDATES, _CONFLICT
 # (one workload's, over APPLY_BENCH_SECONDS), APPLY_BENCH_SCALE (tpcb's,
@@ -156,8 +164,8 @@ source tests/bats/helpers/pg.bash
 source bench/lib-apply.sh
 
 WORKLOADS=${APPLY_BENCH_WORKLOADS:-tpcb hotkey inserts updates conflict}
-VARIANTS=${APPLY_BENCH_VARIANTS:-compaction nocompaction}
-WORKERS_LIST=${APPLY_BENCH_WORKERS:-1}
+VARIANTS=${APPLY_BENCH_VARIANTS:-compaction}
+WORKERS_LIST=${APPLY_BENCH_WORKERS:-1 2 4}
 SCALE=${APPLY_BENCH_SCALE:-10}
 CLIENTS=${APPLY_BENCH_CLIENTS:-4}
 REPEAT=${APPLY_BENCH_REPEAT:-3}
@@ -280,7 +288,7 @@ SRC_URL=$(src_url_of postgres)
 
 # Every configuration's flow file, validated before anything starts (the
 # same schema as applyd's): a build that does not know apply.compaction or
-# apply.workers stops here.
+# apply.workers, or a workers value out of its range, stops here.
 write_flow_base() { # FILE DB GROUP: the flow for the current workload
 	local t
 	cat >"$1" <<EOF
@@ -328,16 +336,18 @@ write_flow() {
 	compaction) echo "  compaction: true" >>"$1" ;;
 	nocompaction) echo "  compaction: false" >>"$1" ;;
 	esac
-	((workers != 1)) && echo "  workers: $workers" >>"$1"
+	echo "  workers: $workers" >>"$1" # always: applyd's default is not 1
 	[[ -n ${5:-} ]] && printf 'observability:\n  metrics_dir: "%s"\n' "$5" >>"$1"
 	return 0
 }
+# cfg_workers CONFIG: its apply.workers
+cfg_workers() { if [[ $1 == *_w* ]]; then echo "${1##*_w}"; else echo 1; fi; }
 W='' W_SLOT='' W_STREAM='' W_GROUPS_YAML='' W_TABLES=(pgbench_accounts)
 for cfg in "${CONFIGS[@]}"; do
 	write_flow "$WORK/check-$cfg.yml" check applyd "$cfg" "$WORK/metrics-check"
 	if ! out=$("$REPO/bin/trellara-config" get stream.path --config "$WORK/check-$cfg.yml" 2>&1 >/dev/null); then
 		echo "$out" >&2
-		die "this build refuses the flow file of configuration \"$cfg\" (apply.compaction for the variants compaction/nocompaction, apply.workers for APPLY_BENCH_WORKERS != 1): see the message above; APPLY_BENCH_VARIANTS=default APPLY_BENCH_WORKERS=1 runs without either key"
+		die "this build refuses the flow file of configuration \"$cfg\" (apply.compaction for the variants compaction/nocompaction, apply.workers for APPLY_BENCH_WORKERS != 1): see the message above"
 	fi
 done
 
@@ -440,6 +450,12 @@ run_trellara() {
 	R_COUNTERS="$(counter received 'changes? received|received' "$mdir/applyd.prom" "$log")"
 	R_COUNTERS+=" $(counter statement 'statements?' "$mdir/applyd.prom" "$log")"
 	R_COUNTERS+=" $(counter fold '(changes? )?folded' "$mdir/applyd.prom" "$log")"
+	R_PARALLEL=''
+	if (($(cfg_workers "$cfg") > 1)); then
+		R_PARALLEL="$(counter overlapped 'batches committed while an earlier one was in flight' "$mdir/applyd.prom" "$log")"
+		R_PARALLEL+=" $(counter dependency_waits 'waits for an earlier batch holding a key' "$mdir/applyd.prom" "$log")"
+		R_PARALLEL+=" $(counter serial_fallbacks 'fall backs to one batch at a time' "$mdir/applyd.prom" "$log")"
+	fi
 }
 
 # run_native ROUND: sets R_SECONDS (flushed) R_APPLIED_S R_CONFIRMED_S
@@ -498,7 +514,7 @@ run_native() {
 }
 
 # results, by "WORKLOAD CONFIG" (native: CONFIG = native)
-declare -A RS=() RCPU=() RDETAIL=() RCNT=() RCHG=() NAS=() NCS=() WTXNS=() WROWS=() WGOAL=()
+declare -A RS=() RCPU=() RDETAIL=() RCNT=() RCHG=() RPAR=() NAS=() NCS=() WTXNS=() WROWS=() WGOAL=() WBEST=() WLINE=()
 PERF_DETAIL=''
 trellara_round() { # CONFIG ROUND
 	local k="$W $1"
@@ -510,7 +526,7 @@ trellara_round() { # CONFIG ROUND
 	fi
 	RS[$k]+="$R_SECONDS " RCPU[$k]+="$R_CPU "
 	RDETAIL[$k]+=" $R_SECONDS ($R_DETAIL)"
-	RCNT[$k]=$R_COUNTERS RCHG[$k]=$R_CHANGES
+	RCNT[$k]=$R_COUNTERS RCHG[$k]=$R_CHANGES RPAR[$k]=$R_PARALLEL
 }
 native_round() { # ROUND
 	local k="$W native"
@@ -656,6 +672,32 @@ run_workload() {
 	nrat="native's source-confirmed time (confirmed_flush_lsn) $(f3 "$(median "${NCS["$W native"]}")") s, unflushed applied time $(f3 "$(median "${NAS["$W native"]}")") s"
 	echo "ratio = trellara txns/s / native txns/s (native timed to the WAL flush covering END; $nrat);" \
 		"trellara: synchronous_commit=on, one target commit per ${BATCH:-1000} source txns; CPU: applyd + target backend(s) / native apply worker, on-CPU s per source transaction"
+	# workers 1 and the best configuration against native
+	local one='' best='' best_r='' r line
+	for cfg in "${CONFIGS[@]}"; do
+		r=$(awk -v t="$(median "${RS["$W $cfg"]}")" -v n="$mn" 'BEGIN{printf "%.2f", n / t}')
+		[[ -z $one && $(cfg_workers "$cfg") == 1 ]] && one=$cfg
+		if [[ -z $best_r ]] || awk -v r="$r" -v b="$best_r" 'BEGIN{exit !(r > b)}'; then
+			best=$cfg best_r=$r
+		fi
+	done
+	WBEST[$W]=$best
+	line=''
+	for cfg in $one $best; do
+		mt=$(median "${RS["$W $cfg"]}")
+		[[ -n $line ]] && line+="; best: "
+		line+="workers $(cfg_workers "$cfg") ($cfg) $(per_s "$TXNS" "$mt") txns/s, $(per_s "$ROWS" "$mt") rows/s,"
+		line+=" ratio $(awk -v t="$mt" -v n="$mn" 'BEGIN{printf "%.2f", n / t}')"
+	done
+	[[ -z $one ]] && line="best: $line"
+	line+=" (native $n_tps txns/s, $(per_s "$ROWS" "$mn") rows/s)"
+	WLINE[$W]=$line
+	echo "$W: $line"
+	for cfg in "${CONFIGS[@]}"; do
+		[[ -n ${RPAR["$W $cfg"]:-} ]] || continue
+		read -r -a cnt <<<"${RPAR["$W $cfg"]}"
+		echo "  $cfg parallel counters (last round): ${cnt[0]} batches overlapped, ${cnt[1]} dependency waits, ${cnt[2]} fall backs to one batch at a time"
+	done
 	echo "per round, seconds (process: on-CPU/waiting-for-a-CPU s):"
 	for cfg in "${CONFIGS[@]}" native; do echo "  $cfg${RDETAIL["$W $cfg"]}"; done
 	[[ -n $PERF_DETAIL ]] && echo "$PERF_DETAIL"
@@ -688,7 +730,7 @@ run_workload() {
 
 LAG_LINES=()
 measure_lag() {
-	local why rc p cfg=${CONFIGS[0]} R=$REPEAT
+	local why rc p cfg=${WBEST[$W]:-${CONFIGS[0]}} R=$REPEAT
 	if [[ -z $LAG_RATE ]]; then
 		LAG_RATE=$(awk -v n="$TPCB_NATIVE_TPS" -v s="$TPCB_BACKLOG_TPS" 'BEGIN{r = n / 2; c = s / 2; printf "%d", r < c ? r : c}')
 		why="min(50% of native's $TPCB_NATIVE_TPS txns/s, 50% of the source's unthrottled $TPCB_BACKLOG_TPS tps)"
@@ -719,7 +761,7 @@ measure_lag() {
 	local -a nl=("$L_N" "$L_P50" "$L_P99" "$L_MAX" "$L_CATCHUP" "$L_TPS" "$L_READY")
 	tgt "${W}_native_$R" -c "ALTER SUBSCRIPTION ${W}_native_$R DISABLE" >/dev/null
 
-	LAG_LINES+=("lag (tpcb, trellara $cfg): pgbench -R $LAG_RATE -T $LAG_SECONDS (rate = $why), heartbeat every 0.2 s, target polled every 10 ms")
+	LAG_LINES+=("lag (tpcb, trellara $cfg: the best configuration, workers $(cfg_workers "$cfg")): pgbench -R $LAG_RATE -T $LAG_SECONDS (rate = $why), heartbeat every 0.2 s, target polled every 10 ms")
 	LAG_LINES+=("$(printf '%-16s %9s %8s %8s %8s %8s %12s' applier "load tps" samples "p50 ms" "p99 ms" "max ms" "catch-up ms")")
 	LAG_LINES+=("$(printf '%-16s %9s %8s %8s %8s %8s %12s' "$cfg" "${tl[5]}" "${tl[0]}" "${tl[1]}" "${tl[2]}" "${tl[3]}" "${tl[4]}")")
 	LAG_LINES+=("$(printf '%-16s %9s %8s %8s %8s %8s %12s' native "${nl[5]}" "${nl[0]}" "${nl[1]}" "${nl[2]}" "${nl[3]}" "${nl[4]}")")
@@ -761,5 +803,6 @@ for w in $WORKLOADS; do
 	BEST+="$w $best_cfg $best_ratio, "
 done
 echo "best configuration per workload (ratio): ${BEST%, }"
+for w in $WORKLOADS; do echo "$w: ${WLINE[$w]}"; done
 ((${#LAG_LINES[@]} > 0)) && printf '%s\n' "${LAG_LINES[@]}"
 echo "(total $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b - a}') s)"

@@ -85,14 +85,15 @@ us_per() { awk -v c="$1" -v n="$2" 'BEGIN{printf "%.1f", c * 1e6 / n}'; }
 # counter SAMPLE_NAME_RE LOG_RE PROM LOG: one of applyd's counters, the
 # sum of the samples of metrics file PROM whose name matches
 # SAMPLE_NAME_RE and ends in _total (a counter), else the number before
-# LOG_RE in LOG's last "applyd stopped:" or "applyd compaction:" line
+# LOG_RE in LOG's last "applyd stopped:", "applyd compaction:" or
+# "applyd parallel apply:" line
 # that has it, else "n/a"
 counter() {
 	local v=''
 	[[ -f $3 ]] && v=$(awk -v re="$1" '!/^#/ && NF >= 2 { name = $1; sub(/\{.*/, "", name); if (name ~ re && name ~ /_total$/) { s += $NF; n++ } }
 		END { if (n) printf "%.0f", s }' "$3")
 	if [[ -z $v && -f $4 ]]; then
-		v=$(grep -aE 'applyd (stopped|compaction):' "$4" | grep -oE "[0-9]+ ($2)" | tail -n 1 | grep -oE '^[0-9]+' || true)
+		v=$(grep -aE 'applyd (stopped|compaction|parallel apply):' "$4" | grep -oE "[0-9]+ ($2)" | tail -n 1 | grep -oE '^[0-9]+' || true)
 	fi
 	echo "${v:-n/a}"
 }

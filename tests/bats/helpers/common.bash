@@ -400,6 +400,11 @@ _trellara_count_lines() {
 #                 --set 'dataset.strict_chunking={max_changes_per_chunk: 10}'
 #   EXTRA_YAML    appended as is; a top-level section it names (apply:,
 #                 stream:, ...) replaces the default one entirely
+# With TRELLARA_TEST_APPLY_WORKERS=N in the environment every flow file
+# has apply.workers: N unless the test sets apply.workers itself (--set, or
+# a workers key in an EXTRA_YAML apply: section): any bats file then runs
+# with parallel apply, e.g.
+#   TRELLARA_TEST_APPLY_WORKERS=4 make bats BATS_FILES=30-apply.bats
 write_flow_file() {
 	local path=${1:?write_flow_file: PATH required}
 	shift
@@ -441,6 +446,7 @@ write_flow_file() {
 	_wff_set stream.durability fsync
 	_wff_set target.database_url "$(_trellara_yq "$TARGET_URL")"
 	_wff_set target.checkpoint_schema trellara
+	# TRELLARA_TEST_APPLY_WORKERS=N: apply.workers N unless the test sets it
 	[[ -z ${TRELLARA_TEST_APPLY_WORKERS:-} ]] || _wff_set apply.workers "$TRELLARA_TEST_APPLY_WORKERS"
 
 	for arg in "${sets[@]}"; do
@@ -454,6 +460,15 @@ write_flow_file() {
 	while IFS= read -r line; do
 		[[ $line =~ ^([A-Za-z_][A-Za-z0-9_]*): ]] && replaced[${BASH_REMATCH[1]}]=1
 	done <<<"$extra"
+	# an apply: section of EXTRA_YAML without workers gets the forced ones
+	if [[ -n ${TRELLARA_TEST_APPLY_WORKERS:-} && -n ${replaced[apply]:-} ]]; then
+		extra=$(printf '%s' "$extra" | awk -v n="$TRELLARA_TEST_APPLY_WORKERS" '
+			{ lines[NR] = $0 }
+			/^apply:/ { at = NR; inside = 1; next }
+			/^[^ ]/ { inside = 0 }
+			inside && /^  workers:/ { has = 1 }
+			END { for (i = 1; i <= NR; i++) { print lines[i]; if (i == at && !has) print "  workers: " n } }')$'\n'
+	fi
 
 	# Sections (and top-level scalars) in order of first appearance; a key
 	# --set adds to a section joins that section.
