@@ -569,8 +569,8 @@ static int m_write_checkpoint(void *p, const struct apply_checkpoint *prev, cons
 		/* one session: nothing to wait for, the update's outcome now */
 		s->cp_granted = true;
 		if (t->cp.stream_offset != s->cp_prev_offset) {
-			set_error(s, "TR001", false, tag, "no row matched",
-				  "the checkpoint row at the previous batch's position");
+			set_error(s, "22P02", false, tag, "the checkpoint is not where the batch before leaves it",
+				  "the checkpoint row");
 			drop_work(s);
 			return -1;
 		}
@@ -580,9 +580,10 @@ static int m_write_checkpoint(void *p, const struct apply_checkpoint *prev, cons
 	return 0;
 }
 
-/* s holds the checkpoint row's lock now: the update matches or not.
- * No match: a row count of 0, seen when the results are read; the
- * transaction goes on (what it wrote commits with a COMMIT after it). */
+/* s holds the checkpoint row's lock now: the update matches, or fails
+ * (the libpq target's update raises an error, SQLSTATE 22P02, when the
+ * row is not where the batch before leaves it): the transaction is
+ * aborted, and a COMMIT sent after it commits nothing. */
 static void grant(struct model_session *s)
 {
 	if (!s->cp_queued || s->cp_granted)
@@ -591,7 +592,10 @@ static void grant(struct model_session *s)
 	if (!s->in_txn)
 		return; /* it failed: the statement did not run */
 	if (s->t->cp.stream_offset != s->cp_prev_offset) {
-		set_error(s, "TR001", false, s->cp_tag, "no row matched", "the checkpoint row at the previous batch's position");
+		set_error(s, "22P02", false, s->cp_tag, "the checkpoint is not where the batch before leaves it",
+			  "the checkpoint row");
+		drop_work(s);
+		lockq_remove(s->t, s);
 		return;
 	}
 	s->work_cp = s->cp_next;

@@ -28,12 +28,10 @@
  * whatever apply.batch_transactions is. */
 #define FOLD_MAX_CHANGES 20000
 
-struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
-				  const struct env_change *c, uint64_t tag)
+/* Plans c and sends it: one statement. */
+static struct apply_outcome send_one(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+				     const struct env_change *c, uint64_t tag)
 {
-	/* sent by itself: nothing runs beside it (apply_engine_parallel.c) */
-	if (a->batch_parallel && apply_engine_barrier(a) < 0)
-		return apply_failed();
 	char err[512];
 	int planned = plan_change(a->cfg->checkpoint_schema, rels, n_rels, c, a->single_mode, &a->stmt, err, sizeof err);
 	if (planned < 0) {
@@ -57,6 +55,17 @@ struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const str
 		return apply_failed();
 	a->batch_statements++;
 	return apply_ok();
+}
+
+/* A change sent by itself, outside the segment: nothing runs beside it
+ * (a barrier, apply_engine_parallel.c).  The segment's own changes were
+ * given to the tracker by their keys and go through send_one. */
+struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
+				  const struct env_change *c, uint64_t tag)
+{
+	if (a->batch_parallel && apply_engine_barrier(a) < 0)
+		return apply_failed();
+	return send_one(a, rels, n_rels, c, tag);
 }
 
 /* n compatible net changes idx[0..n): one statement when they can be
@@ -91,7 +100,7 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 		}
 	}
 	for (size_t k = 0; k < n; k++) {
-		struct apply_outcome rc = apply_engine_send_planned(a, rels, n_rels, a->set_run[k], fold_get(a->fold, idx[k])->tag);
+		struct apply_outcome rc = send_one(a, rels, n_rels, a->set_run[k], fold_get(a->fold, idx[k])->tag);
 		if (!apply_is_ok(rc))
 			return rc;
 	}

@@ -449,7 +449,12 @@ char *checkpoint_apply_update_sql(PGconn *conn, const char *schema)
 				 "UPDATE @.apply_checkpoint SET last_commit_lsn = $1, last_xid = $2, stream_offset = $3,"
 				 " applied_through_lsn = $4, applied_transactions = $5, applied_changes = $6,"
 				 " skipped_duplicates = $7, updated_at = now()"
-				 " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10 AND stream_offset = $11",
+				 " WHERE source_id = $8 AND dataset_id = $9 AND consumer_group = $10"
+				 /* an error, not a row count: a COMMIT already sent after it must not commit */
+				 " AND CASE WHEN source_id = $8 AND dataset_id = $9 AND consumer_group = $10 AND stream_offset <> $11"
+				 /* the message names the row's column: never folded to a constant (and raised) at plan time */
+				 " THEN ('the checkpoint is at stream offset ' || stream_offset || ', not at ' || $11"
+				 " || ' where the batch before this one leaves it: that batch did not commit')::boolean ELSE true END",
 				 schema);
 }
 

@@ -82,8 +82,9 @@ char *checkpoint_quarantine_resolve_sql(PGconn *conn, const char *schema);
  *   $4 applied_through_lsn     $5 applied_transactions
  *   $6 applied_changes         $7 skipped_duplicates
  *   $8 source_id   $9 dataset_id   $10 consumer_group
- *   $11 the stream_offset the row must have (the previous batch's): it
- *       matches no row when the batch before did not commit
+ *   $11 the stream_offset the row must have (the previous batch's): when
+ *       the batch before did not commit, the statement fails (SQLSTATE
+ *       22P02, naming it), so that a COMMIT sent after it rolls back
  * checkpoint_apply_update_params() formats them from a checkpoint.
  * Newly allocated. */
 char *checkpoint_apply_update_sql(PGconn *conn, const char *schema);
