@@ -2,11 +2,12 @@
  * apply_engine_parallel.c - parallel apply (PARALLEL APPLY in
  * trellara-applyd(1), DESIGN §8): with apply.workers > 1 a batch's COMMIT
  * is sent and the next batch opened on another connection before the
- * outcome is read.  Batches still commit in order, and the target sees
- * to it: each one's checkpoint update first locks the row (waiting for
- * the batch before) and then matches only the position that batch left
- * (apply_target_ops.write_checkpoint), so batch k never commits unless
- * batch k-1 did.  The engine reads the outcomes oldest first.
+ * outcome is read.  Batches still commit in order: a batch's checkpoint
+ * and COMMIT are sent only after the batch before it committed, and the
+ * target checks it: the checkpoint update locks the row and fails unless
+ * it is where that batch left it (apply_target_ops.write_checkpoint), so
+ * batch k never commits unless batch k-1 did.  Outcomes are read oldest
+ * first.
  *
  * Rows.  Two uncommitted batches never write one row: every net change
  * of a parallel batch is given to the dependency tracker (apply_deps.h)
@@ -71,9 +72,9 @@ static int flight_failed(struct apply_engine *a, const struct apply_flight *f)
 }
 
 /* Flight f's statements all succeeded (their row counts read): its
- * checkpoint and COMMIT go after them.  The batch before it has sent its
- * COMMIT already (flights advance in order), so the checkpoint's row lock
- * waits for a transaction that will end. */
+ * checkpoint and COMMIT go after them.  f is the oldest flight: every
+ * batch before it committed, so the row is where f's predecessor left
+ * it (the lock and the check only guard against a batch that did not). */
 static int advance(struct apply_engine *a, struct apply_flight *f)
 {
 	void *t = a->sessions[f->session];
@@ -173,10 +174,24 @@ struct apply_outcome apply_engine_submit(struct apply_engine *a, struct apply_ch
 	a->batch_seq = 0;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
 	a->batch_statements = a->batch_folded = 0;
-	/* the batches before it whose statements have run: their COMMITs */
-	for (int i = 0; i + 1 < a->n_flights; i++)
-		if (!a->flights[i].committing && advance(a, &a->flights[i]) < 0)
+	/* The batch before it: its checkpoint and COMMIT, once the one
+	 * before that committed.  Sending in order is not enough: two
+	 * backends may take the checkpoint row's lock in either order, and a
+	 * batch that took it first would find the row short of where its
+	 * predecessor leaves it.  So one batch at a time is committing. */
+	while (a->n_flights > 1) {
+		if (a->flights[0].committing) {
+			if (collect_one(a) < 0)
+				return apply_failed();
+			continue;
+		}
+		if (advance(a, &a->flights[0]) < 0) {
+			memmove(a->flights, a->flights + 1, (size_t)(a->n_flights - 1) * sizeof *a->flights);
+			a->n_flights--;
 			return apply_failed();
+		}
+		break;
+	}
 	/* the next batch (and anything outside one) goes to a free connection */
 	if (a->n_flights == a->n_sessions && collect_one(a) < 0)
 		return apply_failed();
