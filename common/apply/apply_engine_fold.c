@@ -142,12 +142,22 @@ static struct apply_outcome send_tracked(struct apply_engine *a, const struct pl
 	uint64_t wait = 0;
 	bool barrier = false;
 	size_t *held = n ? xcalloc(n, sizeof *held) : NULL;
+	/* per relation once: its table and the tracker's number */
+	const struct apply_table **tables = xcalloc(n_rels ? n_rels : 1, sizeof *tables);
+	uint32_t *numbers = xcalloc(n_rels ? n_rels : 1, sizeof *numbers);
+	for (uint32_t r = 0; r < n_rels; r++) {
+		const struct env_relation *er = rels[r].rel;
+		tables[r] = apply_tables_find(&a->tables, er->schema, er->schema_len, er->name, er->name_len);
+		numbers[r] = apply_engine_relation_number(er);
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct fold_change *fc = fold_get(a->fold, i);
 		const struct plan_relation *pr = &rels[fc->change.relation];
-		uint64_t h = apply_engine_depends(a, pr, &fc->change);
+		uint64_t h = apply_engine_depends(a, pr, tables[fc->change.relation], numbers[fc->change.relation], &fc->change);
 		if (h == APPLY_DEPS_BROKEN) {
 			free(held);
+			free(tables);
+			free(numbers);
 			log_error("apply: the dependency tracker refused batch %" PRIu64 " (a bug)", a->batch_seq);
 			return apply_exit(EXIT_DATAERR);
 		}
@@ -160,6 +170,8 @@ static struct apply_outcome send_tracked(struct apply_engine *a, const struct pl
 		else
 			idx[n_free++] = i;
 	}
+	free(tables);
+	free(numbers);
 	struct apply_outcome rc = apply_ok();
 	if (barrier || !wait) {
 		for (size_t i = 0; i < n; i++)

@@ -187,7 +187,10 @@ int apply_engine_barrier(struct apply_engine *a);
 /* The tracker's answer for a net change of the open batch: the batch in
  * flight it must wait for (0: none); *barrier: it is one (keyless update
  * or delete). */
-uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation *pr, const struct env_change *c);
+uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation *pr, const struct apply_table *table,
+			      uint32_t rel, const struct env_change *c);
+/* The tracker's number for r's table (once per relation and segment). */
+uint32_t apply_engine_relation_number(const struct env_relation *r);
 /* Collects the flights up to batch seq.  -1 as apply_engine_drain. */
 int apply_engine_wait_for(struct apply_engine *a, uint64_t seq);
 /* A failure while batches are in flight or after one failed: everything

@@ -60,6 +60,15 @@ static bool session_in_flight(const struct apply_engine *a, int s)
 	return false;
 }
 
+/* The oldest flight, off the queue. */
+static struct apply_flight pop_flight(struct apply_engine *a)
+{
+	struct apply_flight f = a->flights[0];
+	memmove(a->flights, a->flights + 1, (size_t)(a->n_flights - 1) * sizeof *a->flights);
+	a->n_flights--;
+	return f;
+}
+
 /* The failure of flight f; the earliest batch's is the one kept. */
 static int flight_failed(struct apply_engine *a, const struct apply_flight *f)
 {
@@ -92,13 +101,10 @@ static int advance(struct apply_engine *a, struct apply_flight *f)
 static int collect_one(struct apply_engine *a)
 {
 	if (!a->flights[0].committing && advance(a, &a->flights[0]) < 0) {
-		memmove(a->flights, a->flights + 1, (size_t)(a->n_flights - 1) * sizeof *a->flights);
-		a->n_flights--;
+		pop_flight(a);
 		return -1;
 	}
-	struct apply_flight f = a->flights[0];
-	memmove(a->flights, a->flights + 1, (size_t)(a->n_flights - 1) * sizeof *a->flights);
-	a->n_flights--;
+	struct apply_flight f = pop_flight(a);
 	void *t = a->sessions[f.session];
 	if (a->ops->collect(t) < 0)
 		return flight_failed(a, &f);
@@ -186,8 +192,7 @@ struct apply_outcome apply_engine_submit(struct apply_engine *a, struct apply_ch
 			continue;
 		}
 		if (advance(a, &a->flights[0]) < 0) {
-			memmove(a->flights, a->flights + 1, (size_t)(a->n_flights - 1) * sizeof *a->flights);
-			a->n_flights--;
+			pop_flight(a);
 			return apply_failed();
 		}
 		break;
@@ -210,7 +215,7 @@ struct apply_outcome apply_engine_submit(struct apply_engine *a, struct apply_ch
 
 /* FNV-1a over the table's name: the tracker's relation number.  Two
  * tables on one number only make a batch wait that need not. */
-static uint32_t relation_number(const struct env_relation *r)
+uint32_t apply_engine_relation_number(const struct env_relation *r)
 {
 	uint32_t h = 2166136261u;
 	for (size_t i = 0; i < r->schema_len; i++)
@@ -224,7 +229,8 @@ static uint32_t relation_number(const struct env_relation *r)
 /* Its replica-identity key (the tracker's relation: the table's number)
  * and, for an insert or update, each unique index's values (the
  * relation: the table's number mixed with the index's). */
-uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation *pr, const struct env_change *c)
+uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation *pr, const struct apply_table *table,
+			      uint32_t rel, const struct env_change *c)
 {
 	if (!pr->key)
 		/* a keyless table: an insert touches no key; an update or a
@@ -244,14 +250,12 @@ uint64_t apply_engine_depends(struct apply_engine *a, const struct plan_relation
 			buf_put(&a->deps_key, v->data, v->len);
 		}
 	}
-	uint32_t rel = relation_number(pr->rel);
 	uint64_t wait = apply_deps_touch(a->deps, a->batch_seq, rel, a->deps_key.data, a->deps_key.len);
 	if (c->op == ENV_DELETE)
 		return wait; /* the old tuple holds the key only; what it frees is another batch's wait, not a conflict */
 	/* every unique value it writes (a NULL takes no value; one unchanged
 	 * is not written) */
 	const struct env_relation *r = pr->rel;
-	const struct apply_table *table = apply_tables_find(&a->tables, r->schema, r->schema_len, r->name, r->name_len);
 	for (int u = 0; table && u < table->n_unique; u++) {
 		uint16_t cols[64];
 		if (table->unique[u].n_cols > 64)
@@ -321,9 +325,7 @@ struct apply_outcome apply_engine_parallel_failure(struct apply_engine *a, uint3
 	}
 	/* the later ones cannot commit after it: read and roll back */
 	while (a->n_flights) {
-		struct apply_flight f = a->flights[0];
-		memmove(a->flights, a->flights + 1, (size_t)(a->n_flights - 1) * sizeof *a->flights);
-		a->n_flights--;
+		struct apply_flight f = pop_flight(a);
 		void *t = a->sessions[f.session];
 		if (a->ops->collect(t) == 0 && f.committing)
 			unknown = true;
