@@ -50,6 +50,8 @@
 # (default: compaction with workers 1, 2 and 4):
 #   compaction     the flow file says apply.compaction: true
 #   nocompaction   apply.compaction: false
+#   nocopy         apply.compaction: true, apply.copy_inserts: false (runs
+#                  of inserts as multi-row INSERT instead of COPY)
 #   default        no apply.compaction key (applyd's default; a build
 #                  without the key can only run this one)
 #   workers N      apply.workers: N (parallel apply: N target
@@ -135,7 +137,7 @@
 #
 # Environment: APPLY_BENCH_WORKLOADS ("tpcb hotkey inserts updates
 # conflict"), APPLY_BENCH_VARIANTS ("compaction"; also "nocompaction",
-# "default"), APPLY_BENCH_WORKERS ("1 2 4"; 1..16 each), APPLY_BENCH_SECONDS
+# "nocopy", "default"), APPLY_BENCH_WORKERS ("1 2 4"; 1..16 each), APPLY_BENCH_SECONDS
 # (the backlog's pgbench -T for every workload; default per workload as
 # above), APPLY_BENCH_SECONDS_TPCB, _HOTKEY, _INSERTS, _UPDATES, _CONFLICT
 # (one workload's, over APPLY_BENCH_SECONDS), APPLY_BENCH_SCALE (tpcb's,
@@ -219,8 +221,8 @@ done
 CONFIGS=()
 for v in $VARIANTS; do
 	case $v in
-	compaction | nocompaction | default) ;;
-	*) die "APPLY_BENCH_VARIANTS: unknown variant \"$v\" (compaction nocompaction default)" ;;
+	compaction | nocompaction | nocopy | default) ;;
+	*) die "APPLY_BENCH_VARIANTS: unknown variant \"$v\" (compaction nocompaction nocopy default)" ;;
 	esac
 	for n in $WORKERS_LIST; do
 		[[ $n =~ ^[1-9][0-9]*$ ]] || die "APPLY_BENCH_WORKERS: not a positive whole number: \"$n\""
@@ -335,6 +337,7 @@ write_flow() {
 	case $variant in
 	compaction) echo "  compaction: true" >>"$1" ;;
 	nocompaction) echo "  compaction: false" >>"$1" ;;
+	nocopy) printf '  compaction: true\n  copy_inserts: false\n' >>"$1" ;;
 	esac
 	echo "  workers: $workers" >>"$1" # always: applyd's default is not 1
 	[[ -n ${5:-} ]] && printf 'observability:\n  metrics_dir: "%s"\n' "$5" >>"$1"
@@ -347,7 +350,7 @@ for cfg in "${CONFIGS[@]}"; do
 	write_flow "$WORK/check-$cfg.yml" check applyd "$cfg" "$WORK/metrics-check"
 	if ! out=$("$REPO/bin/trellara-config" get stream.path --config "$WORK/check-$cfg.yml" 2>&1 >/dev/null); then
 		echo "$out" >&2
-		die "this build refuses the flow file of configuration \"$cfg\" (apply.compaction for the variants compaction/nocompaction, apply.workers for APPLY_BENCH_WORKERS != 1): see the message above"
+		die "this build refuses the flow file of configuration \"$cfg\" (apply.compaction for the variants compaction/nocompaction, apply.copy_inserts for nocopy, apply.workers for APPLY_BENCH_WORKERS != 1): see the message above"
 	fi
 done
 

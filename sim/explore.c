@@ -35,6 +35,7 @@ static void fill(struct sim_result *out, const struct sim_world_result *r, uint6
 	out->counters.power_losses += r->power_losses;
 	out->counters.tables_copied += r->tables_copied;
 	out->counters.steps += r->steps;
+	out->counters.copy_statements += r->copy_statements;
 	out->trace_digest = out->trace_digest * 1099511628211ULL ^ r->trace_digest;
 }
 

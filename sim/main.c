@@ -174,6 +174,7 @@ static void add_counters(struct sim_counters *sum, const struct sim_counters *c)
 	sum->crashes += c->crashes;
 	sum->power_losses += c->power_losses;
 	sum->steps += c->steps;
+	sum->copy_statements += c->copy_statements;
 }
 
 static void run_entry(struct sim_run *run, size_t i)
@@ -288,6 +289,8 @@ static void print_text(FILE *out, const struct sim_run *run)
 		     " not run; digest %016" PRIx64 "\n",
 		run->schedules, run->seed, run->explore_passed, run->explore_failed, run->explore_not_run, run->explore_digest);
 	if (run->schedules) {
+		fprintf(out, "exploration: %" PRIu64 " COPY statements of runs of inserts applied\n",
+			run->explore_counters.copy_statements);
 		fprintf(out, "exploration: schedules by apply.workers:");
 		for (int k = 1; k <= SIM_MAX_WORKERS; k++)
 			fprintf(out, " %d: %" PRIu64, k, run->explore_by_workers[k]);

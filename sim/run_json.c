@@ -29,6 +29,7 @@ static void write_counters(struct jsonw *w, const char *key, const struct sim_co
 	jsonw_u64(w, "crashes", true, c->crashes);
 	jsonw_u64(w, "power_losses", true, c->power_losses);
 	jsonw_u64(w, "steps", true, c->steps);
+	jsonw_u64(w, "copy_statements", true, c->copy_statements);
 	jsonw_close(w, '}');
 }
 
@@ -41,6 +42,7 @@ static void add_counters(struct sim_counters *sum, const struct sim_counters *c)
 	sum->crashes += c->crashes;
 	sum->power_losses += c->power_losses;
 	sum->steps += c->steps;
+	sum->copy_statements += c->copy_statements;
 }
 
 static void write_entry(struct jsonw *w, const struct sim_run *run, size_t i)

@@ -39,6 +39,7 @@ struct sim_counters {
 	uint64_t crashes;            /* components killed */
 	uint64_t power_losses;       /* simulated file-system power losses */
 	uint64_t steps;              /* scheduler steps */
+	uint64_t copy_statements;    /* COPYs of runs of inserts applyd sent (committed batches) */
 };
 
 #define SIM_MAX_SEEDS 16

@@ -438,6 +438,7 @@ static void applyd_down(struct world *w, const char *why)
 		w->r->kills_in_open_txn++;
 	w->r->overlapped += apply_engine_stats(w->engine)->overlapped;
 	w->r->serial_fallbacks += apply_engine_stats(w->engine)->serial_fallbacks;
+	w->r->copy_statements += apply_engine_stats(w->engine)->copies;
 	apply_engine_free(w->engine);
 	w->engine = NULL;
 	stream_reader_close(w->reader);
@@ -1157,6 +1158,7 @@ static void setup_config(struct world *w)
 	c->consumer_group = GROUP;
 	c->apply_batch_transactions = (uint64_t)w->o.batch_transactions;
 	c->apply_compaction = !w->o.no_compaction;
+	c->apply_copy_inserts = w->o.copy_inserts;
 	c->apply_workers = (uint64_t)(w->o.workers > 1 ? w->o.workers : 1);
 }
 
@@ -1258,6 +1260,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	if (w.engine) {
 		r->overlapped += apply_engine_stats(w.engine)->overlapped;
 		r->serial_fallbacks += apply_engine_stats(w.engine)->serial_fallbacks;
+		r->copy_statements += apply_engine_stats(w.engine)->copies;
 	}
 
 	fault_set_hook(NULL);
@@ -1337,4 +1340,6 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	o->workers = sim_rng_chance(&g, 33) ? 1 : (int)sim_rng_between(&g, 2, 4);
 	if (o->workers > 1)
 		o->p_target_fail_change = (int)sim_rng_between(&g, 0, 3);
+	/* last again: runs of inserts as COPY (apply.copy_inserts) */
+	o->copy_inserts = sim_rng_chance(&g, 50);
 }

@@ -44,6 +44,7 @@ struct sim_world_options {
 	int big_pct;           /* percent of transactions that are large (streamed, chunked) */
 	int batch_transactions;/* applyd's apply.batch_transactions */
 	bool no_compaction;    /* applyd's apply.compaction: false */
+	bool copy_inserts;     /* applyd's apply.copy_inserts: true */
 	int workers;           /* applyd's apply.workers: target sessions (1..4) */
 	int p_target_fail_change; /* (workers > 1) a change fails: transient or a lost connection */
 	int capture_batch;     /* capture's max batch transactions */
@@ -94,7 +95,8 @@ struct sim_world_result {
 	uint64_t steps, transactions, applied, duplicates_skipped, capture_skipped, chunks, crashes, power_losses,
 		quarantines, fault_points_hit, retention_runs, promotions, ambiguous_commits, retries,
 		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves, recoverable_failures,
-		copy_ddls, schema_changes_caught, snapshot_resumes, overlapped, serial_fallbacks, lock_waits, commits_behind;
+		copy_ddls, schema_changes_caught, snapshot_resumes, overlapped, serial_fallbacks, lock_waits, commits_behind,
+		copy_statements; /* COPYs of runs of inserts the engine sent (apply.copy_inserts) */
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

@@ -72,6 +72,7 @@ static void fill_metrics(struct metrics *m, int64_t now_us, void *arg)
 	metrics_add_u64(m, "trellara_applyd_batches_total", "target transactions committed by this process", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(m, "trellara_applyd_received_changes_total", "row changes received in committed batches by this process", METRIC_COUNTER, NULL, NULL, st->changes);
 	metrics_add_u64(m, "trellara_applyd_statements_total", "statements executed for committed batches by this process", METRIC_COUNTER, NULL, NULL, st->statements);
+	metrics_add_u64(m, "trellara_applyd_copy_statements_total", "of the statements, COPYs of runs of inserts (apply.copy_inserts)", METRIC_COUNTER, NULL, NULL, st->copies);
 	metrics_add_u64(m, "trellara_applyd_folded_changes_total", "row changes folded away by compaction in committed batches by this process", METRIC_COUNTER, NULL, NULL, st->folded);
 	metrics_add_u64(m, "trellara_applyd_overlapped_batches_total", "batches committed while an earlier one was in flight (apply.workers > 1)", METRIC_COUNTER, NULL, NULL, st->overlapped);
 	metrics_add_u64(m, "trellara_applyd_dependency_waits_total", "waits for an earlier batch in flight holding a key (apply.workers > 1)", METRIC_COUNTER, NULL, NULL, st->dependency_waits);
@@ -475,7 +476,7 @@ out:
 		const struct apply_engine_stats *st = apply_engine_stats(a.engine);
 		*stats = (struct applyd_stats){ st->transactions, st->changes, st->skipped_duplicates,
 						st->skipped_by_watermark, st->skipped_unconfigured, st->batches,
-						st->quarantined, st->statements, st->folded };
+						st->quarantined, st->statements, st->folded, st->copies };
 	}
 	log_info("applyd stopped: %" PRIu64 " transactions (%" PRIu64 " changes) applied, %" PRIu64
 		 " duplicates skipped, %" PRIu64 " changes skipped below snapshot watermarks, %" PRIu64
@@ -483,8 +484,8 @@ out:
 		 stats->transactions, stats->changes, stats->skipped_duplicates, stats->skipped_by_watermark,
 		 stats->skipped_unconfigured, stats->quarantined);
 	log_info("applyd compaction: %" PRIu64 " changes received, %" PRIu64 " folded away, %" PRIu64
-		 " statements executed in %" PRIu64 " target transactions",
-		 stats->changes, stats->folded, stats->statements, stats->batches);
+		 " statements executed in %" PRIu64 " target transactions, %" PRIu64 " of them COPY",
+		 stats->changes, stats->folded, stats->statements, stats->batches, stats->copies);
 	if (a.engine && a.cfg->apply_workers > 1) {
 		const struct apply_engine_stats *st = apply_engine_stats(a.engine);
 		log_info("applyd parallel apply: %" PRIu64 " connections, %" PRIu64 " batches committed while an earlier one was in flight, %" PRIu64

@@ -28,6 +28,7 @@ struct applyd_options {
 struct applyd_stats {
 	uint64_t transactions, changes, skipped_duplicates, skipped_by_watermark, skipped_unconfigured, batches, quarantined;
 	uint64_t statements, folded; /* statements sent for the changes, changes folded away */
+	uint64_t copies;             /* of the statements: COPYs of runs of inserts */
 };
 
 /* Until stopped (APPLY_OK) or apply must end (APPLY_EXIT with its code);

@@ -167,6 +167,30 @@ static void record_error(struct executor *e, PGresult *res, uint64_t tag)
 	e->error.connection_lost = PQstatus(e->conn) != CONNECTION_OK || sqlstate_classify(state) == SQLSTATE_CLASS_CONNECTION;
 }
 
+/* The command's row count must be expect_rows: TR001 fewer, TR002 more. */
+static void check_rows(struct executor *e, PGresult *res, uint64_t tag, uint64_t expect_rows, const char *what)
+{
+	if (e->error.failed)
+		return;
+	unsigned long long rows = strtoull(PQcmdTuples(res), NULL, 10);
+	if (rows == expect_rows)
+		return;
+	if (!what)
+		what = "(retry names the row)";
+	e->error.failed = true;
+	e->error.tag = tag;
+	snprintf(e->error.sqlstate, sizeof e->error.sqlstate, "%s", rows < expect_rows ? "TR001" : "TR002");
+	if (expect_rows == 1)
+		snprintf(e->error.message, sizeof e->error.message, "%s: %s",
+			 rows == 0 ? "no row matched" : "more than one row matched", what);
+	else if (rows < expect_rows)
+		snprintf(e->error.message, sizeof e->error.message, "%llu of %" PRIu64 " rows matched: %s", rows,
+			 expect_rows, what);
+	else
+		snprintf(e->error.message, sizeof e->error.message, "%llu rows matched where %" PRIu64 " were expected: %s",
+			 rows, expect_rows, what);
+}
+
 static void drain_to_sync(PGconn *conn)
 {
 	PGresult *res;
@@ -203,6 +227,8 @@ int executor_submit(struct executor *e)
 	return 0;
 }
 
+static int after_error(struct executor *e);
+
 int executor_collect(struct executor *e)
 {
 	if (!e->submitted)
@@ -230,24 +256,8 @@ int executor_collect(struct executor *e)
 		struct executor_cmd *c = i < e->queue_len ? &e->queue[i] : NULL;
 		if (st == PGRES_FATAL_ERROR)
 			record_error(e, res, c ? c->tag : 0);
-		if (st == PGRES_COMMAND_OK && c && c->expect_one && !e->error.failed) {
-			unsigned long long rows = strtoull(PQcmdTuples(res), NULL, 10);
-			if (rows != c->expect_rows) {
-				const char *what = c->what ? c->what : "(retry names the row)";
-				e->error.failed = true;
-				e->error.tag = c->tag;
-				snprintf(e->error.sqlstate, sizeof e->error.sqlstate, "%s", rows < c->expect_rows ? "TR001" : "TR002");
-				if (c->expect_rows == 1)
-					snprintf(e->error.message, sizeof e->error.message, "%s: %s",
-						 rows == 0 ? "no row matched" : "more than one row matched", what);
-				else if (rows < c->expect_rows)
-					snprintf(e->error.message, sizeof e->error.message, "%llu of %" PRIu64 " rows matched: %s",
-						 rows, c->expect_rows, what);
-				else
-					snprintf(e->error.message, sizeof e->error.message,
-						 "%llu rows matched where %" PRIu64 " were expected: %s", rows, c->expect_rows, what);
-			}
-		}
+		if (st == PGRES_COMMAND_OK && c && c->expect_one)
+			check_rows(e, res, c->tag, c->expect_rows, c->what);
 		if ((st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) && c && c->kind == CMD_PREPARE) {
 			free(e->cache[c->cache_slot].sql);
 			e->cache[c->cache_slot].sql = NULL;
@@ -258,10 +268,13 @@ int executor_collect(struct executor *e)
 	for (size_t k = 0; k < e->queue_len; k++)
 		free(e->queue[k].what);
 	e->queue_len = 0;
-	if (!e->error.failed)
-		return 0;
-	/* Leave no aborted transaction behind; the cache may name statements
-	 * whose preparation was skipped, so start it over. */
+	return e->error.failed ? after_error(e) : 0;
+}
+
+/* Leave no aborted transaction behind; the cache may name statements
+ * whose preparation was skipped, so start it over.  -1. */
+static int after_error(struct executor *e)
+{
 	if (PQstatus(e->conn) == CONNECTION_OK) {
 		if (PQtransactionStatus(e->conn) != PQTRANS_IDLE) {
 			PQsendQueryParams(e->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0);
@@ -291,4 +304,36 @@ PGresult *executor_query(struct executor *e, const char *sql, int nparams, const
 		return NULL;
 	}
 	return res;
+}
+
+int executor_copy(struct executor *e, const char *sql, const char *data, size_t len, uint64_t tag,
+		  uint64_t expect_rows, const char *what)
+{
+	if (e->submitted && executor_collect(e) < 0)
+		return -1;
+	if (e->error.failed || (e->queue_len && executor_sync(e) < 0))
+		return -1;
+	if (PQexitPipelineMode(e->conn) != 1)
+		return fail_send(e);
+	PGresult *res = PQexec(e->conn, sql);
+	if (PQresultStatus(res) == PGRES_COPY_IN) {
+		PQclear(res);
+		/* the connection blocks: PQputCopyData queues or sends it all */
+		int sent = PQputCopyData(e->conn, data, (int)len) == 1 && PQputCopyEnd(e->conn, NULL) == 1;
+		res = PQgetResult(e->conn);
+		if (!sent && PQresultStatus(res) != PGRES_FATAL_ERROR) {
+			PQclear(res);
+			res = NULL;
+		}
+	}
+	if (res && PQresultStatus(res) == PGRES_COMMAND_OK)
+		check_rows(e, res, tag, expect_rows, what);
+	else
+		record_error(e, res, tag);
+	PQclear(res);
+	while ((res = PQgetResult(e->conn)))
+		PQclear(res);
+	if (PQenterPipelineMode(e->conn) != 1 && !e->error.failed)
+		fail_send(e);
+	return e->error.failed ? after_error(e) : 0;
 }

@@ -43,6 +43,13 @@ void executor_free(struct executor *e);
  * "n rows matched where m were expected"), naming what (may be NULL). */
 int executor_exec(struct executor *e, const char *sql, int nparams, const char *const *values, uint64_t tag,
 		  bool expect_one, uint64_t expect_rows, const char *what);
+/* COPY ... FROM STDIN of data[0..len) in the open transaction: every
+ * queued command's results read first (libpq runs no COPY in pipeline
+ * mode), pipeline mode left, the COPY run and its row count checked as
+ * executor_exec's expect_rows, pipeline mode entered again.  A failure
+ * leaves e->error set as executor_sync does (transaction rolled back). */
+int executor_copy(struct executor *e, const char *sql, const char *data, size_t len, uint64_t tag,
+		  uint64_t expect_rows, const char *what);
 /* BEGIN / COMMIT / ROLLBACK and other parameterless commands. */
 int executor_control(struct executor *e, const char *sql, uint64_t tag);
 /* Sync and read every result queued so far.  0 when all succeeded, -1

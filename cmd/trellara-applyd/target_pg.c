@@ -203,12 +203,18 @@ static int pg_change(void *t, const struct plan_relation *rels, uint32_t n_rels,
 }
 
 /* A set statement is one statement to the target: its row count is
- * checked like one row's (expect_rows). */
+ * checked like one row's (expect_rows); a COPY leaves the pipeline for
+ * its run. */
 static int pg_change_set(void *t, const struct plan_relation *rels, uint32_t n_rels, const struct env_change *const *cs,
 			 size_t n, const struct plan_stmt *stmt, uint64_t tag)
 {
 	(void)cs;
 	(void)n;
+	if (stmt->copy) {
+		struct target_pg *p = t;
+		return executor_copy(&p->ex, stmt->sql.buf, stmt->copy_data.buf, stmt->copy_data.len, tag,
+				     stmt->expect_rows, stmt->what.len ? stmt->what.buf : NULL);
+	}
 	return pg_change(t, rels, n_rels, NULL, stmt, tag);
 }
 

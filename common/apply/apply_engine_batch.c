@@ -121,7 +121,8 @@ struct apply_outcome apply_engine_commit_batch(struct apply_engine *a)
 	a->stats.batches++;
 	a->stats.statements += a->batch_statements;
 	a->stats.folded += a->batch_folded;
-	a->batch_statements = a->batch_folded = 0;
+	a->stats.copies += a->batch_copies;
+	a->batch_statements = a->batch_folded = a->batch_copies = 0;
 	a->progress_txns += a->batch_txns;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
 	a->transient_retries = 0;

@@ -68,10 +68,10 @@ struct apply_outcome apply_engine_send_planned(struct apply_engine *a, const str
 	return send_one(a, rels, n_rels, c, tag);
 }
 
-/* n compatible net changes idx[0..n): one statement when they can be
- * one, else one each. */
+/* n compatible net changes idx[0..n): one statement (copy: a COPY of
+ * inserts) when they can be one, else one each. */
 static struct apply_outcome send_piece(struct apply_engine *a, const struct plan_relation *rels, uint32_t n_rels,
-				       const size_t *idx, size_t n)
+				       const size_t *idx, size_t n, bool copy)
 {
 	uint64_t tag = 0;
 	if (n > a->set_cap) {
@@ -86,8 +86,9 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 	}
 	if (n >= 2 && a->ops->change_set) {
 		char err[512];
-		int planned = plan_change_set(a->cfg->checkpoint_schema, rels, n_rels, a->set_run, n, &a->stmt, err,
-					      sizeof err);
+		int planned = copy ? plan_copy_set(rels, n_rels, a->set_run, n, &a->stmt, err, sizeof err)
+				   : plan_change_set(a->cfg->checkpoint_schema, rels, n_rels, a->set_run, n, &a->stmt, err,
+						     sizeof err);
 		if (planned < 0) {
 			log_error("apply: %s", err); /* a fold output the planner rejects: our bug */
 			return apply_exit(EXIT_DATAERR);
@@ -96,7 +97,16 @@ static struct apply_outcome send_piece(struct apply_engine *a, const struct plan
 			if (a->ops->change_set(a->t, rels, n_rels, a->set_run, n, &a->stmt, tag) < 0)
 				return apply_failed();
 			a->batch_statements++;
+			a->batch_copies += copy;
 			return apply_ok();
+		}
+		if (copy) { /* not as a COPY: as set statements */
+			struct apply_outcome rc = apply_ok();
+			for (size_t k = 0, piece; k < n && apply_is_ok(rc); k += piece) {
+				piece = plan_set_piece(rels, &fold_get(a->fold, idx[k])->change, n - k);
+				rc = send_piece(a, rels, n_rels, idx + k, piece ? piece : 1, false);
+			}
+			return rc;
 		}
 	}
 	for (size_t k = 0; k < n; k++) {
@@ -120,10 +130,12 @@ static struct apply_outcome send_list(struct apply_engine *a, const struct plan_
 					   &fold_get(a->fold, idx[i + run])->change))
 			run++;
 		while (run && apply_is_ok(rc)) {
-			size_t piece = plan_set_piece(rels, &fold_get(a->fold, idx[i])->change, run);
+			const struct env_change *first = &fold_get(a->fold, idx[i])->change;
+			bool copy = a->cfg->apply_copy_inserts && first->op == ENV_INSERT && run >= APPLY_COPY_MIN_ROWS;
+			size_t piece = copy ? plan_copy_piece(run) : plan_set_piece(rels, first, run);
 			if (piece == 0 || piece > run)
 				piece = 1;
-			rc = send_piece(a, rels, n_rels, idx + i, piece);
+			rc = send_piece(a, rels, n_rels, idx + i, piece, copy);
 			i += piece;
 			run -= piece;
 		}
@@ -224,7 +236,7 @@ struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
 void apply_engine_fold_forget(struct apply_engine *a)
 {
 	fold_reset(a->fold);
-	a->batch_statements = a->batch_folded = 0;
+	a->batch_statements = a->batch_folded = a->batch_copies = 0;
 }
 
 /* The fold's index of pr, flushing the segment first when pr's table

@@ -43,7 +43,7 @@ struct apply_flight {
 	struct apply_checkpoint prev; /* the checkpoint the batch before leaves */
 	struct apply_checkpoint next; /* the checkpoint it writes */
 	bool committing;              /* its checkpoint and COMMIT are sent (else only its statements) */
-	uint64_t txns, changes, skipped, filtered, statements, folded;
+	uint64_t txns, changes, skipped, filtered, statements, folded, copies;
 	uint64_t first_offset, end_offset;
 	uint32_t last_xid;
 	uint64_t last_commit_lsn;
@@ -93,7 +93,7 @@ struct apply_engine {
 	/* batch compaction (apply_engine_fold.c) */
 	struct fold *fold;         /* owned: the open batch's segment */
 	bool folding;              /* the transaction being sent folds */
-	uint64_t batch_statements, batch_folded;
+	uint64_t batch_statements, batch_folded, batch_copies; /* batch_copies: of batch_statements, COPYs */
 	const struct env_change **set_run; /* owned (the pointers only): one set statement's changes */
 	size_t set_cap;
 	size_t *idx;               /* owned: the order a flush sends the segment in */

@@ -119,6 +119,7 @@ static int collect_one(struct apply_engine *a)
 	a->stats.batches++;
 	a->stats.statements += f.statements;
 	a->stats.folded += f.folded;
+	a->stats.copies += f.copies;
 	if (f.overlapped)
 		a->stats.overlapped++;
 	a->progress_txns += f.txns;
@@ -164,6 +165,7 @@ struct apply_outcome apply_engine_submit(struct apply_engine *a, struct apply_ch
 		.filtered = a->batch_filtered,
 		.statements = a->batch_statements,
 		.folded = a->batch_folded,
+		.copies = a->batch_copies,
 		.first_offset = a->batch_first_offset,
 		.end_offset = a->next_offset,
 		.last_xid = a->last_xid,
@@ -179,7 +181,7 @@ struct apply_outcome apply_engine_submit(struct apply_engine *a, struct apply_ch
 	a->in_txn = false;
 	a->batch_seq = 0;
 	a->batch_txns = a->batch_changes = a->batch_skipped = a->batch_filtered = 0;
-	a->batch_statements = a->batch_folded = 0;
+	a->batch_statements = a->batch_folded = a->batch_copies = 0;
 	/* The batch before it: its checkpoint and COMMIT, once the one
 	 * before that committed.  Sending in order is not enough: two
 	 * backends may take the checkpoint row's lock in either order, and a

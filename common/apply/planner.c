@@ -18,6 +18,7 @@ void plan_stmt_init(struct plan_stmt *s)
 	memset(s, 0, sizeof *s);
 	strbuf_init(&s->sql);
 	strbuf_init(&s->what);
+	strbuf_init(&s->copy_data);
 }
 
 void plan_stmt_free(struct plan_stmt *s)
@@ -25,6 +26,7 @@ void plan_stmt_free(struct plan_stmt *s)
 	strbuf_release(&s->sql);
 	buf_free(&s->arena);
 	strbuf_release(&s->what);
+	strbuf_release(&s->copy_data);
 	free(s->offsets);
 	free(s->values);
 	plan_stmt_init(s);
@@ -286,8 +288,7 @@ void plan_finish(struct plan_stmt *s)
 		s->values[i] = s->offsets[i] == SIZE_MAX ? NULL : (const char *)s->arena.data + s->offsets[i];
 }
 
-int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
-		const struct env_change *c, bool describe_row, struct plan_stmt *s, char *err, size_t errlen)
+void plan_reset(struct plan_stmt *s)
 {
 	strbuf_reset(&s->sql);
 	s->arena.len = 0;
@@ -296,6 +297,14 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	s->expect_one = false;
 	s->expect_rows = 0;
 	strbuf_reset(&s->what);
+	s->copy = false;
+	strbuf_reset(&s->copy_data);
+}
+
+int plan_change(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
+		const struct env_change *c, bool describe_row, struct plan_stmt *s, char *err, size_t errlen)
+{
+	plan_reset(s);
 	if (c->op == ENV_MESSAGE) {
 		plan_finish(s);
 		return 1;

@@ -16,6 +16,8 @@
 size_t plan_add_param(struct plan_stmt *s, const void *data, size_t len);
 /* Adds a NULL parameter; returns its number. */
 size_t plan_add_null(struct plan_stmt *s);
+/* Empties s for the next statement (its buffers kept). */
+void plan_reset(struct plan_stmt *s);
 /* The statement's values[] from its arena (after the last parameter). */
 void plan_finish(struct plan_stmt *s);
 /* "schema"."name" */

@@ -425,13 +425,7 @@ int plan_change_set(const char *checkpoint_schema, const struct plan_relation *r
 		    const struct env_change *const *cs, size_t n, struct plan_stmt *s, char *err, size_t errlen)
 {
 	(void)checkpoint_schema; /* the executor checks the row count: no expect_one() */
-	strbuf_reset(&s->sql);
-	s->arena.len = 0;
-	s->n_params = 0;
-	s->is_row_change = false;
-	s->expect_one = false;
-	s->expect_rows = 0;
-	strbuf_reset(&s->what);
+	plan_reset(s);
 	int rc = check_set(relations, n_relations, cs, n, err, errlen);
 	if (rc != 0) {
 		plan_finish(s);
@@ -458,4 +452,97 @@ int plan_change_set(const char *checkpoint_schema, const struct plan_relation *r
 	describe_set(s, pr, cs, n);
 	plan_finish(s);
 	return 0;
+}
+
+size_t plan_copy_piece(size_t n)
+{
+	return n < PLAN_COPY_MAX_ROWS ? n : PLAN_COPY_MAX_ROWS;
+}
+
+/* One value in COPY's text format: the escapes COPY FROM reads back. */
+static void put_copy_value(struct strbuf *b, const struct env_value *v)
+{
+	if (v->kind == ENV_NULL) {
+		strbuf_adds(b, "\\N");
+		return;
+	}
+	size_t start = 0;
+	for (size_t i = 0; i < v->len; i++) {
+		char esc;
+		switch (v->data[i]) {
+		case '\\': esc = '\\'; break;
+		case '\t': esc = 't'; break;
+		case '\n': esc = 'n'; break;
+		case '\r': esc = 'r'; break;
+		default: continue;
+		}
+		strbuf_add(b, v->data + start, i - start);
+		strbuf_addch(b, '\\');
+		strbuf_addch(b, esc);
+		start = i + 1;
+	}
+	strbuf_add(b, v->data + start, v->len - start);
+}
+
+int plan_copy_set(const struct plan_relation *relations, uint32_t n_relations, const struct env_change *const *cs,
+		  size_t n, struct plan_stmt *s, char *err, size_t errlen)
+{
+	plan_reset(s);
+	int rc = -1;
+	if (n == 0 || n > PLAN_COPY_MAX_ROWS) {
+		snprintf(err, errlen, "a COPY of %zu rows (1 to %d)", n, PLAN_COPY_MAX_ROWS);
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (cs[k]->relation >= n_relations) {
+			snprintf(err, errlen, "change %zu of a COPY refers to relation %u of %u", k, cs[k]->relation,
+				 n_relations);
+			goto out;
+		}
+	const struct plan_relation *pr = &relations[cs[0]->relation];
+	const struct env_relation *r = pr->rel;
+	if (cs[0]->op != ENV_INSERT) {
+		rc = 1;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (!plan_set_compatible(relations, n_relations, cs[0], cs[k]) || cs[k]->new_tuple.n != r->n_columns) {
+			snprintf(err, errlen, "%.*s.%.*s: change %zu cannot join a COPY with change 0", (int)r->schema_len,
+				 r->schema, (int)r->name_len, r->name, k);
+			goto out;
+		}
+		for (uint16_t i = 0; i < r->n_columns; i++)
+			if (cs[k]->new_tuple.values[i].kind == ENV_UNCHANGED_TOAST) {
+				rc = 1; /* plan_change refuses it with its reason */
+				goto out;
+			}
+	}
+	strbuf_adds(&s->sql, "COPY ");
+	plan_put_relation(&s->sql, r);
+	strbuf_adds(&s->sql, " (");
+	for (uint16_t i = 0; i < r->n_columns; i++) {
+		if (i)
+			strbuf_adds(&s->sql, ", ");
+		put_column(&s->sql, r, i);
+	}
+	strbuf_adds(&s->sql, ") FROM STDIN");
+	for (size_t k = 0; k < n; k++) {
+		for (uint16_t i = 0; i < r->n_columns; i++) {
+			if (i)
+				strbuf_addch(&s->copy_data, '\t');
+			put_copy_value(&s->copy_data, &cs[k]->new_tuple.values[i]);
+		}
+		strbuf_addch(&s->copy_data, '\n');
+	}
+	s->copy = true;
+	s->is_row_change = true;
+	s->expect_one = true;
+	s->expect_rows = n;
+	describe_set(s, pr, cs, n);
+	rc = 0;
+out:
+	if (rc != 0)
+		plan_reset(s);
+	plan_finish(s);
+	return rc;
 }

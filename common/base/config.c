@@ -72,6 +72,7 @@ static void set_defaults(struct flow_config *config)
 	config->apply_batch_transactions = 0; /* unset: set_late_defaults */
 	config->apply_compaction = true;
 	config->apply_workers = DEFAULT_APPLY_WORKERS;
+	config->apply_copy_inserts = DEFAULT_APPLY_COPY_INSERTS;
 }
 
 /* Defaults that depend on other keys or are strings. */

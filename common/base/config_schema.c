@@ -118,6 +118,7 @@ static const struct field apply_fields[] = {
 	{ .name = "batch_transactions", .kind = K_UINT, .offset = CFG(apply_batch_transactions),
 	  .min = 1 },
 	{ .name = "compaction", .kind = K_BOOL, .offset = CFG(apply_compaction) },
+	{ .name = "copy_inserts", .kind = K_BOOL, .offset = CFG(apply_copy_inserts) },
 	{ .name = "workers", .kind = K_UINT, .offset = CFG(apply_workers), .min = 1, .max = MAX_APPLY_WORKERS },
 	{ 0 }
 };

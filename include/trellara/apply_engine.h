@@ -119,8 +119,9 @@ struct apply_target_ops {
 struct apply_engine_stats {
 	uint64_t transactions, changes, skipped_duplicates, skipped_by_watermark, skipped_unconfigured, batches,
 		quarantined;
-	/* of the committed batches: statements sent, row changes folded away */
-	uint64_t statements, folded;
+	/* of the committed batches: statements sent, row changes folded away,
+	 * of the statements: COPYs of runs of inserts (apply.copy_inserts) */
+	uint64_t statements, folded, copies;
 	/* parallel apply: batches committed while an earlier one was still in
 	 * flight; waits for an earlier batch holding a key (the dependency
 	 * tracker); times the in-flight batches were rolled back and their

@@ -76,6 +76,7 @@ struct flow_config {
 	char *consumer_group; /* owned; default "applyd" */
 	uint64_t apply_batch_transactions;
 	bool apply_compaction; /* apply.compaction, default true: batches folded to their net changes */
+	bool apply_copy_inserts; /* apply.copy_inserts: runs of inserts as COPY (default DEFAULT_APPLY_COPY_INSERTS) */
 	uint64_t apply_workers;  /* apply.workers: target connections batches run on, committed in order */
 	char *metrics_dir;    /* owned; may be NULL */
 };

@@ -89,6 +89,13 @@ enum trellara_exit {
  * 2 measured best on the 2-core bench machine (make bench, issue 13) */
 #define DEFAULT_APPLY_WORKERS 2
 #define MAX_APPLY_WORKERS 16
+/* apply.copy_inserts: runs of at least APPLY_COPY_MIN_ROWS inserts of one
+ * table go as one COPY (COPY in trellara-applyd(1)).  Off by default: on
+ * the bench's inserts workload COPY tied with multi-row INSERT at
+ * workers 1 and lost at workers 2 (it leaves the pipeline; make bench,
+ * issue 13) */
+#define DEFAULT_APPLY_COPY_INSERTS false
+#define APPLY_COPY_MIN_ROWS 8
 /* with apply.workers > 1, a lock wait inside a batch ends after this
  * (SQLSTATE 55P03): the batches in flight are rolled back and applied
  * again on one connection, where waits are not bounded */

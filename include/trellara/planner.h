@@ -65,6 +65,8 @@ struct plan_stmt {
 	bool expect_one;     /* the statement must change exactly expect_rows rows */
 	uint64_t expect_rows; /* with expect_one: the exact row count the statement must report (plan_change: 1) */
 	struct strbuf what;  /* with describe: "schema.table (key=value)" for messages */
+	bool copy;           /* plan_copy_set: sql is COPY ... FROM STDIN, its rows in copy_data (no parameters) */
+	struct strbuf copy_data; /* with copy: the rows in COPY's text format */
 };
 
 void plan_stmt_init(struct plan_stmt *s);
@@ -125,5 +127,27 @@ size_t plan_set_piece(const struct plan_relation *relations, const struct env_ch
  * that plan_set_compatible refuses, more rows or parameters than plan_set_piece allows). */
 int plan_change_set(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,
 		    const struct env_change *const *cs, size_t n, struct plan_stmt *s, char *err, size_t errlen);
+
+/* ---- COPY for runs of inserts (planner_set.c; apply.copy_inserts) ----
+ *
+ * A run of inserts of one relation as COPY s.t (every column) FROM STDIN
+ * with the rows in COPY's text format: each value's text as the source
+ * sent it, with backslash, tab, newline and carriage return escaped
+ * (\\ \t \n \r), NULL as \N.  The values arrive as text from pgoutput,
+ * so the binary format would need a send function per type: the text
+ * format it is.  COPY takes GENERATED ALWAYS identity columns' values as
+ * given (what the INSERT's OVERRIDING SYSTEM VALUE does), routes a
+ * partitioned table's rows, fires row triggers as INSERT does, and
+ * ignores rules (trellara-applyd(1) says so).  expect_one, expect_rows =
+ * n: the executor checks COPY's row count as a set statement's. */
+#define PLAN_COPY_MAX_ROWS 10000
+/* How many of a run of n inserts the next COPY takes: min(n, PLAN_COPY_MAX_ROWS). */
+size_t plan_copy_piece(size_t n);
+/* Plans n >= 1 inserts (plan_set_compatible with cs[0]) as one COPY: 0; 1 when they cannot be one (an
+ * unchanged-TOAST value, a change that is not an insert): the caller plans them as set statements; -1 with
+ * err on a malformed call (n 0 or over PLAN_COPY_MAX_ROWS, a relation index out of range, changes that
+ * plan_set_compatible refuses). */
+int plan_copy_set(const struct plan_relation *relations, uint32_t n_relations, const struct env_change *const *cs,
+		  size_t n, struct plan_stmt *s, char *err, size_t errlen);
 
 #endif

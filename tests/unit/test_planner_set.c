@@ -136,6 +136,76 @@ static void test_insert(void)
 		change_free(&c[k]);
 }
 
+/* plan_copy_set over changes[0..n). */
+static int plan_copy(const struct plan_relation *rels, uint32_t n_rels, struct env_change *changes, size_t n)
+{
+	const struct env_change **cs = calloc(n ? n : 1, sizeof *cs);
+	for (size_t k = 0; k < n; k++)
+		cs[k] = &changes[k];
+	err[0] = '\0';
+	int rc = plan_copy_set(rels, n_rels, cs, n, &s, err, sizeof err);
+	free(cs);
+	return rc;
+}
+
+/* Runs of inserts as COPY: the statement, the rows in COPY's text
+ * format with every escape COPY reads back, NULL as \N, the row count. */
+static void test_copy(void)
+{
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct env_change c[3];
+	struct env_value r0[4] = { T("1"), T("a'b\\c"), N, T("{\"x\": 1}") };
+	struct env_value r1[4] = { T("2"), T("tab\there"), T("line\nnext\rcr"), N };
+	struct env_value r2[4] = { T("3"), T(""), T("\\N"), T("[]") };
+	c[0] = change('I', 0, 0, 4, r0);
+	c[1] = change('I', 0, 0, 4, r1);
+	c[2] = change('I', 0, 0, 4, r2);
+	CHECK(plan_copy(&rel, 1, c, 3) == 0);
+	CHECK_STR(s.sql.buf, "COPY \"we\"\"ird\".\"t a\" (\"id\", \"na\"\"me\", \"body\", \"j\") FROM STDIN");
+	CHECK(s.copy && s.n_params == 0);
+	CHECK(s.expect_one && s.expect_rows == 3 && s.is_row_change);
+	/* an empty string stays empty, a literal \N stays text (\\N), NULL is \N */
+	CHECK_STR(s.copy_data.buf, "1\ta'b\\\\c\t\\N\t{\"x\": 1}\n"
+				   "2\ttab\\there\tline\\nnext\\rcr\t\\N\n"
+				   "3\t\t\\\\N\t[]\n");
+	CHECK_STR(s.what.buf, "we\"ird.t a (3 rows: id=1, id=2, id=3)");
+	/* the next plan forgets the COPY */
+	CHECK(plan(&rel, 1, c, 2) == 0);
+	CHECK(!s.copy && s.copy_data.len == 0 && s.n_params == 8);
+	/* a keyless table's inserts too; GENERATED ALWAYS identity needs no clause (COPY keeps the values) */
+	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types };
+	CHECK(plan_copy(&keyless, 1, c, 1) == 0);
+	CHECK_STR(s.copy_data.buf, "1\ta'b\\\\c\t\\N\t{\"x\": 1}\n");
+	bool always[4] = { true, false, false, false };
+	struct plan_relation ident = { &weird, weird_key, always, false, weird_types };
+	CHECK(plan_copy(&ident, 1, c, 2) == 0);
+	CHECK(strstr(s.sql.buf, "OVERRIDING") == NULL);
+	/* 1: an unchanged-TOAST value, or not inserts; the statement left empty */
+	c[1].new_tuple.values[2] = U;
+	CHECK(plan_copy(&rel, 1, c, 3) == 1);
+	CHECK(s.sql.len == 0 && !s.copy && !s.expect_one && s.copy_data.len == 0);
+	c[1].new_tuple.values[2] = T("b");
+	struct env_value d0[4] = { T("1"), N, N, N };
+	struct env_change del = change('D', 0, 'K', 4, d0);
+	CHECK(plan_copy(&rel, 1, &del, 1) == 1);
+	change_free(&del);
+	/* -1: no row, too many rows, a relation out of range, an incompatible change */
+	CHECK(plan_copy(&rel, 1, c, 0) == -1);
+	CHECK(strstr(err, "COPY of 0 rows") != NULL);
+	c[2].relation = 1;
+	CHECK(plan_copy(&rel, 1, c, 3) == -1);
+	CHECK(strstr(err, "relation 1 of 1") != NULL);
+	c[2].relation = 0;
+	c[2].new_tuple.n = 3;
+	CHECK(plan_copy(&rel, 1, c, 3) == -1);
+	CHECK(strstr(err, "change 2 cannot join a COPY") != NULL);
+	c[2].new_tuple.n = 4;
+	CHECK(plan_copy_piece(0) == 0 && plan_copy_piece(7) == 7);
+	CHECK(plan_copy_piece(PLAN_COPY_MAX_ROWS + 5) == PLAN_COPY_MAX_ROWS);
+	for (int k = 0; k < 3; k++)
+		change_free(&c[k]);
+}
+
 static void test_update(void)
 {
 	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
@@ -594,6 +664,7 @@ int main(void)
 	weird = relation("we\"ird", "t a", 4, weird_cols);
 	plan_stmt_init(&s);
 	test_insert();
+	test_copy();
 	test_update();
 	test_delete();
 	test_composite_and_types();
