@@ -47,6 +47,7 @@ static const char *const capture_points[] = {
 static const char *const applyd_points[] = {
 	"applyd.before_target_commit",
 	"applyd.after_target_commit_before_group_ack",
+	"applyd.after_commit_failed",
 };
 static const char *const snapshot_points[] = {
 	"snapshot.after_export_before_copy",

@@ -106,8 +106,13 @@ static int collect_one(struct apply_engine *a)
 	}
 	struct apply_flight f = pop_flight(a);
 	void *t = a->sessions[f.session];
-	if (a->ops->collect(t) < 0)
+	if (a->ops->collect(t) < 0) {
+		/* its COMMIT failed (a deferred constraint, a lost
+		 * connection): later batches may be in flight, their
+		 * statements sent, their COMMITs not */
+		fault_point("applyd.after_commit_failed");
 		return flight_failed(a, &f);
+	}
 	fault_point("applyd.after_target_commit_before_group_ack");
 	a->cp = f.next;
 	a->committed_seq = f.seq;

@@ -330,3 +330,61 @@ applyd_waits_for_locker() {
 	[ "$fallbacks" -ge 1 ]
 	bg_stop capture TERM
 }
+
+# A batch whose COMMIT fails while the next batch is in flight: a
+# target-only row holds a value of a DEFERRABLE INITIALLY DEFERRED unique
+# constraint (its recheck trigger enabled ALWAYS), so the source transaction that inserts the same value passes
+# its statement and fails only at COMMIT (23505), with the later batches'
+# statements already sent on the other connection.  First applyd is
+# killed (SIGKILL) at that very moment (applyd.after_commit_failed); the
+# restarted one rolls the later batches back, finds the culprit, and
+# quarantines exactly it: every transaction before it is applied once,
+# none after it; after the repair and a replay the target is identical.
+@test "a COMMIT that fails with later batches in flight: killed there, then the culprit alone is quarantined, nothing lost or doubled" {
+	for side in source target; do
+		psql_$side "CREATE TABLE items (id int PRIMARY KEY, code text, CONSTRAINT items_code UNIQUE (code) DEFERRABLE INITIALLY DEFERRED)"
+	done
+	# the deferred check is an internal trigger: in the replica role it
+	# fires only when enabled ALWAYS (it is no user trigger: the table still
+	# folds and runs in parallel)
+	psql_target "DO \$\$ DECLARE t name; BEGIN SELECT tgname INTO STRICT t FROM pg_trigger WHERE tgrelid = 'items'::regclass AND tgisinternal; EXECUTE format('ALTER TABLE items ENABLE ALWAYS TRIGGER %I', t); END \$\$" \
+		"INSERT INTO items VALUES (-1, 'code 60')"
+	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE items"
+	write_flow_file "$FLOW_FILE" --tables public.items --set stream.min_free_bytes=1048576 \
+		--set apply.workers=2 --set apply.batch_transactions=1
+	start_capture --start-now
+	for i in $(seq 1 120); do echo "INSERT INTO items VALUES ($i, 'code $i');"; done | psql_source
+	captured
+	TRELLARA_FAULT=applyd.after_commit_failed bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 137 ] # SIGKILL, at the point
+	# killed there: the transactions before 60 committed, nothing from 60 on
+	[ "$(psql_target "SELECT count(*) FROM items WHERE id > 0")" -eq 59 ]
+	[ "$(psql_target "SELECT max(id) FROM items")" -eq 59 ]
+	[ "$(quarantined)" -eq 0 ]
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	bg_wait applyd2 60
+	[ "$BG_STATUS" -eq 1 ] # a transaction quarantined: applyd stops
+	[ "$(psql_target "SELECT reason FROM trellara.quarantine")" = constraint_violation ]
+	[ "$(psql_target "SELECT commit_lsn FROM trellara.quarantine")" = \
+		"$(psql_target "SELECT commit_lsn FROM trellara.quarantine WHERE reason = 'constraint_violation'")" ]
+	[ "$(psql_target "SELECT count(*) FROM items WHERE id > 0")" -eq 59 ]
+	# the restarted one met the same failure with the next batch in flight
+	grep -q "parallel apply: the batch at stream offsets [0-9.]* failed (SQLSTATE 23505)" "$TEST_DIR/applyd2.log"
+	# repair the divergence, release the culprit, apply the rest
+	psql_target "DELETE FROM items WHERE id = -1"
+	run -1 trellara-quarantine list --config "$FLOW_FILE" --format json
+	[ "$(jq -r '.quarantine[0].detail' <<<"$output")" = 'SQLSTATE 23505: duplicate key value violates unique constraint "items_code"' ]
+	xid=$(jq -r '.quarantine[0].transaction_id' <<<"$output")
+	lsn=$(jq -r '.quarantine[0].commit_lsn' <<<"$output")
+	run -0 trellara-quarantine replay-ready --config "$FLOW_FILE" --transaction-id "$xid" --commit-lsn "$lsn"
+	bg_start applyd3 trellara-applyd --config "$FLOW_FILE"
+	caught_up
+	assert_tables_equal items
+	[ "$(psql_target "SELECT count(*) FROM items")" -eq 120 ]
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ "$output" == *"result: CONVERGED"* ]]
+	bg_stop applyd3 TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+}
