@@ -36,23 +36,20 @@ static void print_text(const struct seqcmd_options *o, enum command command, con
 	size_t counts[5] = { 0 }; /* set, same, ahead, out of range, no target */
 	for (size_t i = 0; i < seqs->n; i++) {
 		const struct flow_sequence *s = &seqs->items[i];
+		if (command == COMMAND_SYNC) {
+			counts[s->read ? (size_t)s->decision.action : 4]++;
+			sequences_print_synced(stdout, s);
+			continue;
+		}
 		print_name(s);
 		if (!s->read) {
-			counts[4]++;
-			printf(": no target sequence (the target's column %s has none): left alone\n", s->owned_by ? s->owned_by : "?");
+			printf(": no target sequence (the target's column %s has none)\n", s->owned_by ? s->owned_by : "?");
 			continue;
 		}
-		char source[48], before[48], after[48];
+		char source[48], target[48];
 		sequences_format_state(&s->source, source, sizeof source);
-		sequences_format_state(&s->target, before, sizeof before);
-		sequences_format_state(&s->target_after, after, sizeof after);
-		if (command == COMMAND_LIST) {
-			printf(": source %s, target %s (%s)\n", source, before, sequences_state_name(s));
-			continue;
-		}
-		counts[s->decision.action]++;
-		printf(": source %s, target %s -> %s (%s)\n", source, before, after,
-		       s->decision.action == SEQ_KEEP_AHEAD ? "ahead: never moved backwards" : seq_action_name(s->decision.action));
+		sequences_format_state(&s->target, target, sizeof target);
+		printf(": source %s, target %s (%s)\n", source, target, sequences_state_name(s));
 	}
 	if (command == COMMAND_SYNC)
 		printf("sequences: %zu set, %zu already there, %zu ahead (left), %zu out of range, %zu without a target sequence (margin %" PRIu64 ")\n",

@@ -349,3 +349,21 @@ void sequences_json_fields(struct jsonw *w, const struct flow_sequence *s)
 		jsonw_null(w, "target");
 	}
 }
+
+void sequences_print_synced(FILE *out, const struct flow_sequence *s)
+{
+	fprintf(out, "sequence %s", s->source_name);
+	if (s->target_name && strcmp(s->target_name, s->source_name) != 0)
+		fprintf(out, " (target %s)", s->target_name);
+	if (!s->read) {
+		fprintf(out, ": no target sequence (the target's column %s has none): left alone\n",
+			s->owned_by ? s->owned_by : "?");
+		return;
+	}
+	char source[48], before[48], after[48];
+	sequences_format_state(&s->source, source, sizeof source);
+	sequences_format_state(&s->target, before, sizeof before);
+	sequences_format_state(&s->target_after, after, sizeof after);
+	fprintf(out, ": source %s, target %s -> %s (%s)\n", source, before, after,
+		s->decision.action == SEQ_KEEP_AHEAD ? "ahead: never moved backwards" : seq_action_name(s->decision.action));
+}

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum { SEQUENCES_CONFIG = 1 };
 
@@ -82,5 +83,8 @@ void sequences_format_state(const struct seq_state *st, char *buf, size_t len);
  * target_sequence, owned_by, listed, source, target (the state read). */
 void sequences_json_fields(struct jsonw *w, const struct flow_sequence *s);
 void sequences_json_state(struct jsonw *w, const char *key, const struct seq_state *st);
+/* The line sync prints for s (snapshot and `trellara sequences sync`):
+ * "sequence NAME[ (target NAME)]: source V, target BEFORE -> AFTER (ACTION)". */
+void sequences_print_synced(FILE *out, const struct flow_sequence *s);
 
 #endif
