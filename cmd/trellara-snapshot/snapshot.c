@@ -17,6 +17,7 @@
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
+#include "trellara/sequences.h"
 #include "trellara/strbuf.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
@@ -247,6 +248,20 @@ static int hold_off_applyd(PGconn *dst, const struct flow_config *cfg)
 	return rc;
 }
 
+/* Each flow sequence's target set from the source (margin 0), one line
+ * each: 0, -1 or SEQUENCES_CONFIG (logged). */
+static int sync_sequences(PGconn *src, PGconn *dst, struct flow_sequences *seqs)
+{
+	if (sequences_read(src, dst, seqs) < 0)
+		return -1;
+	int rc = sequences_sync(dst, seqs, 0);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < seqs->n; i++)
+		sequences_print_synced(stdout, &seqs->items[i]);
+	return rc;
+}
+
 int snapshot_run(const struct snapshot_options *o)
 {
 	const struct flow_config *cfg = o->cfg;
@@ -256,6 +271,7 @@ int snapshot_run(const struct snapshot_options *o)
 	bool *copied = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *copied);
 	bool *created = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *created);
 	struct copy_table *tables = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *tables);
+	struct flow_sequences seqs = { 0 };
 	PGconn *dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
 	PGconn *src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
 	if (!dst || !src || checkpoint_migrate(dst, cfg->checkpoint_schema) < 0)
@@ -304,6 +320,12 @@ int snapshot_run(const struct snapshot_options *o)
 	}
 	if (o->create_tables && snapshot_create_missing_tables(src, dst, cfg, "pre-data", true, created) < 0) {
 		code = EXIT_CONFIG;
+		goto out;
+	}
+	/* the flow's sequences, before anything is copied: a listed one
+	 * missing on a side stops the run here */
+	if ((held = sequences_resolve(src, dst, cfg, &seqs)) != 0) {
+		code = held == SEQUENCES_CONFIG ? EXIT_CONFIG : EXIT_UNAVAILABLE;
 		goto out;
 	}
 	uint64_t watermark;
@@ -438,6 +460,13 @@ int snapshot_run(const struct snapshot_options *o)
 			goto out;
 		}
 	}
+	/* the sequences after the data: read now, not at the snapshot (they
+	 * are not transactional), each is at least where the copied rows
+	 * need it; a target ahead stays */
+	if ((held = sync_sequences(src, dst, &seqs)) != 0) {
+		code = held == SEQUENCES_CONFIG ? EXIT_CONFIG : EXIT_UNAVAILABLE;
+		goto out;
+	}
 	if (move(dst, cfg, run_id, RUN_COPY_COMPLETE, NULL, 0, NULL, NULL) != 0)
 		goto out;
 	fault_point("snapshot.after_copy_before_handoff");
@@ -459,6 +488,7 @@ out:
 	free(copied);
 	free(created);
 	free(tables);
+	sequences_free(&seqs);
 	return code;
 }
 

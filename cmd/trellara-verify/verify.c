@@ -11,6 +11,7 @@
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
+#include "trellara/sequences.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 #include "trellara/strbuf.h"
@@ -498,6 +499,13 @@ static char *recovery_command(const char *sub, const char *config_path, const ch
 	return strbuf_detach(&sb, NULL);
 }
 
+/* A target sequence that would hand out a value the source already has:
+ * the first insert on the target could collide. */
+static bool sequence_behind(const struct flow_sequence *s)
+{
+	return s->read && seq_compare(&s->target, &s->source, s->target_params.increment) == SEQ_BEHIND;
+}
+
 static bool table_ok(const struct table_result *r)
 {
 	return !r->error && r->count[0] == 0 && r->count[1] == 0 && r->count[2] == 0 && r->source_rows == r->target_rows;
@@ -515,6 +523,7 @@ int verify_run(const struct verify_options *o)
 	struct run_row run = { 0 };
 	struct apply_checkpoint cp = { 0 };
 	int64_t handoff_tables = -1;
+	struct flow_sequences seqs = { 0 };
 	v.src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-verify", "source");
 	v.dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-verify", "target");
 	if (!v.src || !v.dst || settings(v.src) < 0 || settings(v.dst) < 0 ||
@@ -533,7 +542,14 @@ int verify_run(const struct verify_options *o)
 			goto out;
 		}
 	}
-	int rc = fence_at_snapshot(&v);
+	/* the flow's sequences (not with --table): a listed one missing on a
+	 * side is a configuration error, found before anything is fenced */
+	int rc = o->table ? 0 : sequences_resolve(v.src, v.dst, cfg, &seqs);
+	if (rc) {
+		code = rc == SEQUENCES_CONFIG ? EXIT_CONFIG : EXIT_UNAVAILABLE;
+		goto out;
+	}
+	rc = fence_at_snapshot(&v);
 	if (rc) {
 		code = rc;
 		goto out;
@@ -564,6 +580,10 @@ int verify_run(const struct verify_options *o)
 		code = EXIT_TEMPFAIL;
 		goto out;
 	}
+	/* sequences are not transactional: read as they are now, after the
+	 * tables, outside the snapshot */
+	if (sequences_read(v.src, v.dst, &seqs) < 0)
+		goto out;
 	if (checkpoint_quarantine_list(v.dst, cfg->checkpoint_schema, &v.ids, true, &q, &nq) < 0 ||
 	    runs_load(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, NULL, &run) < 0)
 		goto out;
@@ -576,7 +596,14 @@ int verify_run(const struct verify_options *o)
 		diverged_tables += !table_ok(&v.results[i]);
 	bool handoff_ok = !run.exists || (run.state >= RUN_STREAM_HANDOFF_READY && run.state != RUN_FAILED_RECOVERABLE &&
 					 handoff_tables >= (int64_t)cfg->n_tables);
-	bool converged = diverged_tables == 0 && nq == 0 && handoff_ok;
+	int sequences_behind = 0;
+	for (size_t i = 0; i < seqs.n; i++)
+		sequences_behind += sequence_behind(&seqs.items[i]);
+	/* the data (tables, quarantine, handoff) decides the run's state; the
+	 * verdict also needs every target sequence at or ahead of its source */
+	bool data_converged = diverged_tables == 0 && nq == 0 && handoff_ok;
+	bool converged = data_converged && sequences_behind == 0;
+	char *sync_command = recovery_command("sequences sync", cfg->path, NULL);
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
 	lsn_format(v.fence_lsn, l1);
 	lsn_format(cp.applied_through_lsn, l2);
@@ -648,6 +675,22 @@ int verify_run(const struct verify_options *o)
 		jsonw_u64(&w, "applied_transactions", true, cp.applied_transactions);
 		jsonw_close(&w, '}');
 		jsonw_i64(&w, "quarantined", true, nq);
+		jsonw_open(&w, "sequences", '[');
+		for (size_t i = 0; i < seqs.n; i++) {
+			const struct flow_sequence *s = &seqs.items[i];
+			jsonw_open(&w, NULL, '{');
+			sequences_json_fields(&w, s);
+			jsonw_str(&w, "state", sequences_state_name(s));
+			jsonw_str(&w, "result", sequence_behind(s) ? "diverged" : "converged");
+			if (sequence_behind(s)) {
+				jsonw_str(&w, "divergence", "sequence_behind");
+				jsonw_str(&w, "recovery", sync_command);
+			}
+			jsonw_close(&w, '}');
+		}
+		jsonw_close(&w, ']');
+		jsonw_i64(&w, "sequences_behind", true, sequences_behind);
+		jsonw_str(&w, "data_result", data_converged ? "CONVERGED" : "DIVERGED");
 		jsonw_str(&w, "result", converged ? "CONVERGED" : "DIVERGED");
 		jsonw_close(&w, '}');
 		putchar('\n');
@@ -692,19 +735,43 @@ int verify_run(const struct verify_options *o)
 			printf("  recover: %s\n", command);
 			free(command);
 		}
+		for (size_t i = 0; i < seqs.n; i++) {
+			const struct flow_sequence *s = &seqs.items[i];
+			if (!s->read) {
+				printf("sequence %s: no target sequence (the target's column %s has none): not compared\n", s->source_name,
+				       s->owned_by ? s->owned_by : "?");
+				continue;
+			}
+			char source[48], target[48];
+			sequences_format_state(&s->source, source, sizeof source);
+			sequences_format_state(&s->target, target, sizeof target);
+			if (sequence_behind(s))
+				printf("sequence %s: DIVERGED: sequence_behind: source %s, target %s\n", s->source_name, source, target);
+			else
+				printf("sequence %s: source %s, target %s (%s)\n", s->source_name, source, target,
+				       strcmp(sequences_state_name(s), "same") == 0 ? "the same" : "ahead of the source");
+		}
+		if (sequences_behind)
+			printf("  recover: %s\n", sync_command);
 		if (converged) {
 			printf("result: CONVERGED\n");
 		} else {
-			printf("result: DIVERGED (%d tables%s%s)\n", diverged_tables, nq ? ", quarantine" : "", handoff_ok ? "" : ", handoff");
+			printf("result: DIVERGED (%d tables%s%s", diverged_tables, nq ? ", quarantine" : "", handoff_ok ? "" : ", handoff");
+			if (sequences_behind)
+				printf(", %d sequence%s behind", sequences_behind, sequences_behind == 1 ? "" : "s");
+			printf(")\n");
 		}
 	}
 	fflush(stdout);
-	/* DESIGN §9: only a converged verify promotes; a divergence demotes a verified run */
-	if (run.exists && converged && !o->table &&
+	free(sync_command);
+	/* DESIGN §9: only a converged verify promotes; a divergence demotes a
+	 * verified run.  The run is the data's: sequences behind (repaired by
+	 * a sync, not a new copy) neither promote nor demote it */
+	if (run.exists && data_converged && !o->table &&
 	    (run.state == RUN_STREAM_HANDOFF_READY || run.state == RUN_STREAMING || run.state == RUN_VERIFIED))
 		runs_move(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, RUN_VERIFIED, NULL, 0, NULL,
 			  NULL, NULL, false);
-	if (run.exists && !converged && run.state == RUN_VERIFIED) {
+	if (run.exists && !data_converged && run.state == RUN_VERIFIED) {
 		char reason[256];
 		snprintf(reason, sizeof reason, "verify at %s found %d diverged tables%s", l1, diverged_tables,
 			 nq ? " and quarantined transactions" : "");
@@ -725,6 +792,7 @@ out:
 				free(v.results[i].examples[k][e]);
 	free(v.results);
 	free(q);
+	sequences_free(&seqs);
 	PQfinish(v.src);
 	PQfinish(v.dst);
 	return code;

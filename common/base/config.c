@@ -217,6 +217,7 @@ void config_free(struct flow_config *config)
 		free_strings(table->excluded_columns, table->n_excluded_columns);
 	}
 	free(config->tables);
+	free_strings(config->sequences, config->n_sequences);
 	free(config->stream_path);
 	free_strings(config->protected_groups, config->n_protected_groups);
 	free_secret(config->target_database_url);

@@ -47,6 +47,7 @@ enum value_check {
 	V_PG_NAME, /* a PostgreSQL identifier: at most 63 bytes */
 	V_SLOT,    /* a replication slot name */
 	V_GROUP,   /* a consumer group: becomes a file name in the stream */
+	V_QUALIFIED_NAME, /* "schema.name": two PostgreSQL names joined by one "." */
 };
 
 struct loader;
@@ -59,6 +60,7 @@ struct field {
 	size_t count_offset; /* K_STRING_LIST */
 	bool presence;       /* K_SECTION: set the bool at .offset when present */
 	uint64_t min, max;   /* K_UINT, K_INT; max 0 = none; K_STRING_LIST: min items */
+	bool unique;         /* K_STRING_LIST: an item may be listed once */
 	enum value_check check;
 	const char *choice;  /* K_CHOICE: the accepted value */
 	const char *later;   /* K_CHOICE: a schema-valid value this implementation refuses (exit 78) */

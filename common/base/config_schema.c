@@ -81,6 +81,8 @@ static const struct field dataset_fields[] = {
 	{ .name = "strict_chunking", .kind = K_SECTION, .presence = true,
 	  .offset = CFG(strict_chunking), .children = strict_chunking_fields },
 	{ .name = "tables", .kind = K_TABLES, .required = true, .children = table_fields },
+	{ .name = "sequences", .kind = K_STRING_LIST, .offset = CFG(sequences),
+	  .count_offset = CFG(n_sequences), .check = V_QUALIFIED_NAME, .unique = true },
 	{ 0 }
 };
 
@@ -341,6 +343,21 @@ int config_check_value(const struct loader *ld, const yaml_node_t *node, const c
 			goto out;
 		}
 		break;
+	case V_QUALIFIED_NAME: {
+		const char *dot = strchr(value, '.');
+		if (!dot || dot == value || !dot[1] || strchr(dot + 1, '.')) {
+			report_at(ld, node, "key \"%s\" must be a schema-qualified name \"schema.name\", got %s",
+				  keypath, shown);
+			log_hint("write a sequence as public.orders_id_seq");
+			goto out;
+		}
+		if ((size_t)(dot - value) > PG_NAME_MAX || strlen(dot + 1) > PG_NAME_MAX) {
+			report_at(ld, node, "key \"%s\" has a name longer than %d bytes, PostgreSQL's limit for names, got %s",
+				  keypath, PG_NAME_MAX, shown);
+			goto out;
+		}
+		break;
+	}
 	case V_GROUP:
 		if (strlen(value) > 200 || value[0] == '.' || !all_chars_in(value, "_.-", false)) {
 			report_at(ld, node, "key \"%s\" must be letters, digits, \"_\", \"-\" or \".\", not starting with \".\", got %s",

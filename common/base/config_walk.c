@@ -316,6 +316,13 @@ static int parse_string_list(const struct loader *ld, const struct field *f, con
 		int got = config_scalar_text(ld, item, item_path, "a string", false, &(*items)[i]);
 		if (got == 0)
 			got = config_check_value(ld, item, item_path, f->check, (*items)[i]);
+		for (size_t j = 0; got == 0 && f->unique && j < i; j++) {
+			if (strcmp((*items)[j], (*items)[i]) == 0) {
+				report_at(ld, item, "\"%s\" is listed twice, in %s[%zu] and \"%s\"", (*items)[i], keypath, j,
+					  item_path);
+				got = -1;
+			}
+		}
 		free(item_path);
 		if (got < 0)
 			return -1;

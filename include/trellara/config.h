@@ -56,6 +56,8 @@ struct flow_config {
 	uint64_t max_changes_per_chunk;  /* default 1000 */
 	struct table_config *tables;     /* owned, at least one */
 	size_t n_tables;
+	char **sequences;                /* owned: dataset.sequences, "schema.name" each, each once */
+	size_t n_sequences;
 
 	/* stream */
 	char *stream_path; /* owned, required (stream.kind must be "local") */
@@ -94,7 +96,8 @@ char *config_flow_id(const struct flow_config *config);
  * A key path is the key's sections joined by dots, as the loader's
  * messages write it ("source.pgoutput.streaming").  The schema's tables
  * (config_schema.c) are the only list of keys: every scalar key of them
- * can be asked for; lists (dataset.tables, stream.protected_groups) and
+ * can be asked for; lists (dataset.tables, dataset.sequences,
+ * stream.protected_groups) and
  * sections are not scalars. */
 enum config_key_kind {
 	CONFIG_KEY_UNKNOWN = 0, /* not a key of the schema, or not a scalar */

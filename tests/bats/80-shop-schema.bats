@@ -4,8 +4,8 @@
 # ON UPDATE / ON DELETE CASCADE, BEFORE and AFTER triggers, an identity
 # column, a table partitioned by month, a keyless table with identical
 # rows), `trellara run` under a pgbench workload while capture and applyd
-# are killed -9, ending identical and CONVERGED; then a row deleted from
-# one partition on the target is found and named.
+# are killed -9, ending identical and, its sequences synced, CONVERGED;
+# then a row deleted from one partition on the target is found and named.
 
 load helpers/common
 
@@ -125,6 +125,14 @@ kill_child() {
 	[ "$(psql_target "SELECT count(DISTINCT tableoid) FROM payments")" -eq 3 ]
 	# the keyless table still has its identical duplicates
 	[ "$(psql_target "SELECT count(*) - count(DISTINCT (customer_code, action)) FROM audit_log")" -gt 0 ]
+	# the stream carries rows, not sequences: the workload's inserts left
+	# the target's sequences behind (orders' identity, payments' bigserial
+	# on the partitioned parent) until a sync
+	run -1 --separate-stderr trellara verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r .data_result <<<"$output")" = CONVERGED ]
+	[ "$(jq -r '[.sequences[] | select(.divergence == "sequence_behind") | .sequence] | sort | join(" ")' <<<"$output")" = \
+		"public.orders_id_seq public.payments_id_seq" ]
+	run -0 trellara sequences sync --config "$FLOW_FILE"
 	run -0 trellara verify --config "$FLOW_FILE"
 	[[ $output == *"result: CONVERGED"* ]]
 	# one payment row deleted from one partition of the target

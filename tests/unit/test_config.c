@@ -512,6 +512,39 @@ static void test_secrets(struct fixture *fx)
 	free(secret_path);
 }
 
+/* dataset.sequences: schema-qualified names, each once */
+static void test_sequences(struct fixture *fx)
+{
+	static const char notes[] = "    - {schema: public, name: notes}";
+	struct flow_config c;
+	char *text = variant(full_flow, notes, "    - {schema: public, name: notes}\n  sequences: [public.invoice_no, Sales.\"Odd Seq\"]");
+	if (load_ok(fx, text, &c) == 0) {
+		CHECK(c.n_sequences == 2);
+		if (c.n_sequences == 2) {
+			CHECK_STR(c.sequences[0], "public.invoice_no");
+			CHECK_STR(c.sequences[1], "Sales.\"Odd Seq\"");
+		}
+		config_free(&c);
+	}
+	free(text);
+	CHECK(load_ok(fx, full_flow, &c) == 0 && c.n_sequences == 0 && c.sequences == NULL);
+	config_free(&c);
+	EXPECT_VARIANT_ERROR(fx, notes, "    - {schema: public, name: notes}\n  sequences: [public.a, public.b, public.a]",
+			     "line 30, column 35", "\"public.a\" is listed twice, in dataset.sequences[0] and \"dataset.sequences[2]\"");
+	EXPECT_VARIANT_ERROR(fx, notes, "    - {schema: public, name: notes}\n  sequences: [invoice_no]", "line 30",
+			     "key \"dataset.sequences[0]\" must be a schema-qualified name \"schema.name\", got \"invoice_no\"",
+			     "hint: write a sequence as public.orders_id_seq");
+	EXPECT_VARIANT_ERROR(fx, notes, "    - {schema: public, name: notes}\n  sequences: [a.b.c]", "line 30",
+			     "must be a schema-qualified name");
+	EXPECT_VARIANT_ERROR(fx, notes, "    - {schema: public, name: notes}\n  sequences: [public.]", "line 30",
+			     "must be a schema-qualified name");
+	EXPECT_VARIANT_ERROR(fx, notes, "    - {schema: public, name: notes}\n  sequences: public.a", "line 30",
+			     "\"dataset.sequences\" must be a list of strings");
+	EXPECT_VARIANT_ERROR(fx, notes,
+			     "    - {schema: public, name: notes}\n  sequences: [public.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]",
+			     "line 30", "longer than 63 bytes");
+}
+
 static void test_errors(struct fixture *fx)
 {
 	/* Unknown keys, with a did-you-mean. */
@@ -679,6 +712,7 @@ int main(void)
 	test_example_file(&fx);
 	test_secrets(&fx);
 	test_errors(&fx);
+	test_sequences(&fx);
 	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 	return unit_done("config");
 }
