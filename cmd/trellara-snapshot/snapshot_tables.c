@@ -213,12 +213,28 @@ out:
 	return rc;
 }
 
-/* The types and collations of the set's columns the target lacks. */
+static int schema_exists(PGconn *dst, const char *schema, bool *exists)
+{
+	const char *p[1] = { schema };
+	PGresult *res = pgconn_query(dst, "SELECT to_regnamespace($1) IS NOT NULL", 1, p);
+	if (!res)
+		return -1;
+	*exists = is_true(res, 0, 0);
+	PQclear(res);
+	return 0;
+}
+
+/* The schemas the target has, the types and collations of the set's
+ * columns it lacks. */
 static int mark_missing_types(PGconn *dst, struct tabledef_set *set)
 {
 	for (size_t i = 0; i < set->n_tables; i++) {
 		struct tabledef_table *t = &set->tables[i];
+		if (schema_exists(dst, t->schema, &t->schema_exists) < 0)
+			return -1;
 		for (size_t k = 0; k < t->n_columns; k++) {
+			if (t->columns[k].seq && schema_exists(dst, t->columns[k].seq->schema, &t->columns[k].seq->schema_exists) < 0)
+				return -1;
 			struct tabledef_column *c = &t->columns[k];
 			const char *p[2] = { c->type, c->collation };
 			PGresult *res = pgconn_query(dst,

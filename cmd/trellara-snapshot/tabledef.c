@@ -188,9 +188,10 @@ int tabledef_pre_data(const struct tabledef_set *set, struct tabledef_stmts *out
 		return -1;
 	for (size_t i = 0; i < set->n_tables; i++) {
 		const struct tabledef_table *t = &set->tables[i];
-		add_schema(out, t, t->schema);
+		if (!t->schema_exists)
+			add_schema(out, t, t->schema);
 		for (size_t k = 0; k < t->n_columns; k++)
-			if (t->parent < 0 && t->columns[k].seq)
+			if (t->parent < 0 && t->columns[k].seq && !t->columns[k].seq->schema_exists)
 				add_schema(out, t, t->columns[k].seq->schema);
 	}
 	for (size_t i = 0; i < set->n_tables; i++) {

@@ -14,7 +14,8 @@
  * messages only, never for SQL.
  *
  * What is created (tabledef_pre_data, before the copy): each schema
- * (IF NOT EXISTS), the sequences columns own (serial), the tables with
+ * the target lacks (IF NOT EXISTS: CREATE SCHEMA needs CREATE on the
+ * database even when the schema exists), the sequences columns own (serial), the tables with
  * their columns in attnum order (type, collation when not the type's,
  * default, NOT NULL, identity with its sequence's options, generated
  * expression), their CHECK constraints, UNLOGGED, PARTITION BY, every
@@ -35,6 +36,7 @@
 /* An identity column's sequence, or the sequence a column owns. */
 struct tabledef_seq {
 	char *schema;    /* owned: quoted */
+	bool schema_exists; /* on the target (set by the reader): no CREATE SCHEMA */
 	char *name;      /* owned: quoted */
 	char *type;      /* owned: format_type of seqtypid */
 	char *start, *increment, *min, *max, *cache; /* owned: int8 text */
@@ -70,6 +72,7 @@ struct tabledef_index {
 
 struct tabledef_table {
 	char *schema;          /* owned: quoted */
+	bool schema_exists;    /* on the target (set by the reader): no CREATE SCHEMA */
 	char *name;            /* owned: quoted */
 	char *display;         /* owned: "schema.name" as in the catalog */
 	int parent;            /* index of its parent in the set, -1 for the flow's table */

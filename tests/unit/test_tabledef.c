@@ -283,6 +283,11 @@ static void test_missing_type(void)
 		CHECK_STR(s.items[1].sql,
 			  "CREATE TABLE public.feelings (id integer, \"Qty\" public.mood COLLATE public.\"de-x\")");
 	tabledef_stmts_free(&s);
+	/* a schema the target has: no CREATE SCHEMA (it needs CREATE on the database) */
+	t->schema_exists = true;
+	CHECK(tabledef_pre_data(&set, &s, err, sizeof err) == 0);
+	CHECK(s.n == 1);
+	tabledef_stmts_free(&s);
 	tabledef_set_free(&set);
 }
 
