@@ -185,3 +185,35 @@ SQL
 	assert_tables_equal feelings fine
 	[ "$(psql_target "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'feelings'::regclass AND attname = 'how'")" = mood ]
 }
+
+@test "--create-tables: a partition listed without its parent, and an inheritance child, become tables of their own with every column and constraint" {
+	psql_source "CREATE TABLE m (id int, k int NOT NULL DEFAULT 1 CHECK (k > 0), PRIMARY KEY (id, k)) PARTITION BY LIST (k)" \
+		"CREATE TABLE m_1 PARTITION OF m FOR VALUES IN (1)" "CREATE TABLE m_2 PARTITION OF m FOR VALUES IN (2)" \
+		"CREATE INDEX m_id_idx ON m (id)" \
+		"CREATE TABLE base (id int PRIMARY KEY, v text CHECK (v <> ''))" \
+		"CREATE TABLE child (extra int NOT NULL DEFAULT 7) INHERITS (base)" \
+		"ALTER TABLE child ADD PRIMARY KEY (id)" \
+		"INSERT INTO m SELECT g, 1 + g % 2 FROM generate_series(1, 40) g" \
+		"INSERT INTO child SELECT g, 'v' || g, g FROM generate_series(1, 10) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE m_2, child"
+	write_flow_file "$FLOW_FILE" --tables "public.m_2,public.child" --set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	[[ "$output" == *"copied public.m_2: 20 rows"* ]]
+	[[ "$output" == *"copied public.child: 10 rows"* ]]
+	assert_tables_equal m_2 child
+	# no parents on the target, and nothing inherits there
+	[ "$(psql_target "SELECT to_regclass('m') IS NULL AND to_regclass('base') IS NULL")" = t ]
+	[ "$(psql_target "SELECT count(*) FROM pg_inherits")" -eq 0 ]
+	# the columns, and the constraints and index they had from their parents
+	cols="SELECT attname, format_type(atttypid, atttypmod), attnotnull, pg_get_expr(adbin, adrelid)
+		FROM pg_attribute LEFT JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum
+		WHERE attrelid = 'TABLE'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+	cons="SELECT contype, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'TABLE'::regclass ORDER BY 1, 2"
+	for t in m_2 child; do
+		diff <(psql_source "${cols//TABLE/$t}") <(psql_target "${cols//TABLE/$t}")
+		diff <(psql_source "${cons//TABLE/$t}") <(psql_target "${cons//TABLE/$t}")
+	done
+	[ "$(psql_target "${cons//TABLE/m_2}" | grep -c '^[cp]|')" -eq 2 ]
+	[ "$(psql_target "${cons//TABLE/child}" | grep -c '^[cp]|')" -eq 2 ]
+	[ "$(psql_target "SELECT count(*) FROM pg_index WHERE indrelid = 'm_2'::regclass")" -eq 2 ]
+}
