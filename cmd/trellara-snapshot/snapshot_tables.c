@@ -184,7 +184,7 @@ static int read_tree(PGconn *src, const char *qualified, const char *display, st
 		struct tabledef_table *t = tabledef_set_add(set);
 		oids[r] = PQgetvalue(res, r, 0);
 		t->parent = -1;
-		for (int k = 0; k < r && r > 0; k++)
+		for (int k = 0; k < r; k++)
 			if (strcmp(oids[k], PQgetvalue(res, r, 1)) == 0)
 				t->parent = (int)(first + (size_t)k);
 		t->schema = value(res, r, 2);
