@@ -129,7 +129,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy seqstate apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world
+NOLIBPQ_TESTS := ack_policy seqstate apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
@@ -140,6 +140,14 @@ build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 build/tests/test_sim_json build/tests/sim_json_nolibpq: build/obj/tests/unit/test_sim_json.o build/obj/sim/json.o $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+# --create-tables' DDL generator: its test links tabledef.o and the
+# no-libpq libraries only (the catalog reader is snapshot_tables.c).
+build/tests/test_tabledef build/tests/tabledef_nolibpq: build/obj/tests/unit/test_tabledef.o build/obj/cmd/trellara-snapshot/tabledef.o $(NOLIBPQ_A)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+build/san-tests/test_tabledef: build/san/tests/unit/test_tabledef.o build/san/cmd/trellara-snapshot/tabledef.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^
 build/san-tests/test_sim_json: build/san/tests/unit/test_sim_json.o build/san/sim/json.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^

@@ -18,12 +18,12 @@
 void snapshot_table_names(const struct flow_config *cfg, size_t i, char *buf, size_t len);
 struct flow_ids snapshot_flow_ids(const struct flow_config *cfg);
 
-/* --create-tables: pg_dump --section=SECTION of each table marked in
- * created[] (indexed like cfg->tables) into a private file, applied to
- * the target with psql -f; with only_missing, created[] is first set to
- * the tables the target lacks.  "pre-data" creates the tables before the
- * copy, "post-data" their indexes and constraints after it.  No password
- * on any command line.  0, or -1 (logged). */
+/* --create-tables: the tables marked in created[] (indexed like
+ * cfg->tables) from the source's catalogs (tabledef.h), in one target
+ * transaction; with only_missing, created[] is first set to the tables
+ * the target lacks.  "pre-data" creates the tables and their partitions
+ * before the copy, "post-data" their keys, indexes and foreign keys
+ * after it.  0, or -1 (logged). */
 int snapshot_create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
 				   bool only_missing, bool *created);
 

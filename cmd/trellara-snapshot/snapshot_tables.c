@@ -1,266 +1,379 @@
 /*
  * snapshot_tables.c - trellara-snapshot --create-tables: the missing
- * target tables from the source's definitions (snapshot_int.h).
+ * target tables from the source's catalogs (snapshot_int.h).  This file
+ * reads the catalogs into a tabledef_set and runs the statements
+ * tabledef.c makes of it; no pg_dump, so any source version works.
+ *
+ * Why the SQL built here is safe: every identifier the statements hold
+ * is quoted by the source server (quote_ident), every type, expression
+ * and definition is the server's own deparsed SQL (format_type,
+ * pg_get_expr, pg_get_constraintdef, pg_get_indexdef,
+ * pg_get_partkeydef) - text PostgreSQL generates from its catalogs to be
+ * run again, as pg_dump does, not row data.  The catalogs are read with
+ * search_path empty, so every name outside pg_catalog comes
+ * schema-qualified, and the statements run on the target with
+ * search_path empty too: a name means the same object on both sides.
+ * Flow table names from the flow file reach the source only as
+ * parameters (to_regclass($1) of a name quoted with PQescapeIdentifier).
  */
 #include "snapshot_int.h"
+#include "tabledef.h"
 
-#include "trellara/checkpoint.h"
-#include "trellara/defaults.h"
-#include "trellara/fault.h"
-#include "trellara/jsonw.h"
 #include "trellara/log.h"
-#include "trellara/lsn.h"
 #include "trellara/pgconn.h"
-#include "trellara/runs.h"
 #include "trellara/strbuf.h"
-#include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+/* The flow table i and every partition below it, parents first;
+ * oids[] gets each one's oid (owned, like the set's tables). */
+static const char tree_sql[] =
+	"WITH root AS (SELECT to_regclass($1)::oid AS oid),"
+	" tree AS (SELECT r.oid AS relid, 0::oid AS parentrelid, 0 AS level FROM root r"
+	"  UNION ALL SELECT pt.relid::oid, pt.parentrelid::oid, pt.level FROM root r, pg_partition_tree(r.oid) pt"
+	"  WHERE pt.level > 0)"
+	" SELECT c.oid, t.parentrelid, quote_ident(n.nspname), quote_ident(c.relname), n.nspname || '.' || c.relname,"
+	"  c.relpersistence = 'u', CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END,"
+	"  CASE WHEN t.level > 0 THEN pg_get_expr(c.relpartbound, c.oid) END, c.relreplident,"
+	"  (SELECT quote_ident(ic.relname) FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
+	"   WHERE i.indrelid = c.oid AND i.indisreplident)"
+	" FROM tree t JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
+	" ORDER BY t.level, n.nspname, c.relname";
 
-/* A connection string for a child's command line: every parameter of
- * url except the password, which goes into *password (NULL when none)
- * for the child's environment.  NULL when url cannot be parsed or
- * carries an sslpassword (logged). */
-static char *conninfo_for_argv(const char *url, const char *role, char **password)
+/* A relation's columns in attnum order, with the sequence an identity
+ * column uses or the column owns (serial). */
+static const char columns_sql[] =
+	"SELECT quote_ident(a.attname), a.attname, format_type(a.atttypid, a.atttypmod),"
+	"  CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation"
+	"   THEN quote_ident(cn.nspname) || '.' || quote_ident(co.collname) END,"
+	"  pg_get_expr(d.adbin, d.adrelid), a.attgenerated, a.attidentity, a.attnotnull,"
+	"  quote_ident(sn.nspname), quote_ident(sc.relname), format_type(s.seqtypid, NULL), s.seqstart, s.seqincrement,"
+	"  s.seqmin, s.seqmax, s.seqcache, s.seqcycle"
+	" FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
+	" LEFT JOIN pg_collation co ON co.oid = a.attcollation LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace"
+	" LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+	" LEFT JOIN LATERAL (SELECT dep.objid FROM pg_depend dep JOIN pg_class x ON x.oid = dep.objid AND x.relkind = 'S'"
+	"  WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass"
+	"  AND dep.refobjid = a.attrelid AND dep.refobjsubid = a.attnum AND dep.deptype IN ('a', 'i')"
+	"  ORDER BY dep.objid LIMIT 1) dq ON true"
+	" LEFT JOIN pg_class sc ON sc.oid = dq.objid LEFT JOIN pg_namespace sn ON sn.oid = sc.relnamespace"
+	" LEFT JOIN pg_sequence s ON s.seqrelid = sc.oid"
+	" WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum";
+
+/* Its constraints but NOT NULL ones, without the copies PostgreSQL makes
+ * of a foreign key for each partition of the table it references (their
+ * parent constraint is on the same table). */
+static const char constraints_sql[] =
+	"SELECT quote_ident(k.conname), pg_get_constraintdef(k.oid), k.coninhcount > 0 OR k.conparentid <> 0, k.contype,"
+	"  rn.nspname || '.' || rc.relname, pn.nspname || '.' || pc.relname"
+	" FROM pg_constraint k"
+	" LEFT JOIN pg_class rc ON rc.oid = k.confrelid LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace"
+	" LEFT JOIN pg_class pc ON pc.oid = pg_partition_root(NULLIF(k.confrelid, 0))"
+	" LEFT JOIN pg_namespace pn ON pn.oid = pc.relnamespace"
+	" WHERE k.conrelid = $1::oid AND k.contype IN ('c', 'p', 'u', 'x', 'f')"
+	" AND NOT EXISTS (SELECT 1 FROM pg_constraint p WHERE p.oid = k.conparentid AND p.conrelid = k.conrelid)"
+	" ORDER BY k.contype, k.conname";
+
+/* Its indexes that back no key constraint. */
+static const char indexes_sql[] =
+	"SELECT pg_get_indexdef(i.indexrelid), EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)"
+	" FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
+	" WHERE i.indrelid = $1::oid AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid"
+	"  AND k.conrelid = i.indrelid AND k.contype IN ('p', 'u', 'x'))"
+	" ORDER BY ic.relname";
+
+static char *value(const PGresult *res, int row, int col)
 {
-	char *err = NULL;
-	*password = NULL;
-	PQconninfoOption *opts = PQconninfoParse(url, &err);
-	if (!opts) {
-		log_error("cannot parse the %s connection string%s%s", role, err ? ": " : "", err ? err : "");
-		PQfreemem(err);
-		return NULL;
-	}
-	struct strbuf b = STRBUF_INIT;
-	bool ok = true;
-	for (PQconninfoOption *o = opts; o->keyword; o++) {
-		if (!o->val || !*o->val)
-			continue;
-		if (strcmp(o->keyword, "password") == 0) {
-			free(*password);
-			*password = xstrdup(o->val);
-			continue;
-		}
-		if (strcmp(o->keyword, "sslpassword") == 0) {
-			log_error("the %s connection string has an sslpassword: --create-tables cannot pass it to pg_dump and psql"
-				  " without a command line",
-				  role);
-			ok = false;
-			break;
-		}
-		strbuf_addf(&b, "%s%s='", b.len ? " " : "", o->keyword);
-		for (const char *c = o->val; *c; c++)
-			strbuf_addf(&b, "%s%c", *c == '\'' || *c == '\\' ? "\\" : "", *c);
-		strbuf_addch(&b, '\'');
-	}
-	PQconninfoFree(opts);
-	if (!ok) {
-		strbuf_release(&b);
-		free(*password);
-		*password = NULL;
-		return NULL;
-	}
-	return strbuf_detach(&b, NULL);
+	return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
 }
 
-/* Runs argv (found on PATH) with PGPASSWORD set to password in its own
- * environment only, files it creates private (umask 077), standard
- * output to /dev/null when quiet; its exit status, or -1 when it could
- * not run or died by a signal (logged). */
-static int run_child(char *const *argv, const char *password, bool quiet)
+static bool is_true(const PGresult *res, int row, int col)
 {
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	if (pid < 0) {
-		log_error("cannot start %s: fork: %m", argv[0]);
-		return -1;
-	}
-	if (pid == 0) {
-		umask(077);
-		signal(SIGPIPE, SIG_DFL);
-		if (password)
-			setenv("PGPASSWORD", password, 1);
-		if (quiet) {
-			int fd = open("/dev/null", O_WRONLY);
-			if (fd >= 0) {
-				dup2(fd, STDOUT_FILENO);
-				close(fd);
-			}
-		}
-		execvp(argv[0], argv);
-		fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			log_error("waiting for %s: %m", argv[0]);
-			return -1;
-		}
-	}
-	if (WIFSIGNALED(status)) {
-		log_error("%s was killed by signal %d", argv[0], WTERMSIG(status));
-		return -1;
-	}
-	return WEXITSTATUS(status);
+	return !PQgetisnull(res, row, col) && strcmp(PQgetvalue(res, row, col), "t") == 0;
 }
 
-/* pg_dump's pattern for exactly this name: each part double-quoted,
- * quotes doubled (wildcards and upper case are then literal). */
-static char *dump_pattern(const char *schema, const char *name)
+static int read_columns(PGconn *src, const char *oid, struct tabledef_table *t)
 {
-	struct strbuf b = STRBUF_INIT;
-	const char *parts[2] = { schema, name };
-	for (int i = 0; i < 2; i++) {
-		strbuf_addf(&b, "%s\"", i ? "." : "");
-		for (const char *c = parts[i]; *c; c++)
-			strbuf_addf(&b, "%s%c", *c == '"' ? "\"" : "", *c);
-		strbuf_addch(&b, '"');
-	}
-	return strbuf_detach(&b, NULL);
-}
-
-/* The -t patterns of a table: itself, and for a partitioned table every
- * partition below it (pg_dump -t does not follow them). */
-static int dump_patterns(PGconn *src, const struct table_config *t, char ***patterns, size_t *n)
-{
-	*patterns = xcalloc(1, sizeof **patterns);
-	(*patterns)[0] = dump_pattern(t->schema, t->name);
-	*n = 1;
-	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
-	char *qualified = xasprintf("%s.%s", qs, qn);
-	const char *p[1] = { qualified };
-	PGresult *res = pgconn_query(src,
-				     "SELECT n.nspname, c.relname FROM pg_partition_tree(to_regclass($1)) pt"
-				     " JOIN pg_class c ON c.oid = pt.relid JOIN pg_namespace n ON n.oid = c.relnamespace"
-				     " WHERE pt.relid <> to_regclass($1) ORDER BY pt.level, c.relname",
-				     1, p);
-	free(qualified);
-	free(qs);
-	free(qn);
+	const char *p[1] = { oid };
+	PGresult *res = pgconn_query(src, columns_sql, 1, p);
 	if (!res)
 		return -1;
-	*patterns = xrealloc(*patterns, ((size_t)PQntuples(res) + 1) * sizeof **patterns);
-	for (int r = 0; r < PQntuples(res); r++)
-		(*patterns)[(*n)++] = dump_pattern(PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+	t->n_columns = (size_t)PQntuples(res);
+	t->columns = xcalloc(t->n_columns ? t->n_columns : 1, sizeof *t->columns);
+	for (int r = 0; r < PQntuples(res); r++) {
+		struct tabledef_column *c = &t->columns[r];
+		c->name = value(res, r, 0);
+		c->name_display = value(res, r, 1);
+		c->type = value(res, r, 2);
+		c->collation = value(res, r, 3);
+		c->default_expr = value(res, r, 4);
+		c->generated = PQgetvalue(res, r, 5)[0];
+		c->identity = PQgetvalue(res, r, 6)[0];
+		c->not_null = is_true(res, r, 7);
+		if (!PQgetisnull(res, r, 8) && !PQgetisnull(res, r, 11)) {
+			struct tabledef_seq *s = xcalloc(1, sizeof *s);
+			s->schema = value(res, r, 8);
+			s->name = value(res, r, 9);
+			s->type = value(res, r, 10);
+			s->start = value(res, r, 11);
+			s->increment = value(res, r, 12);
+			s->min = value(res, r, 13);
+			s->max = value(res, r, 14);
+			s->cache = value(res, r, 15);
+			s->cycle = is_true(res, r, 16);
+			c->seq = s;
+		}
+	}
 	PQclear(res);
 	return 0;
 }
 
-/* --create-tables: the missing target tables from the source's
- * definitions (pg_dump into a private file, psql -f it), indexes and
- * constraints after the data.  No password on any command line. */
-int snapshot_create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
-				 bool only_missing, bool *created)
+static void add_constraint(struct tabledef_constraint **list, size_t *n, const PGresult *res, int r)
 {
+	*list = xrealloc(*list, (*n + 1) * sizeof **list);
+	(*list)[(*n)++] = (struct tabledef_constraint){
+		.name = value(res, r, 0), .def = value(res, r, 1), .inherited = is_true(res, r, 2),
+		.referenced_display = value(res, r, 4), .referenced_root_display = value(res, r, 5),
+	};
+}
+
+static int read_constraints(PGconn *src, const char *oid, struct tabledef_table *t)
+{
+	const char *p[1] = { oid };
+	PGresult *res = pgconn_query(src, constraints_sql, 1, p);
+	if (!res)
+		return -1;
+	for (int r = 0; r < PQntuples(res); r++) {
+		char type = PQgetvalue(res, r, 3)[0];
+		if (type == 'c')
+			add_constraint(&t->checks, &t->n_checks, res, r);
+		else if (type == 'f')
+			add_constraint(&t->fkeys, &t->n_fkeys, res, r);
+		else
+			add_constraint(&t->keys, &t->n_keys, res, r);
+	}
+	PQclear(res);
+	res = pgconn_query(src, indexes_sql, 1, p);
+	if (!res)
+		return -1;
+	t->n_indexes = (size_t)PQntuples(res);
+	t->indexes = xcalloc(t->n_indexes ? t->n_indexes : 1, sizeof *t->indexes);
+	for (int r = 0; r < PQntuples(res); r++)
+		t->indexes[r] = (struct tabledef_index){ .def = value(res, r, 0), .inherited = is_true(res, r, 1) };
+	PQclear(res);
+	return 0;
+}
+
+/* The tree of flow table "qualified" (quoted schema.name) into set. */
+static int read_tree(PGconn *src, const char *qualified, const char *display, struct tabledef_set *set)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(src, tree_sql, 1, p);
+	if (!res)
+		return -1;
 	int rc = -1;
-	char *src_pw = NULL, *dst_pw = NULL, *file = NULL, *dir = NULL;
-	char *src_ci = conninfo_for_argv(cfg->source_database_url, "source", &src_pw);
-	char *dst_ci = conninfo_for_argv(cfg->target_database_url, "target", &dst_pw);
-	if (!src_ci || !dst_ci)
-		goto out;
-	const char *tmp = getenv("TMPDIR");
-	dir = xasprintf("%s/trellara-snapshot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir)) { /* mode 0700 */
-		log_error("cannot create a private directory \"%s\" for pg_dump's output: %m", dir);
-		free(dir);
-		dir = NULL;
+	if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0)) {
+		log_error("cannot create target table %s: the source has no such table", display);
 		goto out;
 	}
-	file = xasprintf("%s/%s.sql", dir, section);
+	size_t first = set->n_tables;
+	char **oids = xcalloc((size_t)PQntuples(res), sizeof *oids);
+	for (int r = 0; r < PQntuples(res); r++) {
+		struct tabledef_table *t = tabledef_set_add(set);
+		oids[r] = PQgetvalue(res, r, 0);
+		t->parent = -1;
+		for (int k = 0; k < r; k++)
+			if (strcmp(oids[k], PQgetvalue(res, r, 1)) == 0)
+				t->parent = (int)(first + (size_t)k);
+		t->schema = value(res, r, 2);
+		t->name = value(res, r, 3);
+		t->display = value(res, r, 4);
+		t->unlogged = is_true(res, r, 5);
+		t->partkey = value(res, r, 6);
+		t->bound = value(res, r, 7);
+		t->replident = PQgetvalue(res, r, 8)[0];
+		t->replident_index = value(res, r, 9);
+		if (r > 0 && (t->parent < 0 || !t->bound)) {
+			log_error("cannot create target table %s: partition %s has no parent or bound in its tree", display,
+				  t->display);
+			free(oids);
+			goto out;
+		}
+		if (read_columns(src, oids[r], t) < 0 || read_constraints(src, oids[r], t) < 0) {
+			free(oids);
+			goto out;
+		}
+	}
+	free(oids);
+	rc = 0;
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int schema_exists(PGconn *dst, const char *schema, bool *exists)
+{
+	const char *p[1] = { schema };
+	PGresult *res = pgconn_query(dst, "SELECT to_regnamespace($1) IS NOT NULL", 1, p);
+	if (!res)
+		return -1;
+	*exists = is_true(res, 0, 0);
+	PQclear(res);
+	return 0;
+}
+
+/* The schemas the target has, the types and collations of the set's
+ * columns it lacks. */
+static int mark_missing_types(PGconn *dst, struct tabledef_set *set)
+{
+	for (size_t i = 0; i < set->n_tables; i++) {
+		struct tabledef_table *t = &set->tables[i];
+		if (schema_exists(dst, t->schema, &t->schema_exists) < 0)
+			return -1;
+		for (size_t k = 0; k < t->n_columns; k++) {
+			if (t->columns[k].seq && schema_exists(dst, t->columns[k].seq->schema, &t->columns[k].seq->schema_exists) < 0)
+				return -1;
+			struct tabledef_column *c = &t->columns[k];
+			const char *p[2] = { c->type, c->collation };
+			PGresult *res = pgconn_query(dst,
+						     "SELECT to_regtype($1) IS NULL, $2::text IS NOT NULL AND to_regcollation($2) IS NULL",
+						     2, p);
+			if (!res) {
+				log_error("cannot create target table %s: the target cannot look up type %s of column \"%s\"",
+					  t->display, c->type, c->name_display);
+				return -1;
+			}
+			c->type_missing = is_true(res, 0, 0);
+			c->collation_missing = is_true(res, 0, 1);
+			PQclear(res);
+		}
+	}
+	return 0;
+}
+
+/* BEGIN with search_path empty (see the top of this file). */
+static int begin(PGconn *conn, const char *mode)
+{
+	char *sql = xasprintf("BEGIN%s", mode);
+	int rc = pgconn_command(conn, sql);
+	free(sql);
+	if (rc < 0)
+		return -1;
+	PGresult *res = pgconn_query(conn, "SELECT pg_catalog.set_config('search_path', '', true)", 0, NULL);
+	if (!res) {
+		pgconn_command(conn, "ROLLBACK");
+		return -1;
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* The set's statements, made and run in one target transaction: all
+ * or none.  Before the tables, the types and collations their columns
+ * need are looked up on the target, in that transaction. */
+static int create_on_target(PGconn *dst, struct tabledef_set *set, const char *section, const char *const *flow,
+			    size_t n_flow)
+{
+	bool pre_data = strcmp(section, "pre-data") == 0;
+	struct tabledef_stmts s = { 0 };
+	if (begin(dst, "") < 0)
+		return -1;
+	int rc = -1;
+	if (pre_data) {
+		char err[1024];
+		if (mark_missing_types(dst, set) < 0)
+			goto out;
+		if (tabledef_pre_data(set, &s, err, sizeof err) < 0) {
+			log_error("%s", err);
+			log_hint("create it on the target first (CREATE TYPE, CREATE DOMAIN, CREATE EXTENSION, CREATE COLLATION),"
+				 " or the table");
+			goto out;
+		}
+	} else {
+		tabledef_post_data(set, flow, n_flow, &s);
+	}
+	for (size_t i = 0; i < s.n; i++) {
+		if (!s.items[i].sql) {
+			log_warn("%s", s.items[i].note);
+			continue;
+		}
+		log_debug("--create-tables %s: %s", section, s.items[i].sql);
+		if (pgconn_command(dst, s.items[i].sql) < 0) {
+			log_error("cannot create target table %s (%s): %s failed", s.items[i].table_display, section,
+				  s.items[i].sql);
+			goto out;
+		}
+	}
+	rc = pgconn_command(dst, "COMMIT");
+out:
+	if (rc < 0)
+		pgconn_command(dst, "ROLLBACK");
+	tabledef_stmts_free(&s);
+	return rc;
+}
+
+int snapshot_create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
+				   bool only_missing, bool *created)
+{
+	int rc = -1;
+	struct tabledef_set set = { 0 };
+	char **flow = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *flow);
+	bool src_open = false;
 	for (size_t i = 0; i < cfg->n_tables; i++) {
 		char name[300];
 		snapshot_table_names(cfg, i, name, sizeof name);
-		if (only_missing) {
-			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
-			char *qualified = xasprintf("%s.%s", qs, qn);
-			const char *p[1] = { qualified };
-			PGresult *res = pgconn_query(dst, "SELECT to_regclass($1) IS NULL", 1, p);
-			free(qualified);
-			free(qs);
-			free(qn);
-			if (!res)
-				goto out;
-			created[i] = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-			PQclear(res);
-		}
+		flow[i] = xstrdup(name);
+		if (!only_missing)
+			continue;
+		char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		const char *p[1] = { qualified };
+		PGresult *res = pgconn_query(dst, "SELECT to_regclass($1) IS NULL", 1, p);
+		free(qualified);
+		free(qs);
+		free(qn);
+		if (!res)
+			goto out;
+		created[i] = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+	}
+	/* the source's catalogs at one point in time */
+	if (begin(src, " ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto out;
+	src_open = true;
+	for (size_t i = 0; i < cfg->n_tables; i++) {
 		if (!created[i])
 			continue;
-		char **patterns;
-		size_t n_patterns;
-		if (dump_patterns(src, &cfg->tables[i], &patterns, &n_patterns) < 0)
+		char *qs = pgconn_quote_ident(src, cfg->tables[i].schema), *qn = pgconn_quote_ident(src, cfg->tables[i].name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		int r = read_tree(src, qualified, flow[i], &set);
+		free(qualified);
+		free(qs);
+		free(qn);
+		if (r < 0)
 			goto out;
-		char *section_opt = xasprintf("--section=%s", section);
-		size_t argc = 0;
-		char **argv = xcalloc(10 + 2 * n_patterns, sizeof *argv); /* 7 options, -t pairs, -d and its value, NULL */
-		argv[argc++] = "pg_dump";
-		argv[argc++] = "--no-owner";
-		argv[argc++] = "--no-privileges";
-		argv[argc++] = "--schema-only";
-		argv[argc++] = section_opt;
-		argv[argc++] = "-f";
-		argv[argc++] = file;
-		for (size_t k = 0; k < n_patterns; k++) {
-			argv[argc++] = "-t";
-			argv[argc++] = patterns[k];
-		}
-		argv[argc++] = "-d";
-		argv[argc++] = src_ci;
-		argv[argc] = NULL;
-		unlink(file);
-		int dump_status = run_child(argv, src_pw, false);
-		int restore_status = -2;
-		if (dump_status == 0) {
-			char *psql_argv[] = { "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", file, "-d",
-					      dst_ci, NULL };
-			restore_status = run_child(psql_argv, dst_pw, true);
-		}
-		unlink(file);
-		for (size_t k = 0; k < n_patterns; k++)
-			free(patterns[k]);
-		free(patterns);
-		free(argv);
-		free(section_opt);
-		if (dump_status != 0) {
-			log_error("cannot create target table %s from the source definition: pg_dump --section=%s failed (exit status %d)",
-				  name, section, dump_status);
-			goto out;
-		}
-		if (restore_status != 0) {
-			log_error("cannot create target table %s from the source definition: psql of pg_dump --section=%s failed"
-				  " (exit status %d)",
-				  name, section, restore_status);
-			goto out;
-		}
-		log_info("target table %s: %s created from the source definition", name, section);
 	}
+	src_open = false;
+	if (pgconn_command(src, "COMMIT") < 0)
+		goto out;
+	if (set.n_tables == 0) {
+		rc = 0;
+		goto out;
+	}
+	if (create_on_target(dst, &set, section, (const char *const *)flow, cfg->n_tables) < 0)
+		goto out;
+	for (size_t i = 0; i < cfg->n_tables; i++)
+		if (created[i])
+			log_info("target table %s: %s created from the source's catalogs", flow[i], section);
 	rc = 0;
 out:
-	if (dir && rmdir(dir) < 0)
-		log_warn("cannot remove directory \"%s\": %m", dir);
-	free(dir);
-	free(file);
-	free(src_ci);
-	free(dst_ci);
-	if (src_pw)
-		memset(src_pw, 0, strlen(src_pw));
-	if (dst_pw)
-		memset(dst_pw, 0, strlen(dst_pw));
-	free(src_pw);
-	free(dst_pw);
+	if (src_open)
+		pgconn_command(src, "ROLLBACK");
+	tabledef_set_free(&set);
+	for (size_t i = 0; i < cfg->n_tables; i++)
+		free(flow[i]);
+	free(flow);
 	return rc;
 }
