@@ -26,7 +26,7 @@ PREFIXES=(
 	# common/pg
 	checkpoint_ pgconn_ runs_ sequences_
 	# cmd/
-	applyd_ capture_ check_ copy_ executor_ seqcmd_ snapshot_ status_ target_pg_ verify_
+	applyd_ capture_ check_ copy_ executor_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
 	# sim/
 	sim_ model_source_ model_target_
 )
