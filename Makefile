@@ -113,9 +113,11 @@ build/san/%.o: %.c
 	$(if $(Q),@echo "  CC-SAN  $<")
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-# A program: its own folder's objects plus libtrellara.
+# A program: its own folder's objects plus libtrellara (and another
+# program's module it runs: cutover runs verify's own verify_run).
+EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
 define PROGRAM_RULE
-bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(SUBLIB_A)
+bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin
 	$$(if $$(Q),@echo "  LINK    $$@")
 	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
