@@ -577,8 +577,9 @@ static void print_done(struct cut *c)
 	}
 	strbuf_adds(&cmd, " -c ");
 	strbuf_add_shell_quoted(&cmd, sql);
-	printf("  2. once the source is no longer needed as a fallback, drop the replication slot (it keeps WAL on the source):\n");
-	printf("       %s\n", cmd.buf);
+	printf("  2. once the source is no longer needed as a fallback, drop the replication slot on the source (it keeps WAL there):\n");
+	printf("       %s;\n", sql);
+	printf("     from a shell: %s\n", cmd.buf);
 	if (secret)
 		printf("     (connect as source.database_url says, %s; its password is not printed)\n", source);
 	strbuf_release(&cmd);
