@@ -313,10 +313,6 @@ static int do_lock(struct cut *c)
 static int do_wait_apply(struct cut *c)
 {
 	const char *schema = c->cfg->checkpoint_schema;
-	/* our session writes nothing, but may have been opened on a locked
-	 * source: the transaction below must assign an xid */
-	if (pgconn_command(c->src, "SET default_transaction_read_only = off") < 0)
-		return EXIT_UNAVAILABLE;
 	PGresult *res = pgconn_query(c->src, "SELECT pg_current_wal_lsn()", 0, NULL);
 	uint64_t final_lsn = 0;
 	if (!res)
@@ -732,7 +728,11 @@ int cutcmd_run(const struct cutcmd_options *o)
 	int code = EXIT_UNAVAILABLE;
 	c.dst = pgconn_connect(o->cfg->target_database_url, PGCONN_NORMAL, APP, "target");
 	c.src = c.dst ? pgconn_connect(o->cfg->source_database_url, PGCONN_NORMAL, APP, "source") : NULL;
-	if (!c.src || !c.dst || checkpoint_migrate(c.dst, o->cfg->checkpoint_schema) < 0)
+	/* a session opened on a locked source (a resumed cutover, --abort)
+	 * must still unlock it and flush the WAL: its own writes are the
+	 * ALTER DATABASE and one xid (do_wait_apply) */
+	if (!c.src || !c.dst || pgconn_command(c.src, "SET default_transaction_read_only = off") < 0 ||
+	    checkpoint_migrate(c.dst, o->cfg->checkpoint_schema) < 0)
 		goto out;
 	/* one cutover per flow at a time (released with the session) */
 	char *key = xasprintf("trellara.cutover.%s:%s", o->cfg->source_id, o->cfg->dataset_id);
