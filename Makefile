@@ -113,9 +113,11 @@ build/san/%.o: %.c
 	$(if $(Q),@echo "  CC-SAN  $<")
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-# A program: its own folder's objects plus libtrellara.
+# A program: its own folder's objects plus libtrellara (and another
+# program's module it runs: cutover runs verify's own verify_run).
+EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
 define PROGRAM_RULE
-bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(SUBLIB_A)
+bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin
 	$$(if $$(Q),@echo "  LINK    $$@")
 	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
@@ -129,7 +131,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy seqstate apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
+NOLIBPQ_TESTS := ack_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 #
 # quickstart.sh - `make quickstart`: from a fresh Debian 12 machine to a
-# replicated, verified PostgreSQL flow in one command (about a minute).
+# replicated PostgreSQL flow that is cut over to its target, in one command
+# (under a minute once built).
 #
 #   1. installs the missing Debian packages (scripts/install-deps.sh; when
 #      not root it says which and stops) and builds every program;
@@ -15,25 +16,34 @@
 #   4. runs the flow - `trellara run` with --create-tables for the
 #      snapshot - while pgbench writes to the source (-c 2 -T 15), so the
 #      snapshot and the stream hand over under load;
-#   5. waits until the load is done and the target has applied everything
-#      the source wrote, then prints `trellara verify` (must say CONVERGED)
-#      and `trellara status`;
-#   6. stops the supervisor with SIGTERM (capture and applyd drain), so no
-#      Trellara process keeps running.  The two clusters keep running, so
-#      you can look at them and start the flow again; the last lines say
-#      how.  `make quickstart-stop` (scripts/quickstart-stop.sh) stops the
-#      clusters and removes ./target/quickstart.
+#   5. once the load is done, cuts over: `trellara cutover --lock-source`
+#      makes the source database read-only for new transactions, waits
+#      until the target applied everything up to the final LSN, syncs the
+#      sequences, runs verify there (must say CONVERGED), records the
+#      cutover row in the target's checkpoint schema, stops `trellara run`
+#      (capture and applyd drain) and prints the next steps; so no Trellara
+#      process keeps running;
+#   6. prints `trellara status` (the flow cut over).  The two clusters keep
+#      running, so you can look at them; the source stays read-only for
+#      new transactions until `trellara cutover --abort` unlocks it (the
+#      last lines say how).  `make quickstart-stop`
+#      (scripts/quickstart-stop.sh) stops the clusters and removes
+#      ./target/quickstart.
 #
 # Re-running starts from scratch: a previous quickstart is stopped and
 # removed first (scripts/quickstart-stop.sh; nothing else is touched).
 #
-# Exit status: 0 when verify said CONVERGED, non-zero otherwise (on a
-# failure the supervisor and pgbench are stopped, the clusters and logs are
-# left in ./target/quickstart for a look; make quickstart-stop cleans up).
+# Exit status: 0 when the cutover finished with verify saying CONVERGED and
+# `trellara run` exited 0, non-zero otherwise (on a failure the supervisor
+# and pgbench are stopped - a failed cutover unlocks the source itself -
+# and the clusters and logs are left in ./target/quickstart for a look;
+# make quickstart-stop cleans up).
 #
 # Environment: QUICKSTART_SCALE (5) pgbench scale, QUICKSTART_LOAD_SECONDS
 # (15) pgbench -T during the snapshot, QUICKSTART_TIMEOUT (300) seconds to
-# wait for the target to catch up, PG_BINDIR (/usr/lib/postgresql/15/bin).
+# wait for the snapshot to hand over and the flow to stream (the cutover
+# waits for applyd with its own --apply-timeout, 300 s), PG_BINDIR
+# (/usr/lib/postgresql/15/bin).
 set -euo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -107,7 +117,7 @@ cleanup() {
 		wait "$run_pid" 2>/dev/null
 	fi
 	if ((rc != 0)); then
-		printf '\nquickstart: failed after %ss; logs in %s (run.log, pgbench.log, pg/*/server.log)\n' \
+		printf '\nquickstart: failed after %ss; logs in %s (run.log, pgbench.log, cutover.txt, pg/*/server.log)\n' \
 			"$(elapsed)" "./target/quickstart" >&2
 		printf 'quickstart: make quickstart-stop stops the clusters and removes it\n' >&2
 	fi
@@ -236,53 +246,65 @@ fi
 load_pid=''
 say "pgbench: $(grep -E '^number of transactions actually processed' "$demo/pgbench.log" || tail -n 1 "$demo/pgbench.log")"
 
-# Everything the source wrote: a committed transaction flushes the WAL
-# (walsenders only send flushed WAL).
-src 'SELECT pg_current_xact_id()' >/dev/null
-lsn=$(src 'SELECT pg_current_wal_flush_lsn()')
-caught_up() {
-	[[ $(tgt "SELECT coalesce((SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint), false)") == t ]]
+# The cutover needs the flow streaming: the supervisor running (capture
+# and applyd started) and capture on the slot.
+flow_streams() {
+	grep -qx 'state=running' "$demo/metrics/supervisor.state" &&
+		[[ $(src "SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = 'quickstart_slot'), false)") == t ]]
 }
-wait_until "$timeout" "the target to apply everything up to $lsn" caught_up
-say "the target applied everything up to $lsn after $(elapsed)s"
+wait_until "$timeout" "the flow to stream (trellara run running, the slot active)" flow_streams
 
-# ---------------------------------------------------------- 5. verify, status
+# ---------------------------------------------------------- 5. the cutover
 
-step "trellara verify --config ./target/quickstart/trellara.yml"
-verify_rc=0
-scripts/trellara verify --config "$flow" | tee "$demo/verify.txt" || verify_rc=${PIPESTATUS[0]}
+# Run from the repository's top (this script cd'ed there): the relative
+# path is what the cutover prints in its next steps, as a user would type it.
+config=./target/quickstart/trellara.yml
+step "cutting over: the source locked, the target caught up and verified, the flow stopped"
+say "\$ scripts/trellara cutover --config $config --lock-source"
+cutover_rc=0
+scripts/trellara cutover --config "$config" --lock-source | tee "$demo/cutover.txt" || cutover_rc=${PIPESTATUS[0]}
 
-step "trellara status --config ./target/quickstart/trellara.yml"
-scripts/trellara status --config "$flow" --rate-seconds 0 || true
-
-# ---------------------------------------------------------- 6. stop the flow
-
-step "stopping the flow: SIGTERM to trellara run (capture and applyd drain)"
-kill -TERM "$run_pid"
+# The cutover stopped trellara run (SIGTERM, drained) and waited for it;
+# collect its exit status.
 run_rc=0
-wait "$run_pid" || run_rc=$?
-run_pid=''
-rm -f "$demo/run.pid" "$demo/pgbench.pid"
-say "trellara run exited with $run_rc"
+if ((cutover_rc == 0)); then
+	wait "$run_pid" || run_rc=$?
+	run_pid=''
+	rm -f "$demo/run.pid" "$demo/pgbench.pid"
+fi
 
-if ((verify_rc != 0)) || ! grep -qx 'result: CONVERGED' "$demo/verify.txt"; then
-	die "verify did not say CONVERGED (exit $verify_rc)"
+# ---------------------------------------------------------- 6. status
+
+step "the flow, cut over"
+say "\$ scripts/trellara status --config $config --rate-seconds 0"
+scripts/trellara status --config "$config" --rate-seconds 0 || true
+
+if ((cutover_rc != 0)); then
+	die "trellara cutover failed (exit $cutover_rc; its output: ./target/quickstart/cutover.txt, the flow's log: ./target/quickstart/run.log)"
+fi
+if ! grep -qx 'result: CONVERGED' "$demo/cutover.txt"; then
+	die "the cutover's verify did not say CONVERGED"
+fi
+if ((run_rc != 0)); then
+	die "trellara run exited with $run_rc after the cutover (log: ./target/quickstart/run.log)"
 fi
 
 cat <<MSG
 
-${bold}Done in $(elapsed)s: verify said CONVERGED.${plain}
+${bold}Done in $(elapsed)s: cut over; verify said CONVERGED.${plain}
 
-The source and target clusters keep running (sockets in $sock);
-the flow is stopped.  Everything lives in ./target/quickstart.
-  start the flow again (it resumes where it stopped; Ctrl-C drains it):
-    scripts/trellara run --config ./target/quickstart/trellara.yml
-  write more to the source:
-    pgbench -n -c 2 -T 10 -h $sock -p $sport quickstart
-  look at it:
-    scripts/trellara status --config ./target/quickstart/trellara.yml
-    scripts/trellara verify --config ./target/quickstart/trellara.yml   (needs the flow running)
+The flow is cut over and no Trellara process runs; the target holds
+everything the source committed.  The source and target clusters keep
+running (sockets in $sock); everything lives in ./target/quickstart.
+  the target, where the applications would now connect:
     psql -h $sock -p $tport quickstart_copy
+  the source database "quickstart" is read-only for new transactions
+  (--lock-source); to make it writable again (a fallback: what is written
+  there is no longer replicated):
+    scripts/trellara cutover --config $config --abort
+  look at it:
+    scripts/trellara status --config $config
+  do not start trellara run for this flow again: it is cut over.
   stop everything and remove ./target/quickstart:
     make quickstart-stop
 MSG

@@ -12,6 +12,7 @@
 
 #include "trellara/checkpoint.h"
 #include "trellara/clock.h"
+#include "trellara/cutover.h"
 #include "trellara/envelope.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
@@ -400,6 +401,33 @@ static int read_run(PGconn *conn, const struct flow_config *cfg, struct status_t
 	return 0;
 }
 
+static int read_cutover(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
+{
+	struct cutover_row row;
+	char error[sizeof t->error];
+	if (cutover_observe(conn, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, &row, error, sizeof error) < 0) {
+		set_error(t->error, sizeof t->error, "%s", error);
+		return -1;
+	}
+	t->cutover_exists = row.exists;
+	if (!row.exists)
+		return 0;
+	snprintf(t->cutover_state, sizeof t->cutover_state, "%s", cutplan_state_name(row.state));
+	snprintf(t->cutover_source_lock, sizeof t->cutover_source_lock, "%s", cutplan_lock_name(row.source_lock));
+	snprintf(t->cutover_verify_result, sizeof t->cutover_verify_result, "%s", row.verify_result);
+	t->cutover_lock_source = row.lock_source;
+	t->cutover_has_final_lsn = row.has_final_lsn;
+	t->cutover_final_lsn = row.final_lsn;
+	t->cutover_has_verified_at_lsn = row.has_verified_at_lsn;
+	t->cutover_verified_at_lsn = row.verified_at_lsn;
+	t->cutover_sequence_margin = row.sequence_margin;
+	snprintf(t->cutover_started_at, sizeof t->cutover_started_at, "%s", row.started_at);
+	snprintf(t->cutover_completed_at, sizeof t->cutover_completed_at, "%s", row.completed_at);
+	snprintf(t->cutover_updated_at, sizeof t->cutover_updated_at, "%s", row.updated_at);
+	snprintf(t->cutover_failure_reason, sizeof t->cutover_failure_reason, "%s", row.failure_reason);
+	return 0;
+}
+
 /* Whether the checkpoint schema's tables exist (status never creates them). */
 static int schema_present(PGconn *conn, const struct flow_config *cfg, struct status_target *t)
 {
@@ -528,7 +556,8 @@ void status_gather(struct status_report *r, const struct flow_config *cfg, doubl
 				t->changes_per_second = (double)(second.changes - first.changes) / t->rate_window_seconds;
 			}
 		}
-		if (target_ok && (read_quarantine(target, cfg, t) < 0 || read_run(target, cfg, t) < 0))
+		if (target_ok && (read_quarantine(target, cfg, t) < 0 || read_run(target, cfg, t) < 0 ||
+				  read_cutover(target, cfg, t) < 0))
 			target_ok = false;
 	}
 	t->available = target_ok;

@@ -148,6 +148,15 @@ static void text_report(FILE *out, const struct status_report *r)
 		else
 			fprintf(out, "snapshot    run %s: %s (updated %s)%s%s\n", t->run_id, t->run_state, t->run_updated_at,
 				*t->run_failure_reason ? ": " : "", t->run_failure_reason);
+		if (!t->cutover_exists)
+			fprintf(out, "cutover     none\n");
+		else if (strcmp(t->cutover_state, "cut_over") == 0)
+			fprintf(out, "cutover     cut_over at %s: final LSN %s, verify %s at %s, source lock %s\n",
+				t->cutover_completed_at, lsn_text(t->cutover_final_lsn, l1), t->cutover_verify_result,
+				lsn_text(t->cutover_verified_at_lsn, l2), t->cutover_source_lock);
+		else
+			fprintf(out, "cutover     %s (started %s, source lock %s)%s%s\n", t->cutover_state, t->cutover_started_at,
+				t->cutover_source_lock, *t->cutover_failure_reason ? ": " : "", t->cutover_failure_reason);
 	}
 
 	if (!sv->configured) {
@@ -336,6 +345,22 @@ static void json_target(struct jsonw *w, const struct status_report *r)
 	} else {
 		jsonw_null(w, "run");
 	}
+	jsonw_close(w, '}');
+	bool cut = q && t->cutover_exists;
+	jsonw_open(w, "cutover", '{');
+	jsonw_bool(w, "available", a);
+	jsonw_str(w, "state", cut ? t->cutover_state : NULL);
+	jsonw_key(w, "lock_source");
+	fputs(cut ? (t->cutover_lock_source ? "true" : "false") : "null", w->out);
+	jsonw_str(w, "source_lock", cut ? t->cutover_source_lock : NULL);
+	jsonw_u64(w, "sequence_margin", cut, t->cutover_sequence_margin);
+	jsonw_lsn(w, "final_lsn", cut && t->cutover_has_final_lsn, t->cutover_final_lsn);
+	jsonw_str(w, "verify_result", cut && *t->cutover_verify_result ? t->cutover_verify_result : NULL);
+	jsonw_lsn(w, "verified_at_lsn", cut && t->cutover_has_verified_at_lsn, t->cutover_verified_at_lsn);
+	jsonw_str(w, "started_at", cut ? t->cutover_started_at : NULL);
+	jsonw_str(w, "completed_at", cut && *t->cutover_completed_at ? t->cutover_completed_at : NULL);
+	jsonw_str(w, "updated_at", cut ? t->cutover_updated_at : NULL);
+	jsonw_str(w, "failure_reason", cut && *t->cutover_failure_reason ? t->cutover_failure_reason : NULL);
 	jsonw_close(w, '}');
 }
 

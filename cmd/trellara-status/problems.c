@@ -257,8 +257,14 @@ void status_evaluate(struct status_report *r)
 	r->n_problems = 0;
 	target_problems(r, config);
 	source_problems(r, config);
-	stream_problems(r, config);
-	supervisor_problems(r, config);
+	/* a flow cut over has no capture, applyd or supervisor on purpose */
+	if (r->target.available && r->target.cutover_exists && strcmp(r->target.cutover_state, "cut_over") == 0) {
+		add(r, STATUS_INFO, "cut_over", "point the applications at the target; drop the slot once the source is no longer a fallback (trellara cutover prints the command)",
+		    "the flow was cut over at %s: capture and applyd are stopped on purpose", r->target.cutover_completed_at);
+	} else {
+		stream_problems(r, config);
+		supervisor_problems(r, config);
+	}
 	/* alerts first, then warnings, then notes; stable within a severity */
 	for (int i = 1; i < r->n_problems; i++) {
 		struct status_problem p = r->problems[i];

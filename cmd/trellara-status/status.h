@@ -6,7 +6,7 @@
  *            for the source's own measure of capture's flush lag)
  *   stream   stream_inspect() and the frames' append times (never modifies)
  *   target   the checkpoint schema: apply_checkpoint (sampled twice for the
- *            rate), quarantine, snapshot_runs (read-only transactions; the
+ *            rate), quarantine, snapshot_runs, cutover (read-only transactions; the
  *            schema is never created or migrated by status)
  *   files    <observability.metrics_dir>/supervisor.state (trellara run) and
  *            the daemons' .prom files (their age)
@@ -116,6 +116,12 @@ struct status_target {
 	char run_state[32];
 	char run_failure_reason[512];
 	char run_updated_at[40];
+	bool cutover_exists; /* the flow has a cutover row (trellara-cutover) */
+	char cutover_state[24], cutover_source_lock[16], cutover_verify_result[16];
+	bool cutover_lock_source, cutover_has_final_lsn, cutover_has_verified_at_lsn;
+	uint64_t cutover_final_lsn, cutover_verified_at_lsn, cutover_sequence_margin;
+	char cutover_started_at[40], cutover_completed_at[40], cutover_updated_at[40];
+	char cutover_failure_reason[512];
 };
 
 struct status_daemon_file {

@@ -779,6 +779,8 @@ int verify_run(const struct verify_options *o)
 			  0, NULL, NULL, reason, true);
 	}
 	code = converged ? EXIT_OK : EXIT_NEGATIVE;
+	if (o->compared_at)
+		*o->compared_at = v.fence_lsn;
 out:
 	if (v.dst && v.fenced) {
 		if (PQtransactionStatus(v.dst) != PQTRANS_IDLE)

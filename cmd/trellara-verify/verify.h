@@ -23,6 +23,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct verify_options {
 	const struct flow_config *cfg;
@@ -30,6 +31,7 @@ struct verify_options {
 	bool json;
 	int fence_timeout_s;
 	volatile sig_atomic_t *stop;
+	uint64_t *compared_at; /* when not NULL: set to the LSN compared at (0 when none was) */
 };
 
 int verify_run(const struct verify_options *o);

@@ -83,7 +83,26 @@ static const char *const migration_2[] = {
 	NULL
 };
 
-static const char *const *const migrations[] = { migration_1, migration_2 };
+/* Migration 3: the flow's cutover (trellara-cutover(1)), one row per
+ * flow, moved along the steps of cutplan.h. */
+static const char *const migration_3[] = {
+	"CREATE TABLE @.cutover ("
+	" source_id text NOT NULL, dataset_id text NOT NULL,"
+	" state text NOT NULL CHECK (state IN ('started','locking','locked','caught_up','sequences_synced','verified',"
+	"  'stopping','cut_over','aborted','failed')),"
+	" lock_source boolean NOT NULL,"
+	" source_lock text NOT NULL DEFAULT 'none' CHECK (source_lock IN ('none','requested','held','released')),"
+	" source_database text, previous_read_only text,"
+	" sequence_margin bigint NOT NULL, final_lsn pg_lsn, verify_result text, verified_at_lsn pg_lsn,"
+	" sequences jsonb, slot_name text, failure_reason text,"
+	" started_at timestamptz NOT NULL DEFAULT now(), locked_at timestamptz, unlocked_at timestamptz,"
+	" caught_up_at timestamptz, verified_at timestamptz, completed_at timestamptz,"
+	" updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (source_id, dataset_id))",
+	NULL
+};
+
+static const char *const *const migrations[] = { migration_1, migration_2, migration_3 };
 
 static int exec_schema_sql(PGconn *conn, const char *sql, const char *schema)
 {

@@ -10,6 +10,7 @@
  *                 verify and reseed); snapshot_table_progress (per-table
  *                 copies and their watermarks) and snapshot_handoff_events
  *   runs.c        snapshot_runs, moved along the run state machine (runs.h)
+ *   cutover.c     cutover, moved along the cutover's steps (cutover.h)
  *
  * The applier executes two of its statements pipelined, inside its own
  * batches: for those this module hands out the SQL text and documents the
@@ -34,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHECKPOINT_SCHEMA_VERSION 2
+#define CHECKPOINT_SCHEMA_VERSION 3
 
 /* The SQLSTATEs its expect_one() raises: apply_core.h. */
 

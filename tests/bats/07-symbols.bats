@@ -15,7 +15,7 @@ PREFIXES=(
 	main
 	# common/base
 	backoff_ base64_ cli_ clock_ config_ conninfo_ crc32c errbuf_ fault_ fs_ json_ jsonw_ log_ lsn_
-	metrics_ notify_ opt_ run_ seq_ sqlstate_ strbuf_ utf8_
+	cutplan_ metrics_ notify_ opt_ run_ seq_ sqlstate_ strbuf_ utf8_
 	xasprintf xcalloc xmalloc xrealloc xstrdup xstrndup
 	# common/stream: the stream, its file systems, and its on-disk pieces
 	stream_ sfs_ frame_ index_ segment_
@@ -24,9 +24,9 @@ PREFIXES=(
 	# common/apply
 	apply_ chunk_set_ fold_ plan_
 	# common/pg
-	checkpoint_ pgconn_ runs_ sequences_
+	checkpoint_ cutover_ pgconn_ runs_ sequences_
 	# cmd/
-	applyd_ capture_ check_ copy_ executor_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
+	applyd_ capture_ check_ copy_ cutcmd_ executor_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
 	# sim/
 	sim_ model_source_ model_target_
 )

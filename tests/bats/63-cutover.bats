@@ -1,0 +1,191 @@
+#!/usr/bin/env bats
+# trellara cutover: the last step of a migration, run against a flow that
+# `trellara run` streams under pgbench: the source locked, applyd caught
+# up, sequences synced, verify CONVERGED, capture and applyd stopped, the
+# step recorded in the cutover row; killed in the middle and run again;
+# --abort; the preconditions.
+
+load helpers/common
+
+TABLES="public.pgbench_accounts,public.pgbench_branches,public.pgbench_tellers,public.pgbench_history,public.orders"
+
+setup() {
+	trellara_setup
+	export METRICS_DIR="$TEST_DIR/metrics"
+	export TRELLARA_STATUS_INTERVAL_MS=200 TRELLARA_RECONNECT_BASE_MS=100
+	export TRELLARA_RUN_BACKOFF_BASE_MS=100 TRELLARA_RUN_BACKOFF_CAP_MS=1000
+	export TRELLARA_RUN_DRAIN_SECONDS=20
+	export TRELLARA_RUN_SNAPSHOT_ARGS=--create-tables
+}
+
+# pgbench tables and a table with a serial key on the source; the target's
+# tables come from the snapshot
+source_init() {
+	pgbench -q -i -s 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
+	psql_source "ALTER TABLE pgbench_history REPLICA IDENTITY FULL" \
+		"CREATE TABLE orders (id bigserial PRIMARY KEY, note text NOT NULL)" \
+		"INSERT INTO orders (note) SELECT 'before ' || g FROM generate_series(1, 50) g"
+	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set stream.min_free_bytes=1048576 \
+		--set observability.metrics_dir="\"$METRICS_DIR\""
+	run -0 trellara-check --config "$FLOW_FILE" --fix
+}
+
+# pgbench plus inserts into orders (their ids come from the source's sequence)
+source_load() {
+	cat >"$TEST_DIR/orders.sql" <<-'SQL'
+		INSERT INTO orders (note) VALUES ('load');
+	SQL
+	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" -f "$TEST_DIR/orders.sql@1" -b tpcb-like@4 \
+		"$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
+}
+
+start_flow() {
+	source_init
+	bg_start run trellara run --config "$FLOW_FILE"
+	wait_for -t 180 -m "trellara run has both children running" running
+}
+
+no_flow_processes() {
+	! pgrep -f -- "--config $FLOW_FILE" >/dev/null
+}
+
+cutover_value() {
+	psql_target "SELECT $1 FROM trellara.cutover"
+}
+
+# a new session on the source can write (0) or not (1)
+source_writable() {
+	psql_source "INSERT INTO orders (note) VALUES ('probe') RETURNING id" >/dev/null 2>"$TEST_DIR/probe.err"
+}
+
+assert_all_equal() {
+	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history orders
+}
+
+@test "cutover --lock-source under pgbench: locked, caught up, sequences synced, CONVERGED, stopped, recorded; the first insert on the target does not collide" {
+	start_flow
+	source_load 60 &
+	load=$!
+	wait_for -t 60 -m "applyd applies the load" '[ "$(applied_transactions)" -gt 100 ]'
+
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$output"
+	echo "$stderr"
+	[[ $output == *"source database \"$SOURCE_DB\" locked"* ]]
+	[[ $output == *"result: CONVERGED"* ]]
+	[[ $output == *"capture and applyd stopped"* ]]
+	[[ $output == *"SELECT pg_drop_replication_slot('$SLOT_NAME')"* ]]
+	[[ $output == *"trellara cutover --config $FLOW_FILE --abort"* ]]
+	# the load's sessions were ended by the lock
+	wait "$load" || true
+	bg_wait run 30
+	[ "$BG_STATUS" -eq 0 ]
+	no_flow_processes
+
+	# the target equals the source, byte for byte
+	assert_all_equal
+	[ "$(cutover_value state)" = cut_over ]
+	[ "$(cutover_value verify_result)" = CONVERGED ]
+	[ "$(cutover_value source_lock)" = held ]
+	[ "$(cutover_value "final_lsn <= verified_at_lsn")" = t ]
+	[ "$(cutover_value "jsonb_array_length(sequences)")" -ge 1 ]
+	[ "$(cutover_value "completed_at IS NOT NULL")" = t ]
+
+	# the source takes no new writes
+	run ! source_writable
+	grep -q "read-only transaction" "$TEST_DIR/probe.err"
+
+	# the first insert on the target without an id takes a new one
+	max_source=$(psql_source "SELECT max(id) FROM orders")
+	run -0 psql_target "INSERT INTO orders (note) VALUES ('first on the target') RETURNING id"
+	[ "$output" -gt "$max_source" ]
+
+	# status shows it
+	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
+	[ "$(jq -r '.cutover.state' <<<"$output")" = cut_over ]
+	[ "$(jq -r '.cutover.verify_result' <<<"$output")" = CONVERGED ]
+	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --rate-seconds 0
+	[[ $output == *"cutover     cut_over"* ]]
+
+	# once done, it only says so again
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	[[ $output == *"cut over at"* ]]
+	[[ $output != *"verify:"* ]]
+}
+
+@test "cutover killed (SIGKILL) while waiting for applyd, source locked: run again, it finishes; CONVERGED" {
+	start_flow
+	source_load 60 &
+	load=$!
+	wait_for -t 60 -m "applyd applies the load" '[ "$(applied_transactions)" -gt 100 ]'
+
+	TRELLARA_FAULT=cutover.wait_apply run -137 trellara cutover --config "$FLOW_FILE" --lock-source
+	[ "$(cutover_value state)" = locked ]
+	[ "$(cutover_value source_lock)" = held ]
+	run ! source_writable
+	# the flow still runs
+	running
+
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$output"
+	[[ $output == *"result: CONVERGED"* ]]
+	wait "$load" || true
+	bg_wait run 30
+	no_flow_processes
+	assert_all_equal
+	[ "$(cutover_value state)" = cut_over ]
+	run ! source_writable
+}
+
+@test "cutover --abort after a kill leaves the source writable and the flow running; a failed cutover unlocks by itself" {
+	start_flow
+	TRELLARA_FAULT=cutover.wait_apply run -137 trellara cutover --config "$FLOW_FILE" --lock-source
+	run ! source_writable
+
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --abort
+	echo "$output"
+	[[ $output == *"unlocked"* ]]
+	[[ $output == *"cutover aborted"* ]]
+	source_writable
+	[ "$(cutover_value state)" = aborted ]
+	[ "$(cutover_value source_lock)" = released ]
+	running
+	# again: nothing to abort
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --abort
+	[[ $output == *"nothing to abort"* ]]
+
+	# a cutover that fails (applyd cannot catch up in 1 s: it is stopped)
+	# releases the lock
+	kill -STOP "$(state_value applyd_pid)"
+	psql_source "INSERT INTO orders (note) VALUES ('behind')"
+	run -75 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source --apply-timeout 1
+	kill -CONT "$(state_value applyd_pid)"
+	echo "$stderr"
+	[[ $stderr == *"did not apply through the final LSN"* ]]
+	[ "$(cutover_value state)" = failed ]
+	[ "$(cutover_value source_lock)" = released ]
+	source_writable
+}
+
+@test "cutover refuses an open quarantine (exit 1, names trellara quarantine list) and a flow nobody runs (exit 1, names trellara run)" {
+	source_init
+	run -1 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$stderr"
+	[[ $stderr == *"no trellara run supervises the flow"* ]]
+	[[ $stderr == *"trellara run --config $FLOW_FILE"* ]]
+	source_writable
+	[ "$(psql_target "SELECT count(*) FROM trellara.cutover")" -eq 0 ]
+
+	bg_start run trellara run --config "$FLOW_FILE"
+	wait_for -t 180 -m "trellara run has both children running" running
+	caught_up
+	psql_target "DROP TABLE pgbench_tellers"
+	psql_source "UPDATE pgbench_tellers SET tbalance = tbalance + 1 WHERE tid = 1"
+	bg_wait run 60
+	[ "$BG_STATUS" -eq 1 ]
+	run -1 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$stderr"
+	[[ $stderr == *"1 quarantined transactions"* ]]
+	[[ $stderr == *"trellara quarantine list --config $FLOW_FILE"* ]]
+	source_writable
+}
