@@ -83,7 +83,7 @@ for lane in $lanes; do
 	result=ok
 	((status == 0)) || { result=FAILED; failed=$((failed + 1)); }
 	summary+=("$(printf '   %-9s %-7s %6d.%ds  %s' "$src -> $tgt" "$result" $((ms / 1000)) $((ms % 1000 / 100)) \
-		"$(for f in $files; do printf '%s ' "${f##*/}"; done)")")
+		"$(for f in $files; do printf '%s\n' "${f##*/}"; done | paste -sd ' ')")")
 	[[ -z $note ]] || summary+=("$(printf '   %-9s %-7s          %s' "" "" "$note")")
 done
 
