@@ -1,13 +1,18 @@
 # Trellara - one entry point: build, test, install, bench, quickstart.
 #
 #   make                 build every program into bin/
-#   make check           unit tests, unit tests under ASan+UBSan, bats tests
+#   make check           unit tests, unit tests under ASan+UBSan, bats tests,
+#                        and the cross-version lane (bats-cross)
 #   make unit            unit tests only (plain and sanitized)
 #   make bats            bats tests only (BATS_FILTER=regex, BATS_FILES=...)
+#   make bats-cross      tests/bats/matrix/flow.bats on source PostgreSQL 15 -> target 18
+#   make check-matrix    the end-to-end bats tests in lanes: 16->16, 17->17, 18->18,
+#                        15->18, 16->17 (scripts/run-matrix.sh; installs 16-18 first)
 #   make shellcheck      shellcheck over scripts/ and tests/bats/
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           benchmarks (prints ratios against same-run baselines)
-#   make deps            install missing Debian packages (root)
+#   make deps            install missing Debian packages (root) and PostgreSQL 18
+#                        for bats-cross (scripts/install-deps.sh --pg-majors 18)
 #   make sim             the failure simulator, build/sim/trellara-sim (no libpq)
 #   make sim-check       run it: every named scenario and SIM_SCHEDULES schedules
 #   make sim-long SCHEDULES=N   as many schedules as asked, with progress lines
@@ -88,7 +93,7 @@ MAN7 := $(wildcard man/man7/*.7)
 # object files are never intermediate: keep them
 .SECONDARY:
 
-.PHONY: all check unit unit-plain unit-san bats fuzz-short install bench deps clean quickstart
+.PHONY: all check unit unit-plain unit-san bats bats-cross check-matrix fuzz-short install bench deps clean quickstart
 .PHONY: sim sim-check sim-long sim-variants sim-variants-check correctness-report verify-correctness-report FORCE
 
 all: $(PROGRAM_BINS) $(SIM_BIN)
@@ -177,6 +182,19 @@ BATS_TOOLS := build/tests/plan_set_emit
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh
 
+# The PostgreSQL majors make check needs besides Debian's 15 (for bats-cross).
+CHECK_PG_MAJORS := 18
+
+# One cross-version lane, small enough for make check: the whole flow on
+# source 15 -> target 18.
+bats-cross: all $(BATS_TOOLS)
+	@TRELLARA_MATRIX_LANES=15:18 TRELLARA_MATRIX_FILES=tests/bats/matrix/flow.bats scripts/run-matrix.sh
+
+# Every lane (TRELLARA_MATRIX_LANES="SRC:TGT ..." to choose): heavy, not
+# part of make check.
+check-matrix: all $(BATS_TOOLS)
+	@scripts/run-matrix.sh
+
 check: deps
 	$(MAKE) all
 	$(MAKE) shellcheck
@@ -186,6 +204,7 @@ check: deps
 	$(MAKE) verify-correctness-report
 	$(MAKE) fuzz-short
 	$(MAKE) bats
+	$(MAKE) bats-cross
 
 # ---- exit codes for the scripts and the systemd units, from defaults.h ----
 # bin/trellara-exit-codes.sh is sourced by the scripts (through
@@ -209,7 +228,7 @@ build/systemd/%: configs/systemd/%.in $(GEN_EXIT_CODES)
 # ---- shellcheck (tests/bats/.shellcheckrc says which checks the tests
 # leave out, and why) ----
 SHELL_SCRIPTS := $(shell grep -lE '^\#!.*\b(ba)?sh\b' scripts/* 2>/dev/null)
-BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/helpers/*.bash)
+BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/matrix/*.bats tests/bats/helpers/*.bash)
 .PHONY: shellcheck
 shellcheck:
 	shellcheck -x $(SHELL_SCRIPTS)
@@ -221,7 +240,7 @@ fuzz-short:
 	@tests/fuzz/run.sh $${FUZZ_SECONDS:-15} all
 
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh --pg-majors "$(CHECK_PG_MAJORS)"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5

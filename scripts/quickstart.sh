@@ -76,7 +76,7 @@ make -s all
 
 # shellcheck disable=SC1091 # the bats tests' cluster helpers
 source tests/bats/helpers/pg.bash
-trellara_pg_check_bindir
+trellara_pg_check_bindir "$PG_BINDIR"
 
 # A previous quickstart: stop it and remove its directory.
 scripts/quickstart-stop.sh --quiet

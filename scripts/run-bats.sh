@@ -5,7 +5,12 @@
 #
 #   BATS_FILTER=regex     only tests whose name matches (bats --filter)
 #   BATS_FILES="a b"      only these files (paths, or names in tests/bats/)
-#   PG_BINDIR=dir         PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
+#   PG_BINDIR=dir         PostgreSQL binaries (default /usr/lib/postgresql/15/bin);
+#                         the client tools (psql, pgbench, pg_dump) come from it
+#   PG_SOURCE_BINDIR=dir  the source cluster's server binaries (default PG_BINDIR)
+#   PG_TARGET_BINDIR=dir  the target cluster's (default PG_BINDIR); other majors:
+#                         scripts/install-deps.sh --pg-majors "16 17 18", and
+#                         --bindir 18 prints where they are
 #   TRELLARA_TEST_TMPDIR  where the test clusters live (default $TMPDIR or /tmp)
 #   TRELLARA_KEEP_TMP=1   keep the clusters' directories (stopped) for a post-mortem
 #

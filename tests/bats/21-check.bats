@@ -183,7 +183,11 @@ published_tables() {
 		WHERE data LIKE '%\"statement\" : \"CREATE TABLE mine (id int)\"%'"
 	[ "$output" -eq 1 ]
 	# when the trigger itself fails, the DDL still succeeds, with a WARNING
-	psql_source "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC"
+	# (every overload: PostgreSQL 17 added a fourth argument, flush)
+	psql_source "DO \$\$ DECLARE f regprocedure; BEGIN
+		FOR f IN SELECT oid FROM pg_proc WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace LOOP
+			EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+		END LOOP; END \$\$"
 	run -0 --separate-stderr psql -X -qAt -d "postgresql://ddl_user_$TEST_N@/$SOURCE_DB?host=$SOURCE_HOST&port=$SOURCE_PORT" \
 		-c "CREATE TABLE unlogged_evidence (id int)"
 	[[ $stderr == *"WARNING:  trellara.emit_ddl: no DDL evidence emitted: permission denied for function pg_logical_emit_message"* ]]

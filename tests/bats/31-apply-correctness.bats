@@ -150,7 +150,7 @@ applyd_waits_for_locker() {
 }
 
 @test "a target role that may not set session_replication_role: check says so, applyd refuses (78); granted, both pass" {
-	[ "$TRELLARA_PG_SERVER_MAJOR" -ge 15 ] || skip "GRANT SET ON PARAMETER needs PostgreSQL 15"
+	[ "$TRELLARA_PG_TARGET_MAJOR" -ge 15 ] || skip "GRANT SET ON PARAMETER needs a PostgreSQL 15 target"
 	export APPLY_ROLE="applier_$TEST_N"
 	for side in source target; do
 		psql_$side "CREATE TABLE accounts (id int PRIMARY KEY, v text)"

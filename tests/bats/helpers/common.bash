@@ -42,7 +42,10 @@
 #
 # Environment (exported):
 #   REPO                 repository root; PATH starts with $REPO/bin:$REPO/scripts:$PG_BINDIR
-#   PG_BINDIR            PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
+#   PG_BINDIR            PostgreSQL binaries (default /usr/lib/postgresql/15/bin);
+#                        the client tools (psql, pgbench, pg_dump) come from it
+#   PG_SOURCE_BINDIR PG_TARGET_BINDIR  the source's and the target's server
+#                        binaries (initdb, pg_ctl, postgres); default PG_BINDIR
 #   SOURCE_HOST SOURCE_PORT TARGET_HOST TARGET_PORT   socket dir and port of each cluster
 #   SOURCE_PGDATA TARGET_PGDATA                       their data directories
 #   SOURCE_ADMIN_URL TARGET_ADMIN_URL                 the "postgres" database of each
@@ -54,7 +57,8 @@
 #   TEST_N               the test's number in its file (the <n> above)
 #   TRELLARA_FILE_DIR    this file's harness directory; TRELLARA_KEEP_TMP=1 keeps it
 #   TRELLARA_OWNER_PID   pid of the bats process that owns the clusters
-#   TRELLARA_PG_SERVER_MAJOR  e.g. 15
+#   TRELLARA_PG_SOURCE_MAJOR TRELLARA_PG_TARGET_MAJOR  e.g. 15 and 18
+#   TRELLARA_PG_SERVER_MAJOR  the source's major (what capture and check talk to)
 #
 # Functions:
 #   psql_source SQL...   psql_target SQL...   (each SQL a -c; none: stdin)
@@ -101,7 +105,8 @@ teardown() { trellara_teardown; }
 # ----------------------------------------------------------------- per file
 
 trellara_setup_file() {
-	trellara_pg_check_bindir || return 1
+	trellara_pg_check_bindir "$PG_SOURCE_BINDIR" PG_SOURCE_BINDIR || return 1
+	trellara_pg_check_bindir "$PG_TARGET_BINDIR" PG_TARGET_BINDIR || return 1
 	trellara_pg_reap_stale || true
 
 	local root fdir port identity
@@ -131,25 +136,35 @@ trellara_setup_file() {
 	export SOURCE_ADMIN_URL="postgresql:///postgres?host=$SOURCE_HOST&port=$SOURCE_PORT"
 	export TARGET_ADMIN_URL="postgresql:///postgres?host=$TARGET_HOST&port=$TARGET_PORT"
 
-	# Make the template first (initdb, once per machine), then copy and
-	# start both clusters in parallel: copying ~1000 files is the slow part.
-	trellara_pg_template >/dev/null || return 1
+	# Make the templates first (initdb, once per machine and bin
+	# directory), then copy and start both clusters in parallel: copying
+	# ~1000 files is the slow part.
+	trellara_pg_template "$PG_SOURCE_BINDIR" >/dev/null || return 1
+	trellara_pg_template "$PG_TARGET_BINDIR" >/dev/null || return 1
 	local spid tpid status=0
-	{ trellara_pg_create "$SOURCE_PGDATA" "$SOURCE_PORT" "$SOURCE_HOST" source &&
+	{ trellara_pg_create "$SOURCE_PGDATA" "$SOURCE_PORT" "$SOURCE_HOST" source "$PG_SOURCE_BINDIR" &&
 		trellara_pg_start "$SOURCE_PGDATA"; } &
 	spid=$!
-	{ trellara_pg_create "$TARGET_PGDATA" "$TARGET_PORT" "$TARGET_HOST" target &&
+	{ trellara_pg_create "$TARGET_PGDATA" "$TARGET_PORT" "$TARGET_HOST" target "$PG_TARGET_BINDIR" &&
 		trellara_pg_start "$TARGET_PGDATA"; } &
 	tpid=$!
 	wait "$spid" || status=1
 	wait "$tpid" || status=1
 	((status == 0)) || return 1
 
-	TRELLARA_PG_SERVER_MAJOR=$(trellara_pg_major)
-	export TRELLARA_PG_SERVER_MAJOR
-	# Once per bats run, name the server version in the output.
+	TRELLARA_PG_SOURCE_MAJOR=$(trellara_pg_major "$PG_SOURCE_BINDIR")
+	TRELLARA_PG_TARGET_MAJOR=$(trellara_pg_major "$PG_TARGET_BINDIR")
+	TRELLARA_PG_SERVER_MAJOR=$TRELLARA_PG_SOURCE_MAJOR
+	export TRELLARA_PG_SOURCE_MAJOR TRELLARA_PG_TARGET_MAJOR TRELLARA_PG_SERVER_MAJOR
+	# Once per bats run, name the server versions in the output.
 	if [[ -n ${BATS_RUN_TMPDIR:-} ]] && mkdir "$BATS_RUN_TMPDIR/.trellara-pg-version" 2>/dev/null; then
-		printf '# PostgreSQL %s (%s)\n' "$(trellara_pg_version)" "$PG_BINDIR" >&3
+		if [[ $PG_SOURCE_BINDIR == "$PG_TARGET_BINDIR" ]]; then
+			printf '# PostgreSQL %s (%s)\n' "$(trellara_pg_version "$PG_SOURCE_BINDIR")" "$PG_SOURCE_BINDIR" >&3
+		else
+			printf '# PostgreSQL source %s (%s), target %s (%s)\n' \
+				"$(trellara_pg_version "$PG_SOURCE_BINDIR")" "$PG_SOURCE_BINDIR" \
+				"$(trellara_pg_version "$PG_TARGET_BINDIR")" "$PG_TARGET_BINDIR" >&3
+		fi
 	fi
 }
 
@@ -201,9 +216,9 @@ trellara_setup() {
 	_TRELLARA_LOG_OFFSET_TARGET=$(stat -c %s "$TARGET_PGDATA/server.log" 2>/dev/null || echo 0)
 
 	local spid tpid status=0
-	_trellara_create_db "$SOURCE_ADMIN_URL" "$SOURCE_DB" &
+	_trellara_create_db "$SOURCE_ADMIN_URL" "$SOURCE_DB" "${TRELLARA_PG_SOURCE_MAJOR:-0}" &
 	spid=$!
-	_trellara_create_db "$TARGET_ADMIN_URL" "$TARGET_DB" &
+	_trellara_create_db "$TARGET_ADMIN_URL" "$TARGET_DB" "${TRELLARA_PG_TARGET_MAJOR:-0}" &
 	tpid=$!
 	wait "$spid" || status=1
 	wait "$tpid" || status=1
@@ -255,10 +270,10 @@ _trellara_log_since() {
 
 _trellara_create_db() (
 	_trellara_pg_untrace
-	local admin_url=$1 db=$2 strategy=
-	((${TRELLARA_PG_SERVER_MAJOR:-0} >= 15)) && strategy=' STRATEGY = FILE_COPY'
+	local admin_url=$1 db=$2 major=$3 strategy=
+	((major >= 15)) && strategy=' STRATEGY = FILE_COPY'
 	_trellara_psql "$admin_url" \
-		-c "DROP DATABASE IF EXISTS \"$db\"$( ((${TRELLARA_PG_SERVER_MAJOR:-0} >= 13)) && echo ' WITH (FORCE)')" \
+		-c "DROP DATABASE IF EXISTS \"$db\"$( ((major >= 13)) && echo ' WITH (FORCE)')" \
 		-c "CREATE DATABASE \"$db\"$strategy"
 )
 

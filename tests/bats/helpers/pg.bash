@@ -18,12 +18,24 @@
 #     watchdog.pid   background watcher: stops the clusters if the owner dies
 #     sock/          unix_socket_directories of both clusters (no TCP at all)
 #     source/ target/  the data directories (server.log inside)
+#     source.bindir target.bindir  the bin directory each cluster runs from
 #     tests/<n>/     per-test TEST_DIR, mode 0700
 #
 # The clusters are copies (cp -a) of one pristine initdb'd template, made
-# once per PostgreSQL version and user under
+# once per PostgreSQL bin directory, version and user under
 # $TRELLARA_TEST_TMPDIR/trellara-pgtemplate-<major>-<hash>/ and guarded by
-# flock, so parallel runs never race to create it.  A cluster is "stale"
+# flock, so parallel runs never race to create it.
+#
+# Server binaries: PG_SOURCE_BINDIR and PG_TARGET_BINDIR (both default to
+# PG_BINDIR, default /usr/lib/postgresql/15/bin) run the source and the
+# target cluster, so the two may be different major versions (make
+# check-matrix: source 15, target 18).  Each cluster records its bin
+# directory next to it (source.bindir, target.bindir), so stopping or
+# reaping it uses its own pg_ctl.  The client tools (psql, pgbench,
+# pg_dump) come from PG_BINDIR or PATH, never from the servers' bin
+# directories (the embedded servers of scripts/install-deps.sh --pg-majors
+# have none); those binaries find their libraries through their own
+# RUNPATH ($ORIGIN/../lib), so no LD_LIBRARY_PATH is set.  A cluster is "stale"
 # when the process named in its directory's owner file is gone (or is a
 # different process with the same pid: the start time is compared);
 # trellara_pg_reap_stale stops such clusters (pg_ctl -m immediate, then
@@ -41,8 +53,10 @@
 # use) is still recovered correctly from the OS page cache.
 
 : "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
+: "${PG_SOURCE_BINDIR:=$PG_BINDIR}"
+: "${PG_TARGET_BINDIR:=$PG_BINDIR}"
 : "${TRELLARA_PG_OS_USER:=postgres}"
-export PG_BINDIR
+export PG_BINDIR PG_SOURCE_BINDIR PG_TARGET_BINDIR
 TRELLARA_PG_BASH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pg.bash
 
 # Bump when the template's settings change: the cache key includes it.
@@ -63,28 +77,32 @@ trellara_pg_psql_bin() {
 	fi
 }
 
+# trellara_pg_check_bindir [BINDIR [VARIABLE]]: BINDIR (default
+# PG_BINDIR) has the server programs; VARIABLE names the setting to fix.
 trellara_pg_check_bindir() {
-	local tool
+	local bindir=${1:-$PG_BINDIR} var=${2:-PG_BINDIR} tool
 	for tool in initdb pg_ctl postgres; do
-		[[ -x "$PG_BINDIR/$tool" ]] || {
-			_trellara_pg_die "$PG_BINDIR/$tool not found; set PG_BINDIR to a PostgreSQL bin directory" \
-				"(hint: run scripts/install-deps.sh as root)"
+		[[ -x "$bindir/$tool" ]] || {
+			_trellara_pg_die "$bindir/$tool not found; set $var to a PostgreSQL bin directory" \
+				"(hint: run scripts/install-deps.sh as root; --pg-majors \"16 17 18\" for other majors)"
 			return 1
 		}
 	done
 }
 
-# "15.18 (Debian 15.18-0+deb12u1)" etc.: what `postgres --version` says
-# after "postgres (PostgreSQL) ".
+# trellara_pg_version [BINDIR]: "15.18 (Debian 15.18-0+deb12u1)" etc.:
+# what BINDIR's (default PG_BINDIR) `postgres --version` says after
+# "postgres (PostgreSQL) ".
 trellara_pg_version() {
 	local v
-	v=$("$PG_BINDIR/postgres" --version) || return 1
+	v=$("${1:-$PG_BINDIR}/postgres" --version) || return 1
 	printf '%s\n' "${v#postgres (PostgreSQL) }"
 }
 
+# trellara_pg_major [BINDIR]: 15, 18, ...
 trellara_pg_major() {
 	local v
-	v=$(trellara_pg_version) || return 1
+	v=$(trellara_pg_version "${1:-$PG_BINDIR}") || return 1
 	printf '%s\n' "${v%%[!0-9]*}"
 }
 
@@ -160,15 +178,16 @@ _trellara_pg_proc_identity() {
 
 # ---------------------------------------------------------------- template
 
-# Print the template data directory, creating it first if needed.
+# trellara_pg_template [BINDIR]: print the template data directory of
+# BINDIR's (default PG_BINDIR) server, creating it first if needed.
 trellara_pg_template() (
 	_trellara_pg_untrace
-	local root major version key cache lockfd superuser
+	local bindir=${1:-$PG_BINDIR} root major version key cache lockfd superuser
 	root=$(trellara_pg_tmp_root) || return 1
-	version=$(trellara_pg_version) || return 1
+	version=$(trellara_pg_version "$bindir") || return 1
 	major=${version%%[!0-9]*}
 	superuser=$(id -un)
-	key=$(printf '%s\n' "$(id -u)" "$superuser" "$TRELLARA_PG_OS_USER" "$PG_BINDIR" \
+	key=$(printf '%s\n' "$(id -u)" "$superuser" "$TRELLARA_PG_OS_USER" "$bindir" \
 		"$version" "$TRELLARA_PG_TEMPLATE_VERSION" | sha256sum)
 	cache="$root/trellara-pgtemplate-$major-${key:0:12}"
 
@@ -185,7 +204,7 @@ trellara_pg_template() (
 		return 1
 	fi
 	if ! [[ -f $cache/complete && -f $cache/data/PG_VERSION && -O $cache ]]; then
-		_trellara_pg_make_template "$cache" "$superuser" >&2 || {
+		_trellara_pg_make_template "$cache" "$superuser" "$bindir" >&2 || {
 			exec {lockfd}>&-
 			return 1
 		}
@@ -195,7 +214,7 @@ trellara_pg_template() (
 )
 
 _trellara_pg_make_template() {
-	local cache=$1 superuser=$2 data
+	local cache=$1 superuser=$2 bindir=$3 data
 	# Templates of older harness versions or servers, unused for a week.
 	find "${cache%/*}" -maxdepth 1 -name 'trellara-pgtemplate-*' -user "$(id -u)" -mtime +7 \
 		-exec rm -rf {} + 2>/dev/null
@@ -206,7 +225,7 @@ _trellara_pg_make_template() {
 	if _trellara_pg_is_root; then
 		chown "$TRELLARA_PG_OS_USER:" "$data" || return 1
 	fi
-	if ! trellara_pg_as_owner "$PG_BINDIR/initdb" -D "$data" -U "$superuser" \
+	if ! trellara_pg_as_owner "$bindir/initdb" -D "$data" -U "$superuser" \
 		--auth=trust --encoding=UTF8 --locale=C --no-sync --no-instructions \
 		>"$cache/initdb.log" 2>&1; then
 		cat "$cache/initdb.log" >&2
@@ -240,13 +259,15 @@ EOF
 
 # ---------------------------------------------------------------- clusters
 
-# trellara_pg_create DIR PORT SOCKDIR NAME: copy the template to DIR, give
-# the copy its own system identifier, and configure it to listen on
-# SOCKDIR/.s.PGSQL.PORT only.
+# trellara_pg_create DIR PORT SOCKDIR NAME [BINDIR]: copy the template of
+# BINDIR's server (default PG_BINDIR) to DIR, give the copy its own system
+# identifier, and configure it to listen on SOCKDIR/.s.PGSQL.PORT only.
+# DIR.bindir records BINDIR for trellara_pg_start and trellara_pg_stop.
 trellara_pg_create() (
 	_trellara_pg_untrace
-	local dir=$1 port=$2 sockdir=$3 name=$4 template
-	template=$(trellara_pg_template) || return 1
+	local dir=$1 port=$2 sockdir=$3 name=$4 bindir=${5:-$PG_BINDIR} template
+	template=$(trellara_pg_template "$bindir") || return 1
+	printf '%s\n' "$bindir" >"$dir.bindir" || return 1
 	cp -a "$template" "$dir" || return 1
 	trellara_pg_set_system_identifier "$dir" "$(_trellara_pg_new_sysid)" || return 1
 	cat >>"$dir/postgresql.conf" <<EOF || return 1
@@ -256,9 +277,17 @@ cluster_name = 'trellara-test-$name'
 EOF
 )
 
+# The bin directory a cluster was created with (DIR.bindir), else PG_BINDIR.
+trellara_pg_bindir_of() {
+	local bindir=
+	read -r bindir 2>/dev/null <"$1.bindir" || bindir=
+	printf '%s\n' "${bindir:-$PG_BINDIR}"
+}
+
 trellara_pg_start() {
-	local dir=$1
-	if ! trellara_pg_as_owner "$PG_BINDIR/pg_ctl" -w -t 60 -D "$dir" -l "$dir/server.log" \
+	local dir=$1 bindir
+	bindir=$(trellara_pg_bindir_of "$dir")
+	if ! trellara_pg_as_owner "$bindir/pg_ctl" -w -t 60 -D "$dir" -l "$dir/server.log" \
 		start >/dev/null 2>"$dir/pg_ctl.err"; then
 		cat "$dir/pg_ctl.err" >&2
 		tail -n 20 "$dir/server.log" >&2 2>/dev/null
@@ -348,10 +377,11 @@ trellara_pg_set_system_identifier() (
 # Stop a cluster right away (its data is disposable), then make sure its
 # postmaster is really gone.  Never fails when there is nothing to stop.
 trellara_pg_stop() {
-	local dir=$1 pid
+	local dir=$1 pid bindir
 	[[ -f $dir/postmaster.pid ]] || return 0
 	pid=$(head -n 1 "$dir/postmaster.pid" 2>/dev/null)
-	trellara_pg_as_owner "$PG_BINDIR/pg_ctl" -D "$dir" -m immediate -w -t 30 stop \
+	bindir=$(trellara_pg_bindir_of "$dir")
+	trellara_pg_as_owner "$bindir/pg_ctl" -D "$dir" -m immediate -w -t 30 stop \
 		>/dev/null 2>&1
 	if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
 		[[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == "$(cd "$dir" && pwd -P)" ]]; then
