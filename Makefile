@@ -185,10 +185,10 @@ bats: all $(BATS_TOOLS)
 # The PostgreSQL majors make check needs besides Debian's 15 (for bats-cross).
 CHECK_PG_MAJORS := 18
 
-# One cross-version lane, small enough for make check: the whole flow on
-# source 15 -> target 18.
+# One cross-version lane, small enough for make check: the whole flow, and
+# --create-tables from the catalogs, on source 15 -> target 18.
 bats-cross: all $(BATS_TOOLS)
-	@TRELLARA_MATRIX_LANES=15:18 TRELLARA_MATRIX_FILES=tests/bats/matrix/flow.bats scripts/run-matrix.sh
+	@TRELLARA_MATRIX_LANES=15:18 TRELLARA_MATRIX_FILES="tests/bats/matrix/flow.bats tests/bats/42-snapshot-create-tables.bats" scripts/run-matrix.sh
 
 # Every lane (TRELLARA_MATRIX_LANES="SRC:TGT ..." to choose): heavy, not
 # part of make check.
