@@ -14,6 +14,7 @@
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
 #include "trellara/jsonw.h"
+#include "trellara/fsutil.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
@@ -50,24 +51,6 @@ static void sleep_ms(long ms)
 
 /* ---- the flow's processes (the supervisor's state file) ---- */
 
-/* pid is alive and its command line names program */
-static bool process_is(long pid, const char *program)
-{
-	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
-		return false;
-	char path[64], cmdline[4096];
-	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return true; /* alive; cannot tell more */
-	size_t n = fread(cmdline, 1, sizeof cmdline - 1, f);
-	fclose(f);
-	for (size_t i = 0; i < n; i++)
-		if (cmdline[i] == '\0')
-			cmdline[i] = ' ';
-	cmdline[n] = '\0';
-	return strstr(cmdline, program) != NULL;
-}
 
 /* Reads supervisor.state into c and f. */
 static void read_state_file(struct cut *c, struct cutplan_flow *f)
@@ -100,9 +83,9 @@ static void read_state_file(struct cut *c, struct cutplan_flow *f)
 			f->supervisor_running = strcmp(value, "running") == 0;
 	}
 	fclose(file);
-	f->supervisor_alive = process_is(c->supervisor_pid, "trellara-run");
-	f->capture_alive = process_is(c->capture_pid, "trellara-capture");
-	f->applyd_alive = process_is(c->applyd_pid, "trellara-applyd");
+	f->supervisor_alive = fs_process_runs(c->supervisor_pid, "trellara-run");
+	f->capture_alive = fs_process_runs(c->capture_pid, "trellara-capture");
+	f->applyd_alive = fs_process_runs(c->applyd_pid, "trellara-applyd");
 }
 
 /* Where the flow stands: CUT_BLOCKER_NONE when it streams; -1 when the
@@ -515,7 +498,7 @@ static int do_stop(struct cut *c)
 	for (int64_t start = clock_mono_us();;) {
 		int alive = -1;
 		for (int i = 0; i < 3 && alive < 0; i++)
-			if (process_is(pids[i], programs[i]))
+			if (fs_process_runs(pids[i], programs[i]))
 				alive = i;
 		if (alive < 0)
 			break;

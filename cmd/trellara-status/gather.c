@@ -14,6 +14,7 @@
 #include "trellara/clock.h"
 #include "trellara/cutover.h"
 #include "trellara/envelope.h"
+#include "trellara/fsutil.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
@@ -441,23 +442,6 @@ static int schema_present(PGconn *conn, const struct flow_config *cfg, struct st
 
 /* ---- supervisor files ---- */
 
-static bool process_is_supervisor(long pid)
-{
-	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
-		return false;
-	char path[64], cmdline[4096];
-	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return true; /* alive; cannot tell more */
-	size_t n = fread(cmdline, 1, sizeof cmdline - 1, f);
-	fclose(f);
-	for (size_t i = 0; i < n; i++)
-		if (cmdline[i] == '\0')
-			cmdline[i] = ' ';
-	cmdline[n] = '\0';
-	return strstr(cmdline, "trellara-run") != NULL;
-}
 
 static void gather_supervisor(struct status_supervisor *s, const struct flow_config *cfg)
 {
@@ -513,7 +497,7 @@ static void gather_supervisor(struct status_supervisor *s, const struct flow_con
 		}
 	}
 	fclose(f);
-	s->supervisor_alive = process_is_supervisor(s->supervisor_pid);
+	s->supervisor_alive = fs_process_runs(s->supervisor_pid, "trellara-run");
 }
 
 /* ---- all of it ---- */

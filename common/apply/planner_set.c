@@ -31,6 +31,19 @@ static void put_column(struct strbuf *b, const struct env_relation *r, uint16_t 
 	plan_quote_ident(b, r->columns[i].name, r->columns[i].name_len);
 }
 
+/* "schema"."table" ("c1", "c2", ...): every column, as inserts and COPY name them */
+static void put_relation_columns(struct strbuf *b, const struct env_relation *r)
+{
+	plan_put_relation(b, r);
+	strbuf_adds(b, " (");
+	for (uint16_t i = 0; i < r->n_columns; i++) {
+		if (i)
+			strbuf_adds(b, ", ");
+		put_column(b, r, i);
+	}
+	strbuf_addch(b, ')');
+}
+
 /* Whether b[0..len) is a typmod: "(digits[, digits])". */
 static bool is_typmod(const char *b, size_t len)
 {
@@ -349,14 +362,7 @@ static void put_insert(struct plan_stmt *s, const struct plan_relation *pr, cons
 {
 	const struct env_relation *r = pr->rel;
 	strbuf_adds(&s->sql, "INSERT INTO ");
-	plan_put_relation(&s->sql, r);
-	strbuf_adds(&s->sql, " (");
-	for (uint16_t i = 0; i < r->n_columns; i++) {
-		if (i)
-			strbuf_adds(&s->sql, ", ");
-		put_column(&s->sql, r, i);
-	}
-	strbuf_addch(&s->sql, ')');
+	put_relation_columns(&s->sql, r);
 	for (uint16_t i = 0; pr->identity_always && i < r->n_columns; i++)
 		if (pr->identity_always[i]) {
 			strbuf_adds(&s->sql, " OVERRIDING SYSTEM VALUE"); /* keep the source's value */
@@ -518,14 +524,8 @@ int plan_copy_set(const struct plan_relation *relations, uint32_t n_relations, c
 			}
 	}
 	strbuf_adds(&s->sql, "COPY ");
-	plan_put_relation(&s->sql, r);
-	strbuf_adds(&s->sql, " (");
-	for (uint16_t i = 0; i < r->n_columns; i++) {
-		if (i)
-			strbuf_adds(&s->sql, ", ");
-		put_column(&s->sql, r, i);
-	}
-	strbuf_adds(&s->sql, ") FROM STDIN");
+	put_relation_columns(&s->sql, r);
+	strbuf_adds(&s->sql, " FROM STDIN");
 	for (size_t k = 0; k < n; k++) {
 		for (uint16_t i = 0; i < r->n_columns; i++) {
 			if (i)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,4 +373,22 @@ int fs_free_bytes(const char *path, uint64_t *free_bytes)
 	}
 	*free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
 	return 0;
+}
+
+bool fs_process_runs(long pid, const char *program)
+{
+	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
+		return false;
+	char path[64], cmdline[4096];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return true; /* alive; cannot tell more */
+	size_t n = fread(cmdline, 1, sizeof cmdline - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (cmdline[i] == '\0')
+			cmdline[i] = ' ';
+	cmdline[n] = '\0';
+	return strstr(cmdline, program) != NULL;
 }

@@ -41,6 +41,9 @@ int fs_read_file(const char *path, char **data, size_t *len);
 int fs_pwrite_all(int fd, const void *buf, size_t len, off_t pos, const char *path);
 /* Free bytes available to us on the file system holding path. */
 int fs_free_bytes(const char *path, uint64_t *free_bytes);
+/* Whether process pid is alive and its command line (/proc/PID/cmdline)
+ * names program; alive with an unreadable command line counts as yes. */
+bool fs_process_runs(long pid, const char *program);
 /* fdatasync, with the TRELLARA_TEST_FSYNC_FAIL test hook honoured. */
 int fs_fdatasync(int fd, const char *path);
 /* The same without the log line (errno set): stream_fs_posix uses it. */
