@@ -137,6 +137,56 @@ static void evaluate_identity(const struct flow_config *cfg, struct check_report
 	free(who);
 }
 
+/* A DEFERRABLE unique, primary-key or exclusion constraint of a flow
+ * table (or of its partitions) on the target: its uniqueness is checked
+ * by an internal constraint trigger, which fires in the replica role only
+ * when enabled ALWAYS (or REPLICA).  applyd applies as a replica, so
+ * unless it is, a duplicate is applied silently (PostgreSQL's own apply
+ * worker does the same).  One warning per table, naming each constraint
+ * and the statement that makes its check fire. */
+static void evaluate_target_deferrable(PGconn *conn, const struct flow_config *cfg, struct check_report *r)
+{
+	static const char *const sql =
+		"SELECT format('%I.%I', n.nspname, c.relname), con.conname, tg.tgname,"
+		" format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I;', n.nspname, c.relname, tg.tgname)"
+		" FROM pg_catalog.pg_constraint con"
+		" JOIN pg_catalog.pg_class c ON c.oid = con.conrelid"
+		" JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+		" JOIN pg_catalog.pg_trigger tg ON tg.tgconstraint = con.oid AND tg.tgisinternal"
+		" WHERE con.contype IN ('u', 'p', 'x') AND con.condeferrable AND tg.tgenabled NOT IN ('A', 'R')"
+		" AND (c.oid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))"
+		"   OR c.oid IN (SELECT relid FROM pg_catalog.pg_partition_tree("
+		"     pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text)))))"
+		" ORDER BY 1, 2";
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		const char *p[2] = { cfg->tables[i].schema, cfg->tables[i].name };
+		PGresult *res = pgconn_query(conn, sql, 2, p);
+		if (!res) {
+			check_add_item(r, "target", "target_deferrable_unique", NULL, CHECK_WARN,
+				 xasprintf("could not read the target's constraints of %s.%s: not checked for DEFERRABLE unique constraints",
+					   cfg->tables[i].schema, cfg->tables[i].name),
+				 NULL, false);
+			continue;
+		}
+		if (PQntuples(res) > 0) {
+			struct strbuf names = STRBUF_INIT, fix = STRBUF_INIT;
+			for (int k = 0; k < PQntuples(res); k++) {
+				strbuf_addf(&names, "%s%s", k ? ", " : "", PQgetvalue(res, k, 1));
+				strbuf_addf(&fix, "%s%s", k ? "\n" : "", PQgetvalue(res, k, 3));
+			}
+			strbuf_adds(&fix, "  -- on the target, as a superuser (or make the constraint NOT DEFERRABLE)");
+			check_add_item(r, "target", "target_deferrable_unique", PQgetvalue(res, 0, 0), CHECK_WARN,
+				 xasprintf("DEFERRABLE constraint %s of target table %s is never checked while trellara-applyd applies:"
+					   " its check is an internal trigger, which fires in the replica role only when enabled ALWAYS,"
+					   " so a duplicate would be applied silently",
+					   names.buf, PQgetvalue(res, 0, 0)),
+				 strbuf_detach(&fix, NULL), false);
+			strbuf_release(&names);
+		}
+		PQclear(res);
+	}
+}
+
 /* The target role must be allowed to set session_replication_role:
  * trellara-applyd applies with the replica role and refuses to start
  * without it (trellara-applyd(1)). */
@@ -175,6 +225,7 @@ static void evaluate_target(const struct flow_config *cfg, struct check_report *
 		free(role);
 	}
 	PQclear(res);
+	evaluate_target_deferrable(conn, cfg, r);
 	PQfinish(conn);
 }
 

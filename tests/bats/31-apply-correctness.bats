@@ -181,6 +181,43 @@ applyd_waits_for_locker() {
 	bg_stop capture TERM
 }
 
+# A DEFERRABLE unique constraint on the target is checked by an internal
+# trigger that does not fire in the replica role applyd applies in: a
+# duplicate goes in silently.  check warns, naming the constraint and the
+# statement that makes its check fire; with it run, the same duplicate
+# fails and is quarantined.
+@test "a DEFERRABLE unique constraint on the target: check warns that it is never checked, and its fix makes apply check it" {
+	# the constraint is the target's own (a divergence the source allows)
+	psql_source "CREATE TABLE items (id int PRIMARY KEY, code text)"
+	psql_target "CREATE TABLE items (id int PRIMARY KEY, code text CONSTRAINT items_code UNIQUE DEFERRABLE INITIALLY IMMEDIATE)" \
+		"INSERT INTO items VALUES (-1, 'taken')"
+	flow "public.items"
+	run -0 trellara-check --config "$FLOW_FILE" --format json
+	item=$(jq -c '.checks[] | select(.name == "target_deferrable_unique")' <<<"$output")
+	[ "$(jq -r .status <<<"$item")" = warn ]
+	[ "$(jq -r .object <<<"$item")" = public.items ]
+	[[ "$(jq -r .detail <<<"$item")" == *"items_code"* ]]
+	fix=$(jq -r .fix <<<"$item")
+	[[ $fix == "ALTER TABLE public.items ENABLE ALWAYS TRIGGER "* ]]
+	# without the fix: the duplicate is applied, nothing fails
+	start_flow
+	psql_source "INSERT INTO items VALUES (1, 'taken')"
+	caught_up
+	[ "$(psql_target "SELECT count(*) FROM items WHERE code = 'taken'")" -eq 2 ]
+	bg_stop applyd TERM
+	psql_target "DELETE FROM items WHERE id = 1" "${fix%%;*}"
+	run -0 trellara-check --config "$FLOW_FILE" --format json
+	[ -z "$(jq -c '.checks[] | select(.name == "target_deferrable_unique")' <<<"$output")" ]
+	# with it: the next duplicate fails and is quarantined
+	psql_source "INSERT INTO items VALUES (2, 'taken')"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	bg_wait applyd2 60
+	[ "$BG_STATUS" -eq 1 ]
+	[ "$(quarantined)" -eq 1 ]
+	[ "$(psql_target "SELECT count(*) FROM items WHERE code = 'taken'")" -eq 1 ]
+	bg_stop capture TERM
+}
+
 @test "GENERATED ALWAYS AS IDENTITY target columns: inserts keep the source's values, updates leave them alone" {
 	for side in source target; do
 		psql_$side "CREATE TABLE tickets (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, qty int,
