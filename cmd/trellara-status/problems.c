@@ -62,6 +62,13 @@ static bool run_streams(const struct status_target *t)
 				 strcmp(t->run_state, "verified") == 0);
 }
 
+/* Whether the flow was cut over (trellara cutover): capture and applyd
+ * are stopped on purpose. */
+static bool cut_over(const struct status_report *r)
+{
+	return r->target.available && r->target.cutover_exists && strcmp(r->target.cutover_state, "cut_over") == 0;
+}
+
 static void source_problems(struct status_report *r, const char *config)
 {
 	const struct status_source *s = &r->source;
@@ -103,7 +110,15 @@ static void source_problems(struct status_report *r, const char *config)
 		    "get capture streaming now (trellara run, or systemctl start trellara-capture@...); the next checkpoint on the source may remove WAL the slot still needs",
 		    "the replication slot \"%s\" holds more WAL than max_slot_wal_keep_size (wal_status unreserved)",
 		    r->cfg->slot);
-	if (!s->slot_active) {
+	if (!s->slot_active && cut_over(r)) {
+		/* nobody will read it again: the action is to drop it, not to start capture */
+		snprintf(action, sizeof action,
+			 "once the source is no longer a fallback, drop the slot on the source: SELECT pg_drop_replication_slot('%s')",
+			 r->cfg->slot);
+		add(r, STATUS_WARNING, "slot_left_after_cutover", action,
+		    "the flow was cut over, but the replication slot \"%s\" still exists and retains %s of WAL", r->cfg->slot,
+		    s->has_retained ? status_format_bytes(s->retained_bytes, b1, sizeof b1) : "an unknown amount");
+	} else if (!s->slot_active) {
 		bool over = s->has_retained && s->retained_bytes > warn;
 		snprintf(action, sizeof action,
 			 over ? "start capture (\"trellara run --config %s\", or systemctl start trellara-capture@...); if the flow is abandoned, drop the slot so the source can recycle its WAL: SELECT pg_drop_replication_slot('%s')"
@@ -258,7 +273,7 @@ void status_evaluate(struct status_report *r)
 	target_problems(r, config);
 	source_problems(r, config);
 	/* a flow cut over has no capture, applyd or supervisor on purpose */
-	if (r->target.available && r->target.cutover_exists && strcmp(r->target.cutover_state, "cut_over") == 0) {
+	if (cut_over(r)) {
 		add(r, STATUS_INFO, "cut_over", "point the applications at the target; drop the slot once the source is no longer a fallback (trellara cutover prints the command)",
 		    "the flow was cut over at %s: capture and applyd are stopped on purpose", r->target.cutover_completed_at);
 	} else {

@@ -104,6 +104,9 @@ assert_all_equal() {
 	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
 	[ "$(jq -r '.cutover.state' <<<"$output")" = cut_over ]
 	[ "$(jq -r '.cutover.verify_result' <<<"$output")" = CONVERGED ]
+	# the slot is left for the operator to drop, not a capture to start
+	[ "$(jq -r '[.problems[].code] | sort | join(" ")' <<<"$output")" = "cut_over slot_left_after_cutover" ]
+	[[ "$(jq -r '.problems[] | select(.code == "slot_left_after_cutover") | .action' <<<"$output")" == *"pg_drop_replication_slot('$SLOT_NAME')"* ]]
 	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --rate-seconds 0
 	[[ $output == *"cutover     cut_over"* ]]
 
