@@ -2,8 +2,8 @@
 # trellara cutover: the last step of a migration, run against a flow that
 # `trellara run` streams under pgbench: the source locked, applyd caught
 # up, sequences synced, verify CONVERGED, capture and applyd stopped, the
-# step recorded in the cutover row; killed in the middle and run again;
-# --abort; the preconditions.
+# step recorded in the cutover row; killed at each fault point and run
+# again; --abort; the preconditions.
 
 load helpers/common
 
@@ -60,6 +60,43 @@ source_writable() {
 
 assert_all_equal() {
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history orders
+}
+
+# the source database's own default_transaction_read_only, if it has one
+source_read_only_setting() {
+	psql_source "SELECT s FROM pg_db_role_setting d JOIN pg_database b ON b.oid = d.setdatabase, unnest(d.setconfig) s
+		WHERE b.datname = current_database() AND d.setrole = 0 AND s LIKE 'default_transaction_read_only=%'"
+}
+
+# cutover_finishes verifies|stops: after a kill, the cutover run again goes
+# on (it does not start over) and, verifying again or, verified before,
+# only stopping the flow, ends as an uninterrupted one does: the flow
+# stopped, the target equal to the source, the row cut_over with verify
+# CONVERGED, the source read-only
+cutover_finishes() {
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$output"
+	echo "$stderr"
+	[[ $output != *"started:"* ]]
+	if [ "$1" = verifies ]; then
+		[[ $output == *"(read after the lock)"* ]]
+		[[ $output == *"result: CONVERGED"* ]]
+	else
+		[[ $output != *"waiting for applyd"* ]]
+		[[ $output != *"verify:"* ]]
+	fi
+	[[ $output == *"capture and applyd stopped"* ]]
+	[[ $output == *"verify CONVERGED at"* ]]
+	bg_wait run 30
+	[ "$BG_STATUS" -eq 0 ]
+	no_flow_processes
+	assert_all_equal
+	[ "$(cutover_value state)" = cut_over ]
+	[ "$(cutover_value verify_result)" = CONVERGED ]
+	[ "$(cutover_value "final_lsn <= verified_at_lsn")" = t ]
+	[ "$(cutover_value source_lock)" = held ]
+	run ! source_writable
+	grep -q "read-only transaction" "$TEST_DIR/probe.err"
 }
 
 @test "cutover --lock-source under pgbench: locked, caught up, sequences synced, CONVERGED, stopped, recorded; the first insert on the target does not collide" {
@@ -129,15 +166,74 @@ assert_all_equal() {
 	# the flow still runs
 	running
 
-	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	wait "$load" || true
+	cutover_finishes verifies
+}
+
+@test "cutover killed (SIGKILL) right after the lock: the lock recorded and in force, the flow streaming; run again, it finishes; CONVERGED" {
+	start_flow
+	source_load 60 &
+	load=$!
+	wait_for -t 60 -m "applyd applies the load" '[ "$(applied_transactions)" -gt 100 ]'
+
+	TRELLARA_FAULT=cutover.after_lock run -137 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$output"
+	[[ $output == *"source database \"$SOURCE_DB\" locked"* ]]
+	[[ $output != *"final LSN"* ]]
+	[ "$(cutover_value state)" = locked ]
+	[ "$(cutover_value source_lock)" = held ]
+	[ "$(cutover_value source_database)" = "$SOURCE_DB" ]
+	[ "$(cutover_value "locked_at IS NOT NULL AND final_lsn IS NULL")" = t ]
+	[ "$(source_read_only_setting)" = default_transaction_read_only=on ]
+	run ! source_writable
+	grep -q "read-only transaction" "$TEST_DIR/probe.err"
+	# the lock ended the load's sessions; the flow still runs
+	wait "$load" || true
+	running
+
+	cutover_finishes verifies
+}
+
+@test "cutover killed (SIGKILL) right after the lock, then --abort: the source writable again, the flow streaming" {
+	start_flow
+	TRELLARA_FAULT=cutover.after_lock run -137 trellara cutover --config "$FLOW_FILE" --lock-source
+	[ "$(cutover_value source_lock)" = held ]
+	run ! source_writable
+
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --abort
+	echo "$output"
+	[[ $output == *"source database \"$SOURCE_DB\" unlocked"* ]]
+	[[ $output == *"cutover aborted (it was locked)"* ]]
+	[ "$(cutover_value state)" = aborted ]
+	[ "$(cutover_value source_lock)" = released ]
+	[ -z "$(source_read_only_setting)" ]
+	# a new session writes, and the flow carries the write over
+	source_writable
+	running
+	caught_up 60
+	assert_tables_equal orders
+}
+
+@test "cutover killed (SIGKILL) after verify, before the stop: CONVERGED recorded, the flow streaming; run again, it only stops the flow" {
+	start_flow
+	source_load 60 &
+	load=$!
+	wait_for -t 60 -m "applyd applies the load" '[ "$(applied_transactions)" -gt 100 ]'
+
+	TRELLARA_FAULT=cutover.before_stop run -137 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
 	echo "$output"
 	[[ $output == *"result: CONVERGED"* ]]
-	wait "$load" || true
-	bg_wait run 30
-	no_flow_processes
-	assert_all_equal
-	[ "$(cutover_value state)" = cut_over ]
+	[[ $output != *"stopping trellara run"* ]]
+	[ "$(cutover_value state)" = verified ]
+	[ "$(cutover_value verify_result)" = CONVERGED ]
+	[ "$(cutover_value "verified_at IS NOT NULL AND final_lsn <= verified_at_lsn")" = t ]
+	[ "$(cutover_value source_lock)" = held ]
 	run ! source_writable
+	wait "$load" || true
+	# nothing was stopped
+	running
+
+	cutover_finishes stops
 }
 
 @test "cutover --abort after a kill leaves the source writable and the flow running; a failed cutover unlocks by itself" {
