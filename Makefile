@@ -63,7 +63,7 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 # The simulation itself (models, world, scenarios' presets), linked into
 # the unit tests too; the command line, run file and report are only the
 # binary's.
-SIM_LIB_SRC := $(addprefix sim/,model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
+SIM_LIB_SRC := $(addprefix sim/,model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 

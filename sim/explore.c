@@ -10,10 +10,13 @@
  * without --variant NAME, so that its results are never mistaken for
  * the real code's.
  */
+#include "model_cutover.h"
 #include "presets.h"
 #include "tamper.h"
 #include "run.h"
 #include "world.h"
+
+#include "sim_rng.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +51,18 @@ static void failed(struct sim_result *out, const char *invariant, const char *de
 	out->failing_seed = seed;
 }
 
+/* The random schedules that end with a cutover: one in CUTOVER_ONE_IN. */
+#define CUTOVER_ONE_IN 4
+#define CUTOVER_DRAW 0x637574636d64ULL
+
+static void fill_cutover(struct sim_result *out, const struct sim_cutover_result *r)
+{
+	out->counters.transactions += r->source_commits;
+	out->counters.crashes += r->kills;
+	out->counters.steps += r->ticks;
+	out->trace_digest = out->trace_digest * 1099511628211ULL ^ r->trace_digest;
+}
+
 int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result)
 {
 	(void)index;
@@ -59,8 +74,24 @@ int sim_explore(uint64_t seed, uint64_t index, struct sim_result *result)
 	fill(result, &r, seed);
 	result->workers = o.workers;
 	result->status = SIM_STATUS_PASS;
-	if (!ok)
+	if (!ok) {
 		failed(result, r.invariant, r.detail, seed);
+		return 0;
+	}
+	/* one schedule in CUTOVER_ONE_IN ends with a cutover of its own
+	 * (model_cutover.h), drawn from a generator of its own: the world's
+	 * draws stay what they were */
+	struct sim_rng g;
+	sim_rng_seed(&g, seed ^ CUTOVER_DRAW);
+	if (sim_rng_below(&g, CUTOVER_ONE_IN) == 0) {
+		struct sim_cutover_options co;
+		sim_cutover_random(&co, sim_rng_next(&g));
+		struct sim_cutover_result cr;
+		bool cut_ok = sim_cutover_run(&co, &cr);
+		fill_cutover(result, &cr);
+		if (!cut_ok)
+			failed(result, cr.invariant, cr.detail, seed);
+	}
 	return 0;
 }
 
@@ -101,8 +132,49 @@ static int run_tamper(enum sim_tamper kind, uint64_t seed, struct sim_result *re
 	return 0;
 }
 
+/* The cutover's scenarios (model_cutover.h): a kill at each of
+ * trellara-cutover's fault points, the cutover run again. */
+static const struct {
+	const char *name;
+	const char *point;
+} cutovers[] = {
+	{ "cutover_killed_after_lock", "cutover.after_lock" },
+	{ "cutover_killed_while_waiting_for_apply", "cutover.wait_apply" },
+	{ "cutover_killed_before_stop", "cutover.before_stop" },
+};
+
+static int run_cutover(const char *point, uint64_t seed, struct sim_result *result)
+{
+	result->status = SIM_STATUS_PASS;
+	bool shown = false;
+	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
+		struct sim_cutover_options o;
+		sim_cutover_defaults(&o, seed + k, point);
+		struct sim_cutover_result r;
+		bool ok = sim_cutover_run(&o, &r);
+		if (result->n_seeds < SIM_MAX_SEEDS)
+			result->seeds[result->n_seeds++] = seed + k;
+		fill_cutover(result, &r);
+		if (!ok) {
+			failed(result, r.invariant, r.detail, seed + k);
+			return 0;
+		}
+		if (r.point_hit && r.completed)
+			shown = true;
+	}
+	if (!shown) {
+		char why[SIM_DETAIL_LEN];
+		snprintf(why, sizeof why, "no seed killed the cutover at %s and then completed it", point);
+		failed(result, "scenario_exercised", why, seed);
+	}
+	return 0;
+}
+
 bool sim_scenario_simulated(const char *name)
 {
+	for (size_t i = 0; i < sizeof cutovers / sizeof *cutovers; i++)
+		if (strcmp(cutovers[i].name, name) == 0)
+			return true;
 	if (strcmp(name, "pgoutput_row_without_relation_metadata") == 0 || strcmp(name, "missing_replica_identity") == 0)
 		return true;
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
@@ -138,6 +210,9 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, s->name) == 0)
 			return run_tamper(tampers[i].kind, seed, result);
+	for (size_t i = 0; i < sizeof cutovers / sizeof *cutovers; i++)
+		if (strcmp(cutovers[i].name, s->name) == 0)
+			return run_cutover(cutovers[i].point, seed, result);
 	const struct sim_preset *p = sim_preset_find(s->name);
 	if (!p) {
 		result->status = SIM_STATUS_NOT_RUN;
@@ -168,7 +243,7 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 
 static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_commits_chunk_set",
 					"retention_ignores_group", "snapshot_ignores_schema_change", "fold_forgets_updated_row_delete",
-					"commit_out_of_order", "copy_drops_last_insert", NULL };
+					"commit_out_of_order", "copy_drops_last_insert", "failure_keeps_unrecorded_lock", NULL };
 
 const char *const *sim_variant_names(void)
 {

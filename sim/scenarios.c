@@ -2,7 +2,9 @@
  * scenarios.c - the registry (see scenarios.h): every simulation and every
  * curated row of ../shared/CHAOS-MATRIX.md, by the names and numbers used
  * there.  The file lists 61 curated rows, numbered 1 to 61, although its
- * heading says 63: the registry holds the 61 that exist.
+ * heading says 63: the registry holds the 61 that exist.  The cutover's
+ * simulations (family "cutover") are the project's own: the matrix has
+ * no row for trellara cutover, so their matrix_row is 0.
  *
  * Live tests are named exactly as their @test line in tests/bats/ (a bats
  * test checks that each one exists).  Recovery commands are commands that
@@ -74,11 +76,20 @@
 	"failover slots and idle_replication_slot_timeout: said explicitly when the server is too old for them"
 #define LIVE_BIG_TRANSACTION "tests/bats/20-capture.bats", \
 	"a 200 000-row transaction arrives whole, once, with bounded capture memory"
+#define LIVE_CUTOVER_KILLED_WAITING "tests/bats/63-cutover.bats", \
+	"cutover killed (SIGKILL) while waiting for applyd, source locked: run again, it finishes; CONVERGED"
+#define LIVE_CUTOVER_KILLED_AFTER_LOCK "tests/bats/63-cutover.bats", \
+	"cutover killed (SIGKILL) right after the lock: the lock recorded and in force, the flow streaming; run again, it finishes; CONVERGED"
+#define LIVE_CUTOVER_KILLED_BEFORE_STOP "tests/bats/63-cutover.bats", \
+	"cutover killed (SIGKILL) after verify, before the stop: CONVERGED recorded, the flow streaming; run again, it only stops the flow"
 
 /* Recovery commands used by more than one entry. */
 #define RESTART_CAPTURE "none needed: automatic (trellara run restarts capture; alone: trellara capture --config FILE)"
 #define RESTART_APPLYD "none needed: automatic (trellara run restarts applyd; alone: trellara applyd --config FILE)"
 #define AUTOMATIC "none needed: automatic"
+#define CUTOVER_RESUME                                                                                     \
+	"trellara cutover --config FILE (goes on from the step its row records), or trellara cutover --config " \
+	"FILE --abort (unlocks the source)"
 #define PROMOTED_SOURCE \
 	"point source.database_url at the promoted server, then trellara capture --config FILE (it records the new timeline)"
 #define REPLAY_READY "trellara quarantine replay-ready --config FILE --transaction-id XID --commit-lsn LSN"
@@ -226,6 +237,24 @@ const struct sim_scenario sim_scenarios[] = {
 	SIM("qualification_twenty_four_hour_soak_large_transaction_memory_ceiling", "qualification", 57,
 	    "soak_large_transactions_stay_within_memory_ceiling",
 	    "Large transactions over a day stay within the memory ceiling.", LIVE_BIG_TRANSACTION, NULL, NA_SOAK),
+
+	/* ---- simulations: cutover (3), the project's own: not in the matrix ---- */
+	SIM("cutover_killed_after_lock", "cutover", 0, "cutover_final_lsn_covers_every_source_commit",
+	    "trellara cutover --lock-source is killed at cutover.after_lock (the source locked, the row locked), and at "
+	    "random after every recorded step, and run again, sometimes with --abort; the real cutplan_next() reads the "
+	    "final LSN after the lock, so it covers every source commit, applyd applies through it, the cutover "
+	    "completes, and an aborted or failed run leaves the source writable.",
+	    LIVE_CUTOVER_KILLED_AFTER_LOCK, CUTOVER_RESUME, APPLICABLE),
+	SIM("cutover_killed_while_waiting_for_apply", "cutover", 0, "cutover_completes_after_any_kill",
+	    "The cutover is killed at cutover.wait_apply with the final LSN recorded and the source locked (and at "
+	    "random after every recorded step); the next run waits again until applyd is through the final LSN, syncs "
+	    "the sequences (never backwards, none behind the source's), verifies and cuts over.",
+	    LIVE_CUTOVER_KILLED_WAITING, CUTOVER_RESUME, APPLICABLE),
+	SIM("cutover_killed_before_stop", "cutover", 0, "cutover_records_only_converged",
+	    "The cutover is killed at cutover.before_stop, verify CONVERGED and recorded; the next run only stops the "
+	    "supervisor and records cut_over, and verified, stopping and cut_over are never recorded without a "
+	    "CONVERGED verify that held (applied through the final LSN, sequences synced).",
+	    LIVE_CUTOVER_KILLED_BEFORE_STOP, CUTOVER_RESUME, APPLICABLE),
 
 	/* ---- the curated matrix ---- */
 	ROW(1, "relay_before_broker_publish", "strict_transaction_order", "source_checkpoint_after_broker_ack",

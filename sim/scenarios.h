@@ -1,7 +1,8 @@
 /*
  * scenarios.h - the registry of the simulator's named scenarios: one entry
  * for each of the 28 simulations and each curated row of the failure
- * matrix (../shared/CHAOS-MATRIX.md, by the same names and numbers), with
+ * matrix (../shared/CHAOS-MATRIX.md, by the same names and numbers), and
+ * the project's own simulations of trellara cutover (family "cutover"), with
  * the invariant each protects, what the simulator checks, the live bats
  * test of the same boundary, the operator's recovery command, and, for a
  * row whose feature this project does not have, why it is not applicable.

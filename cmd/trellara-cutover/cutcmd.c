@@ -158,10 +158,20 @@ static int set_read_only(struct cut *c, const char *database, const char *value)
 	return rc;
 }
 
-/* Undoes the lock as the row records it; the row says released after. */
+/* Undoes the lock as the row records it; the row says released after.
+ * Before the ALTER, a held lock is recorded as requested (it may be in
+ * place): a kill between the two leaves a row that neither claims the
+ * lock nor lets a resumed cutover go on without it (cutplan_next() locks
+ * again). */
 static int unlock_source(struct cut *c)
 {
 	const char *db = c->row.source_database;
+	if (c->row.source_lock == CUT_LOCK_HELD) {
+		struct cutover_change ch = { .source_lock = cutplan_lock_name(CUT_LOCK_REQUESTED) };
+		if (cutover_update(c->dst, c->cfg->checkpoint_schema, c->cfg->source_id, c->cfg->dataset_id, &ch) < 0)
+			return -1;
+		c->row.source_lock = CUT_LOCK_REQUESTED;
+	}
 	if (!*db) {
 		/* killed before the database was recorded: nothing was altered */
 		struct cutover_change ch = { .source_lock = cutplan_lock_name(CUT_LOCK_RELEASED) };

@@ -101,9 +101,19 @@ enum cutplan_action cutplan_next(const struct cutplan_view *v)
 		default: return CUT_DO_MARK_ABORTED;
 		}
 	}
+	/* locked once, but the row no longer says held: an --abort (or a
+	 * failed step) was killed while it unlocked (requested: the ALTER may
+	 * have run) or after (released), before it recorded its end.  Going
+	 * on would cut over with the source taking writes after the final
+	 * LSN */
+	bool relock = v->lock_source && v->lock != CUT_LOCK_HELD && v->state >= CUT_LOCKED && v->state <= CUT_STOPPING;
 	switch (v->state) {
 	case CUT_CUT_OVER: return CUT_DO_DONE;
-	case CUT_STOPPING: return CUT_DO_STOP; /* the processes are going away on purpose */
+	case CUT_STOPPING:
+		if (!relock)
+			return CUT_DO_STOP; /* the processes are going away on purpose */
+		/* only --abort unlocks a stopping cutover: finish it */
+		return cutplan_lock_in_place(v->lock) ? CUT_DO_UNLOCK : CUT_DO_MARK_ABORTED;
 	default: break;
 	}
 	/* before the stop, every step needs the flow streaming and clean */
@@ -111,6 +121,9 @@ enum cutplan_action cutplan_next(const struct cutplan_view *v)
 		return CUT_DO_REFUSE_QUARANTINE;
 	if (v->blocker != CUT_BLOCKER_NONE)
 		return CUT_DO_REFUSE_NOT_STREAMING;
+	/* lock again: the final LSN, the sequences and verify follow it again */
+	if (relock)
+		return CUT_DO_LOCK;
 	switch (v->state) {
 	case CUT_NONE:
 	case CUT_ABORTED:

@@ -116,7 +116,11 @@ enum cutplan_action {
  * quarantine until it is verified; past that (stopping) the processes are
  * going away on purpose.  --abort undoes the lock first, then marks an
  * unfinished cutover aborted; a finished one stays cut over (its lock
- * released: the source as a fallback). */
+ * released: the source as a fallback).  A --lock-source cutover past
+ * locked whose row no longer says held (an --abort or a failure killed
+ * while or after it unlocked) locks again before it goes on, so the final
+ * LSN, the sequences and verify are taken with the source locked; stopping,
+ * it finishes that abort instead (unlock, aborted). */
 enum cutplan_action cutplan_next(const struct cutplan_view *v);
 const char *cutplan_action_name(enum cutplan_action a);
 

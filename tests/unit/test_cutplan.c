@@ -88,6 +88,16 @@ int main(void)
 	/* once stopping, the supervisor going away is the point */
 	CHECK_ACTION(next(CUT_STOPPING, CUT_LOCK_HELD, true, false, 0, CUT_BLOCKER_NO_SUPERVISOR), CUT_DO_STOP);
 	CHECK_ACTION(next(CUT_STOPPING, CUT_LOCK_NONE, false, false, 0, CUT_BLOCKER_NONE), CUT_DO_STOP);
+	/* an --abort (or a failure) killed while it unlocked (requested) or
+	 * after (released): a locked cutover locks again before going on (the
+	 * simulator's cutover_final_lsn_covers_every_source_commit found it) */
+	CHECK_ACTION(next(CUT_LOCKED, CUT_LOCK_RELEASED, true, false, 0, CUT_BLOCKER_NONE), CUT_DO_LOCK);
+	CHECK_ACTION(next(CUT_CAUGHT_UP, CUT_LOCK_REQUESTED, true, false, 0, CUT_BLOCKER_NONE), CUT_DO_LOCK);
+	CHECK_ACTION(next(CUT_VERIFIED, CUT_LOCK_RELEASED, true, false, 0, CUT_BLOCKER_NONE), CUT_DO_LOCK);
+	CHECK_ACTION(next(CUT_VERIFIED, CUT_LOCK_REQUESTED, true, false, 0, CUT_BLOCKER_CHILD_DOWN), CUT_DO_REFUSE_NOT_STREAMING);
+	/* ... and a stopping one (only --abort unlocks it) finishes the abort */
+	CHECK_ACTION(next(CUT_STOPPING, CUT_LOCK_REQUESTED, true, false, 0, CUT_BLOCKER_NO_SUPERVISOR), CUT_DO_UNLOCK);
+	CHECK_ACTION(next(CUT_STOPPING, CUT_LOCK_RELEASED, true, false, 0, CUT_BLOCKER_NO_SUPERVISOR), CUT_DO_MARK_ABORTED);
 
 	/* ---- --abort: unlock whatever may be locked, then mark ---- */
 	CHECK_ACTION(next(CUT_LOCKING, CUT_LOCK_REQUESTED, true, true, 0, CUT_BLOCKER_NONE), CUT_DO_UNLOCK);
