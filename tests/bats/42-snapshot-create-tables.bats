@@ -87,6 +87,8 @@ SQL
 }
 
 # the definitions of schema app, one line each, in an order both sides share
+# (PostgreSQL 18 also keeps NOT NULL in pg_constraint, contype n, which 15
+# does not: nullability is compared through information_schema instead)
 definitions() {
 	"psql_$1" <<'SQL'
 SELECT 'column', table_name, row_number() OVER (PARTITION BY table_name ORDER BY ordinal_position), column_name,
@@ -95,7 +97,8 @@ SELECT 'column', table_name, row_number() OVER (PARTITION BY table_name ORDER BY
 	identity_maximum, identity_minimum, identity_cycle, is_generated, generation_expression, udt_name
 FROM information_schema.columns WHERE table_schema = 'app' AND table_name <> 'outside' ORDER BY 2, 3;
 SELECT 'constraint', conrelid::regclass::text, conname, contype, pg_get_constraintdef(oid), condeferrable, condeferred
-FROM pg_constraint WHERE connamespace = 'app'::regnamespace AND conrelid::regclass::text <> 'app.outside' ORDER BY 2, 3, 5;
+FROM pg_constraint WHERE connamespace = 'app'::regnamespace AND conrelid::regclass::text <> 'app.outside'
+  AND contype <> 'n' ORDER BY 2, 3, 5;
 SELECT 'index', tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'app' AND tablename <> 'outside'
 ORDER BY 2, 3;
 SELECT 'table', c.relname, c.relkind, c.relreplident, c.relpersistence, pg_get_partkeydef(c.oid),
@@ -214,7 +217,7 @@ SQL
 	cols="SELECT attname, format_type(atttypid, atttypmod), attnotnull, pg_get_expr(adbin, adrelid)
 		FROM pg_attribute LEFT JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum
 		WHERE attrelid = 'TABLE'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
-	cons="SELECT contype, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'TABLE'::regclass ORDER BY 1, 2"
+	cons="SELECT contype, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'TABLE'::regclass AND contype <> 'n' ORDER BY 1, 2"
 	for t in m_2 child; do
 		diff <(psql_source "${cols//TABLE/$t}") <(psql_target "${cols//TABLE/$t}")
 		diff <(psql_source "${cons//TABLE/$t}") <(psql_target "${cons//TABLE/$t}")
