@@ -50,8 +50,8 @@ static int hexval(int c)
 
 static void fixture_add(struct fixture *fx, const uint8_t *msg, size_t len)
 {
-	fx->msgs = xrealloc(fx->msgs, (fx->count + 1) * sizeof *fx->msgs);
-	fx->lens = xrealloc(fx->lens, (fx->count + 1) * sizeof *fx->lens);
+	fx->msgs = unit_grow(fx->msgs, fx->count, sizeof *fx->msgs);
+	fx->lens = unit_grow(fx->lens, fx->count, sizeof *fx->lens);
 	uint8_t *copy = xmalloc(len ? len : 1);
 	memcpy(copy, msg, len);
 	fx->msgs[fx->count] = copy;
@@ -184,7 +184,7 @@ static int collect(void *ctx, int type, const uint8_t *payload, size_t len)
 	struct sink *s = ctx;
 	if (s->fail_at >= 0 && (size_t)s->fail_at == s->n)
 		return -5;
-	s->f = xrealloc(s->f, (s->n + 1) * sizeof *s->f);
+	s->f = unit_grow(s->f, s->n, sizeof *s->f);
 	s->f[s->n].type = type;
 	s->f[s->n].p = xmalloc(len ? len : 1);
 	memcpy(s->f[s->n].p, payload, len);
@@ -519,7 +519,7 @@ static int decode_envelope(const uint8_t *p, size_t len, struct txn_view *v, boo
 	const struct env_change *c;
 	int step;
 	while ((step = env_decode_next(&d, &c)) == 1) {
-		v->changes = xrealloc(v->changes, (v->n_changes + 1) * sizeof *v->changes);
+		v->changes = unit_grow(v->changes, v->n_changes, sizeof *v->changes);
 		v->changes[v->n_changes++] = change_repr(h, c);
 	}
 	if (step < 0)
@@ -674,7 +674,7 @@ static long parse_frames(const struct sink *s, size_t from, size_t to, struct tx
 		/* ddl frames precede their transaction and name it */
 		for (size_t k = 0; k < cur.n_ddl; k++)
 			bad += cur.ddl[k].xid != cur.xid || cur.ddl[k].commit_lsn != cur.commit_lsn;
-		views = xrealloc(views, (n + 1) * sizeof *views);
+		views = unit_grow(views, n, sizeof *views);
 		views[n++] = cur;
 		memset(&cur, 0, sizeof cur);
 	}

@@ -94,9 +94,9 @@ static int fixture_load(const char *name, struct fixture *fx)
 		uint8_t *msg = xmalloc(hexlen / 2);
 		for (size_t i = 0; i < hexlen; i += 2)
 			msg[i / 2] = (uint8_t)(hexval(line[i]) << 4 | hexval(line[i + 1]));
-		fx->msgs = xrealloc(fx->msgs, (fx->count + 1) * sizeof *fx->msgs);
-		fx->lens = xrealloc(fx->lens, (fx->count + 1) * sizeof *fx->lens);
-		fx->lsns = xrealloc(fx->lsns, (fx->count + 1) * sizeof *fx->lsns);
+		fx->msgs = unit_grow(fx->msgs, fx->count, sizeof *fx->msgs);
+		fx->lens = unit_grow(fx->lens, fx->count, sizeof *fx->lens);
+		fx->lsns = unit_grow(fx->lsns, fx->count, sizeof *fx->lsns);
 		fx->msgs[fx->count] = msg;
 		fx->lens[fx->count] = hexlen / 2;
 		fx->lsns[fx->count++] = lsn;

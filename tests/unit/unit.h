@@ -7,6 +7,7 @@
 #define TRELLARA_UNIT_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int unit_failures;
@@ -31,6 +32,24 @@ static int unit_checks;
 				a_ ? a_ : "(null)", b_ ? b_ : "(null)");             \
 		}                                                                    \
 	} while (0)
+
+/*
+ * Room for element n of an array that holds n elements (n counts from 0):
+ * the capacity doubles at 16, 32, 64 ..., so appending one at a time is
+ * linear (growing by one each time is quadratic under ASan, whose realloc
+ * always copies).  Returns the possibly moved array; exits when out of memory.
+ */
+static inline void *unit_grow(void *array, size_t n, size_t elem)
+{
+	if (n > 0 && (n < 16 || (n & (n - 1)) != 0))
+		return array;
+	void *p = realloc(array, (n < 16 ? 16 : 2 * n) * elem);
+	if (!p) {
+		fprintf(stderr, "unit_grow: out of memory\n");
+		exit(2);
+	}
+	return p;
+}
 
 static inline int unit_done(const char *name)
 {
