@@ -136,7 +136,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
+NOLIBPQ_TESTS := ack_policy slot_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)

@@ -9,6 +9,7 @@
 #include "capture.h"
 
 #include "trellara/backoff.h"
+#include "trellara/slot_policy.h"
 #include "trellara/capture_core.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
@@ -47,6 +48,8 @@ struct capture {
 	bool ready_sent;
 	bool slot_existed;            /* ensure_slot found it (did not create it) */
 	uint64_t slot_confirmed_lsn;  /* its confirmed_flush_lsn then */
+	enum slot_verdict slot_verdict; /* ensure_slot's last answer */
+	uint64_t promotions;          /* timeline changes followed */
 };
 
 /* The run's counters: the core's, and the reconnects counted here. */
@@ -80,6 +83,9 @@ static void fill_metrics(struct metrics *m, int64_t now, void *arg)
 	metrics_add_u64(m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
 	metrics_add_u64(m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
+	metrics_add_u64(m, "trellara_capture_promotions_total", "source timeline changes (promotions) capture followed", METRIC_COUNTER, NULL, NULL, c->promotions);
+	if (c->slot_verdict != SLOT_USE && c->slot_verdict != SLOT_CREATE)
+		metrics_add_u64(m, "trellara_capture_slot_unusable", "1: capture stopped because of its slot (verdict: not_created, wrong_kind, gone, lost_at_promotion, invalidated)", METRIC_GAUGE, "verdict", slot_policy_name(c->slot_verdict), 1);
 	metrics_add_u64(m, "trellara_capture_acked_lsn_bytes", "last LSN acknowledged to the source (durable in the stream), as a byte position", METRIC_GAUGE, NULL, NULL, cs.durable_lsn);
 	if (cs.last_status_us)
 		metrics_add_double(m, "trellara_capture_last_ack_age_seconds", "seconds since the last standby status update",
@@ -141,44 +147,107 @@ static int check_identity(struct capture *c, const struct pg_identity *id)
 	return code;
 }
 
+/* Why capture stops on the slot it found (slot_policy.h), said once with
+ * the safe action. */
+static void explain_slot_verdict(struct capture *c, enum slot_verdict v, const struct slot_facts *f,
+				 const char *type, const char *plugin, uint64_t durable_lsn)
+{
+	char l1[LSN_FORMAT_LEN];
+	char *config = strbuf_shell_quote(c->cfg->path);
+	const char *slot = c->cfg->slot, *path = c->cfg->stream_path;
+	switch (v) {
+	case SLOT_WRONG_KIND:
+		log_error("replication slot \"%s\" is a %s slot with plugin \"%s\"; trellara needs a logical pgoutput slot", slot,
+			  type, plugin);
+		break;
+	case SLOT_NOT_CREATED:
+		log_error("replication slot \"%s\" does not exist", slot);
+		log_hint("run \"trellara snapshot --config %s\", or \"trellara capture --start-now\"", config);
+		break;
+	case SLOT_LOST_AT_PROMOTION:
+		log_error("replication slot \"%s\" does not exist on the source, which was promoted (timeline %u, the stream followed timeline %u): "
+			  "stream \"%s\" holds its changes through %s, and the changes committed after that on the old primary cannot be decoded again; a new slot would skip them",
+			  slot, f->source_timeline, f->stream_timeline, path, lsn_format(durable_lsn, l1));
+		log_hint("copy the flow again from the promoted source: stop capture and applyd, then \"trellara snapshot --config %s --force\" "
+			 "(with PostgreSQL 17 or later, a failover slot synchronized to the standby avoids this: trellara check names its posture)",
+			 config);
+		break;
+	case SLOT_GONE:
+		log_error("replication slot \"%s\" does not exist, but stream \"%s\" holds its changes through %s: the slot was dropped "
+			  "(or the source is another server without it), and a new slot would skip every change since",
+			  slot, path, lsn_format(durable_lsn, l1));
+		log_hint("if the source is the wrong server, point source.database_url back; otherwise copy the flow again: \"trellara snapshot --config %s --force\"",
+			 config);
+		break;
+	case SLOT_INVALIDATED:
+		log_error("replication slot \"%s\" was invalidated by the source (wal_status \"%s\"%s%s%s): the WAL it needed is gone and it can no longer stream",
+			  slot, f->wal_status, f->invalidation_reason[0] ? ", invalidation_reason \"" : "",
+			  f->invalidation_reason, f->invalidation_reason[0] ? "\"" : "");
+		log_hint("copy the flow again: stop capture and applyd, then \"trellara snapshot --config %s --force\"; "
+			 "raise max_slot_wal_keep_size (and idle_replication_slot_timeout on PostgreSQL 18) above the flow's longest expected downtime",
+			 config);
+		break;
+	case SLOT_USE:
+	case SLOT_CREATE:
+		break;
+	}
+	free(config);
+}
+
 /* Returns EXIT_OK, or an exit code for a failure that retrying cannot fix;
  * -1 for a failure worth a reconnect. */
-static int ensure_slot(struct capture *c)
+static int ensure_slot(struct capture *c, const struct pg_identity *id)
 {
 	const char *params[1] = { c->cfg->slot };
 	PGconn *plain = pgconn_connect(c->cfg->source_database_url, PGCONN_NORMAL, "trellara-capture", "source");
 	if (!plain)
 		return -1;
-	int code = -1;
-	PGresult *res = pgconn_query(plain,
-				     "SELECT plugin, slot_type, database, active, coalesce(confirmed_flush_lsn, '0/0')"
-				     " FROM pg_replication_slots WHERE slot_name = $1",
-				     1, params);
+	int code = -1, version = PQserverVersion(plain);
+	struct stream_meta meta;
+	if (stream_meta_read(c->cfg->stream_path, &meta) < 0) {
+		PQfinish(plain);
+		return EXIT_DATAERR;
+	}
+	/* wal_status from 13, conflicting from 16, invalidation_reason from 17 */
+	char *sql = xasprintf("SELECT plugin, slot_type, database, active, coalesce(confirmed_flush_lsn, '0/0'), %s, %s, %s"
+			      " FROM pg_replication_slots WHERE slot_name = $1",
+			      version >= 130000 ? "coalesce(wal_status, '')" : "''",
+			      version >= 170000 ? "coalesce(invalidation_reason, '')" : "''",
+			      version >= 160000 ? "coalesce(conflicting, false)" : "false");
+	PGresult *res = pgconn_query(plain, sql, 1, params);
+	free(sql);
 	if (!res)
 		goto out;
+	uint64_t durable_lsn = capture_core_stats(c->core).durable_lsn;
+	bool found = PQntuples(res) == 1;
+	const char *type = found ? PQgetvalue(res, 0, 1) : "", *plugin = found ? PQgetvalue(res, 0, 0) : "";
+	struct slot_facts f = {
+		.exists = found,
+		.logical_pgoutput = found && strcmp(type, "logical") == 0 && strcmp(plugin, "pgoutput") == 0,
+		.wal_status = found ? PQgetvalue(res, 0, 5) : "",
+		.invalidation_reason = found ? PQgetvalue(res, 0, 6) : "",
+		.conflicting = found && strcmp(PQgetvalue(res, 0, 7), "t") == 0,
+		.stream_holds_changes = durable_lsn > 0 || meta.slot != NULL,
+		.stream_timeline = meta.timeline ? (uint32_t)strtoul(meta.timeline, NULL, 10) : 0,
+		.source_timeline = id->timeline,
+		.start_now = c->o->start_now,
+	};
+	enum slot_verdict v = slot_policy_decide(&f);
+	c->slot_verdict = v;
 	c->slot_existed = false;
-	if (PQntuples(res) == 1) {
-		const char *plugin = PQgetvalue(res, 0, 0), *type = PQgetvalue(res, 0, 1);
+	if (found)
 		c->slot_existed = lsn_parse(PQgetvalue(res, 0, 4), &c->slot_confirmed_lsn);
-		if (strcmp(type, "logical") != 0 || strcmp(plugin, "pgoutput") != 0) {
-			log_error("replication slot \"%s\" is a %s slot with plugin \"%s\"; trellara needs a logical pgoutput slot",
-				  c->cfg->slot, type, plugin);
-			code = EXIT_CONFIG;
-		} else {
-			code = EXIT_OK;
-		}
+	if (v != SLOT_USE && v != SLOT_CREATE) {
+		explain_slot_verdict(c, v, &f, type, plugin, durable_lsn);
+		code = slot_policy_exit_code(v);
 		goto out;
 	}
-	if (!c->o->start_now) {
-		log_error("replication slot \"%s\" does not exist", c->cfg->slot);
-		char *config = strbuf_shell_quote(c->cfg->path);
-		log_hint("run \"trellara snapshot --config %s\", or \"trellara capture --start-now\"", config);
-		free(config);
-		code = EXIT_CONFIG;
+	if (v == SLOT_USE) {
+		code = EXIT_OK;
 		goto out;
 	}
 	char *slot = pgconn_quote_ident(c->conn, c->cfg->slot);
-	char *sql = xasprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot);
+	sql = xasprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot);
 	code = pgconn_command(c->conn, sql) == 0 ? EXIT_OK : EXIT_CONFIG;
 	if (code == EXIT_OK)
 		log_info("created replication slot \"%s\" (--start-now: streaming starts at its consistent point)",
@@ -186,6 +255,7 @@ static int ensure_slot(struct capture *c)
 	free(sql);
 	free(slot);
 out:
+	stream_meta_free(&meta);
 	PQclear(res);
 	PQfinish(plain);
 	return code;
@@ -281,6 +351,8 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 			 * stream that already held frames */
 			meta.start_lsn = c->slot_existed && empty ? xstrdup(lsn_format(c->slot_confirmed_lsn, l1)) : NULL;
 		}
+		if (moved)
+			c->promotions++;
 		if (moved)
 			log_warn("source timeline moved from %lu to %u (a promotion): stream \"%s\" follows it", old_tli,
 				 id->timeline, path);
@@ -509,7 +581,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		}
 		if ((code = check_identity(&c, &id)) != EXIT_OK)
 			goto out;
-		int slot = ensure_slot(&c);
+		int slot = ensure_slot(&c, &id);
 		if (slot == EXIT_OK)
 			slot = check_stream_binding(&c, &id);
 		if (slot > 0) {

@@ -84,7 +84,7 @@ static void source_problems(struct status_report *r, const char *config)
 	if (!s->slot_exists) {
 		if (t->available && run_streams(t)) {
 			snprintf(action, sizeof action,
-				 "find out who dropped it: the changes it held are gone, so the copy must be made again: stop capture and applyd, then \"trellara snapshot --config %s --force\"",
+				 "the changes it held are gone (it was dropped, or the source failed over to a server without it), so the copy must be made again from the current source: stop capture and applyd, then \"trellara snapshot --config %s --force\"; then find out who dropped it, or make failover slots (PostgreSQL 17+, trellara check)",
 				 config);
 			add(r, STATUS_ALERT, "slot_missing", action,
 			    "the replication slot \"%s\" is gone while snapshot run \"%s\" is %s", r->cfg->slot, t->run_id,

@@ -20,7 +20,7 @@ PREFIXES=(
 	# common/stream: the stream, its file systems, and its on-disk pieces
 	stream_ sfs_ frame_ index_ segment_
 	# common/cdc: struct buf is envelope.h's byte buffer
-	ack_policy_ ack_restart_point_ assembler_ buf_ capture_core_ env_ pgoutput_
+	ack_policy_ ack_restart_point_ assembler_ buf_ capture_core_ env_ pgoutput_ slot_policy_
 	# common/apply
 	apply_ chunk_set_ fold_ plan_
 	# common/pg

@@ -390,12 +390,18 @@ trellara_pg_stop() {
 	return 0
 }
 
-# Stop both clusters of a harness directory (in parallel) and remove it.
+# Stop the clusters of a harness directory (source, target, and any other
+# a test made there, such as a standby: every DIR with a DIR.bindir) in
+# parallel, and remove it.
 trellara_pg_destroy_dir() (
 	_trellara_pg_untrace
 	local fdir=$1 keep=${2:-} d
 	[[ -d $fdir ]] || return 0
-	for d in "$fdir"/source "$fdir"/target; do
+	local -A dirs=(["$fdir/source"]=1 ["$fdir/target"]=1)
+	for d in "$fdir"/*.bindir; do
+		[[ -f $d ]] && dirs[${d%.bindir}]=1
+	done
+	for d in "${!dirs[@]}"; do
 		trellara_pg_stop "$d" &
 	done
 	wait

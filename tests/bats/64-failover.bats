@@ -1,0 +1,180 @@
+#!/usr/bin/env bats
+# Operations under real faults (trellara-capture(1) SLOT AND FAILOVER):
+# a promotion of a physical standby that has no slot, a slot the source
+# invalidated, and a slot dropped under a running flow.  Each time capture
+# stops at once with exit 65 and the copy that repairs it; never a new
+# slot that would skip the transactions in between, never a retry loop.
+
+load helpers/common
+
+setup() {
+	trellara_setup
+	export TRELLARA_STATUS_INTERVAL_MS=200 TRELLARA_RECONNECT_BASE_MS=100
+	export METRICS_DIR="$TEST_DIR/metrics"
+}
+
+teardown() {
+	[[ -z ${load:-} ]] || kill -TERM "$load" 2>/dev/null || true
+	# the old primary comes back for the harness's cleanup (its databases)
+	[[ -z ${restart_source:-} ]] || trellara_pg_start "$SOURCE_PGDATA"
+	trellara_teardown
+	[[ -z ${standby:-} ]] || trellara_pg_stop "$standby"
+}
+
+# make_standby DIR PORT: a streaming physical standby of the source, made
+# with pg_basebackup (-R writes its primary_conninfo), listening on PORT in
+# the harness's socket directory.  Debian's pg_basebackup is 15: a 15 source.
+make_standby() {
+	local dir=$1 port=$2
+	printf '%s\n' "$PG_SOURCE_BINDIR" >"$dir.bindir"
+	mkdir -m 0700 "$dir"
+	if [[ $(id -u) -eq 0 ]]; then chown "$TRELLARA_PG_OS_USER:" "$dir"; fi
+	trellara_pg_as_owner "$PG_BINDIR/pg_basebackup" -D "$dir" -R -X stream -c fast \
+		-d "host=$SOURCE_HOST port=$SOURCE_PORT user=$(id -un)" >"$TEST_DIR/basebackup.log" 2>&1
+	cat >>"$dir/postgresql.conf" <<EOF
+port = $port
+cluster_name = 'trellara-test-standby'
+EOF
+	rm -f "$dir/postmaster.pid" "$dir/server.log"
+	trellara_pg_start "$dir"
+}
+
+psql_standby() {
+	_trellara_psql "postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port" -c "$1"
+}
+
+@test "a promoted standby without the slot: capture stops with 65 and names the copy, status says so, and that copy converges from the promoted server" {
+	[ "$TRELLARA_PG_SOURCE_MAJOR" -eq 15 ] || skip "the standby is made with Debian's pg_basebackup 15"
+	psql_source "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)" \
+		"INSERT INTO accounts SELECT g, 'v' || g, 0 FROM generate_series(1, 2000) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
+	psql_target "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)"
+	standby="$TRELLARA_FILE_DIR/standby-$TEST_N" standby_port=$((SOURCE_PORT + 2))
+	make_standby "$standby" "$standby_port"
+	wait_for -t 60 "[ \"\$(psql_standby 'SELECT count(*) FROM accounts')\" = 2000 ]"
+
+	# the flow's source is both servers; only the writable one is used
+	local multi="postgresql:///$SOURCE_DB?host=$SOURCE_HOST,$SOURCE_HOST&port=$SOURCE_PORT,$standby_port&target_session_attrs=read-write"
+	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
+		--set "source.database_url=\"$multi\"" --set observability.metrics_dir="\"$METRICS_DIR\""
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+
+	# writes on the primary while the flow streams them
+	(
+		for i in $(seq 1 100000); do
+			psql_source "UPDATE accounts SET n = n + 1 WHERE id = $((i % 2000 + 1))" || exit 0
+		done
+	) >/dev/null 2>&1 &
+	load=$!
+	wait_for -t 60 "[ \"\$(applied_transactions)\" -gt 50 ]"
+
+	# the primary dies (immediate stop: no shutdown checkpoint, nothing more
+	# sent to the standby), the standby is promoted: timeline 2, no slot
+	trellara_pg_stop "$SOURCE_PGDATA"
+	restart_source=1
+	kill -TERM "$load" 2>/dev/null || true
+	wait "$load" || true
+	load=
+	trellara_pg_as_owner "$PG_SOURCE_BINDIR/pg_ctl" -D "$standby" -w -t 60 promote >/dev/null
+	[ "$(psql_standby 'SELECT pg_is_in_recovery()')" = f ]
+	[ -z "$(psql_standby "SELECT slot_name FROM pg_replication_slots")" ]
+
+	# capture reaches the promoted server through the URL and stops
+	bg_wait capture 60
+	[ "$BG_STATUS" -eq 65 ]
+	grep -q "replication slot \"$SLOT_NAME\" does not exist on the source, which was promoted (timeline 2, the stream followed timeline 1)" \
+		"$TEST_DIR/capture.log"
+	grep -q "trellara snapshot --config $FLOW_FILE --force" "$TEST_DIR/capture.log"
+	grep -q 'trellara_capture_slot_unusable{.*verdict="lost_at_promotion"} 1' "$METRICS_DIR/capture.prom"
+	# and never made a slot there
+	[ -z "$(psql_standby "SELECT slot_name FROM pg_replication_slots")" ]
+	# the same with --start-now: a stream with changes never gets a new slot
+	run -65 trellara-capture --config "$FLOW_FILE" --start-now
+	[[ $output == *"which was promoted"* ]]
+	[ -z "$(psql_standby "SELECT slot_name FROM pg_replication_slots")" ]
+
+	# status names the alert and the copy
+	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view diagnostics --rate-seconds 0
+	[[ $output == *"alert slot_missing"* ]]
+	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
+
+	# the action it names, from the promoted server: copy again, stream on
+	bg_stop applyd TERM
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	export SOURCE_URL="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port"
+	psql_source "UPDATE accounts SET n = n + 100 WHERE id % 7 = 0" \
+		"INSERT INTO accounts SELECT g, 'after', 0 FROM generate_series(2001, 2100) g" \
+		"DELETE FROM accounts WHERE id % 11 = 0"
+	caught_up 120
+	assert_tables_equal accounts
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	grep -q "source timeline moved from 1 to 2 (a promotion)" "$TEST_DIR/capture2.log"
+	wait_for -t 10 "grep -q '^trellara_capture_promotions_total{.*} 1\$' '$METRICS_DIR/capture.prom'"
+}
+
+@test "a slot the source invalidated (max_slot_wal_keep_size, wal_status lost): capture stops at once with 65, status alerts slot_invalidated" {
+	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
+	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576 \
+		--set observability.metrics_dir="\"$METRICS_DIR\""
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO t VALUES (1, 'one')"
+	caught_up 60
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+
+	# while capture is away the source writes past max_slot_wal_keep_size
+	psql_admin source "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'" "SELECT pg_reload_conf()" >/dev/null
+	for round in 1 2 3 4; do
+		psql_source "INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1000 * $round, 1000 * $round + 999) g" \
+			"SELECT pg_switch_wal()" >/dev/null
+	done
+	psql_admin source "CHECKPOINT" >/dev/null
+	wait_for -t 30 "[ \"\$(psql_source \"SELECT wal_status FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'\")\" = lost ]"
+	psql_admin source "ALTER SYSTEM RESET max_slot_wal_keep_size" "SELECT pg_reload_conf()" >/dev/null
+
+	# at once: no reconnect attempts, no retry loop
+	run -65 --separate-stderr trellara-capture --config "$FLOW_FILE"
+	[[ $stderr == *"replication slot \"$SLOT_NAME\" was invalidated by the source (wal_status \"lost\")"* ]]
+	[[ $stderr == *"trellara snapshot --config $FLOW_FILE --force"* ]]
+	[[ $stderr != *"reconnecting"* ]]
+	grep -q 'trellara_capture_slot_unusable{.*verdict="invalidated"} 1' "$METRICS_DIR/capture.prom"
+	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view diagnostics --rate-seconds 0
+	[[ $output == *"alert slot_invalidated"* ]]
+	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
+
+	# the copy it names repairs the flow
+	bg_stop applyd TERM
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	psql_source "UPDATE t SET v = 'after' WHERE id % 3 = 0"
+	caught_up 120
+	assert_tables_equal t
+}
+
+@test "a slot dropped under a flow whose stream holds changes: 65 (gone), with or without --start-now; no new slot is made" {
+	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
+	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO t VALUES (1, 'one')"
+	caught_up 60
+	bg_stop capture TERM
+	psql_source "SELECT pg_drop_replication_slot('$SLOT_NAME')" >/dev/null
+	psql_source "INSERT INTO t VALUES (2, 'lost unless copied again')"
+	for flag in "" --start-now; do
+		run -65 --separate-stderr trellara-capture --config "$FLOW_FILE" $flag
+		[[ $stderr == *"replication slot \"$SLOT_NAME\" does not exist, but stream \"$STREAM_DIR\" holds its changes through"* ]]
+		[ -z "$(psql_source "SELECT slot_name FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" ]
+	done
+}
