@@ -195,16 +195,19 @@ bats-cross: all $(BATS_TOOLS)
 check-matrix: all $(BATS_TOOLS)
 	@scripts/run-matrix.sh
 
+# Both cores: the builds, the plain and the sanitizer unit runs side by
+# side, and two bats files at a time (scripts/run-bats.sh BATS_JOBS).
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps
-	$(MAKE) all
+	$(MAKE) -j$(CHECK_JOBS) all $(BATS_TOOLS)
 	$(MAKE) shellcheck
-	$(MAKE) unit
+	$(MAKE) -j$(CHECK_JOBS) unit
 	$(MAKE) sim-check
-	$(MAKE) sim-variants-check
+	$(MAKE) -j$(CHECK_JOBS) sim-variants-check
 	$(MAKE) verify-correctness-report
 	$(MAKE) fuzz-short
-	$(MAKE) bats
-	$(MAKE) bats-cross
+	BATS_JOBS=$(CHECK_JOBS) $(MAKE) bats
+	BATS_JOBS=$(CHECK_JOBS) $(MAKE) bats-cross
 
 # ---- exit codes for the scripts and the systemd units, from defaults.h ----
 # bin/trellara-exit-codes.sh is sourced by the scripts (through

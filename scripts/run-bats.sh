@@ -13,6 +13,8 @@
 #                         --bindir 18 prints where they are
 #   TRELLARA_TEST_TMPDIR  where the test clusters live (default $TMPDIR or /tmp)
 #   TRELLARA_KEEP_TMP=1   keep the clusters' directories (stopped) for a post-mortem
+#   BATS_JOBS=n           run n test files at once (GNU parallel; the tests of
+#                         one file always run in order, in one process)
 #
 # Prints bats' TAP output with timings, then a summary (counts, slowest
 # tests, failures); exits non-zero when any test fails.
@@ -38,6 +40,27 @@ else
 	files=(tests/bats/*.bats) # pathname expansion sorts (LC_ALL=C: bytewise)
 	shopt -u nullglob
 fi
+# With BATS_JOBS, the longest files start first (each lists, roughly, a
+# minute or more of tests): the run then ends with short files running
+# beside each other instead of one long file running alone.
+if [[ ${BATS_JOBS:-1} != 1 ]] && ((${#files[@]} > 1)); then
+	heavy=(40-snapshot 50-operate 63-cutover 30-apply 35-apply-parallel 41-snapshot-schemas 60-verify 64-failover
+		20-capture flow)
+	first=() rest=()
+	for f in "${files[@]}"; do
+		name=${f##*/}
+		name=${name%.bats}
+		if [[ " ${heavy[*]} " == *" $name "* ]]; then first+=("$f"); else rest+=("$f"); fi
+	done
+	ordered=()
+	for h in "${heavy[@]}"; do
+		for f in "${first[@]}"; do
+			name=${f##*/}
+			[[ ${name%.bats} == "$h" ]] && ordered+=("$f")
+		done
+	done
+	files=("${ordered[@]}" "${rest[@]}")
+fi
 if ((${#files[@]} == 0)); then
 	echo "run-bats: no tests/bats/*.bats files"
 	exit 0
@@ -60,6 +83,11 @@ bash tests/bats/helpers/pg.bash reap
 
 args=(--timing --formatter tap --print-output-on-failure)
 [[ -n ${BATS_FILTER:-} ]] && args+=(--filter "$BATS_FILTER")
+if [[ ${BATS_JOBS:-1} != 1 ]]; then
+	command -v parallel >/dev/null 2>&1 ||
+		{ echo "run-bats: BATS_JOBS needs GNU parallel (hint: scripts/install-deps.sh as root)" >&2; exit 1; }
+	args+=(--jobs "$BATS_JOBS" --no-parallelize-within-files)
+fi
 
 log=$(mktemp "${TMPDIR:-/tmp}/trellara-bats-log.XXXXXX")
 trap 'rm -f "$log"' EXIT
