@@ -96,7 +96,7 @@ psql_standby() {
 	[ -z "$(psql_standby "SELECT slot_name FROM pg_replication_slots")" ]
 
 	# status names the alert and the copy
-	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view diagnostics --rate-seconds 0
+	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view alerts --rate-seconds 0
 	[[ $output == *"alert slot_missing"* ]]
 	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
 
@@ -146,7 +146,7 @@ psql_standby() {
 	[[ $stderr == *"trellara snapshot --config $FLOW_FILE --force"* ]]
 	[[ $stderr != *"reconnecting"* ]]
 	grep -q 'trellara_capture_slot_unusable{.*verdict="invalidated"} 1' "$METRICS_DIR/capture.prom"
-	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view diagnostics --rate-seconds 0
+	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view alerts --rate-seconds 0
 	[[ $output == *"alert slot_invalidated"* ]]
 	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
 
