@@ -236,7 +236,9 @@ static struct apply_outcome session_setup(struct applyd *a, PGconn *conn)
 static struct apply_outcome connect_workers(struct applyd *a)
 {
 	for (int i = 0; i < a->n_workers; i++) {
-		a->wconn[i] = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
+		char *url = config_database_url(a->cfg, false);
+		a->wconn[i] = pgconn_connect(url, PGCONN_NORMAL, "trellara-applyd", "target");
+		config_free_secret(url);
 		if (!a->wconn[i])
 			return apply_reconnect();
 		struct apply_outcome rc = session_setup(a, a->wconn[i]);
@@ -251,7 +253,9 @@ static struct apply_outcome connect_workers(struct applyd *a)
 
 static struct apply_outcome connect_target(struct applyd *a)
 {
-	a->conn = pgconn_connect(a->cfg->target_database_url, PGCONN_NORMAL, "trellara-applyd", "target");
+	char *url = config_database_url(a->cfg, false); /* a rotated secret file is read again */
+	a->conn = pgconn_connect(url, PGCONN_NORMAL, "trellara-applyd", "target");
+	config_free_secret(url);
 	if (!a->conn)
 		return apply_reconnect();
 	struct apply_outcome setup_rc = session_setup(a, a->conn);

@@ -50,6 +50,8 @@ struct capture {
 	uint64_t slot_confirmed_lsn;  /* its confirmed_flush_lsn then */
 	enum slot_verdict slot_verdict; /* ensure_slot's last answer */
 	uint64_t promotions;          /* timeline changes followed */
+	uint64_t auth_failures, other_failures; /* failed connections to the source, by cause */
+	bool auth_hinted;             /* the last failure was refused credentials (hinted once) */
 };
 
 /* The run's counters: the core's, and the reconnects counted here. */
@@ -83,6 +85,8 @@ static void fill_metrics(struct metrics *m, int64_t now, void *arg)
 	metrics_add_u64(m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
 	metrics_add_u64(m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
+	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "authentication", c->auth_failures);
+	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "other", c->other_failures);
 	metrics_add_u64(m, "trellara_capture_promotions_total", "source timeline changes (promotions) capture followed", METRIC_COUNTER, NULL, NULL, c->promotions);
 	if (c->slot_verdict != SLOT_USE && c->slot_verdict != SLOT_CREATE)
 		metrics_add_u64(m, "trellara_capture_slot_unusable", "1: capture stopped because of its slot (verdict: not_created, wrong_kind, gone, lost_at_promotion, invalidated)", METRIC_GAUGE, "verdict", slot_policy_name(c->slot_verdict), 1);
@@ -194,12 +198,31 @@ static void explain_slot_verdict(struct capture *c, enum slot_verdict v, const s
 	free(config);
 }
 
+/* A connection to the source failed: counted by cause; refused
+ * credentials are said once per run of failures, with what to do. */
+static void count_connect_failure(struct capture *c)
+{
+	bool auth = pgconn_last_failure() == PGCONN_FAILURE_AUTHENTICATION;
+	if (auth)
+		c->auth_failures++;
+	else
+		c->other_failures++;
+	if (auth && !c->auth_hinted)
+		log_hint("the source refused the credentials of source.database_url: after a password rotation, write the new secret where the flow file's reference points (a {source: file} reference is read again at every attempt); capture keeps retrying with backoff");
+	c->auth_hinted = auth;
+	write_metrics(c, true);
+}
+
 /* Returns EXIT_OK, or an exit code for a failure that retrying cannot fix;
  * -1 for a failure worth a reconnect. */
 static int ensure_slot(struct capture *c, const struct pg_identity *id)
 {
 	const char *params[1] = { c->cfg->slot };
-	PGconn *plain = pgconn_connect(c->cfg->source_database_url, PGCONN_NORMAL, "trellara-capture", "source");
+	char *url = config_database_url(c->cfg, true);
+	PGconn *plain = pgconn_connect(url, PGCONN_NORMAL, "trellara-capture", "source");
+	config_free_secret(url);
+	if (!plain)
+		count_connect_failure(c);
 	if (!plain)
 		return -1;
 	int code = -1, version = PQserverVersion(plain);
@@ -570,7 +593,11 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			stats->reconnects++;
 		}
 		attempt++;
-		c.conn = pgconn_connect(cfg->source_database_url, PGCONN_REPLICATION, "trellara-capture", "source");
+		char *url = config_database_url(cfg, true); /* a rotated secret file is read again */
+		c.conn = pgconn_connect(url, PGCONN_REPLICATION, "trellara-capture", "source");
+		config_free_secret(url);
+		if (!c.conn)
+			count_connect_failure(&c);
 		if (!c.conn)
 			continue;
 		struct pg_identity id;

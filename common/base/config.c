@@ -189,7 +189,7 @@ static void free_strings(char **items, size_t n)
 	free(items);
 }
 
-static void free_secret(char *secret)
+void config_free_secret(char *secret)
 {
 	if (secret) {
 		explicit_bzero(secret, strlen(secret));
@@ -204,7 +204,8 @@ void config_free(struct flow_config *config)
 	free(config->path);
 	free(config->environment);
 	free(config->source_id);
-	free_secret(config->source_database_url);
+	config_free_secret(config->source_database_url);
+	free(config->source_database_url_file);
 	free(config->publication);
 	free(config->slot);
 	free(config->stream_spill_dir);
@@ -220,7 +221,8 @@ void config_free(struct flow_config *config)
 	free_strings(config->sequences, config->n_sequences);
 	free(config->stream_path);
 	free_strings(config->protected_groups, config->n_protected_groups);
-	free_secret(config->target_database_url);
+	config_free_secret(config->target_database_url);
+	free(config->target_database_url_file);
 	free(config->checkpoint_schema);
 	free(config->consumer_group);
 	free(config->metrics_dir);

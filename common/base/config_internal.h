@@ -65,6 +65,7 @@ struct field {
 	const char *choice;  /* K_CHOICE: the accepted value */
 	const char *later;   /* K_CHOICE: a schema-valid value this implementation refuses (exit 78) */
 	const struct field *children; /* K_SECTION, K_TABLES */
+	size_t file_offset;  /* K_SECRET: where the path of a {source: file} reference goes (0: nowhere) */
 	/* K_SECTION: checks across the section's keys once it is read. */
 	int (*post)(const struct loader *ld, const yaml_node_t *mapping, const char *keypath,
 		    void *base);
@@ -134,6 +135,7 @@ int config_check_value(const struct loader *ld, const yaml_node_t *node, const c
 int config_read_small_file(const char *path, size_t limit, char **data, size_t *len);
 /* A secret reference mapping at keypath -> the secret (*out, newly
  * allocated; the caller wipes it before freeing). */
-int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out);
+int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out,
+			  char **file_out);
 
 #endif

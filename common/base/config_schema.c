@@ -32,7 +32,7 @@ static const struct field pgoutput_fields[] = {
 static const struct field source_fields[] = {
 	{ .name = "id", .kind = K_STRING, .required = true, .offset = CFG(source_id), .check = V_ID },
 	{ .name = "database_url", .kind = K_SECRET, .required = true,
-	  .offset = CFG(source_database_url) },
+	  .offset = CFG(source_database_url), .file_offset = CFG(source_database_url_file) },
 	{ .name = "publication", .kind = K_STRING, .required = true, .offset = CFG(publication),
 	  .check = V_PG_NAME },
 	{ .name = "slot", .kind = K_STRING, .required = true, .offset = CFG(slot), .check = V_SLOT },
@@ -103,7 +103,7 @@ static const struct field stream_fields[] = {
 
 static const struct field target_fields[] = {
 	{ .name = "database_url", .kind = K_SECRET, .required = true,
-	  .offset = CFG(target_database_url) },
+	  .offset = CFG(target_database_url), .file_offset = CFG(target_database_url_file) },
 	{ .name = "checkpoint_schema", .kind = K_STRING, .offset = CFG(checkpoint_schema),
 	  .check = V_PG_NAME },
 	{ 0 }

@@ -55,13 +55,56 @@ int config_read_small_file(const char *path, size_t limit, char **data, size_t *
 	return 0;
 }
 
+/* A secret file's text without its trailing newlines: NULL, or why not
+ * (errno set when reading failed, 0 when the content is wrong). */
+static const char *read_secret_file(const char *path, char **data, size_t *len)
+{
+	*data = NULL;
+	*len = 0;
+	if (config_read_small_file(path, SECRET_FILE_MAX_BYTES, data, len) < 0)
+		return "unreadable";
+	errno = 0;
+	while (*len > 0 && ((*data)[*len - 1] == '\n' || (*data)[*len - 1] == '\r'))
+		(*data)[--*len] = '\0';
+	if (*len == 0 || memchr(*data, '\0', *len)) {
+		const char *why = *len ? "not text (it has a NUL byte)" : "empty";
+		explicit_bzero(*data, *len);
+		free(*data);
+		*data = NULL;
+		return why;
+	}
+	return NULL;
+}
+
+char *config_database_url(const struct flow_config *cfg, bool source)
+{
+	const char *file = source ? cfg->source_database_url_file : cfg->target_database_url_file;
+	const char *loaded = source ? cfg->source_database_url : cfg->target_database_url;
+	if (!file)
+		return xstrdup(loaded);
+	char *data;
+	size_t len;
+	const char *why = read_secret_file(file, &data, &len);
+	if (!why)
+		return data;
+	if (errno)
+		log_warn("cannot read secret file \"%s\" named by %s.database_url again: %m; using what it held before",
+			 file, source ? "source" : "target");
+	else
+		log_warn("secret file \"%s\" named by %s.database_url is %s now; using what it held before", file,
+			 source ? "source" : "target", why);
+	return xstrdup(loaded);
+}
+
 /*
  * {source: environment_variable, name: VAR} or {source: file, path: P}.
  * Key names and values are masked when shown: a mistyped connection
  * string in flow style ({postgresql://u:pw@h}) is a mapping too.
  */
-int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out)
+int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, char **out,
+			  char **file_out)
 {
+	*file_out = NULL;
 	static const struct field secret_fields[] = {
 		{ .name = "source", .kind = K_STRING }, { .name = "name", .kind = K_STRING },
 		{ .name = "path", .kind = K_STRING }, { 0 }
@@ -138,19 +181,18 @@ int config_resolve_secret(const struct loader *ld, const yaml_node_t *mapping, c
 		rc = 0;
 		goto out;
 	}
-	if (config_read_small_file(path, SECRET_FILE_MAX_BYTES, &data, &len) < 0) {
-		report_at(ld, mapping, "cannot read secret file \"%s\" named by \"%s\": %m", path, keypath);
-		goto out;
-	}
-	while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r'))
-		data[--len] = '\0';
-	if (len == 0 || memchr(data, '\0', len)) {
-		report_at(ld, mapping, "secret file \"%s\" named by \"%s\" is %s", path, keypath,
-			  len ? "not text (it has a NUL byte)" : "empty");
+	const char *why = read_secret_file(path, &data, &len);
+	if (why) {
+		if (errno)
+			report_at(ld, mapping, "cannot read secret file \"%s\" named by \"%s\": %m", path, keypath);
+		else
+			report_at(ld, mapping, "secret file \"%s\" named by \"%s\" is %s", path, keypath, why);
 		goto out;
 	}
 	*out = data;
 	data = NULL;
+	*file_out = path;
+	path = NULL;
 	rc = 0;
 out:
 	if (data) {

@@ -435,8 +435,13 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 		break;
 	case K_SECRET:
 		if (value->type == YAML_MAPPING_NODE) {
-			if (config_resolve_secret(ld, value, keypath, &text) < 0)
+			char *file = NULL;
+			if (config_resolve_secret(ld, value, keypath, &text, &file) < 0)
 				goto out;
+			if (f->file_offset)
+				set_string(base, f->file_offset, file);
+			else
+				free(file);
 		} else if (value->type == YAML_SCALAR_NODE) {
 			if (config_scalar_text(ld, value, keypath, "a string", true, &text) < 0)
 				goto out;

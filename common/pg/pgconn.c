@@ -66,6 +66,13 @@ static void notice_to_log(void *arg, const char *message)
 	free(m);
 }
 
+static enum pgconn_failure last_failure;
+
+enum pgconn_failure pgconn_last_failure(void)
+{
+	return last_failure;
+}
+
 PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 {
 	const char *keys[6], *values[6];
@@ -87,8 +94,12 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 	const char *role = o->role ? o->role : "database";
 	PGconn *conn = PQconnectdbParams(keys, values, 1);
 	char *masked = conninfo_mask(url);
+	last_failure = PGCONN_FAILURE_NONE;
 	if (!conn || PQstatus(conn) != CONNECTION_OK) {
 		char *message = one_line(conn ? PQerrorMessage(conn) : "out of memory");
+		last_failure = conn && (PQconnectionNeedsPassword(conn) || strstr(message, "authentication failed"))
+				       ? PGCONN_FAILURE_AUTHENTICATION
+				       : PGCONN_FAILURE_OTHER;
 		if (o->report == PGCONN_QUIET && o->error) {
 			snprintf(o->error, o->error_len, "cannot connect to the %s database \"%s\": %s", role, masked, message);
 			log_debug("%s", o->error);

@@ -41,6 +41,8 @@ struct flow_config {
 	/* source */
 	char *source_id;           /* owned, required */
 	char *source_database_url; /* owned, required (resolved secret) */
+	char *source_database_url_file; /* owned: the file of a {source: file} reference, read again at every
+					 * connection (config_database_url); NULL for inline or environment */
 	char *publication;         /* owned, required */
 	char *slot;                /* owned, required */
 	uint64_t wal_retention_warn_bytes;
@@ -71,6 +73,7 @@ struct flow_config {
 
 	/* target */
 	char *target_database_url; /* owned, required (resolved secret) */
+	char *target_database_url_file; /* owned, as source_database_url_file */
 	char *checkpoint_schema;   /* owned; default "trellara" */
 
 	/* snapshot, apply, observability */
@@ -90,6 +93,15 @@ int config_load(const char *path, struct flow_config *config);
 void config_free(struct flow_config *config);
 /* "source_id:dataset_id", newly allocated. */
 char *config_flow_id(const struct flow_config *config);
+
+/* The source's (source true) or the target's connection string, newly
+ * allocated, to connect with now: a {source: file} reference is read again,
+ * so a rotated secret takes effect at the next connection (a file that
+ * cannot be read or is empty keeps the value read before, with a warning);
+ * inline and environment values are the ones loaded.  Free it with
+ * config_free_secret(); never print it. */
+char *config_database_url(const struct flow_config *config, bool source);
+void config_free_secret(char *secret); /* zeroes, then frees; NULL is fine */
 
 /* ---- one value by its key path (trellara-config get) ----
  *

@@ -49,6 +49,13 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o);
 /* pgconn_open() with PGCONN_LOG and libpq's connect timeout. */
 PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *application_name, const char *role);
 
+/* Why the last pgconn_open/pgconn_connect of this process failed: the
+ * server refused the credentials (a password it asked for and was not
+ * given, or "authentication failed"), or anything else (unreachable, not
+ * accepting connections, no such database ...). */
+enum pgconn_failure { PGCONN_FAILURE_NONE, PGCONN_FAILURE_AUTHENTICATION, PGCONN_FAILURE_OTHER };
+enum pgconn_failure pgconn_last_failure(void);
+
 /* Runs a command that returns no rows; -1 on failure (reported). */
 int pgconn_command(PGconn *conn, const char *sql);
 /* Runs a query with text parameters; returns a PGRES_TUPLES_OK or
