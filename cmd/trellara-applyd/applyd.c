@@ -390,6 +390,9 @@ static void backoff(struct applyd *a, int attempt, const char *what)
 	struct backoff_jitter jitter = backoff_jitter_rand_r(&a->rng);
 	int64_t delay = backoff_next_us((int64_t)a->o->reconnect_base_ms * 1000, attempt, &jitter);
 	log_info("%s in %.1f s (attempt %d of %d)", what, (double)delay / 1e6, attempt, a->o->max_reconnect_attempts);
+	/* systemd has no "not ready": the status line says it cannot progress */
+	notify_status("cannot progress: %s in %.1f s (attempt %d of %d)", what, (double)delay / 1e6, attempt,
+		      a->o->max_reconnect_attempts);
 	backoff_wait(delay, a->o->stop, tick_watchdog, &a->watchdog);
 }
 

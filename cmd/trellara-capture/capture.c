@@ -506,6 +506,9 @@ static void backoff_sleep(struct capture *c, int attempt)
 	int64_t delay = backoff_next_us((int64_t)c->o->reconnect_base_ms * 1000, attempt, &jitter);
 	log_info("reconnecting to the source in %.1f s (attempt %d of %d)", (double)delay / 1e6, attempt,
 		 c->o->max_reconnect_attempts);
+	/* systemd has no "not ready": the status line says it cannot progress */
+	notify_status("cannot progress: reconnecting to the source in %.1f s (attempt %d of %d)", (double)delay / 1e6,
+		      attempt, c->o->max_reconnect_attempts);
 	backoff_wait(delay, c->o->stop, tick_watchdog, &c->watchdog);
 }
 

@@ -269,3 +269,38 @@ cut_sessions() {
 	[ "$(state_value capture_pid)" = "$run_capture" ]
 	[ "$(psql_target "SELECT count(*) FROM t")" -eq 300 ]
 }
+
+@test "a server stopped under the flow: capture and applyd back off, SIGTERM while they back off ends them with 0 within 10 s; back up, the flow misses nothing" {
+	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
+	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	export TRELLARA_RECONNECT_BASE_MS=1000 # 1, 2, 4, 8 s ... : SIGTERM lands inside a long wait
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO t SELECT g, 'one' FROM generate_series(1, 100) g"
+	caught_up 60
+
+	# capture and the source
+	trellara_pg_stop "$SOURCE_PGDATA"
+	restart_source=1
+	wait_for -t 30 "[ \"\$(grep -c 'reconnecting to the source in' '$TEST_DIR/capture.log')\" -ge 3 ]"
+	bg_stop capture TERM 10
+	[ "$BG_STATUS" -eq 0 ]
+	trellara_pg_start "$SOURCE_PGDATA"
+	restart_source=
+	psql_source "INSERT INTO t SELECT g, 'two' FROM generate_series(101, 200) g"
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	caught_up 60
+
+	# applyd and the target: the same
+	trellara_pg_stop "$TARGET_PGDATA"
+	psql_source "INSERT INTO t SELECT g, 'three' FROM generate_series(201, 300) g"
+	wait_for -t 30 "[ \"\$(grep -c 'reconnecting to the target in' '$TEST_DIR/applyd.log')\" -ge 3 ]"
+	bg_stop applyd TERM 10
+	[ "$BG_STATUS" -eq 0 ]
+	trellara_pg_start "$TARGET_PGDATA"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	caught_up 60
+	assert_tables_equal t
+}
