@@ -24,6 +24,7 @@
 #   zlib1g-dev       zlib: linked by every program (checksum, compression routines)
 #   bats jq          the operator-workflow tests and their JSON checks
 #   parallel         GNU parallel: bats runs two test files at once in make check
+#   faketime         a test moves the wall clock of capture and applyd by a month
 #   build-essential pkg-config   the compiler, make, headers
 #   groff-base       man-page linting (groff -man -ww)
 #   strace           a durability test watches the stream's mkdir/fsync calls
@@ -144,7 +145,7 @@ done
 
 # ---------------------------------------------------------------- Debian
 
-packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq parallel build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
+packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
 ((${#fetch[@]} == 0)) || command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()

@@ -304,3 +304,45 @@ cut_sessions() {
 	caught_up 60
 	assert_tables_equal t
 }
+
+@test "the wall clock of capture and applyd moved a month forward, then a month back, while the flow runs: nothing stalls, nothing lost" {
+	local lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+	[ -f "$lib" ] # scripts/install-deps.sh installs faketime
+	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
+	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	# the programs' CLOCK_REALTIME follows the offset in this file (read at
+	# every call); their monotonic clock is left alone, as a real clock
+	# step (an NTP correction, a wrong time set by hand) leaves it
+	echo "+0" >"$TEST_DIR/clock"
+	local fake=(env LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$TEST_DIR/clock" FAKETIME_NO_CACHE=1
+		FAKETIME_DONT_FAKE_MONOTONIC=1)
+	bg_start capture "${fake[@]}" trellara-capture --config "$FLOW_FILE"
+	bg_start applyd "${fake[@]}" trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO t SELECT g, 'now' FROM generate_series(1, 100) g"
+	caught_up 60
+
+	local step n=100 day
+	for step in +30d -30d; do
+		echo "$step" >"$TEST_DIR/clock"
+		day=$(date -u -d "${step%d} days" +%Y-%m-%d)
+		psql_source "INSERT INTO t SELECT g, '$step' FROM generate_series($((n + 1)), $((n + 100))) g" \
+			"UPDATE t SET v = v || ' then $step' WHERE id % 10 = 0" "DELETE FROM t WHERE id % 17 = 0"
+		n=$((n + 100))
+		# and their connections cut: reconnecting (backoff) under the moved clock
+		psql_admin source "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'trellara-capture'" >/dev/null
+		psql_admin target "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'trellara-applyd'" >/dev/null
+		caught_up 60
+		# the step took effect: their log lines carry the moved date
+		grep -q "^$day" "$TEST_DIR/capture.log"
+		grep -q "^$day" "$TEST_DIR/applyd.log"
+	done
+	assert_tables_equal t
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
