@@ -74,6 +74,14 @@
 	"a lost target connection is retried with backoff; nothing is lost or doubled"
 #define LIVE_SLOT_POSTURE "tests/bats/21-check.bats", \
 	"failover slots and idle_replication_slot_timeout: said explicitly when the server is too old for them"
+#define LIVE_FAILOVER_AWAY "tests/bats/64-failover.bats", \
+	"PostgreSQL 17+: a failover slot synchronized to the standby; promoted mid-load while capture is away: capture resumes on the new timeline, identical, CONVERGED"
+#define LIVE_FAILOVER_STREAMING "tests/bats/64-failover.bats", \
+	"PostgreSQL 17+: the primary dies under load while capture streams; promoted: capture reconnects to the promoted server by itself, skips what the standby's copy of the slot resends, identical, CONVERGED"
+#define LIVE_PROMOTED_WITHOUT_SLOT "tests/bats/64-failover.bats", \
+	"a promoted standby without the slot: capture stops with 65 and names the copy, status says so, and that copy converges from the promoted server"
+#define LIVE_SLOT_INVALIDATED "tests/bats/64-failover.bats", \
+	"a slot the source invalidated (max_slot_wal_keep_size, wal_status lost): capture stops at once with 65, status alerts slot_invalidated"
 #define LIVE_BIG_TRANSACTION "tests/bats/20-capture.bats", \
 	"a 200 000-row transaction arrives whole, once, with bounded capture memory"
 #define LIVE_CUTOVER_KILLED_WAITING "tests/bats/63-cutover.bats", \
@@ -131,7 +139,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "The source is promoted to a standby whose slot lags the stream; capture accepts the higher timeline, skips "
 	    "the resent transactions whole by commit LSN, and the target sees each source transaction once and never "
 	    "in part.",
-	    NO_LIVE, PROMOTED_SOURCE, APPLICABLE),
+	    LIVE_FAILOVER_STREAMING, PROMOTED_SOURCE, APPLICABLE),
 	SIM("duplicate_delivery", "base", 12, "transaction_dedup_before_reapply",
 	    "The stream and the slot deliver transactions again (reconnects, restarts); the applier skips every commit "
 	    "LSN at or below its checkpoint, counts the skip, and applies nothing twice.",
@@ -224,7 +232,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "promoted_source_replays_from_last_durable_ack",
 	    "The source is promoted while capture is disconnected; the reconnected capture resumes from the last "
 	    "position the stream made durable, with nothing missing and nothing applied twice.",
-	    NO_LIVE, PROMOTED_SOURCE, APPLICABLE),
+	    LIVE_FAILOVER_AWAY, PROMOTED_SOURCE, APPLICABLE),
 	SIM("qualification_broker_outage_quorum_loss", "qualification", 54, "source_ack_waits_for_broker_quorum",
 	    "The source is acknowledged only after a broker quorum holds the transaction.", NO_LIVE, NULL, NA_BROKER),
 	SIM("qualification_target_restart_during_apply", "qualification", 55, "target_restart_replays_uncheckpointed_apply",
@@ -270,22 +278,28 @@ const struct sim_scenario sim_scenarios[] = {
 	    "failover_slot_replay_preserves_transaction_boundary",
 	    "After a promotion whose slot lags the stream, resent transactions are skipped whole by commit LSN and no "
 	    "target commit exposes part of one.",
-	    NO_LIVE, PROMOTED_SOURCE, APPLICABLE),
+	    LIVE_FAILOVER_STREAMING, PROMOTED_SOURCE, APPLICABLE),
 	ROW(4, "source_failover_slot_unsynced", "source_failover_readiness", "failover_slot_sync_before_promotion",
-	    "A promotion before the failover slot is synchronized is refused.", LIVE_SLOT_POSTURE, SLOT_POSTURE_CHECK,
-	    "Failover slots exist from PostgreSQL 17 and Trellara neither creates nor synchronizes them: trellara check "
-	    "only reports their posture against the live server (a warning, never a gate), so there is no decision of "
-	    "Trellara's here to simulate."),
+	    "A promotion before the failover slot is synchronized is refused.", LIVE_PROMOTED_WITHOUT_SLOT,
+	    "trellara snapshot --config FILE --force (from the promoted server)",
+	    "Trellara does not gate the promotion (the server does it, and the standby synchronizes the slot it "
+	    "creates as a failover slot on PostgreSQL 17+); what it decides is the other side: a promoted server "
+	    "without the slot stops capture with exit 65 (slot_policy.c, unit-tested), never a new slot that would "
+	    "skip the transactions in between. The simulator's promotions always carry the slot, so it has no "
+	    "schedule of this; the live test is the proof."),
 	ROW(5, "source_failover_slot_disabled", "source_failover_readiness", "failover_slot_enabled_before_promotion",
 	    "A promotion while the slot is not a failover slot is refused.", LIVE_SLOT_POSTURE, SLOT_POSTURE_CHECK,
 	    "Whether the slot is a failover slot (PostgreSQL 17 and later) is reported by trellara check's "
-	    "failover_slots item against the live server; Trellara has no promotion gate to simulate."),
+	    "failover_slots item against the live server, and Trellara creates its slot with FAILOVER there; a "
+	    "promotion without it ends as row 4 does (exit 65). There is no promotion gate of Trellara's to simulate."),
 	ROW(6, "source_slot_abandoned_idle_timeout", "source_safety_slot_lifecycle", "inactive_slot_cleanup_posture_is_explicit",
-	    "An abandoned slot's cleanup posture is stated.", LIVE_SLOT_POSTURE,
-	    "trellara check --config FILE (its idle_replication_slot_timeout item)",
-	    "Idle slots are dropped by the server (idle_replication_slot_timeout, PostgreSQL 18), and Trellara only "
-	    "reports that setting in trellara check against the live server: there is no decision of its own to "
-	    "simulate."),
+	    "An abandoned slot's cleanup posture is stated.", LIVE_SLOT_INVALIDATED,
+	    "trellara check --config FILE (its idle_replication_slot_timeout and max_slot_wal_keep_size items); "
+	    "after an invalidation: trellara snapshot --config FILE --force",
+	    "Idle slots are invalidated by the server (idle_replication_slot_timeout, PostgreSQL 18; "
+	    "max_slot_wal_keep_size), and Trellara reports both settings in trellara check; an invalidated slot stops "
+	    "capture at once with exit 65 (slot_policy.c, unit-tested; live: a slot invalidated by "
+	    "max_slot_wal_keep_size). No decision of its own about when to drop a slot is there to simulate."),
 	ROW(7, "broker_publish_failure", "strict_transaction_order", "source_checkpoint_after_broker_ack",
 	    "An append or fdatasync of the stream fails; capture acknowledges nothing of it, stops failing closed, and "
 	    "after the restart nothing is missing.",
@@ -483,7 +497,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "promoted_source_replays_from_last_durable_ack",
 	    "After a promotion while capture was away, it resumes from the last durable acknowledgement with nothing "
 	    "missing or doubled.",
-	    NO_LIVE, PROMOTED_SOURCE, APPLICABLE),
+	    LIVE_FAILOVER_AWAY, PROMOTED_SOURCE, APPLICABLE),
 	ROW(54, "qualification_broker_outage_quorum_loss", "broker_quorum_publish_ack", "source_ack_waits_for_broker_quorum",
 	    "The source is acknowledged only after a broker quorum holds the transaction.", NO_LIVE, NULL, NA_BROKER),
 	ROW(55, "qualification_target_restart_during_apply", "target_apply_transaction_commit",

@@ -270,7 +270,8 @@ static int ensure_slot(struct capture *c, const struct pg_identity *id)
 		goto out;
 	}
 	char *slot = pgconn_quote_ident(c->conn, c->cfg->slot);
-	sql = xasprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot);
+	sql = xasprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing'%s)", slot,
+			PQserverVersion(c->conn) >= 170000 ? ", FAILOVER true" : "");
 	code = pgconn_command(c->conn, sql) == 0 ? EXIT_OK : EXIT_CONFIG;
 	if (code == EXIT_OK)
 		log_info("created replication slot \"%s\" (--start-now: streaming starts at its consistent point)",

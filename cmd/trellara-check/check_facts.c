@@ -35,6 +35,7 @@ void check_source_facts_free(struct source_facts *f)
 	free(f->idle_timeout);
 	free(f->idle_timeout_unit);
 	free(f->synchronized_standby_slots);
+	free(f->missing_standby_slots);
 	for (size_t i = 0; i < f->n_tables; i++)
 		check_table_facts_free(&f->tables[i]);
 	free(f->tables);
@@ -140,6 +141,21 @@ static int gather_server(PGconn *conn, struct source_facts *f)
 	f->senders_used = (long)check_value_ll(res, 0, 1);
 	f->physical_slots = (long)check_value_ll(res, 0, 2);
 	PQclear(res);
+	if (f->synchronized_standby_slots && *f->synchronized_standby_slots) {
+		/* a listed slot that does not exist makes a failover slot's
+		 * decoding wait for it forever */
+		static const char sql_missing[] =
+			"SELECT string_agg(n, ', ' ORDER BY n) FROM"
+			" (SELECT btrim(x) AS n FROM unnest(string_to_array($1, ',')) AS u(x)) l"
+			" WHERE n <> '' AND NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots s"
+			"  WHERE s.slot_name = l.n AND s.slot_type = 'physical')";
+		const char *p[1] = { f->synchronized_standby_slots };
+		if (!(res = pgconn_query(conn, sql_missing, 1, p)))
+			return -1;
+		if (!PQgetisnull(res, 0, 0))
+			f->missing_standby_slots = xstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
 	return 0;
 }
 

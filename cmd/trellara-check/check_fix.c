@@ -228,21 +228,26 @@ void check_fix_source(PGconn *conn, const struct check_options *o, const struct 
 	}
 
 	if (o->create_slot && !f->slot_exists) {
-		static const char sql[] = "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')";
+		/* 17+: a failover slot, which a standby can synchronize */
+		const char *sql = f->version_num >= 170000
+					  ? "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)"
+					  : "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')";
 		const char *params[1] = { cfg->slot };
 		PGresult *res = pgconn_query(conn, sql, 1, params);
 		char *literal = check_quote_literal(cfg->slot);
 		if (res) {
 			PQclear(res);
 			check_add_action(r, "create_slot",
-				   xasprintf("created logical replication slot \"%s\" (pgoutput)", cfg->slot),
-				   xasprintf("SELECT pg_catalog.pg_create_logical_replication_slot(%s, 'pgoutput')",
-					     literal));
+				   xasprintf("created logical replication slot \"%s\" (pgoutput%s)", cfg->slot,
+					     f->version_num >= 170000 ? ", failover" : ""),
+				   xasprintf("SELECT pg_catalog.pg_create_logical_replication_slot(%s, 'pgoutput'%s)",
+					     literal, f->version_num >= 170000 ? ", false, false, true" : ""));
 		} else {
 			char *error = last_error(conn);
 			check_add_item(r, "fix", "fix", "create_slot", CHECK_BLOCKER,
 				 xasprintf("could not create the slot: %s", error),
-				 xasprintf("SELECT pg_catalog.pg_create_logical_replication_slot(%s, 'pgoutput');", literal),
+				 xasprintf("SELECT pg_catalog.pg_create_logical_replication_slot(%s, 'pgoutput'%s);", literal,
+					   f->version_num >= 170000 ? ", false, false, true" : ""),
 				 false);
 			free(error);
 		}

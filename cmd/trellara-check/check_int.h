@@ -70,6 +70,7 @@ struct source_facts {
 	char *idle_timeout, *idle_timeout_unit; /* owned */
 	bool has_standby_slots;
 	char *synchronized_standby_slots; /* owned */
+	char *missing_standby_slots;      /* owned: names in it without a physical slot here, or NULL */
 	long slots_used, senders_used, physical_slots;
 	/* publication */
 	bool pub_exists, pub_all_tables, pub_insert, pub_update, pub_delete, pub_truncate, pub_via_root;

@@ -443,6 +443,17 @@ static void evaluate_slot(const struct flow_config *cfg, const struct source_fac
 			 xstrdup("ALTER SYSTEM SET idle_replication_slot_timeout = 0; SELECT pg_reload_conf();"), false);
 	}
 
+	if (f->missing_standby_slots)
+		check_add_item(r, S, "synchronized_standby_slots", NULL, CHECK_BLOCKER,
+			 xasprintf("synchronized_standby_slots = '%s' names %s, which %s no physical slot on this server: "
+				   "logical decoding of a failover slot (Trellara creates its slot with FAILOVER on "
+				   "PostgreSQL 17 and later) waits for it forever, and capture would stall",
+				   f->synchronized_standby_slots, f->missing_standby_slots,
+				   strchr(f->missing_standby_slots, ',') ? "have" : "has"),
+			 xstrdup("create the standby's physical slot (its primary_slot_name): SELECT "
+				 "pg_create_physical_replication_slot('NAME', true); or take the name out: ALTER SYSTEM "
+				 "SET synchronized_standby_slots = '...'; SELECT pg_reload_conf();"),
+			 false);
 	if (!f->has_failover) {
 		check_add_item(r, S, "failover_slots", NULL, CHECK_OK,
 			 xasprintf("not available on PostgreSQL %s (failover slots were added in 17): the slot exists "
@@ -452,8 +463,8 @@ static void evaluate_slot(const struct flow_config *cfg, const struct source_fac
 			 NULL, false);
 	} else if (!f->slot_exists) {
 		check_add_item(r, S, "failover_slots", NULL, CHECK_OK,
-			 xstrdup("available; the slot does not exist yet (a failover slot needs FAILOVER true at creation "
-				 "or ALTER_REPLICATION_SLOT)"),
+			 xstrdup("available; the slot does not exist yet: trellara snapshot (and check --fix --create-slot) "
+				 "create it as a failover slot"),
 			 NULL, false);
 	} else if (f->slot_failover) {
 		if (!f->synchronized_standby_slots || !*f->synchronized_standby_slots)

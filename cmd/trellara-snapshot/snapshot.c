@@ -55,8 +55,11 @@ static int export_snapshot(const struct flow_config *cfg, const char *slot, bool
 	if (pgconn_command(ex->repl, "SET statement_timeout = 0") < 0)
 		PQclear(NULL);
 	char *q = pgconn_quote_ident(ex->repl, slot);
-	char *sql = xasprintf("CREATE_REPLICATION_SLOT %s%s LOGICAL pgoutput (SNAPSHOT 'export')", q,
-			      temporary ? " TEMPORARY" : "");
+	/* 17+: a failover slot, which a standby can synchronize (a temporary
+	 * slot cannot be one) */
+	bool failover = !temporary && PQserverVersion(ex->repl) >= 170000;
+	char *sql = xasprintf("CREATE_REPLICATION_SLOT %s%s LOGICAL pgoutput (SNAPSHOT 'export'%s)", q,
+			      temporary ? " TEMPORARY" : "", failover ? ", FAILOVER true" : "");
 	PGresult *res = pgconn_query(ex->repl, sql, 0, NULL);
 	free(sql);
 	free(q);

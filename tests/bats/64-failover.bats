@@ -17,6 +17,11 @@ teardown() {
 	[[ -z ${load:-} ]] || kill -TERM "$load" 2>/dev/null || true
 	# the old primary comes back for the harness's cleanup (its databases)
 	[[ -z ${restart_source:-} ]] || trellara_pg_start "$SOURCE_PGDATA"
+	# a failover standby's traces on the source (make_failover_standby)
+	if [[ -n ${standby:-} && $TRELLARA_PG_SOURCE_MAJOR -ge 17 ]]; then
+		psql_admin source "ALTER SYSTEM RESET synchronized_standby_slots" "SELECT pg_reload_conf()" \
+			"SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name = 'trellara_standby_$TEST_N'" >/dev/null || true
+	fi
 	trellara_teardown
 	[[ -z ${standby:-} ]] || trellara_pg_stop "$standby"
 }
@@ -345,4 +350,129 @@ cut_sessions() {
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
 	[ "$BG_STATUS" -eq 0 ]
+}
+
+# make_failover_standby DIR PORT: a physical standby of a PostgreSQL 17+
+# source that synchronizes its failover slots (sync_replication_slots), made
+# without pg_basebackup (Debian's 15 refuses a newer server): a physical
+# slot, pg_backup_start, a file copy, pg_backup_stop's label.
+make_failover_standby() {
+	local dir=$1 port=$2
+	printf '%s\n' "$PG_SOURCE_BINDIR" >"$dir.bindir"
+	psql_admin source "SELECT pg_create_physical_replication_slot('trellara_standby_$TEST_N', true)" >/dev/null
+	_trellara_psql "$SOURCE_ADMIN_URL" -c "SELECT pg_backup_start('trellara-standby', true)" \
+		-c "\\! cp -a '$SOURCE_PGDATA' '$dir'" \
+		-c "\\o $TEST_DIR/backup_label" -c "SELECT labelfile FROM pg_backup_stop(false)" >/dev/null
+	rm -f "$dir/postmaster.pid" "$dir/postmaster.opts" "$dir/server.log"
+	rm -rf "${dir:?}/pg_replslot/"*
+	cp "$TEST_DIR/backup_label" "$dir/backup_label"
+	touch "$dir/standby.signal"
+	printf '%s\n' "port = $port" "cluster_name = 'trellara-test-standby'" \
+		"primary_conninfo = 'host=$SOURCE_HOST port=$SOURCE_PORT user=$(id -un) dbname=$SOURCE_DB'" \
+		"primary_slot_name = 'trellara_standby_$TEST_N'" "hot_standby_feedback = on" "sync_replication_slots = on" \
+		>>"$dir/postgresql.conf"
+	if [[ $(id -u) -eq 0 ]]; then chown -R "$TRELLARA_PG_OS_USER:" "$dir"; fi
+	trellara_pg_start "$dir"
+	psql_admin source "ALTER SYSTEM SET synchronized_standby_slots = 'trellara_standby_$TEST_N'" "SELECT pg_reload_conf()" >/dev/null
+}
+
+# failover_flow: a 17+ source with a failover standby, the flow snapshotted
+# through a multi-host URL, capture and applyd running, the standby's copy
+# of the slot synchronized, and a writer on the primary ($load).
+failover_flow() {
+	[ "$TRELLARA_PG_SOURCE_MAJOR" -ge 17 ] || skip "failover slots need a PostgreSQL 17 source (make check-matrix)"
+	psql_source "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)" \
+		"INSERT INTO accounts SELECT g, 'v' || g, 0 FROM generate_series(1, 2000) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
+	psql_target "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)"
+	standby="$TRELLARA_FILE_DIR/standby-$TEST_N" standby_port=$((SOURCE_PORT + 2))
+	make_failover_standby "$standby" "$standby_port"
+	wait_for -t 60 "[ \"\$(psql_standby 'SELECT count(*) FROM accounts')\" = 2000 ]"
+	local multi="postgresql:///$SOURCE_DB?host=$SOURCE_HOST,$SOURCE_HOST&port=$SOURCE_PORT,$standby_port&target_session_attrs=read-write"
+	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
+		--set "source.database_url=\"$multi\"" --set observability.metrics_dir="\"$METRICS_DIR\""
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	[ "$(psql_source "SELECT failover FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = t ]
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	wait_for -t 90 -m "the standby synchronized the flow's slot" \
+		"[ \"\$(psql_standby \"SELECT synced FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'\")\" = t ]"
+	(
+		for i in $(seq 1 100000); do
+			psql_source "UPDATE accounts SET n = n + 1 WHERE id = $((i % 2000 + 1))" || exit 0
+		done
+	) >/dev/null 2>&1 &
+	load=$!
+	wait_for -t 60 "[ \"\$(applied_transactions)\" -gt 50 ]"
+}
+
+# promote_standby: the writer stops, the standby replays all the primary
+# sent, the primary dies (immediate), the standby is promoted.  Sets
+# synced_at (its copy of the slot's position), durable (the stream's last
+# commit then) and behind (t when the copy is behind the stream).
+# With "crash", the primary dies under the writer, and what the standby
+# has is what there is (synchronized_standby_slots kept capture from
+# receiving anything the standby had not flushed).
+promote_standby() {
+	if [[ ${1:-} == crash ]]; then
+		trellara_pg_stop "$SOURCE_PGDATA"
+		restart_source=1
+	fi
+	kill -TERM "$load" 2>/dev/null || true
+	wait "$load" || true
+	load=
+	if [[ ${1:-} != crash ]]; then
+		local primary_end
+		primary_end=$(psql_source "SELECT pg_current_wal_lsn()")
+		wait_for -t 60 -m "the standby replayed the primary's WAL" \
+			"[ \"\$(psql_standby \"SELECT pg_last_wal_replay_lsn() >= '$primary_end'\")\" = t ]"
+		trellara_pg_stop "$SOURCE_PGDATA"
+		restart_source=1
+	fi
+	synced_at=$(psql_standby "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")
+	durable=$(trellara stream read --dir "$STREAM_DIR" --format json | jq -r 'select(.type == "txn") | .commit_lsn' | tail -n 1)
+	[ -n "$synced_at" ] && [ -n "$durable" ]
+	behind=$(psql_standby "SELECT '$synced_at'::pg_lsn < '$durable'::pg_lsn")
+	trellara_pg_as_owner "$PG_SOURCE_BINDIR/pg_ctl" -D "$standby" -w -t 60 promote >/dev/null
+	[ "$(psql_standby 'SELECT pg_is_in_recovery()')" = f ]
+	[ "$(psql_standby "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = 1 ]
+	export SOURCE_URL="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port"
+}
+
+# after_promotion CAPTURE_LOG_NAME: more writes on the promoted server,
+# identical, CONVERGED, the promotion followed and counted, and resent
+# transactions skipped (some whenever the standby's copy was behind)
+after_promotion() {
+	psql_source "UPDATE accounts SET n = n + 100 WHERE id % 7 = 0" \
+		"INSERT INTO accounts SELECT g, 'after', 0 FROM generate_series(2001, 2100) g"
+	caught_up 120
+	assert_tables_equal accounts
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	grep -q "source timeline moved from 1 to 2 (a promotion)" "$TEST_DIR/$1.log"
+	wait_for -t 10 "grep -q '^trellara_capture_promotions_total{.*} 1\$' '$METRICS_DIR/capture.prom'"
+	bg_stop "$1" TERM
+	[ "$BG_STATUS" -eq 0 ]
+	local skipped
+	skipped=$(sed -n 's/.*capture stopped: .* \([0-9][0-9]*\) skipped as duplicates.*/\1/p' "$TEST_DIR/$1.log")
+	[ -n "$skipped" ]
+	if [ "$behind" = t ]; then [ "$skipped" -gt 0 ]; else [ "$skipped" -eq 0 ]; fi
+	echo "# the standby's copy of the slot at $synced_at, the stream through $durable: $skipped resent transactions skipped" >&3
+}
+
+@test "PostgreSQL 17+: a failover slot synchronized to the standby; promoted mid-load while capture is away: capture resumes on the new timeline, identical, CONVERGED" {
+	failover_flow
+	kill -KILL "$(bg_pid capture)" # the slot confirmed up to its last status update
+	bg_wait capture 10
+	[ "$BG_STATUS" -eq 137 ]
+	sleep 1 # the primary writes on without capture
+	promote_standby
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	after_promotion capture2
+}
+
+@test "PostgreSQL 17+: the primary dies under load while capture streams; promoted: capture reconnects to the promoted server by itself, skips what the standby's copy of the slot resends, identical, CONVERGED" {
+	failover_flow
+	promote_standby crash
+	after_promotion capture
 }
