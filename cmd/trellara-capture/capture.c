@@ -231,6 +231,14 @@ static int ensure_slot(struct capture *c, const struct pg_identity *id)
 		PQfinish(plain);
 		return EXIT_DATAERR;
 	}
+	if (meta.slot && strcmp(meta.slot, c->cfg->slot) != 0) {
+		/* the stream follows another slot: check_stream_binding refuses
+		 * it (78) before anything is created */
+		stream_meta_free(&meta);
+		PQfinish(plain);
+		c->slot_existed = false;
+		return EXIT_OK;
+	}
 	/* wal_status from 13, conflicting from 16, invalidation_reason from 17 */
 	char *sql = xasprintf("SELECT plugin, slot_type, database, active, coalesce(confirmed_flush_lsn, '0/0'), %s, %s, %s"
 			      " FROM pg_replication_slots WHERE slot_name = $1",
