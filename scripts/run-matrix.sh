@@ -22,8 +22,10 @@
 # snapshot under pgbench load, applyd killed -9, verify, reseed,
 # quarantine), 30-apply.bats (column types, exactly once across kills,
 # quarantines, chunking), 40-snapshot.bats, 42-snapshot-create-tables.bats
-# (tables built from the source's catalogs), 50-operate.bats and
-# 60-verify.bats.  BATS_JOBS (default 2) files run at once in a lane.
+# (tables built from the source's catalogs), 50-operate.bats,
+# 60-verify.bats and 64-failover.bats (its PostgreSQL 17+ tests, failover
+# slots, run only in lanes whose source is 17 or later; its pg_basebackup
+# standby only on a 15 source).  BATS_JOBS (default 2) files run at once.
 #
 # Prints each lane's bats output, then a summary with each lane's result
 # and wall time; exits non-zero when any lane fails.
@@ -35,7 +37,8 @@ cd "$(dirname "$0")/.." || exit 1
 lanes=${TRELLARA_MATRIX_LANES:-"16:16 17:17 18:18 15:18 16:17"}
 client_major=15
 default_files="tests/bats/matrix/flow.bats tests/bats/30-apply.bats tests/bats/40-snapshot.bats
-	tests/bats/42-snapshot-create-tables.bats tests/bats/50-operate.bats tests/bats/60-verify.bats"
+	tests/bats/42-snapshot-create-tables.bats tests/bats/50-operate.bats tests/bats/60-verify.bats
+	tests/bats/64-failover.bats"
 export BATS_JOBS=${BATS_JOBS:-2}
 
 majors=""

@@ -44,35 +44,45 @@ EOF
 	trellara_pg_start "$dir"
 }
 
-psql_standby() {
-	_trellara_psql "postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port" -c "$1"
-}
-
-@test "a promoted standby without the slot: capture stops with 65 and names the copy, status says so, and that copy converges from the promoted server" {
-	[ "$TRELLARA_PG_SOURCE_MAJOR" -eq 15 ] || skip "the standby is made with Debian's pg_basebackup 15"
+# standby_flow MAKE_STANDBY: the accounts table (2000 rows) on both servers,
+# a standby made by MAKE_STANDBY DIR PORT ($standby, $standby_port), a flow
+# file whose source is both servers through a multi-host URL (only the
+# writable one is used), and the snapshot taken.
+standby_flow() {
 	psql_source "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)" \
 		"INSERT INTO accounts SELECT g, 'v' || g, 0 FROM generate_series(1, 2000) g" \
 		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
 	psql_target "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)"
 	standby="$TRELLARA_FILE_DIR/standby-$TEST_N" standby_port=$((SOURCE_PORT + 2))
-	make_standby "$standby" "$standby_port"
+	"$1" "$standby" "$standby_port"
 	wait_for -t 60 "[ \"\$(psql_standby 'SELECT count(*) FROM accounts')\" = 2000 ]"
-
-	# the flow's source is both servers; only the writable one is used
 	local multi="postgresql:///$SOURCE_DB?host=$SOURCE_HOST,$SOURCE_HOST&port=$SOURCE_PORT,$standby_port&target_session_attrs=read-write"
 	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
 		--set "source.database_url=\"$multi\"" --set observability.metrics_dir="\"$METRICS_DIR\""
 	run -0 trellara-snapshot --config "$FLOW_FILE"
-	bg_start capture trellara-capture --config "$FLOW_FILE"
-	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+}
 
-	# writes on the primary while the flow streams them
+# start_writer: single-row UPDATEs on the primary until it goes away ($load)
+start_writer() {
 	(
 		for i in $(seq 1 100000); do
 			psql_source "UPDATE accounts SET n = n + 1 WHERE id = $((i % 2000 + 1))" || exit 0
 		done
 	) >/dev/null 2>&1 &
 	load=$!
+}
+
+psql_standby() {
+	_trellara_psql "postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port" -c "$1"
+}
+
+@test "a promoted standby without the slot: capture stops with 65 and names the copy, status says so, and that copy converges from the promoted server" {
+	[ "$TRELLARA_PG_SOURCE_MAJOR" -eq 15 ] || skip "the standby is made with Debian's pg_basebackup 15"
+	standby_flow make_standby
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+
+	start_writer # on the primary, while the flow streams
 	wait_for -t 60 "[ \"\$(applied_transactions)\" -gt 50 ]"
 
 	# the primary dies (immediate stop: no shutdown checkpoint, nothing more
@@ -381,28 +391,13 @@ make_failover_standby() {
 # of the slot synchronized, and a writer on the primary ($load).
 failover_flow() {
 	[ "$TRELLARA_PG_SOURCE_MAJOR" -ge 17 ] || skip "failover slots need a PostgreSQL 17 source (make check-matrix)"
-	psql_source "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)" \
-		"INSERT INTO accounts SELECT g, 'v' || g, 0 FROM generate_series(1, 2000) g" \
-		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
-	psql_target "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)"
-	standby="$TRELLARA_FILE_DIR/standby-$TEST_N" standby_port=$((SOURCE_PORT + 2))
-	make_failover_standby "$standby" "$standby_port"
-	wait_for -t 60 "[ \"\$(psql_standby 'SELECT count(*) FROM accounts')\" = 2000 ]"
-	local multi="postgresql:///$SOURCE_DB?host=$SOURCE_HOST,$SOURCE_HOST&port=$SOURCE_PORT,$standby_port&target_session_attrs=read-write"
-	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
-		--set "source.database_url=\"$multi\"" --set observability.metrics_dir="\"$METRICS_DIR\""
-	run -0 trellara-snapshot --config "$FLOW_FILE"
+	standby_flow make_failover_standby
 	[ "$(psql_source "SELECT failover FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = t ]
 	bg_start capture trellara-capture --config "$FLOW_FILE"
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	wait_for -t 90 -m "the standby synchronized the flow's slot" \
 		"[ \"\$(psql_standby \"SELECT synced FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'\")\" = t ]"
-	(
-		for i in $(seq 1 100000); do
-			psql_source "UPDATE accounts SET n = n + 1 WHERE id = $((i % 2000 + 1))" || exit 0
-		done
-	) >/dev/null 2>&1 &
-	load=$!
+	start_writer
 	wait_for -t 60 "[ \"\$(applied_transactions)\" -gt 50 ]"
 }
 
@@ -475,4 +470,25 @@ after_promotion() {
 	failover_flow
 	promote_standby crash
 	after_promotion capture
+}
+
+@test "PostgreSQL 17+: check blocks a synchronized_standby_slots that names a missing slot (decoding would wait for it forever); --fix --create-slot makes a failover slot" {
+	[ "$TRELLARA_PG_SOURCE_MAJOR" -ge 17 ] || skip "synchronized_standby_slots needs a PostgreSQL 17 source (make check-matrix)"
+	psql_source "CREATE TABLE t (id int PRIMARY KEY)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
+	write_flow_file "$FLOW_FILE" --tables public.t
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE" --fix --create-slot
+	[ "$(psql_source "SELECT failover FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = t ]
+	standby=none # the teardown resets synchronized_standby_slots
+	psql_admin source "SELECT pg_create_physical_replication_slot('trellara_standby_$TEST_N')" \
+		"ALTER SYSTEM SET synchronized_standby_slots = 'trellara_standby_$TEST_N, no_such_standby'" \
+		"SELECT pg_reload_conf()" >/dev/null
+	run -1 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
+	item=$(jq -c '.checks[] | select(.name == "synchronized_standby_slots")' <<<"$output")
+	[ "$(jq -r .status <<<"$item")" = blocker ]
+	[[ $(jq -r .detail <<<"$item") == *"names no_such_standby, which has no physical slot on this server"* ]]
+	[[ $(jq -r .fix <<<"$item") == *"pg_create_physical_replication_slot"* ]]
+	# every name a physical slot: no blocker
+	psql_admin source "ALTER SYSTEM SET synchronized_standby_slots = 'trellara_standby_$TEST_N'" "SELECT pg_reload_conf()" >/dev/null
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
+	[ -z "$(jq -c '.checks[] | select(.name == "synchronized_standby_slots")' <<<"$output")" ]
 }
