@@ -72,6 +72,28 @@ start_writer() {
 	load=$!
 }
 
+# alert_names_the_copy CODE: status alerts CODE and names the copy again
+alert_names_the_copy() {
+	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view alerts --rate-seconds 0
+	[[ $output == *"alert $1"* ]]
+	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
+}
+
+# copy_again: the repair capture and status name: applyd stopped, every
+# table copied again at a new slot, capture2 and applyd2 streaming it
+copy_again() {
+	bg_stop applyd TERM
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+}
+
+# t_tables: table t on both servers, published on the source
+t_tables() {
+	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
+	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+}
+
 psql_standby() {
 	_trellara_psql "postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port" -c "$1"
 }
@@ -111,15 +133,10 @@ psql_standby() {
 	[ -z "$(psql_standby "SELECT slot_name FROM pg_replication_slots")" ]
 
 	# status names the alert and the copy
-	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view alerts --rate-seconds 0
-	[[ $output == *"alert slot_missing"* ]]
-	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
+	alert_names_the_copy slot_missing
 
 	# the action it names, from the promoted server: copy again, stream on
-	bg_stop applyd TERM
-	run -0 trellara-snapshot --config "$FLOW_FILE" --force
-	bg_start capture2 trellara-capture --config "$FLOW_FILE"
-	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	copy_again
 	export SOURCE_URL="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port"
 	psql_source "UPDATE accounts SET n = n + 100 WHERE id % 7 = 0" \
 		"INSERT INTO accounts SELECT g, 'after', 0 FROM generate_series(2001, 2100) g" \
@@ -133,8 +150,7 @@ psql_standby() {
 }
 
 @test "a slot the source invalidated (max_slot_wal_keep_size, wal_status lost): capture stops at once with 65, status alerts slot_invalidated" {
-	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
-	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	t_tables
 	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576 \
 		--set observability.metrics_dir="\"$METRICS_DIR\""
 	run -0 trellara-snapshot --config "$FLOW_FILE"
@@ -161,23 +177,17 @@ psql_standby() {
 	[[ $stderr == *"trellara snapshot --config $FLOW_FILE --force"* ]]
 	[[ $stderr != *"reconnecting"* ]]
 	grep -q 'trellara_capture_slot_unusable{.*verdict="invalidated"} 1' "$METRICS_DIR/capture.prom"
-	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view alerts --rate-seconds 0
-	[[ $output == *"alert slot_invalidated"* ]]
-	[[ $output == *"trellara snapshot --config $FLOW_FILE --force"* ]]
+	alert_names_the_copy slot_invalidated
 
 	# the copy it names repairs the flow
-	bg_stop applyd TERM
-	run -0 trellara-snapshot --config "$FLOW_FILE" --force
-	bg_start capture2 trellara-capture --config "$FLOW_FILE"
-	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	copy_again
 	psql_source "UPDATE t SET v = 'after' WHERE id % 3 = 0"
 	caught_up 120
 	assert_tables_equal t
 }
 
 @test "a slot dropped under a flow whose stream holds changes: 65 (gone), with or without --start-now; no new slot is made" {
-	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
-	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	t_tables
 	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576
 	run -0 trellara-snapshot --config "$FLOW_FILE"
 	bg_start capture trellara-capture --config "$FLOW_FILE"
@@ -286,8 +296,7 @@ cut_sessions() {
 }
 
 @test "a server stopped under the flow: capture and applyd back off, SIGTERM while they back off ends them with 0 within 10 s; back up, the flow misses nothing" {
-	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
-	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	t_tables
 	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576
 	run -0 trellara-snapshot --config "$FLOW_FILE"
 	export TRELLARA_RECONNECT_BASE_MS=1000 # 1, 2, 4, 8 s ... : SIGTERM lands inside a long wait
@@ -323,8 +332,7 @@ cut_sessions() {
 @test "the wall clock of capture and applyd moved a month forward, then a month back, while the flow runs: nothing stalls, nothing lost" {
 	local lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 	[ -f "$lib" ] # scripts/install-deps.sh installs faketime
-	psql_source "CREATE TABLE t (id int PRIMARY KEY, v text)" "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE t"
-	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
+	t_tables
 	write_flow_file "$FLOW_FILE" --tables public.t --set stream.min_free_bytes=1048576
 	run -0 trellara-snapshot --config "$FLOW_FILE"
 	# the programs' CLOCK_REALTIME follows the offset in this file (read at
