@@ -173,7 +173,9 @@ psql_standby() {
 
 	# at once: no reconnect attempts, no retry loop
 	run -65 --separate-stderr trellara-capture --config "$FLOW_FILE"
-	[[ $stderr == *"replication slot \"$SLOT_NAME\" was invalidated by the source (wal_status \"lost\")"* ]]
+	[[ $stderr == *"replication slot \"$SLOT_NAME\" was invalidated by the source (wal_status \"lost\""* ]]
+	# PostgreSQL 17 and later also say why
+	((TRELLARA_PG_SOURCE_MAJOR < 17)) || [[ $stderr == *'invalidation_reason "wal_removed"'* ]]
 	[[ $stderr == *"trellara snapshot --config $FLOW_FILE --force"* ]]
 	[[ $stderr != *"reconnecting"* ]]
 	grep -q 'trellara_capture_slot_unusable{.*verdict="invalidated"} 1' "$METRICS_DIR/capture.prom"
