@@ -94,6 +94,22 @@ t_tables() {
 	psql_target "CREATE TABLE t (id int PRIMARY KEY, v text)"
 }
 
+# converges_on_promoted CAPTURE_NAME [SQL...]: writes on the promoted
+# server (and SQL), then identical, CONVERGED, and the promotion followed
+# by CAPTURE_NAME (its log) and counted (capture.prom)
+converges_on_promoted() {
+	local name=$1
+	shift
+	psql_source "UPDATE accounts SET n = n + 100 WHERE id % 7 = 0" \
+		"INSERT INTO accounts SELECT g, 'after', 0 FROM generate_series(2001, 2100) g" "$@"
+	caught_up 120
+	assert_tables_equal accounts
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	grep -q "source timeline moved from 1 to 2 (a promotion)" "$TEST_DIR/$name.log"
+	wait_for -t 10 "grep -q '^trellara_capture_promotions_total{.*} 1\$' '$METRICS_DIR/capture.prom'"
+}
+
 psql_standby() {
 	_trellara_psql "postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port" -c "$1"
 }
@@ -138,15 +154,7 @@ psql_standby() {
 	# the action it names, from the promoted server: copy again, stream on
 	copy_again
 	export SOURCE_URL="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port"
-	psql_source "UPDATE accounts SET n = n + 100 WHERE id % 7 = 0" \
-		"INSERT INTO accounts SELECT g, 'after', 0 FROM generate_series(2001, 2100) g" \
-		"DELETE FROM accounts WHERE id % 11 = 0"
-	caught_up 120
-	assert_tables_equal accounts
-	run -0 trellara-verify --config "$FLOW_FILE"
-	[[ $output == *"result: CONVERGED"* ]]
-	grep -q "source timeline moved from 1 to 2 (a promotion)" "$TEST_DIR/capture2.log"
-	wait_for -t 10 "grep -q '^trellara_capture_promotions_total{.*} 1\$' '$METRICS_DIR/capture.prom'"
+	converges_on_promoted capture2 "DELETE FROM accounts WHERE id % 11 = 0"
 }
 
 @test "a slot the source invalidated (max_slot_wal_keep_size, wal_status lost): capture stops at once with 65, status alerts slot_invalidated" {
@@ -448,14 +456,7 @@ promote_standby() {
 # identical, CONVERGED, the promotion followed and counted, and resent
 # transactions skipped (some whenever the standby's copy was behind)
 after_promotion() {
-	psql_source "UPDATE accounts SET n = n + 100 WHERE id % 7 = 0" \
-		"INSERT INTO accounts SELECT g, 'after', 0 FROM generate_series(2001, 2100) g"
-	caught_up 120
-	assert_tables_equal accounts
-	run -0 trellara-verify --config "$FLOW_FILE"
-	[[ $output == *"result: CONVERGED"* ]]
-	grep -q "source timeline moved from 1 to 2 (a promotion)" "$TEST_DIR/$1.log"
-	wait_for -t 10 "grep -q '^trellara_capture_promotions_total{.*} 1\$' '$METRICS_DIR/capture.prom'"
+	converges_on_promoted "$1"
 	bg_stop "$1" TERM
 	[ "$BG_STATUS" -eq 0 ]
 	local skipped
