@@ -51,6 +51,17 @@ char *check_human_bytes(uint64_t n)
 	return u == 0 ? xasprintf("%" PRIu64 " bytes", n) : xasprintf("%" PRIu64 " bytes (%.1f %s)", n, v, units[u]);
 }
 
+char *check_human_seconds(double s)
+{
+	if (s < 120)
+		return xasprintf("%.0f s", s);
+	if (s < 2 * 3600)
+		return xasprintf("%.0f min", s / 60);
+	if (s < 2 * 86400)
+		return xasprintf("%.1f h", s / 3600);
+	return xasprintf("%.1f days", s / 86400);
+}
+
 char *check_quote_ident(const char *name)
 {
 	struct strbuf b = STRBUF_INIT;
@@ -269,6 +280,7 @@ int check_run(const struct check_options *o, struct check_report *r)
 		if (check_gather(conn, cfg, &facts) < 0)
 			goto out;
 	}
+	check_gather_standbys(conn, cfg, &facts);
 	/* Last, so its WAL sender is not counted in wal_senders. */
 	check_gather_replication(cfg->source_database_url, &repl);
 

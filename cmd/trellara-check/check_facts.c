@@ -5,6 +5,7 @@
  */
 #include "check_int.h"
 
+#include "trellara/conninfo.h"
 #include "trellara/log.h"
 #include "trellara/xalloc.h"
 
@@ -36,6 +37,19 @@ void check_source_facts_free(struct source_facts *f)
 	free(f->idle_timeout_unit);
 	free(f->synchronized_standby_slots);
 	free(f->missing_standby_slots);
+	free(f->wal_rate_since);
+	for (size_t i = 0; i < f->n_standbys; i++) {
+		struct standby_facts *s = &f->standbys[i];
+		free(s->shown);
+		free(s->error);
+		free(s->system_identifier);
+		free(s->hot_standby_feedback);
+		free(s->primary_slot_name);
+		free(s->sync_replication_slots);
+		free(s->slot_invalidation);
+		free(s->slot_confirmed_lsn);
+	}
+	free(f->standbys);
 	for (size_t i = 0; i < f->n_tables; i++)
 		check_table_facts_free(&f->tables[i]);
 	free(f->tables);
@@ -141,6 +155,21 @@ static int gather_server(PGconn *conn, struct source_facts *f)
 	f->senders_used = (long)check_value_ll(res, 0, 1);
 	f->physical_slots = (long)check_value_ll(res, 0, 2);
 	PQclear(res);
+	if (f->version_num >= 140000) {
+		/* the average WAL rate since the statistics were reset: what a
+		 * stopped capture leaves behind per second */
+		static const char sql_wal_rate[] =
+			"SELECT wal_bytes::float8 / GREATEST(extract(epoch FROM now() - stats_reset)::float8, 1),"
+			" stats_reset::text FROM pg_catalog.pg_stat_wal WHERE stats_reset IS NOT NULL";
+		if (!(res = pgconn_query(conn, sql_wal_rate, 0, NULL)))
+			return -1;
+		if (PQntuples(res) == 1) {
+			f->wal_rate_known = true;
+			f->wal_bytes_per_second = strtod(PQgetvalue(res, 0, 0), NULL);
+			f->wal_rate_since = check_value(res, 0, 1);
+		}
+		PQclear(res);
+	}
 	if (f->synchronized_standby_slots && *f->synchronized_standby_slots) {
 		/* a listed slot that does not exist makes a failover slot's
 		 * decoding wait for it forever */
@@ -404,3 +433,104 @@ out:
 	PQfinish(conn);
 }
 
+
+/* Whether the comma-separated list (synchronized_standby_slots) names name. */
+static bool list_names(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		p += strspn(p, " \t");
+		size_t len = strcspn(p, ",");
+		size_t end = len;
+		while (end > 0 && (p[end - 1] == ' ' || p[end - 1] == '\t'))
+			end--;
+		if (end == n && strncmp(p, name, n) == 0)
+			return true;
+		p += len + (p[len] == ',');
+	}
+	return false;
+}
+
+static const char sql_standby[] =
+	"SELECT (SELECT system_identifier::text FROM pg_catalog.pg_control_system()),"
+	" pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('server_version_num')::int,"
+	" pg_catalog.current_setting('hot_standby_feedback'), pg_catalog.current_setting('primary_slot_name'),"
+	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'sync_replication_slots'),"
+	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'primary_conninfo')";
+
+static void gather_standby(PGconn *source, const struct flow_config *cfg, const struct source_facts *f,
+			   const char *url, struct standby_facts *s)
+{
+	char error[512] = "";
+	struct pgconn_options o = { .kind = PGCONN_NORMAL, .application_name = CHECK_APPLICATION_NAME,
+				    .role = "standby", .connect_timeout = "10", .report = PGCONN_QUIET,
+				    .error = error, .error_len = sizeof error };
+	PGconn *conn = pgconn_open(url, &o);
+	if (!conn) {
+		s->error = xstrdup(error[0] ? error : "cannot connect");
+		return;
+	}
+	PGresult *res = pgconn_query(conn, sql_standby, 0, NULL);
+	if (!res) {
+		s->error = xstrdup(pgconn_message(conn));
+		PQfinish(conn);
+		return;
+	}
+	s->system_identifier = check_value(res, 0, 0);
+	s->same_system = s->system_identifier && f->system_identifier &&
+			 strcmp(s->system_identifier, f->system_identifier) == 0;
+	s->in_recovery = check_value_bool(res, 0, 1);
+	s->version_num = (int)check_value_ll(res, 0, 2);
+	s->hot_standby_feedback = check_value(res, 0, 3);
+	s->primary_slot_name = check_value(res, 0, 4);
+	s->sync_replication_slots = check_value(res, 0, 5);
+	s->conninfo_known = !PQgetisnull(res, 0, 6);
+	if (s->conninfo_known) {
+		PQconninfoOption *opts = PQconninfoParse(PQgetvalue(res, 0, 6), NULL);
+		for (PQconninfoOption *opt = opts; opt && opt->keyword; opt++)
+			if (strcmp(opt->keyword, "dbname") == 0 && opt->val && *opt->val)
+				s->conninfo_has_dbname = true;
+		PQconninfoFree(opts);
+	}
+	PQclear(res);
+	const char *sql = s->version_num >= 170000
+				  ? "SELECT synced, failover, invalidation_reason, confirmed_flush_lsn::text"
+				    " FROM pg_catalog.pg_replication_slots WHERE slot_name = $1"
+				  : "SELECT false, false, NULL::text, confirmed_flush_lsn::text"
+				    " FROM pg_catalog.pg_replication_slots WHERE slot_name = $1";
+	const char *params[1] = { cfg->slot };
+	if (!(res = pgconn_query(conn, sql, 1, params))) {
+		s->error = xstrdup(pgconn_message(conn));
+		PQfinish(conn);
+		return;
+	}
+	if (PQntuples(res) == 1) {
+		s->slot_exists = true;
+		s->slot_synced = check_value_bool(res, 0, 0);
+		s->slot_failover = check_value_bool(res, 0, 1);
+		s->slot_invalidation = check_value(res, 0, 2);
+		s->slot_confirmed_lsn = check_value(res, 0, 3);
+	}
+	PQclear(res);
+	PQfinish(conn);
+	if (s->primary_slot_name && *s->primary_slot_name) {
+		const char *p[1] = { s->primary_slot_name };
+		res = pgconn_query(source, "SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1"
+					   " AND slot_type = 'physical'", 1, p);
+		s->primary_slot_exists = res && PQntuples(res) == 1;
+		PQclear(res);
+		s->primary_slot_listed = list_names(f->synchronized_standby_slots, s->primary_slot_name);
+	}
+}
+
+void check_gather_standbys(PGconn *conn, const struct flow_config *cfg, struct source_facts *f)
+{
+	if (!cfg->n_standby_database_urls)
+		return;
+	f->standbys = xcalloc(cfg->n_standby_database_urls, sizeof *f->standbys);
+	f->n_standbys = cfg->n_standby_database_urls;
+	for (size_t i = 0; i < f->n_standbys; i++) {
+		f->standbys[i].shown = conninfo_mask(cfg->standby_database_urls[i]);
+		gather_standby(conn, cfg, f, cfg->standby_database_urls[i], &f->standbys[i]);
+	}
+}

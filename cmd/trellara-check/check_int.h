@@ -54,6 +54,24 @@ struct table_facts {
 	char *partition_of;    /* owned: "schema.name" of a partitioned ancestor also configured */
 };
 
+/* One physical standby named in source.standby_database_urls: its side
+ * of the failover posture (trellara-check(1) FAILOVER). */
+struct standby_facts {
+	char *shown;           /* owned: the masked URL */
+	char *error;           /* owned: why it could not be inspected, or NULL */
+	int version_num;
+	bool in_recovery, same_system;
+	char *system_identifier;                 /* owned */
+	char *hot_standby_feedback;              /* owned: "on"/"off" */
+	char *primary_slot_name;                 /* owned: "" when unset */
+	char *sync_replication_slots;            /* owned: NULL below PostgreSQL 17 */
+	bool conninfo_known, conninfo_has_dbname; /* primary_conninfo (needs pg_read_all_settings) */
+	bool slot_exists, slot_synced, slot_failover;
+	char *slot_invalidation, *slot_confirmed_lsn; /* owned, NULL when none */
+	bool primary_slot_exists; /* the source has a physical slot named primary_slot_name */
+	bool primary_slot_listed; /* the source's synchronized_standby_slots names it */
+};
+
 struct source_facts {
 	/* identity and role */
 	char *database, *user, *system_identifier; /* owned */
@@ -72,6 +90,13 @@ struct source_facts {
 	char *synchronized_standby_slots; /* owned */
 	char *missing_standby_slots;      /* owned: names in it without a physical slot here, or NULL */
 	long slots_used, senders_used, physical_slots;
+	/* WAL volume (pg_stat_wal, 14+): the average since its stats_reset */
+	bool wal_rate_known;
+	double wal_bytes_per_second;
+	char *wal_rate_since; /* owned */
+	/* source.standby_database_urls, inspected in order */
+	struct standby_facts *standbys; /* owned */
+	size_t n_standbys;
 	/* publication */
 	bool pub_exists, pub_all_tables, pub_insert, pub_update, pub_delete, pub_truncate, pub_via_root;
 	/* tables */
@@ -109,6 +134,10 @@ long long check_value_ll(const PGresult *res, int row, int col);
 /* 0, or -1 (logged) when an inspection query fails */
 int check_gather(PGconn *conn, const struct flow_config *cfg, struct source_facts *f);
 void check_gather_replication(const char *url, struct replication_facts *r);
+/* Each of source.standby_database_urls; conn is the source (its physical
+ * slots).  A standby that cannot be inspected gets its error, not a
+ * failure. */
+void check_gather_standbys(PGconn *conn, const struct flow_config *cfg, struct source_facts *f);
 
 /* check_fix.c */
 char *check_ddl_install_sql(int version_num);
@@ -132,6 +161,8 @@ void check_rules_evaluate(const struct flow_config *cfg, const struct source_fac
 char *check_strdup_or_null(const char *s);
 void check_chomp(char *m);
 char *check_human_bytes(uint64_t n);
+/* "90 s", "45 min", "2.5 h", "3.0 days" */
+char *check_human_seconds(double seconds);
 /* "name" with quotes doubled: PQescapeIdentifier's text for a name valid
  * in the server's encoding, without a connection */
 char *check_quote_ident(const char *name);

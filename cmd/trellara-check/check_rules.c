@@ -286,6 +286,98 @@ static void evaluate_table(const struct flow_config *cfg, const struct source_fa
 	}
 }
 
+/* seconds of a setting in unit ("s", "min", "ms", "h", "d") */
+static double setting_seconds(const char *setting, const char *unit)
+{
+	double v = strtod(setting, NULL);
+	if (strcmp(unit, "ms") == 0)
+		return v / 1000;
+	if (strcmp(unit, "min") == 0)
+		return v * 60;
+	if (strcmp(unit, "h") == 0)
+		return v * 3600;
+	if (strcmp(unit, "d") == 0)
+		return v * 86400;
+	return v;
+}
+
+/* The slot's limits against source.expected_downtime_seconds: how long
+ * capture may be stopped before the server invalidates the slot. */
+static void evaluate_downtime(const struct flow_config *cfg, const struct source_facts *f, struct check_report *r)
+{
+	const char *S = "slot";
+	double downtime = (double)cfg->expected_downtime_seconds;
+	char *down = check_human_seconds(downtime);
+	if (!f->has_idle_timeout) {
+		check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_OK,
+			 xasprintf("not available on PostgreSQL %s (added in 18): an idle slot is never invalidated "
+				   "for its idle time",
+				   f->server_version),
+			 NULL, false);
+	} else if (setting_seconds(f->idle_timeout, f->idle_timeout_unit) <= 0) {
+		check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_OK,
+			 xstrdup("0 (disabled): an idle slot is never invalidated for its idle time"), NULL, false);
+	} else {
+		double idle = setting_seconds(f->idle_timeout, f->idle_timeout_unit);
+		char *idle_text = check_human_seconds(idle);
+		if (idle < downtime)
+			check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_WARN,
+				 xasprintf("%s%s (%s), shorter than source.expected_downtime_seconds (%s): a capture stopped "
+					   "that long loses the slot, and the flow needs a new snapshot",
+					   f->idle_timeout, f->idle_timeout_unit, idle_text, down),
+				 xasprintf("ALTER SYSTEM SET idle_replication_slot_timeout = '%.0fs'; SELECT pg_reload_conf();"
+					   "  (or 0: never)",
+					   downtime * 2),
+				 false);
+		else
+			check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_OK,
+				 xasprintf("%s%s (%s), longer than source.expected_downtime_seconds (%s): a capture "
+					   "stopped longer than that loses the slot",
+					   f->idle_timeout, f->idle_timeout_unit, idle_text, down),
+				 NULL, false);
+		free(idle_text);
+	}
+
+	if (!f->has_max_slot_wal_keep_size || f->max_slot_wal_keep_size_mb < 0) {
+		check_add_item(r, S, "wal_during_downtime", NULL, CHECK_OK,
+			 xasprintf("max_slot_wal_keep_size does not bound the slot: a capture stopped for %s "
+				   "(source.expected_downtime_seconds) keeps it, whatever the WAL volume",
+				   down),
+			 NULL, false);
+	} else if (!f->wal_rate_known) {
+		check_add_item(r, S, "wal_during_downtime", NULL, CHECK_OK,
+			 xasprintf("no WAL rate to judge max_slot_wal_keep_size against a downtime of %s "
+				   "(pg_stat_wal needs PostgreSQL 14, and a stats_reset)",
+				   down),
+			 NULL, false);
+	} else {
+		uint64_t keep = (uint64_t)f->max_slot_wal_keep_size_mb * 1024 * 1024;
+		double behind = f->wal_bytes_per_second * downtime;
+		char *keep_text = check_human_bytes(keep), *behind_text = check_human_bytes((uint64_t)behind);
+		char *rate = check_human_bytes((uint64_t)f->wal_bytes_per_second);
+		if (behind > (double)keep)
+			check_add_item(r, S, "wal_during_downtime", NULL, CHECK_WARN,
+				 xasprintf("at the average WAL rate since %s (%s per second), a capture stopped for %s "
+					   "(source.expected_downtime_seconds) leaves about %s behind, more than "
+					   "max_slot_wal_keep_size %s: the slot would be invalidated",
+					   f->wal_rate_since, rate, down, behind_text, keep_text),
+				 xasprintf("ALTER SYSTEM SET max_slot_wal_keep_size = '%.0fMB'; SELECT pg_reload_conf();"
+					   "  (or -1: unlimited)",
+					   behind * 2 / (1024 * 1024) + 1),
+				 false);
+		else
+			check_add_item(r, S, "wal_during_downtime", NULL, CHECK_OK,
+				 xasprintf("at the average WAL rate since %s (%s per second), a capture stopped for %s "
+					   "leaves about %s behind, within max_slot_wal_keep_size %s",
+					   f->wal_rate_since, rate, down, behind_text, keep_text),
+				 NULL, false);
+		free(keep_text);
+		free(behind_text);
+		free(rate);
+	}
+	free(down);
+}
+
 static void evaluate_slot(const struct flow_config *cfg, const struct source_facts *f,
 			  struct check_report *r)
 {
@@ -426,22 +518,7 @@ static void evaluate_slot(const struct flow_config *cfg, const struct source_fac
 		free(limit);
 	}
 
-	if (!f->has_idle_timeout) {
-		check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_OK,
-			 xasprintf("not available on PostgreSQL %s (added in 18): an idle slot is never invalidated "
-				   "for its idle time",
-				   f->server_version),
-			 NULL, false);
-	} else if (strcmp(f->idle_timeout, "0") == 0) {
-		check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_OK,
-			 xstrdup("0 (disabled): an idle slot is never invalidated for its idle time"), NULL, false);
-	} else {
-		check_add_item(r, S, "idle_replication_slot_timeout", NULL, CHECK_WARN,
-			 xasprintf("%s%s: a slot idle longer than that is invalidated, so a capture stopped that long "
-				   "loses the slot and the flow needs a new snapshot",
-				   f->idle_timeout, f->idle_timeout_unit),
-			 xstrdup("ALTER SYSTEM SET idle_replication_slot_timeout = 0; SELECT pg_reload_conf();"), false);
-	}
+	evaluate_downtime(cfg, f, r);
 
 	if (f->missing_standby_slots)
 		check_add_item(r, S, "synchronized_standby_slots", NULL, CHECK_BLOCKER,
@@ -497,6 +574,114 @@ static void evaluate_slot(const struct flow_config *cfg, const struct source_fac
 	}
 	free(literal);
 	free(drop);
+}
+
+/* Each standby of source.standby_database_urls: can it take over with
+ * the flow's slot (trellara-check(1) FAILOVER)? */
+static void evaluate_standby(const struct flow_config *cfg, const struct source_facts *f,
+			     const struct standby_facts *s, struct check_report *r)
+{
+	const char *S = "failover";
+	const char *o = s->shown;
+	if (s->error) {
+		check_add_item(r, S, "standby_reachable", o, CHECK_WARN,
+			 xasprintf("cannot inspect the standby: %s", s->error),
+			 xstrdup("fix source.standby_database_urls, or the standby's pg_hba.conf"), false);
+		return;
+	}
+	if (!s->in_recovery || !s->same_system) {
+		check_add_item(r, S, "standby_role", o, CHECK_WARN,
+			 !s->in_recovery ? xstrdup("not a standby: the server is not in recovery")
+					 : xasprintf("a standby of another system (system identifier %s, the source is %s): "
+						     "capture refuses a source of another system",
+						     s->system_identifier ? s->system_identifier : "?",
+						     f->system_identifier ? f->system_identifier : "?"),
+			 xstrdup("list the source's physical standbys in source.standby_database_urls"), false);
+		return;
+	}
+	check_add_item(r, S, "standby_role", o, CHECK_OK,
+		 xasprintf("a standby of system %s", s->system_identifier), NULL, false);
+	bool v17 = s->version_num >= 170000 && f->version_num >= 170000;
+	bool feedback = s->hot_standby_feedback && strcmp(s->hot_standby_feedback, "on") == 0;
+	check_add_item(r, S, "standby_hot_standby_feedback", o, feedback || !v17 ? CHECK_OK : CHECK_WARN,
+		 feedback ? xstrdup("on")
+		 : v17	  ? xstrdup("off: the standby cannot synchronize a failover slot without it (the primary "
+				    "would remove rows the slot still needs)")
+			  : xstrdup("off (slot synchronization, which needs it, came with PostgreSQL 17)"),
+		 feedback || !v17 ? NULL
+				  : xstrdup("on the standby: ALTER SYSTEM SET hot_standby_feedback = on; SELECT "
+					    "pg_reload_conf();"),
+		 false);
+	bool named = s->primary_slot_name && *s->primary_slot_name;
+	if (!named)
+		check_add_item(r, S, "standby_primary_slot_name", o, v17 ? CHECK_WARN : CHECK_OK,
+			 xstrdup("not set: the standby streams without a physical slot on the primary, and "
+				 "synchronized_standby_slots cannot name it"),
+			 v17 ? xstrdup("on the primary: SELECT pg_create_physical_replication_slot('NAME', true); on "
+				       "the standby: ALTER SYSTEM SET primary_slot_name = 'NAME'; SELECT pg_reload_conf();")
+			     : NULL,
+			 false);
+	else if (!s->primary_slot_exists)
+		check_add_item(r, S, "standby_primary_slot_name", o, CHECK_WARN,
+			 xasprintf("\"%s\", but the source has no physical slot of that name", s->primary_slot_name),
+			 xasprintf("on the primary: SELECT pg_create_physical_replication_slot(%s, true);",
+				   s->primary_slot_name),
+			 false);
+	else if (v17 && !s->primary_slot_listed)
+		check_add_item(r, S, "standby_primary_slot_name", o, CHECK_WARN,
+			 xasprintf("\"%s\" is not in the source's synchronized_standby_slots: capture may confirm "
+				   "changes this standby's copy of the slot has not received, and after a promotion "
+				   "they are lost",
+				   s->primary_slot_name),
+			 xasprintf("on the primary: ALTER SYSTEM SET synchronized_standby_slots = '%s'; SELECT "
+				   "pg_reload_conf();  (add it to the names already there)",
+				   s->primary_slot_name),
+			 false);
+	else
+		check_add_item(r, S, "standby_primary_slot_name", o, CHECK_OK,
+			 xasprintf("\"%s\", a physical slot on the source%s", s->primary_slot_name,
+				   v17 ? ", named by synchronized_standby_slots" : ""),
+			 NULL, false);
+	if (!v17) {
+		check_add_item(r, S, "standby_slot_synced", o, CHECK_WARN,
+			 xasprintf("slot synchronization needs PostgreSQL 17 on both servers (the standby is %d, the "
+				   "source %s): after a failover to this standby the slot is gone, capture stops with "
+				   "exit 65 and the flow needs a new snapshot",
+				   s->version_num / 10000, f->server_version),
+			 NULL, false);
+		return;
+	}
+	bool sync_on = s->sync_replication_slots && strcmp(s->sync_replication_slots, "on") == 0;
+	if (!sync_on)
+		check_add_item(r, S, "standby_sync_replication_slots", o, CHECK_WARN,
+			 xstrdup("off: the standby does not synchronize failover slots"),
+			 xstrdup("on the standby: ALTER SYSTEM SET sync_replication_slots = on; SELECT pg_reload_conf();"),
+			 false);
+	else if (s->conninfo_known && !s->conninfo_has_dbname)
+		check_add_item(r, S, "standby_sync_replication_slots", o, CHECK_WARN,
+			 xstrdup("on, but primary_conninfo names no dbname: the slot sync worker cannot connect"),
+			 xstrdup("add dbname=... to the standby's primary_conninfo"), false);
+	else
+		check_add_item(r, S, "standby_sync_replication_slots", o, CHECK_OK, xstrdup("on"), NULL, false);
+	if (!s->slot_exists)
+		check_add_item(r, S, "standby_slot_synced", o, CHECK_WARN,
+			 xasprintf("the standby has no copy of slot \"%s\"%s: a promotion now loses it", cfg->slot,
+				   f->slot_failover ? " yet" : " (it is not a failover slot)"),
+			 NULL, false);
+	else if (!s->slot_synced)
+		check_add_item(r, S, "standby_slot_synced", o, CHECK_WARN,
+			 xasprintf("slot \"%s\" on the standby is not a synced copy of the source's", cfg->slot), NULL,
+			 false);
+	else if (s->slot_invalidation)
+		check_add_item(r, S, "standby_slot_synced", o, CHECK_WARN,
+			 xasprintf("the standby's copy of slot \"%s\" is invalidated (%s): a promotion now loses it",
+				   cfg->slot, s->slot_invalidation),
+			 NULL, false);
+	else
+		check_add_item(r, S, "standby_slot_synced", o, CHECK_OK,
+			 xasprintf("synced, confirmed through %s",
+				   s->slot_confirmed_lsn ? s->slot_confirmed_lsn : "an unknown position"),
+			 NULL, false);
 }
 
 static void evaluate_ddl(const struct source_facts *f, struct check_report *r)
@@ -560,5 +745,7 @@ void check_rules_evaluate(const struct flow_config *cfg, const struct source_fac
 	for (size_t i = 0; i < f->n_tables; i++)
 		evaluate_table(cfg, f, &f->tables[i], r);
 	evaluate_slot(cfg, f, r);
+	for (size_t i = 0; i < f->n_standbys; i++)
+		evaluate_standby(cfg, f, &f->standbys[i], r);
 	evaluate_ddl(f, r);
 }

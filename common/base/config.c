@@ -58,6 +58,7 @@ static void report_syntax(const struct loader *ld, const yaml_parser_t *parser, 
 static void set_defaults(struct flow_config *config)
 {
 	config->wal_retention_warn_bytes = DEFAULT_WAL_RETENTION_WARN_BYTES;
+	config->expected_downtime_seconds = DEFAULT_EXPECTED_DOWNTIME_S;
 	config->stream_spill_threshold_changes = DEFAULT_SPILL_THRESHOLD_CHANGES;
 	config->pgoutput_protocol_version = DEFAULT_PROTOCOL_VERSION;
 	config->pgoutput_streaming = true;
@@ -206,6 +207,9 @@ void config_free(struct flow_config *config)
 	free(config->source_id);
 	config_free_secret(config->source_database_url);
 	free(config->source_database_url_file);
+	for (size_t i = 0; i < config->n_standby_database_urls; i++)
+		config_free_secret(config->standby_database_urls[i]);
+	free(config->standby_database_urls);
 	free(config->publication);
 	free(config->slot);
 	free(config->stream_spill_dir);
@@ -274,6 +278,7 @@ enum config_key_kind config_key_kind(const char *keypath)
 		return CONFIG_KEY_SECRET;
 	case K_SECTION:
 	case K_STRING_LIST:
+	case K_SECRET_LIST:
 	case K_COLUMNS:
 	case K_TABLES:
 		break;

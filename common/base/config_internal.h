@@ -30,6 +30,7 @@ enum field_kind {
 	K_VERSION,     /* config_version: integer, must be 2 */
 	K_STRING,      /* non-empty string */
 	K_SECRET,      /* connection string or secret reference */
+	K_SECRET_LIST, /* list of K_SECRET values: char ** at .offset, size_t at .count_offset */
 	K_UINT,        /* uint64_t within [min, max] */
 	K_INT,         /* int within [min, max] */
 	K_BOOL,        /* true/false/yes/no */
@@ -57,7 +58,7 @@ struct field {
 	enum field_kind kind;
 	bool required;
 	size_t offset;       /* into the base struct (K_SECTION: presence flag) */
-	size_t count_offset; /* K_STRING_LIST */
+	size_t count_offset; /* K_STRING_LIST, K_SECRET_LIST */
 	bool presence;       /* K_SECTION: set the bool at .offset when present */
 	uint64_t min, max;   /* K_UINT, K_INT; max 0 = none; K_STRING_LIST: min items */
 	bool unique;         /* K_STRING_LIST: an item may be listed once */

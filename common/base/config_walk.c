@@ -290,6 +290,55 @@ out:
 	return rc;
 }
 
+/* A connection string, or a secret reference mapping resolved now:
+ * *text (a secret: the caller zeroes it), *file the file of a
+ * {source: file} reference or NULL. */
+static int parse_secret(const struct loader *ld, const yaml_node_t *value, const char *keypath, char **text,
+			char **file)
+{
+	*file = NULL;
+	if (value->type == YAML_MAPPING_NODE)
+		return config_resolve_secret(ld, value, keypath, text, file);
+	if (value->type != YAML_SCALAR_NODE) {
+		config_report_type(ld, value, keypath, "a connection string or a secret reference mapping", true);
+		return -1;
+	}
+	if (config_scalar_text(ld, value, keypath, "a string", true, text) < 0)
+		return -1;
+	if (!**text) {
+		report_at(ld, value, "key \"%s\" must not be empty", keypath);
+		free(*text);
+		*text = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* A list of connection strings or secret references (source.standby_database_urls). */
+static int parse_secret_list(const struct loader *ld, const struct field *f, const yaml_node_t *node,
+			     const char *keypath, void *base)
+{
+	char ***items = (char ***)((char *)base + f->offset);
+	size_t *count = (size_t *)((char *)base + f->count_offset);
+	if (node->type != YAML_SEQUENCE_NODE) {
+		config_report_type(ld, node, keypath, "a list of connection strings or secret references", true);
+		return -1;
+	}
+	size_t n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+	*items = n ? xcalloc(n, sizeof **items) : NULL;
+	*count = n;
+	for (size_t i = 0; i < n; i++) {
+		const yaml_node_t *item = config_node_get(ld, node->data.sequence.items.start[i]);
+		char *item_path = xasprintf("%s[%zu]", keypath, i), *file = NULL;
+		int got = parse_secret(ld, item, item_path, &(*items)[i], &file);
+		free(file);
+		free(item_path);
+		if (got < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int parse_string_list(const struct loader *ld, const struct field *f, const yaml_node_t *node,
 			     const char *keypath, void *base)
 {
@@ -433,29 +482,21 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 		set_string(base, f->offset, text);
 		text = NULL;
 		break;
-	case K_SECRET:
-		if (value->type == YAML_MAPPING_NODE) {
-			char *file = NULL;
-			if (config_resolve_secret(ld, value, keypath, &text, &file) < 0)
-				goto out;
-			if (f->file_offset)
-				set_string(base, f->file_offset, file);
-			else
-				free(file);
-		} else if (value->type == YAML_SCALAR_NODE) {
-			if (config_scalar_text(ld, value, keypath, "a string", true, &text) < 0)
-				goto out;
-			if (!*text) {
-				report_at(ld, value, "key \"%s\" must not be empty", keypath);
-				goto out;
-			}
-		} else {
-			config_report_type(ld, value, keypath, "a connection string or a secret reference mapping",
-					   true);
+	case K_SECRET: {
+		char *file = NULL;
+		if (parse_secret(ld, value, keypath, &text, &file) < 0)
 			goto out;
-		}
+		if (f->file_offset)
+			set_string(base, f->file_offset, file);
+		else
+			free(file);
 		set_string(base, f->offset, text);
 		text = NULL;
+		break;
+	}
+	case K_SECRET_LIST:
+		if (parse_secret_list(ld, f, value, keypath, base) < 0)
+			goto out;
 		break;
 	case K_UINT: {
 		uint64_t number;

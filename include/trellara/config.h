@@ -43,6 +43,9 @@ struct flow_config {
 	char *source_database_url; /* owned, required (resolved secret) */
 	char *source_database_url_file; /* owned: the file of a {source: file} reference, read again at every
 					 * connection (config_database_url); NULL for inline or environment */
+	char **standby_database_urls;  /* owned (resolved secrets): physical standbys trellara check inspects */
+	size_t n_standby_database_urls;
+	uint64_t expected_downtime_seconds; /* the longest capture outage the slot must survive (check) */
 	char *publication;         /* owned, required */
 	char *slot;                /* owned, required */
 	uint64_t wal_retention_warn_bytes;

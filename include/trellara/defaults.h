@@ -104,6 +104,9 @@ enum trellara_exit {
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
 #define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
 #define DEFAULT_WAL_RETENTION_WARN_BYTES (1024ULL * 1024 * 1024)
+/* source.expected_downtime_seconds: the longest capture outage trellara check
+ * measures the slot limits against (one hour) */
+#define DEFAULT_EXPECTED_DOWNTIME_S 3600ULL
 #define DEFAULT_MAX_CHANGES_PER_CHUNK 1000
 #define DEFAULT_PROTOCOL_VERSION 2
 

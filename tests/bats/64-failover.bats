@@ -44,10 +44,11 @@ EOF
 	trellara_pg_start "$dir"
 }
 
-# standby_flow MAKE_STANDBY: the accounts table (2000 rows) on both servers,
-# a standby made by MAKE_STANDBY DIR PORT ($standby, $standby_port), a flow
-# file whose source is both servers through a multi-host URL (only the
-# writable one is used), and the snapshot taken.
+# standby_flow MAKE_STANDBY [write_flow_file ARGS]: the accounts table (2000
+# rows) on both servers, a standby made by MAKE_STANDBY DIR PORT ($standby,
+# $standby_port), a flow file whose source is both servers through a
+# multi-host URL (only the writable one is used) and which lists the standby
+# for trellara check, and the snapshot taken.
 standby_flow() {
 	psql_source "CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n int)" \
 		"INSERT INTO accounts SELECT g, 'v' || g, 0 FROM generate_series(1, 2000) g" \
@@ -57,9 +58,16 @@ standby_flow() {
 	"$1" "$standby" "$standby_port"
 	wait_for -t 60 "[ \"\$(psql_standby 'SELECT count(*) FROM accounts')\" = 2000 ]"
 	local multi="postgresql:///$SOURCE_DB?host=$SOURCE_HOST,$SOURCE_HOST&port=$SOURCE_PORT,$standby_port&target_session_attrs=read-write"
+	standby_url="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port"
 	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576 \
-		--set "source.database_url=\"$multi\"" --set observability.metrics_dir="\"$METRICS_DIR\""
+		--set "source.database_url=\"$multi\"" --set observability.metrics_dir="\"$METRICS_DIR\"" \
+		--set "source.standby_database_urls=[\"$standby_url\"]" "${@:2}"
 	run -0 trellara-snapshot --config "$FLOW_FILE"
+}
+
+# check_item NAME [OBJECT]: the check item of $output (check --format json)
+check_item() {
+	jq -c --arg n "$1" --arg o "${2:-}" '.checks[] | select(.name == $n and ($o == "" or .object == $o))' <<<"$output"
 }
 
 # start_writer: single-row UPDATEs on the primary until it goes away ($load)
@@ -155,6 +163,50 @@ psql_standby() {
 	copy_again
 	export SOURCE_URL="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$standby_port"
 	converges_on_promoted capture2 "DELETE FROM accounts WHERE id % 11 = 0"
+}
+
+@test "check reports each listed standby's failover posture, and the slot's limits against source.expected_downtime_seconds" {
+	[ "$TRELLARA_PG_SOURCE_MAJOR" -eq 15 ] || skip "the standby is made with Debian's pg_basebackup 15"
+	local nowhere="postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$((SOURCE_PORT + 3))"
+	standby_flow make_standby --set source.expected_downtime_seconds=864000 \
+		--set "source.standby_database_urls=[\"postgresql:///$SOURCE_DB?host=$SOURCE_HOST&port=$((SOURCE_PORT + 2))\", \"$nowhere\"]"
+	# the source has written WAL since its statistics began; 1 MB cannot hold ten days of it
+	psql_source "INSERT INTO accounts SELECT g, repeat('w', 500), 0 FROM generate_series(2001, 12000) g"
+	psql_admin source "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'" "SELECT pg_reload_conf()" >/dev/null
+	run --separate-stderr trellara-check --config "$FLOW_FILE" --format json
+	local status=$status out=$output
+	psql_admin source "ALTER SYSTEM RESET max_slot_wal_keep_size" "SELECT pg_reload_conf()" >/dev/null
+	[ "$status" -eq 0 ] # warnings, no blocker
+	output=$out
+
+	# the standby: a standby of this system, but PostgreSQL 15 cannot keep the slot for it
+	item=$(check_item standby_role)
+	[ "$(jq -r .status <<<"$item")" = ok ]
+	[[ $(jq -r .detail <<<"$item") == "a standby of system $(psql_source "SELECT system_identifier FROM pg_control_system()")" ]]
+	item=$(check_item standby_slot_synced)
+	[ "$(jq -r .status <<<"$item")" = warn ]
+	[[ $(jq -r .detail <<<"$item") == *"needs PostgreSQL 17 on both servers (the standby is 15"*"exit 65"* ]]
+	[[ $(jq -r .object <<<"$item") == *"port=$((SOURCE_PORT + 2))"* ]]
+	# pg_basebackup -R without a slot: no primary_slot_name (reported, not a warning on 15)
+	item=$(check_item standby_primary_slot_name)
+	[ "$(jq -r .status <<<"$item")" = ok ] && [[ $(jq -r .detail <<<"$item") == "not set"* ]]
+	# the second URL reaches nothing: named, a warning, the others still judged
+	item=$(check_item standby_reachable)
+	[ "$(jq -r .status <<<"$item")" = warn ]
+	[[ $(jq -r .object <<<"$item") == *"port=$((SOURCE_PORT + 3))"* ]]
+	[[ $(jq -r .detail <<<"$item") == "cannot inspect the standby: "* ]]
+
+	# ten days of the source's WAL rate is more than 1 MB: the slot would not survive
+	item=$(check_item wal_during_downtime)
+	[ "$(jq -r .status <<<"$item")" = warn ]
+	[[ $(jq -r .detail <<<"$item") == *"a capture stopped for 10.0 days (source.expected_downtime_seconds)"*"more than max_slot_wal_keep_size 1048576 bytes"* ]]
+	[[ $(jq -r .fix <<<"$item") == *"max_slot_wal_keep_size"* ]]
+	# the default downtime (1 h) with the limit gone: ok
+	write_flow_file "$FLOW_FILE" --tables public.accounts
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
+	item=$(check_item wal_during_downtime)
+	[ "$(jq -r .status <<<"$item")" = ok ] && [[ $(jq -r .detail <<<"$item") == *"a capture stopped for 60 min"* ]]
+	[ -z "$(jq -c '.checks[] | select(.name | startswith("standby_"))' <<<"$output")" ]
 }
 
 @test "a slot the source invalidated (max_slot_wal_keep_size, wal_status lost): capture stops at once with 65, status alerts slot_invalidated" {
@@ -468,6 +520,13 @@ after_promotion() {
 
 @test "PostgreSQL 17+: a failover slot synchronized to the standby; promoted mid-load while capture is away: capture resumes on the new timeline, identical, CONVERGED" {
 	failover_flow
+	# check sees the standby ready to take over with the slot
+	run -0 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
+	for name in standby_role standby_hot_standby_feedback standby_primary_slot_name standby_sync_replication_slots standby_slot_synced; do
+		[ "$(check_item $name | jq -r .status)" = ok ]
+	done
+	[[ $(check_item standby_slot_synced | jq -r .detail) == "synced, confirmed through "* ]]
+	[ "$(check_item failover_slots | jq -r .status)" = ok ]
 	kill -KILL "$(bg_pid capture)" # the slot confirmed up to its last status update
 	bg_wait capture 10
 	[ "$BG_STATUS" -eq 137 ]
@@ -494,12 +553,12 @@ after_promotion() {
 		"ALTER SYSTEM SET synchronized_standby_slots = 'trellara_standby_$TEST_N, no_such_standby'" \
 		"SELECT pg_reload_conf()" >/dev/null
 	run -1 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
-	item=$(jq -c '.checks[] | select(.name == "synchronized_standby_slots")' <<<"$output")
+	item=$(check_item synchronized_standby_slots)
 	[ "$(jq -r .status <<<"$item")" = blocker ]
 	[[ $(jq -r .detail <<<"$item") == *"names no_such_standby, which has no physical slot on this server"* ]]
 	[[ $(jq -r .fix <<<"$item") == *"pg_create_physical_replication_slot"* ]]
 	# every name a physical slot: no blocker
 	psql_admin source "ALTER SYSTEM SET synchronized_standby_slots = 'trellara_standby_$TEST_N'" "SELECT pg_reload_conf()" >/dev/null
 	run -0 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
-	[ -z "$(jq -c '.checks[] | select(.name == "synchronized_standby_slots")' <<<"$output")" ]
+	[ -z "$(check_item synchronized_standby_slots)" ]
 }

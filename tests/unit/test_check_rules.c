@@ -158,6 +158,131 @@ static void test_ddl_rules(const struct flow_config *cfg)
 	check_report_free(&r);
 }
 
+/* The slot's limits against source.expected_downtime_seconds. */
+static void test_downtime_rules(struct flow_config *cfg)
+{
+	struct source_facts f = { 0 };
+	struct replication_facts repl = { .ok = true };
+	struct check_report r;
+	healthy_server(&f);
+	cfg->expected_downtime_seconds = 4 * 3600;
+	/* PostgreSQL 18: a 1 h idle timeout is shorter than 4 h of downtime */
+	f.has_idle_timeout = true;
+	f.idle_timeout = "60";
+	f.idle_timeout_unit = "min";
+	/* 1 MB/s for 4 h is 14 GB, over a 10 GB max_slot_wal_keep_size */
+	f.has_max_slot_wal_keep_size = true;
+	f.max_slot_wal_keep_size_mb = 10 * 1024;
+	f.wal_rate_known = true;
+	f.wal_bytes_per_second = 1024 * 1024;
+	f.wal_rate_since = "2026-12-01 00:00:00+00";
+	judge(cfg, &f, &repl, &r);
+	const struct check_item *c = item(&r, "idle_replication_slot_timeout", NULL);
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "(60 min), shorter than source.expected_downtime_seconds (4.0 h)"));
+	CHECK(c && has(c->fix, "idle_replication_slot_timeout = '28800s'"));
+	c = item(&r, "wal_during_downtime", NULL);
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "about 15099494400 bytes (14.1 GB) behind"));
+	CHECK(c && has(c->fix, "max_slot_wal_keep_size = '28801MB'"));
+	check_report_free(&r);
+
+	/* an idle timeout of a day and a quiet source: both fit */
+	f.idle_timeout = "86400";
+	f.idle_timeout_unit = "s";
+	f.wal_bytes_per_second = 1024;
+	judge(cfg, &f, &repl, &r);
+	c = item(&r, "idle_replication_slot_timeout", NULL);
+	CHECK(c && c->status == CHECK_OK && has(c->detail, "(24.0 h), longer than"));
+	c = item(&r, "wal_during_downtime", NULL);
+	CHECK(c && c->status == CHECK_OK && has(c->detail, "within max_slot_wal_keep_size"));
+	check_report_free(&r);
+
+	/* disabled timeout, unlimited keep size, no rate: nothing to warn about */
+	f.idle_timeout = "0";
+	f.max_slot_wal_keep_size_mb = -1;
+	judge(cfg, &f, &repl, &r);
+	c = item(&r, "idle_replication_slot_timeout", NULL);
+	CHECK(c && c->status == CHECK_OK && has(c->detail, "disabled"));
+	c = item(&r, "wal_during_downtime", NULL);
+	CHECK(c && c->status == CHECK_OK && has(c->detail, "does not bound the slot"));
+	check_report_free(&r);
+	f.max_slot_wal_keep_size_mb = 100;
+	f.wal_rate_known = false;
+	judge(cfg, &f, &repl, &r);
+	c = item(&r, "wal_during_downtime", NULL);
+	CHECK(c && c->status == CHECK_OK && has(c->detail, "no WAL rate"));
+	check_report_free(&r);
+	cfg->expected_downtime_seconds = 0;
+}
+
+/* The failover posture of each standby in source.standby_database_urls. */
+static void test_standby_rules(const struct flow_config *cfg)
+{
+	struct source_facts f = { 0 };
+	struct replication_facts repl = { .ok = true };
+	struct check_report r;
+	healthy_server(&f);
+	f.server_version = "17.2";
+	f.version_num = 170002;
+	f.system_identifier = "7400000000000000001";
+	f.has_failover = f.slot_exists = f.slot_failover = true;
+	f.synchronized_standby_slots = "other_standby";
+	struct standby_facts s[4] = {
+		/* 0: everything in place */
+		{ .shown = "host=a", .version_num = 170002, .in_recovery = true, .same_system = true,
+		  .system_identifier = "7400000000000000001", .hot_standby_feedback = "on", .primary_slot_name = "sb_a",
+		  .sync_replication_slots = "on", .conninfo_known = true, .conninfo_has_dbname = true,
+		  .slot_exists = true, .slot_synced = true, .slot_failover = true, .slot_confirmed_lsn = "0/5000060",
+		  .primary_slot_exists = true, .primary_slot_listed = true },
+		/* 1: feedback off, slot not listed, sync off, no copy */
+		{ .shown = "host=b", .version_num = 170002, .in_recovery = true, .same_system = true,
+		  .system_identifier = "7400000000000000001", .hot_standby_feedback = "off", .primary_slot_name = "sb_b",
+		  .sync_replication_slots = "off", .primary_slot_exists = true },
+		/* 2: another system */
+		{ .shown = "host=c", .version_num = 170002, .in_recovery = true, .system_identifier = "99" },
+		/* 3: unreachable */
+		{ .shown = "host=d", .error = "connection refused" },
+	};
+	f.standbys = s;
+	f.n_standbys = 4;
+	judge(cfg, &f, &repl, &r);
+	const struct check_item *c = item(&r, "standby_slot_synced", "host=a");
+	CHECK(c && c->status == CHECK_OK && has(c->detail, "synced, confirmed through 0/5000060"));
+	CHECK((c = item(&r, "standby_sync_replication_slots", "host=a")) && c->status == CHECK_OK);
+	CHECK((c = item(&r, "standby_primary_slot_name", "host=a")) && c->status == CHECK_OK);
+	CHECK((c = item(&r, "standby_hot_standby_feedback", "host=a")) && c->status == CHECK_OK);
+	c = item(&r, "standby_hot_standby_feedback", "host=b");
+	CHECK(c && c->status == CHECK_WARN && has(c->fix, "hot_standby_feedback = on"));
+	c = item(&r, "standby_primary_slot_name", "host=b");
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "not in the source's synchronized_standby_slots"));
+	c = item(&r, "standby_sync_replication_slots", "host=b");
+	CHECK(c && c->status == CHECK_WARN && has(c->fix, "sync_replication_slots = on"));
+	c = item(&r, "standby_slot_synced", "host=b");
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "no copy of slot \"trellara_slot\" yet"));
+	c = item(&r, "standby_role", "host=c");
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "another system (system identifier 99"));
+	CHECK(item(&r, "standby_slot_synced", "host=c") == NULL);
+	c = item(&r, "standby_reachable", "host=d");
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "connection refused"));
+	check_report_free(&r);
+
+	/* PostgreSQL 15: no synchronization at all; said once per standby */
+	healthy_server(&f);
+	f.system_identifier = "7400000000000000001";
+	s[0].version_num = 150004;
+	s[0].hot_standby_feedback = "off";
+	s[0].primary_slot_name = "";
+	f.standbys = s;
+	f.n_standbys = 1;
+	judge(cfg, &f, &repl, &r);
+	c = item(&r, "standby_slot_synced", "host=a");
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "needs PostgreSQL 17 on both servers (the standby is 15"));
+	CHECK(c && has(c->detail, "exit 65"));
+	CHECK((c = item(&r, "standby_hot_standby_feedback", "host=a")) && c->status == CHECK_OK);
+	CHECK((c = item(&r, "standby_primary_slot_name", "host=a")) && c->status == CHECK_OK);
+	CHECK(item(&r, "standby_sync_replication_slots", "host=a") == NULL);
+	check_report_free(&r);
+}
+
 int main(void)
 {
 	struct flow_config cfg = { 0 };
@@ -170,5 +295,7 @@ int main(void)
 	test_server_rules(&cfg);
 	test_publication_and_tables(&cfg);
 	test_ddl_rules(&cfg);
+	test_downtime_rules(&cfg);
+	test_standby_rules(&cfg);
 	return unit_done("check_rules");
 }

@@ -438,6 +438,36 @@ static void test_secrets(struct fixture *fx)
 	free(text);
 	free(ref);
 
+	/* source.standby_database_urls: connection strings and secret
+	 * references, in order; a bad item is named by its index */
+	text = variant(minimal_flow, "database_url: postgresql://replicator@db1/app",
+		       "database_url: postgresql://replicator@db1/app\n  standby_database_urls:\n"
+		       "    - postgresql://replicator@db2/app\n"
+		       "    - {source: environment_variable, name: TRELLARA_TEST_SOURCE_URL}\n"
+		       "  expected_downtime_seconds: 7200");
+	CHECK(load_ok(fx, text, &c) == 0);
+	CHECK(c.n_standby_database_urls == 2);
+	if (c.n_standby_database_urls == 2) {
+		CHECK_STR(c.standby_database_urls[0], "postgresql://replicator@db2/app");
+		CHECK_STR(c.standby_database_urls[1], url);
+	}
+	CHECK(c.expected_downtime_seconds == 7200);
+	config_free(&c);
+	free(text);
+	CHECK(load_ok(fx, minimal_flow, &c) == 0);
+	CHECK(c.n_standby_database_urls == 0 && c.expected_downtime_seconds == 3600);
+	config_free(&c);
+	text = variant(minimal_flow, "database_url: postgresql://replicator@db1/app",
+		       "database_url: postgresql://replicator@db1/app\n  standby_database_urls:\n"
+		       "    - postgresql://replicator@db2/app\n    - {source: environment_variable, name: TRELLARA_TEST_MISSING}");
+	unsetenv("TRELLARA_TEST_MISSING");
+	EXPECT_ERROR(fx, "standby env missing", text, "source.standby_database_urls[1]", "\"TRELLARA_TEST_MISSING\"");
+	free(text);
+	text = variant(minimal_flow, "database_url: postgresql://replicator@db1/app",
+		       "database_url: postgresql://replicator@db1/app\n  standby_database_urls: postgresql://u:Hunter2-Secret@db2/app");
+	EXPECT_ERROR(fx, "standby not a list", text, "source.standby_database_urls", "a list of connection strings");
+	free(text);
+
 	/* Errors name the variable or the file, never the secret. */
 	unsetenv("TRELLARA_TEST_MISSING");
 	text = variant(minimal_flow, "database_url: postgresql://replicator@db1/app",
