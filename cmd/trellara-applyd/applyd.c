@@ -14,6 +14,7 @@
 
 #include "trellara/apply_engine.h"
 #include "trellara/backoff.h"
+#include "trellara/sqlstate.h"
 #include "trellara/checkpoint.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
@@ -56,6 +57,8 @@ struct applyd {
 	struct metrics_publisher metrics; /* observability.metrics_dir/applyd.prom */
 	bool ready_sent;
 	unsigned int rng;
+	struct pgconn_failures failures; /* failed connections to the target, by cause */
+	uint64_t ended[SQLSTATE_END_COUNT]; /* sessions with the target that ended, by cause */
 };
 
 /* The samples of applyd.prom (metrics_publish: at most once a second). */
@@ -78,6 +81,11 @@ static void fill_metrics(struct metrics *m, int64_t now_us, void *arg)
 	metrics_add_u64(m, "trellara_applyd_dependency_waits_total", "waits for an earlier batch in flight holding a key (apply.workers > 1)", METRIC_COUNTER, NULL, NULL, st->dependency_waits);
 	metrics_add_u64(m, "trellara_applyd_serial_fallbacks_total", "times the batches in flight were rolled back and applied again one at a time", METRIC_COUNTER, NULL, NULL, st->serial_fallbacks);
 	metrics_add_u64(m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, cp->applied_through_lsn);
+	metrics_add_u64(m, "trellara_applyd_connect_failures_total", "failed connections to the target, by cause", METRIC_COUNTER, "cause", "authentication", a->failures.authentication);
+	metrics_add_u64(m, "trellara_applyd_connect_failures_total", "failed connections to the target, by cause", METRIC_COUNTER, "cause", "other", a->failures.other);
+	metrics_add_u64(m, "trellara_applyd_credentials_refused", "1: the target refused the credentials at the last attempt", METRIC_GAUGE, NULL, NULL, a->failures.refused);
+	for (int i = 0; i < SQLSTATE_END_COUNT; i++)
+		metrics_add_u64(m, "trellara_applyd_disconnects_total", "sessions with the target that ended for a reconnect, by cause", METRIC_COUNTER, "cause", sqlstate_end_name((enum sqlstate_end)i), a->ended[i]);
 	metrics_add_u64(m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, cp->stream_offset);
 }
 
@@ -231,6 +239,15 @@ static struct apply_outcome session_setup(struct applyd *a, PGconn *conn)
 	return apply_ok();
 }
 
+/* A connection to the target failed: counted by cause, published now
+ * (trellara status reads refused credentials from applyd.prom). */
+static struct apply_outcome connect_failed(struct applyd *a)
+{
+	pgconn_failures_count(&a->failures, "target.database_url");
+	write_metrics(a, true);
+	return apply_reconnect();
+}
+
 /* The further connections of apply.workers, each a target_pg the engine
  * runs batches on (it was given them at start). */
 static struct apply_outcome connect_workers(struct applyd *a)
@@ -240,7 +257,7 @@ static struct apply_outcome connect_workers(struct applyd *a)
 		a->wconn[i] = pgconn_connect(url, PGCONN_NORMAL, "trellara-applyd", "target");
 		config_free_secret(url);
 		if (!a->wconn[i])
-			return apply_reconnect();
+			return connect_failed(a);
 		struct apply_outcome rc = session_setup(a, a->wconn[i]);
 		if (!apply_is_ok(rc))
 			return rc;
@@ -257,7 +274,8 @@ static struct apply_outcome connect_target(struct applyd *a)
 	a->conn = pgconn_connect(url, PGCONN_NORMAL, "trellara-applyd", "target");
 	config_free_secret(url);
 	if (!a->conn)
-		return apply_reconnect();
+		return connect_failed(a);
+	pgconn_failures_ok(&a->failures);
 	struct apply_outcome setup_rc = session_setup(a, a->conn);
 	if (!apply_is_ok(setup_rc))
 		return setup_rc;
@@ -456,6 +474,8 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 			}
 			notify_status("applying to the target");
 			rc = apply_loop(&a);
+			if (rc.status == APPLY_RECONNECT)
+				a.ended[sqlstate_end_cause(a.conn ? pgconn_sqlstate(a.conn) : "")]++;
 		}
 		disconnect_target(&a);
 		if (rc.status == APPLY_RETRY) {

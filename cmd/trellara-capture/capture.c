@@ -10,6 +10,7 @@
 
 #include "trellara/backoff.h"
 #include "trellara/slot_policy.h"
+#include "trellara/sqlstate.h"
 #include "trellara/capture_core.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
@@ -50,8 +51,8 @@ struct capture {
 	uint64_t slot_confirmed_lsn;  /* its confirmed_flush_lsn then */
 	enum slot_verdict slot_verdict; /* ensure_slot's last answer */
 	uint64_t promotions;          /* timeline changes followed */
-	uint64_t auth_failures, other_failures; /* failed connections to the source, by cause */
-	bool auth_hinted;             /* the last failure was refused credentials (hinted once) */
+	struct pgconn_failures failures; /* failed connections to the source, by cause */
+	uint64_t ended[SQLSTATE_END_COUNT]; /* streaming sessions that ended, by cause */
 };
 
 /* The run's counters: the core's, and the reconnects counted here. */
@@ -85,8 +86,11 @@ static void fill_metrics(struct metrics *m, int64_t now, void *arg)
 	metrics_add_u64(m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
 	metrics_add_u64(m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
-	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "authentication", c->auth_failures);
-	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "other", c->other_failures);
+	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "authentication", c->failures.authentication);
+	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "other", c->failures.other);
+	metrics_add_u64(m, "trellara_capture_credentials_refused", "1: the source refused the credentials at the last attempt", METRIC_GAUGE, NULL, NULL, c->failures.refused);
+	for (int i = 0; i < SQLSTATE_END_COUNT; i++)
+		metrics_add_u64(m, "trellara_capture_disconnects_total", "streaming sessions with the source that ended, by cause", METRIC_COUNTER, "cause", sqlstate_end_name((enum sqlstate_end)i), c->ended[i]);
 	metrics_add_u64(m, "trellara_capture_promotions_total", "source timeline changes (promotions) capture followed", METRIC_COUNTER, NULL, NULL, c->promotions);
 	if (c->slot_verdict != SLOT_USE && c->slot_verdict != SLOT_CREATE)
 		metrics_add_u64(m, "trellara_capture_slot_unusable", "1: capture stopped because of its slot (verdict: not_created, wrong_kind, gone, lost_at_promotion, invalidated)", METRIC_GAUGE, "verdict", slot_policy_name(c->slot_verdict), 1);
@@ -198,18 +202,10 @@ static void explain_slot_verdict(struct capture *c, enum slot_verdict v, const s
 	free(config);
 }
 
-/* A connection to the source failed: counted by cause; refused
- * credentials are said once per run of failures, with what to do. */
+/* A connection to the source failed: counted by cause (pgconn_failures). */
 static void count_connect_failure(struct capture *c)
 {
-	bool auth = pgconn_last_failure() == PGCONN_FAILURE_AUTHENTICATION;
-	if (auth)
-		c->auth_failures++;
-	else
-		c->other_failures++;
-	if (auth && !c->auth_hinted)
-		log_hint("the source refused the credentials of source.database_url: after a password rotation, write the new secret where the flow file's reference points (a {source: file} reference is read again at every attempt); capture keeps retrying with backoff");
-	c->auth_hinted = auth;
+	pgconn_failures_count(&c->failures, "source.database_url");
 	write_metrics(c, true);
 }
 
@@ -458,15 +454,23 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			continue;
 		}
 		if (n == -2 || n == -1) {
-			if (n == -1) {
-				/* the server ended the copy: drain the final result */
-				PGresult *res;
-				while ((res = PQgetResult(c->conn)) != NULL)
-					PQclear(res);
+			/* the server ended the copy, or the connection failed: the
+			 * final results say why */
+			char sqlstate[6] = "";
+			PGresult *res;
+			while ((res = PQgetResult(c->conn)) != NULL) {
+				const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+				if (state && !sqlstate[0])
+					snprintf(sqlstate, sizeof sqlstate, "%s", state);
+				PQclear(res);
+				if (PQstatus(c->conn) == CONNECTION_BAD)
+					break;
 			}
+			c->ended[sqlstate_end_cause(sqlstate)]++;
 			if (flush_batch(c) != EXIT_OK)
 				return EXIT_CANTCREAT;
-			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
+			log_warn("replication connection lost (%s): %s", sqlstate_end_name(sqlstate_end_cause(sqlstate)),
+				 PQerrorMessage(c->conn));
 			return -1;
 		}
 		/* Nothing more right now.  Under load the next message is usually
@@ -476,6 +480,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
 			if (poll(&more, 1, 1) > 0) {
 				if (PQconsumeInput(c->conn) == 0) {
+					c->ended[SQLSTATE_END_LOST]++;
 					log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
 					if (flush_batch(c) != EXIT_OK)
 						return EXIT_CANTCREAT;
@@ -497,6 +502,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			return -1;
 		}
 		if (PQconsumeInput(c->conn) == 0) {
+			c->ended[SQLSTATE_END_LOST]++;
 			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
 			return -1;
 		}
@@ -608,10 +614,11 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		char *url = config_database_url(cfg, true); /* a rotated secret file is read again */
 		c.conn = pgconn_connect(url, PGCONN_REPLICATION, "trellara-capture", "source");
 		config_free_secret(url);
-		if (!c.conn)
+		if (!c.conn) {
 			count_connect_failure(&c);
-		if (!c.conn)
 			continue;
+		}
+		pgconn_failures_ok(&c.failures);
 		struct pg_identity id;
 		if (pgconn_identify_system(c.conn, &id) < 0) {
 			PQfinish(c.conn);

@@ -280,6 +280,11 @@ static void gather_stream(struct status_stream *s, const struct flow_config *cfg
 		s->group_pending = rep.next_offset > rep.first_offset ? rep.next_offset - rep.first_offset : 0;
 	}
 	stream_report_free(&rep);
+	struct stream_meta meta;
+	if (stream_meta_read(dir, &meta) == 0) {
+		s->timeline = meta.timeline ? (uint32_t)strtoul(meta.timeline, NULL, 10) : 0;
+		stream_meta_free(&meta);
+	}
 	if (s->empty)
 		return;
 	struct stream_reader *reader = NULL;
@@ -442,6 +447,52 @@ static int schema_present(PGconn *conn, const struct flow_config *cfg, struct st
 
 /* ---- supervisor files ---- */
 
+/* The sum of the samples of metric name in a .prom file's text (those
+ * with label="value" when label is set). */
+static uint64_t prom_sum(const char *text, const char *name, const char *label, const char *value)
+{
+	uint64_t sum = 0;
+	size_t n = strlen(name);
+	char want[160] = "";
+	if (label)
+		snprintf(want, sizeof want, "%s=\"%s\"", label, value);
+	for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		if (strncmp(line, name, n) != 0 || (line[n] != '{' && line[n] != ' '))
+			continue;
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		char sample[1024];
+		snprintf(sample, sizeof sample, "%.*s", (int)(len < sizeof sample ? len : sizeof sample - 1), line);
+		if (label && !strstr(sample, want))
+			continue;
+		const char *space = strrchr(sample, ' ');
+		if (space)
+			sum += strtoull(space + 1, NULL, 10);
+	}
+	return sum;
+}
+
+/* What the daemon's .prom file says about its connections. */
+static void read_daemon_file(struct status_daemon_file *d, const char *path)
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (fs_read_file(path, &text, &len) < 0)
+		return;
+	char name[128];
+	snprintf(name, sizeof name, "trellara_%s_credentials_refused", d->program);
+	d->credentials_refused = prom_sum(text, name, NULL, NULL) > 0;
+	snprintf(name, sizeof name, "trellara_%s_connect_failures_total", d->program);
+	d->auth_failures = prom_sum(text, name, "cause", "authentication");
+	d->other_failures = prom_sum(text, name, "cause", "other");
+	snprintf(name, sizeof name, "trellara_%s_disconnects_total", d->program);
+	for (int i = 0; i < SQLSTATE_END_COUNT; i++)
+		d->disconnects[i] = prom_sum(text, name, "cause", sqlstate_end_name((enum sqlstate_end)i));
+	snprintf(name, sizeof name, "trellara_%s_promotions_total", d->program);
+	d->promotions = prom_sum(text, name, NULL, NULL);
+	free(text);
+}
+
 
 static void gather_supervisor(struct status_supervisor *s, const struct flow_config *cfg)
 {
@@ -462,6 +513,7 @@ static void gather_supervisor(struct status_supervisor *s, const struct flow_con
 		if (stat(path, &st) == 0) {
 			s->daemons[i].exists = true;
 			s->daemons[i].age_seconds = difftime(now, st.st_mtime);
+			read_daemon_file(&s->daemons[i], path);
 		}
 	}
 	snprintf(s->path, sizeof s->path, "%s/supervisor.state", cfg->metrics_dir);

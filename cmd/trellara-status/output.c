@@ -45,6 +45,27 @@ static const char *seconds_text(bool known, double s, char *buf, size_t len)
 
 /* ---- text ---- */
 
+/* A daemon's connections, from its .prom file: failures, sessions that
+ * ended, promotions followed. */
+static void text_connections(FILE *out, const struct status_daemon_file *d)
+{
+	uint64_t ended = 0;
+	for (int c = 0; c < SQLSTATE_END_COUNT; c++)
+		ended += d->disconnects[c];
+	fprintf(out, "            %s: %" PRIu64 " failed connections (%" PRIu64 " refused credentials%s), %" PRIu64
+		     " sessions ended",
+		d->program, d->auth_failures + d->other_failures, d->auth_failures,
+		d->credentials_refused ? ", the last attempt too" : "", ended);
+	for (int c = 0, n = 0; c < SQLSTATE_END_COUNT; c++)
+		if (d->disconnects[c])
+			fprintf(out, "%s%s %" PRIu64, n++ ? ", " : " (", sqlstate_end_name((enum sqlstate_end)c), d->disconnects[c]);
+	if (ended)
+		fputc(')', out);
+	if (strcmp(d->program, "capture") == 0)
+		fprintf(out, ", %" PRIu64 " promotions of the source followed", d->promotions);
+	fputc('\n', out);
+}
+
 static void text_report(FILE *out, const struct status_report *r)
 {
 	const struct flow_config *cfg = r->cfg;
@@ -84,8 +105,11 @@ static void text_report(FILE *out, const struct status_report *r)
 	if (!st->available) {
 		fprintf(out, "stream      unavailable: %s\n", st->error);
 	} else {
-		fprintf(out, "stream      %s: writer %s%s\n", cfg->stream_path, st->writer_active ? "active" : "not running",
+		fprintf(out, "stream      %s: writer %s%s", cfg->stream_path, st->writer_active ? "active" : "not running",
 			st->corrupt ? ", CORRUPT" : "");
+		if (st->timeline)
+			fprintf(out, ", follows source timeline %" PRIu32, st->timeline);
+		fputc('\n', out);
 		if (st->empty)
 			fprintf(out, "  frames    none yet (next offset %" PRIu64 ")\n", st->next_offset);
 		else
@@ -170,10 +194,13 @@ static void text_report(FILE *out, const struct status_report *r)
 				sv->has_capture_restarts ? (snprintf(b1, sizeof b1, "%" PRIu64, sv->capture_restarts), b1) : "unknown",
 				sv->has_applyd_restarts ? (snprintf(b2, sizeof b2, "%" PRIu64, sv->applyd_restarts), b2) : "unknown",
 				*sv->updated_at ? sv->updated_at : "-");
-		for (int i = 0; i < 2; i++)
-			fprintf(out, "  metrics   %s.prom: %s\n", sv->daemons[i].program,
-				sv->daemons[i].exists ? (snprintf(d2, sizeof d2, "updated %.0f s ago", sv->daemons[i].age_seconds), d2)
-						      : "none");
+		for (int i = 0; i < 2; i++) {
+			const struct status_daemon_file *d = &sv->daemons[i];
+			fprintf(out, "  metrics   %s.prom: %s\n", d->program,
+				d->exists ? (snprintf(d2, sizeof d2, "updated %.0f s ago", d->age_seconds), d2) : "none");
+			if (d->exists)
+				text_connections(out, d);
+		}
 	}
 }
 
@@ -262,6 +289,7 @@ static void json_stream(struct jsonw *w, const struct status_report *r)
 	jsonw_u64(w, "bytes", a, s->bytes);
 	jsonw_u64(w, "segments", a, s->segments);
 	jsonw_u64(w, "torn_bytes", a, s->torn_bytes);
+	jsonw_u64(w, "timeline", a && s->timeline, s->timeline);
 	jsonw_str(w, "oldest_append_time", a && s->has_oldest ? s->oldest_time : NULL);
 	jsonw_num(w, "oldest_age_seconds", a && s->has_oldest, s->oldest_age_seconds);
 	jsonw_str(w, "newest_append_time", a && s->has_newest ? s->newest_time : NULL);
@@ -384,6 +412,31 @@ static void json_supervisor(struct jsonw *w, const struct status_report *r)
 	jsonw_open(w, "metrics_files", '{');
 	for (int i = 0; i < 2; i++)
 		jsonw_num(w, s->daemons[i].program, s->daemons[i].exists, s->daemons[i].age_seconds);
+	jsonw_close(w, '}');
+	/* what each daemon's file says about its connections (null: no file) */
+	jsonw_open(w, "connections", '{');
+	for (int i = 0; i < 2; i++) {
+		const struct status_daemon_file *d = &s->daemons[i];
+		if (!d->exists) {
+			jsonw_key(w, d->program);
+			fputs("null", w->out);
+			continue;
+		}
+		jsonw_open(w, d->program, '{');
+		jsonw_key(w, "credentials_refused");
+		fputs(d->credentials_refused ? "true" : "false", w->out);
+		jsonw_open(w, "connect_failures", '{');
+		jsonw_u64(w, "authentication", true, d->auth_failures);
+		jsonw_u64(w, "other", true, d->other_failures);
+		jsonw_close(w, '}');
+		jsonw_open(w, "disconnects", '{');
+		for (int c = 0; c < SQLSTATE_END_COUNT; c++)
+			jsonw_u64(w, sqlstate_end_name((enum sqlstate_end)c), true, d->disconnects[c]);
+		jsonw_close(w, '}');
+		if (strcmp(d->program, "capture") == 0)
+			jsonw_u64(w, "promotions", true, d->promotions);
+		jsonw_close(w, '}');
+	}
 	jsonw_close(w, '}');
 	jsonw_close(w, '}');
 }

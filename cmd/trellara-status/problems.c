@@ -17,6 +17,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,6 +264,30 @@ static void supervisor_problems(struct status_report *r, const char *config)
 		    (unsigned long long)s->applyd_restarts);
 }
 
+/* What capture.prom and applyd.prom say (with or without trellara run):
+ * refused credentials, promotions followed. */
+static void daemon_problems(struct status_report *r)
+{
+	const struct status_supervisor *s = &r->supervisor;
+	char action[768];
+	static const char *const keys[2] = { "source.database_url", "target.database_url" };
+	for (int i = 0; i < 2; i++) {
+		const struct status_daemon_file *d = &s->daemons[i];
+		if (d->exists && d->credentials_refused) {
+			snprintf(action, sizeof action,
+				 "write the new secret where %s's reference points (a {source: file} reference is read again at the next attempt: no restart); or give the role its password back",
+				 keys[i]);
+			add(r, STATUS_ALERT, "credentials_refused", action,
+			    "%s's last connection attempt was refused its credentials (%s; %llu refusals in all, %s.prom updated %.0f s ago): it cannot progress",
+			    d->program, keys[i], (unsigned long long)d->auth_failures, d->program, d->age_seconds);
+		}
+	}
+	if (s->daemons[0].exists && s->daemons[0].promotions > 0)
+		add(r, STATUS_INFO, "source_promoted", "none: capture checked the slot on the promoted server and streams from it",
+		    "capture followed %llu promotion%s of the source; the stream follows timeline %" PRIu32,
+		    (unsigned long long)s->daemons[0].promotions, s->daemons[0].promotions == 1 ? "" : "s", r->stream.timeline);
+}
+
 void status_evaluate(struct status_report *r)
 {
 	/* the flow file as a shell word, for the commands the actions name */
@@ -279,6 +304,7 @@ void status_evaluate(struct status_report *r)
 	} else {
 		stream_problems(r, config);
 		supervisor_problems(r, config);
+		daemon_problems(r);
 	}
 	/* alerts first, then warnings, then notes; stable within a severity */
 	for (int i = 1; i < r->n_problems; i++) {

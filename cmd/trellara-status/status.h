@@ -24,6 +24,7 @@
 #define TRELLARA_STATUS_H
 
 #include "trellara/config.h"
+#include "trellara/sqlstate.h"
 #include "trellara/metrics.h"
 
 #include <stdbool.h>
@@ -80,6 +81,7 @@ struct status_stream {
 	uint64_t group_position, group_pending;
 	bool has_pending_age; /* age of the oldest frame the group has not read */
 	double oldest_pending_age_seconds;
+	uint32_t timeline; /* the source timeline the stream follows (its meta; 0: not bound yet) */
 };
 
 struct status_quarantine_entry {
@@ -128,6 +130,11 @@ struct status_daemon_file {
 	const char *program; /* "capture", "applyd": DIR/capture.prom, DIR/applyd.prom */
 	bool exists;
 	double age_seconds;
+	/* from the file (0 when it has no such sample) */
+	bool credentials_refused;            /* *_credentials_refused: the last attempt was refused */
+	uint64_t auth_failures, other_failures; /* *_connect_failures_total{cause} */
+	uint64_t disconnects[SQLSTATE_END_COUNT]; /* *_disconnects_total{cause} */
+	uint64_t promotions;                 /* capture: trellara_capture_promotions_total */
 };
 
 struct status_supervisor {

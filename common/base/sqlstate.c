@@ -50,3 +50,27 @@ const char *sqlstate_class_name(enum sqlstate_class c)
 	}
 	return "data";
 }
+
+enum sqlstate_end sqlstate_end_cause(const char *sqlstate)
+{
+	if (!sqlstate || !*sqlstate)
+		return SQLSTATE_END_LOST;
+	if (strcmp(sqlstate, "57P01") == 0)
+		return SQLSTATE_END_TERMINATED;
+	if (strcmp(sqlstate, "57P02") == 0)
+		return SQLSTATE_END_CRASHED;
+	if (strncmp(sqlstate, "08", 2) == 0)
+		return SQLSTATE_END_LOST;
+	return SQLSTATE_END_ERROR;
+}
+
+const char *sqlstate_end_name(enum sqlstate_end e)
+{
+	switch (e) {
+	case SQLSTATE_END_TERMINATED: return "terminated";
+	case SQLSTATE_END_CRASHED: return "server_crashed";
+	case SQLSTATE_END_LOST: return "connection_lost";
+	case SQLSTATE_END_ERROR: return "error";
+	}
+	return "error";
+}

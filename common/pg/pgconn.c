@@ -73,6 +73,26 @@ enum pgconn_failure pgconn_last_failure(void)
 	return last_failure;
 }
 
+void pgconn_failures_count(struct pgconn_failures *f, const char *key)
+{
+	f->refused = last_failure == PGCONN_FAILURE_AUTHENTICATION;
+	if (f->refused)
+		f->authentication++;
+	else
+		f->other++;
+	if (f->refused && !f->hinted)
+		log_hint("the server refused the credentials of %s: after a password rotation, write the new secret where "
+			 "the flow file's reference points (a {source: file} reference is read again at every attempt); "
+			 "retrying with backoff",
+			 key);
+	f->hinted = f->refused;
+}
+
+void pgconn_failures_ok(struct pgconn_failures *f)
+{
+	f->refused = f->hinted = false;
+}
+
 PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 {
 	const char *keys[6], *values[6];

@@ -56,6 +56,21 @@ PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *appli
 enum pgconn_failure { PGCONN_FAILURE_NONE, PGCONN_FAILURE_AUTHENTICATION, PGCONN_FAILURE_OTHER };
 enum pgconn_failure pgconn_last_failure(void);
 
+/* A daemon's failed connections to one server, by cause (its
+ * *_connect_failures_total{cause} metrics and *_credentials_refused
+ * gauge, which trellara status reads). */
+struct pgconn_failures {
+	uint64_t authentication, other;
+	bool refused;  /* the last attempt was refused credentials */
+	bool hinted;   /* the hint was given for this run of refusals */
+};
+/* Counts the last failed pgconn_open of this process; the first of a run
+ * of refused credentials logs a hint naming the flow key (key, e.g.
+ * "source.database_url") and what to do after a rotation. */
+void pgconn_failures_count(struct pgconn_failures *f, const char *key);
+/* A connection succeeded: the run of refusals is over. */
+void pgconn_failures_ok(struct pgconn_failures *f);
+
 /* Runs a command that returns no rows; -1 on failure (reported). */
 int pgconn_command(PGconn *conn, const char *sql);
 /* Runs a query with text parameters; returns a PGRES_TUPLES_OK or

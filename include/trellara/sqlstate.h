@@ -33,4 +33,18 @@ enum sqlstate_class sqlstate_classify(const char *sqlstate);
 /* "none", "connection", "transient", "permission", "data". */
 const char *sqlstate_class_name(enum sqlstate_class c);
 
+/* Why a session that worked ended, by the SQLSTATE of its last error, for
+ * the *_disconnects_total{cause} metrics:
+ *   SQLSTATE_END_TERMINATED   57P01: pg_terminate_backend, or the server
+ *                             shutting down
+ *   SQLSTATE_END_CRASHED      57P02: the server restarts after a crash
+ *   SQLSTATE_END_LOST         no SQLSTATE: the connection closed or broke
+ *                             (network, a killed server), or other class 08
+ *   SQLSTATE_END_ERROR        any other error from the server */
+enum sqlstate_end { SQLSTATE_END_TERMINATED, SQLSTATE_END_CRASHED, SQLSTATE_END_LOST, SQLSTATE_END_ERROR };
+#define SQLSTATE_END_COUNT 4
+enum sqlstate_end sqlstate_end_cause(const char *sqlstate);
+/* "terminated", "server_crashed", "connection_lost", "error" */
+const char *sqlstate_end_name(enum sqlstate_end e);
+
 #endif

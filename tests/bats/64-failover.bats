@@ -116,6 +116,11 @@ converges_on_promoted() {
 	[[ $output == *"result: CONVERGED"* ]]
 	grep -q "source timeline moved from 1 to 2 (a promotion)" "$TEST_DIR/$name.log"
 	wait_for -t 10 "grep -q '^trellara_capture_promotions_total{.*} 1\$' '$METRICS_DIR/capture.prom'"
+	# and status shows it: the stream on timeline 2, the promotion followed
+	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
+	[ "$(jq -r .stream.timeline <<<"$output")" = 2 ]
+	[ "$(jq -r .supervisor.connections.capture.promotions <<<"$output")" = 1 ]
+	[[ $(jq -r '.problems[] | select(.code == "source_promoted") | .message' <<<"$output") == "capture followed 1 promotion of the source; the stream follows timeline 2" ]]
 }
 
 psql_standby() {
@@ -334,13 +339,25 @@ cut_sessions() {
 	[ "$(state_value capture_pid)" = "$run_capture" ]
 	[ "$(state_value applyd_pid)" = "$run_applyd" ]
 	running
+	# the cut sessions are counted by cause: the server terminated them
+	wait_for -t 10 "grep -q 'trellara_capture_disconnects_total{.*cause=\"terminated\"} [1-9]' '$METRICS_DIR/capture.prom'"
 
-	# a wrong secret: refused, counted, retried with growing delays (no tight loop)
+	# a wrong secret on both sides: refused, counted, retried with growing
+	# delays (no tight loop), and status alerts it, naming the key
 	# shellcheck disable=SC2059
 	write_secret "$TEST_DIR/source.secret" "$(printf "$sq" wrong-secret)"
+	# shellcheck disable=SC2059
+	write_secret "$TEST_DIR/target.secret" "$(printf "$tq" wrong-secret)"
 	cut_sessions
 	wait_for -t 30 "grep -q 'trellara_capture_connect_failures_total{.*cause=\"authentication\"} [2-9]' '$METRICS_DIR/capture.prom'"
-	grep -q "the source refused the credentials of source.database_url" "$TEST_DIR/run.log"
+	wait_for -t 30 "grep -q 'trellara_applyd_connect_failures_total{.*cause=\"authentication\"} [2-9]' '$METRICS_DIR/applyd.prom'"
+	grep -q "the server refused the credentials of source.database_url" "$TEST_DIR/run.log"
+	grep -q "the server refused the credentials of target.database_url" "$TEST_DIR/run.log"
+	run -1 --separate-stderr trellara status --config "$FLOW_FILE" --view alerts --rate-seconds 0
+	[[ $output == *"alert credentials_refused"*"capture's last connection attempt was refused its credentials (source.database_url"* ]]
+	[[ $output == *"applyd's last connection attempt was refused its credentials (target.database_url"* ]]
+	# shellcheck disable=SC2059
+	write_secret "$TEST_DIR/target.secret" "$(printf "$tq" second-secret)"
 	# attempts 1, 2, 3 ... wait 0.1, 0.2, 0.4 s ... (+-25 %): a few per second at most
 	local n1 n2
 	n1=$(grep -c 'password authentication failed for user "rotator"' "$(server_log source)")
@@ -354,7 +371,15 @@ cut_sessions() {
 	caught_up 120
 	assert_tables_equal t
 	[ "$(state_value capture_pid)" = "$run_capture" ]
+	[ "$(state_value applyd_pid)" = "$run_applyd" ]
 	[ "$(psql_target "SELECT count(*) FROM t")" -eq 300 ]
+	# connected again: no alert, the refusals stay counted
+	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
+	[ "$(jq -r '.supervisor.connections.capture.credentials_refused' <<<"$output")" = false ]
+	[ "$(jq -r '.supervisor.connections.applyd.credentials_refused' <<<"$output")" = false ]
+	[ "$(jq -r '.supervisor.connections.capture.connect_failures.authentication' <<<"$output")" -ge 2 ]
+	[ "$(jq -r '.supervisor.connections.applyd.connect_failures.authentication' <<<"$output")" -ge 2 ]
+	[ -z "$(jq -c '.problems[] | select(.code == "credentials_refused")' <<<"$output")" ]
 }
 
 @test "a server stopped under the flow: capture and applyd back off, SIGTERM while they back off ends them with 0 within 10 s; back up, the flow misses nothing" {

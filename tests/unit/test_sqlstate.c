@@ -33,5 +33,17 @@ int main(void)
 	CHECK_STR(sqlstate_class_name(SQLSTATE_CLASS_TRANSIENT), "transient");
 	CHECK_STR(sqlstate_class_name(SQLSTATE_CLASS_PERMISSION), "permission");
 	CHECK_STR(sqlstate_class_name(SQLSTATE_CLASS_DATA), "data");
+	/* how a session ended */
+	CHECK(sqlstate_end_cause("57P01") == SQLSTATE_END_TERMINATED);
+	CHECK(sqlstate_end_cause("57P02") == SQLSTATE_END_CRASHED);
+	CHECK(sqlstate_end_cause(NULL) == SQLSTATE_END_LOST);
+	CHECK(sqlstate_end_cause("") == SQLSTATE_END_LOST);
+	CHECK(sqlstate_end_cause("08006") == SQLSTATE_END_LOST);
+	CHECK(sqlstate_end_cause("57P03") == SQLSTATE_END_ERROR);
+	CHECK(sqlstate_end_cause("23505") == SQLSTATE_END_ERROR);
+	CHECK_STR(sqlstate_end_name(SQLSTATE_END_TERMINATED), "terminated");
+	CHECK_STR(sqlstate_end_name(SQLSTATE_END_CRASHED), "server_crashed");
+	CHECK_STR(sqlstate_end_name(SQLSTATE_END_LOST), "connection_lost");
+	CHECK_STR(sqlstate_end_name(SQLSTATE_END_ERROR), "error");
 	return unit_done("test_sqlstate");
 }
