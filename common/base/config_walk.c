@@ -314,38 +314,17 @@ static int parse_secret(const struct loader *ld, const yaml_node_t *value, const
 	return 0;
 }
 
-/* A list of connection strings or secret references (source.standby_database_urls). */
-static int parse_secret_list(const struct loader *ld, const struct field *f, const yaml_node_t *node,
-			     const char *keypath, void *base)
-{
-	char ***items = (char ***)((char *)base + f->offset);
-	size_t *count = (size_t *)((char *)base + f->count_offset);
-	if (node->type != YAML_SEQUENCE_NODE) {
-		config_report_type(ld, node, keypath, "a list of connection strings or secret references", true);
-		return -1;
-	}
-	size_t n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
-	*items = n ? xcalloc(n, sizeof **items) : NULL;
-	*count = n;
-	for (size_t i = 0; i < n; i++) {
-		const yaml_node_t *item = config_node_get(ld, node->data.sequence.items.start[i]);
-		char *item_path = xasprintf("%s[%zu]", keypath, i), *file = NULL;
-		int got = parse_secret(ld, item, item_path, &(*items)[i], &file);
-		free(file);
-		free(item_path);
-		if (got < 0)
-			return -1;
-	}
-	return 0;
-}
-
+/* K_STRING_LIST, or K_SECRET_LIST: connection strings or secret
+ * references (source.standby_database_urls), their texts masked. */
 static int parse_string_list(const struct loader *ld, const struct field *f, const yaml_node_t *node,
 			     const char *keypath, void *base)
 {
 	char ***items = (char ***)((char *)base + f->offset);
 	size_t *count = (size_t *)((char *)base + f->count_offset);
+	bool secrets = f->kind == K_SECRET_LIST;
 	if (node->type != YAML_SEQUENCE_NODE) {
-		config_report_type(ld, node, keypath, "a list of strings", false);
+		config_report_type(ld, node, keypath,
+				   secrets ? "a list of connection strings or secret references" : "a list of strings", secrets);
 		return -1;
 	}
 	size_t n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
@@ -361,8 +340,10 @@ static int parse_string_list(const struct loader *ld, const struct field *f, con
 	*count = n;
 	for (size_t i = 0; i < n; i++) {
 		const yaml_node_t *item = config_node_get(ld, node->data.sequence.items.start[i]);
-		char *item_path = xasprintf("%s[%zu]", keypath, i);
-		int got = config_scalar_text(ld, item, item_path, "a string", false, &(*items)[i]);
+		char *item_path = xasprintf("%s[%zu]", keypath, i), *file = NULL;
+		int got = secrets ? parse_secret(ld, item, item_path, &(*items)[i], &file)
+				  : config_scalar_text(ld, item, item_path, "a string", false, &(*items)[i]);
+		free(file);
 		if (got == 0)
 			got = config_check_value(ld, item, item_path, f->check, (*items)[i]);
 		for (size_t j = 0; got == 0 && f->unique && j < i; j++) {
@@ -494,10 +475,6 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 		text = NULL;
 		break;
 	}
-	case K_SECRET_LIST:
-		if (parse_secret_list(ld, f, value, keypath, base) < 0)
-			goto out;
-		break;
 	case K_UINT: {
 		uint64_t number;
 		if (scalar_uint(ld, value, keypath, f->min, f->max, &number) < 0)
@@ -549,6 +526,7 @@ static int parse_field(const struct loader *ld, const struct field *f, const yam
 			goto out;
 		break;
 	case K_STRING_LIST:
+	case K_SECRET_LIST:
 		if (parse_string_list(ld, f, value, keypath, base) < 0)
 			goto out;
 		break;
