@@ -39,6 +39,9 @@ static void fill(struct sim_result *out, const struct sim_world_result *r, uint6
 	out->counters.tables_copied += r->tables_copied;
 	out->counters.steps += r->steps;
 	out->counters.copy_statements += r->copy_statements;
+	out->counters.slot_stops_lost_at_promotion += r->slot_stops_lost_at_promotion;
+	out->counters.slot_stops_gone += r->slot_stops_gone;
+	out->counters.slot_stops_invalidated += r->slot_stops_invalidated;
 	out->trace_digest = out->trace_digest * 1099511628211ULL ^ r->trace_digest;
 }
 
