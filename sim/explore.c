@@ -39,6 +39,9 @@ static void fill(struct sim_result *out, const struct sim_world_result *r, uint6
 	out->counters.tables_copied += r->tables_copied;
 	out->counters.steps += r->steps;
 	out->counters.copy_statements += r->copy_statements;
+	out->counters.slot_stops_lost_at_promotion += r->slot_stops_lost_at_promotion;
+	out->counters.slot_stops_gone += r->slot_stops_gone;
+	out->counters.slot_stops_invalidated += r->slot_stops_invalidated;
 	out->trace_digest = out->trace_digest * 1099511628211ULL ^ r->trace_digest;
 }
 
@@ -243,7 +246,8 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 
 static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_commits_chunk_set",
 					"retention_ignores_group", "snapshot_ignores_schema_change", "fold_forgets_updated_row_delete",
-					"commit_out_of_order", "copy_drops_last_insert", "failure_keeps_unrecorded_lock", NULL };
+					"commit_out_of_order", "copy_drops_last_insert", "failure_keeps_unrecorded_lock",
+					"new_slot_after_promotion", NULL };
 
 const char *const *sim_variant_names(void)
 {

@@ -175,6 +175,9 @@ static void add_counters(struct sim_counters *sum, const struct sim_counters *c)
 	sum->power_losses += c->power_losses;
 	sum->steps += c->steps;
 	sum->copy_statements += c->copy_statements;
+	sum->slot_stops_lost_at_promotion += c->slot_stops_lost_at_promotion;
+	sum->slot_stops_gone += c->slot_stops_gone;
+	sum->slot_stops_invalidated += c->slot_stops_invalidated;
 }
 
 static void run_entry(struct sim_run *run, size_t i)
@@ -291,6 +294,10 @@ static void print_text(FILE *out, const struct sim_run *run)
 	if (run->schedules) {
 		fprintf(out, "exploration: %" PRIu64 " COPY statements of runs of inserts applied\n",
 			run->explore_counters.copy_statements);
+		fprintf(out, "exploration: capture stopped on its slot (exit 65): %" PRIu64 " lost at promotion, %" PRIu64
+			     " gone, %" PRIu64 " invalidated\n",
+			run->explore_counters.slot_stops_lost_at_promotion, run->explore_counters.slot_stops_gone,
+			run->explore_counters.slot_stops_invalidated);
 		fprintf(out, "exploration: schedules by apply.workers:");
 		for (int k = 1; k <= SIM_MAX_WORKERS; k++)
 			fprintf(out, " %d: %" PRIu64, k, run->explore_by_workers[k]);

@@ -175,6 +175,10 @@ struct model_source {
 	/* slot */
 	uint64_t confirmed_flush, highest_flushed;
 	uint64_t persisted_flush; /* what the last checkpoint wrote of the slot */
+	uint64_t slot_created_at; /* its consistent point: a synced copy is never older */
+	bool slot_missing;        /* no row in pg_replication_slots */
+	bool slot_invalidated;
+	enum model_slot_loss invalidated_by;
 
 	/* session */
 	bool connected;
@@ -962,6 +966,7 @@ struct model_source *model_source_new(const struct model_source_options *o, uint
 	ms->origin_lsn = 0x1234AB00;
 	ms->confirmed_flush = ms->wal; /* the slot's consistent point */
 	ms->persisted_flush = ms->wal;
+	ms->slot_created_at = ms->wal;
 	ms->db = sim_db_new();
 	model_source_create_tables(ms, ms->db);
 	ms->cache = sim_db_clone(ms->db);
@@ -1509,6 +1514,10 @@ int model_source_connect_from(struct model_source *ms, uint64_t requested_lsn)
 {
 	if (ms->connected)
 		return fail(ms, "model source: START_REPLICATION on a connection that is already streaming");
+	if (ms->slot_missing)
+		return fail(ms, "model source: replication slot does not exist");
+	if (ms->slot_invalidated)
+		return fail(ms, "model source: can no longer get changes from the replication slot (invalidated)");
 	ms->connected = true;
 	ms->start_decoding_at = requested_lsn > ms->confirmed_flush ? requested_lsn : ms->confirmed_flush;
 	ms->next_event = 0;
@@ -1622,16 +1631,56 @@ void model_source_promote(struct model_source *ms, unsigned lag)
 	ms->stats.promotions++;
 	if (lag == 0)
 		return;
-	/* the confirmed transactions; the synced slot is lag of them behind */
+	/* the confirmed transactions; the synced slot is lag of them behind,
+	 * never before the slot's creation */
 	size_t confirmed = 0;
 	while (confirmed < ms->n_committed && ms->log[confirmed].end_lsn <= ms->confirmed_flush)
 		confirmed++;
-	uint64_t slot_start = align8(ms->o.start_lsn ? ms->o.start_lsn : DEFAULT_START_LSN);
-	uint64_t behind = confirmed > lag ? ms->log[confirmed - lag - 1].end_lsn : slot_start;
+	uint64_t behind = confirmed > lag ? ms->log[confirmed - lag - 1].end_lsn : ms->slot_created_at;
+	if (behind < ms->slot_created_at)
+		behind = ms->slot_created_at;
 	if (behind < ms->confirmed_flush)
 		ms->confirmed_flush = behind;
 	if (ms->persisted_flush > ms->confirmed_flush)
 		ms->persisted_flush = ms->confirmed_flush;
+}
+
+void model_source_promote_without_slot(struct model_source *ms)
+{
+	model_source_promote(ms, 0);
+	ms->slot_missing = true;
+}
+
+void model_source_lose_slot(struct model_source *ms, enum model_slot_loss how)
+{
+	ms->connected = false;
+	if (how == MODEL_SLOT_DROPPED) {
+		ms->slot_missing = true;
+		return;
+	}
+	ms->slot_invalidated = true;
+	ms->invalidated_by = how;
+}
+
+void model_source_create_slot(struct model_source *ms)
+{
+	ms->connected = false;
+	ms->slot_missing = false;
+	ms->slot_invalidated = false;
+	ms->slot_created_at = ms->confirmed_flush = ms->persisted_flush = ms->wal;
+}
+
+void model_source_slot(const struct model_source *ms, struct model_source_slot *slot)
+{
+	/* PostgreSQL 17+: wal_status "lost" for removed WAL, and the reason;
+	 * an idle slot's WAL is still there */
+	bool wal_removed = ms->slot_invalidated && ms->invalidated_by == MODEL_SLOT_WAL_REMOVED;
+	bool idle = ms->slot_invalidated && ms->invalidated_by == MODEL_SLOT_IDLE_TIMEOUT;
+	*slot = (struct model_source_slot){
+		.exists = !ms->slot_missing,
+		.wal_status = ms->slot_missing ? "" : wal_removed ? "lost" : "reserved",
+		.invalidation_reason = ms->slot_missing ? "" : wal_removed ? "wal_removed" : idle ? "idle_timeout" : "",
+	};
 }
 
 uint64_t model_source_confirmed_flush(const struct model_source *ms)

@@ -60,8 +60,11 @@
  * checkpoint_every commits, or model_source_checkpoint), so a crash
  * restart brings confirmed_flush back to the last checkpoint's value.
  * A promotion (new timeline, same system identifier) leaves a slot whose
- * confirmed position lags by `lag` confirmed transactions; the WAL is the
- * same (a synchronous standby), so it resends more, never less.
+ * confirmed position lags by `lag` confirmed transactions (never before
+ * its creation); the WAL is the same (a synchronous standby), so it
+ * resends more, never less.  A promotion may also leave no slot at all,
+ * and a slot may be dropped or invalidated: a session then cannot start
+ * until a new slot is created, at the end of the WAL.
  *
  * Memory: owns everything; buffers handed out stay valid until the next
  * call on the same model source.  No I/O, no clock, no globals, no libpq.
@@ -204,6 +207,33 @@ void model_source_disconnect(struct model_source *ms);
 /* A standby is promoted: new timeline, the session ends, the slot's
  * confirmed position goes back by lag confirmed transactions. */
 void model_source_promote(struct model_source *ms, unsigned lag);
+
+/* How the slot stops being usable (slot_policy.h's facts):
+ * MODEL_SLOT_DROPPED: pg_drop_replication_slot, no row; the others
+ * invalidate it, its row stays: max_slot_wal_keep_size removed the WAL it
+ * needed (wal_status "lost", invalidation_reason "wal_removed"), or
+ * idle_replication_slot_timeout (PostgreSQL 18, "idle_timeout"). */
+enum model_slot_loss { MODEL_SLOT_DROPPED, MODEL_SLOT_WAL_REMOVED, MODEL_SLOT_IDLE_TIMEOUT };
+
+/* A standby WITHOUT the slot is promoted (PostgreSQL 15/16, or 17+ with
+ * the failover slot not synchronized): new timeline, the session ends,
+ * no slot.  The WAL is the same. */
+void model_source_promote_without_slot(struct model_source *ms);
+/* The slot is dropped or invalidated; the session ends.  Until
+ * model_source_create_slot, connect fails (-1). */
+void model_source_lose_slot(struct model_source *ms, enum model_slot_loss how);
+/* CREATE_REPLICATION_SLOT: a valid slot whose consistent point (and
+ * confirmed position) is the end of the WAL now; a session from it sends
+ * only what commits later.  Replaces the slot there was. */
+void model_source_create_slot(struct model_source *ms);
+
+/* What pg_replication_slots shows of the slot. */
+struct model_source_slot {
+	bool exists;
+	const char *wal_status;          /* "" when there is no row */
+	const char *invalidation_reason; /* "" when valid */
+};
+void model_source_slot(const struct model_source *ms, struct model_source_slot *slot);
 
 /* A checkpoint writes the slot (its confirmed position) to disk. */
 void model_source_checkpoint(struct model_source *ms);

@@ -325,6 +325,39 @@ static bool e_refused(const struct sim_world_result *r, char *why, size_t n)
 	return true;
 }
 
+/* The slot lost: capture stops with 65 on the verdict named, and the
+ * operator's copy of the whole flow (snapshot --force) was handed off. */
+static bool e_slot_stop_recopied(const struct sim_world_result *r, uint64_t stops, const char *verdict, char *why,
+				 size_t n)
+{
+	if (stops == 0)
+		return snprintf(why, n, "capture never stopped on its slot as %s", verdict), false;
+	if (r->recopies == 0)
+		return snprintf(why, n, "capture stopped (%s), but no copy of the flow was handed off", verdict), false;
+	return true;
+}
+/* a promotion to a standby without the slot (unsynchronized, or not a
+ * failover slot at all) */
+static void p_promoted_without_slot(struct sim_world_options *o)
+{
+	o->p_promote_no_slot = 3;
+	o->chunk_changes = 2; /* a chunk set cut short by the promotion */
+}
+static bool e_lost_at_promotion(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_slot_stop_recopied(r, r->slot_stops_lost_at_promotion, "lost_at_promotion", why, n);
+}
+/* an idle slot invalidated by idle_replication_slot_timeout */
+static void p_slot_idle_timeout(struct sim_world_options *o)
+{
+	o->p_kill_capture = 6;
+	o->p_slot_idle_timeout = 10;
+}
+static bool e_invalidated(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_slot_stop_recopied(r, r->slot_stops_invalidated, "invalidated", why, n);
+}
+
 static void p_missing_table(struct sim_world_options *o)
 {
 	o->target_missing_table = 1;
@@ -361,6 +394,9 @@ static const struct sim_preset presets[] = {
 	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
 	/* curated rows */
 	{ "relay_before_broker_publish", p_crash_before_ack_power, e_point_hit },
+	{ "source_failover_slot_unsynced", p_promoted_without_slot, e_lost_at_promotion },
+	{ "source_failover_slot_disabled", p_promoted_without_slot, e_lost_at_promotion },
+	{ "source_slot_abandoned_idle_timeout", p_slot_idle_timeout, e_invalidated },
 	{ "relay_after_broker_publish_before_source_feedback", p_crash_before_ack, e_point_and_resend },
 	{ "source_failover_after_publish_before_ack", p_failover_before_ack, e_point_and_promoted },
 	{ "broker_publish_failure", p_broker_failure, e_crashed },

@@ -30,6 +30,9 @@ static void write_counters(struct jsonw *w, const char *key, const struct sim_co
 	jsonw_u64(w, "power_losses", true, c->power_losses);
 	jsonw_u64(w, "steps", true, c->steps);
 	jsonw_u64(w, "copy_statements", true, c->copy_statements);
+	jsonw_u64(w, "slot_stops_lost_at_promotion", true, c->slot_stops_lost_at_promotion);
+	jsonw_u64(w, "slot_stops_gone", true, c->slot_stops_gone);
+	jsonw_u64(w, "slot_stops_invalidated", true, c->slot_stops_invalidated);
 	jsonw_close(w, '}');
 }
 
@@ -43,6 +46,9 @@ static void add_counters(struct sim_counters *sum, const struct sim_counters *c)
 	sum->power_losses += c->power_losses;
 	sum->steps += c->steps;
 	sum->copy_statements += c->copy_statements;
+	sum->slot_stops_lost_at_promotion += c->slot_stops_lost_at_promotion;
+	sum->slot_stops_gone += c->slot_stops_gone;
+	sum->slot_stops_invalidated += c->slot_stops_invalidated;
 }
 
 static void write_entry(struct jsonw *w, const struct sim_run *run, size_t i)

@@ -280,26 +280,28 @@ const struct sim_scenario sim_scenarios[] = {
 	    "target commit exposes part of one.",
 	    LIVE_FAILOVER_STREAMING, PROMOTED_SOURCE, APPLICABLE),
 	ROW(4, "source_failover_slot_unsynced", "source_failover_readiness", "failover_slot_sync_before_promotion",
-	    "A promotion before the failover slot is synchronized is refused.", LIVE_PROMOTED_WITHOUT_SLOT,
-	    "trellara snapshot --config FILE --force (from the promoted server)",
-	    "Trellara does not gate the promotion (the server does it, and the standby synchronizes the slot it "
-	    "creates as a failover slot on PostgreSQL 17+); what it decides is the other side: a promoted server "
-	    "without the slot stops capture with exit 65 (slot_policy.c, unit-tested), never a new slot that would "
-	    "skip the transactions in between. The simulator's promotions always carry the slot, so it has no "
-	    "schedule of this; the live test is the proof."),
+	    "Trellara does not gate the promotion (the server does, and on PostgreSQL 17+ the standby synchronizes the "
+	    "failover slot Trellara creates); the simulator promotes a standby that has no copy of the slot: capture's "
+	    "real slot_policy_decide() stops it with exit 65 (lost_at_promotion), never a new slot that would skip the "
+	    "transactions in between, and the operator's copy of the whole flow from the promoted source converges "
+	    "with no committed transaction skipped.",
+	    LIVE_PROMOTED_WITHOUT_SLOT, "trellara snapshot --config FILE --force (from the promoted server)", APPLICABLE),
 	ROW(5, "source_failover_slot_disabled", "source_failover_readiness", "failover_slot_enabled_before_promotion",
-	    "A promotion while the slot is not a failover slot is refused.", LIVE_SLOT_POSTURE, SLOT_POSTURE_CHECK,
-	    "Whether the slot is a failover slot (PostgreSQL 17 and later) is reported by trellara check's "
-	    "failover_slots item against the live server, and Trellara creates its slot with FAILOVER there; a "
-	    "promotion without it ends as row 4 does (exit 65). There is no promotion gate of Trellara's to simulate."),
+	    "Whether the slot is a failover slot (PostgreSQL 17+) is trellara check's failover_slots item against the "
+	    "live server; a promotion without one leaves the promoted server without the slot, which the simulator "
+	    "promotes to: capture stops with exit 65 (lost_at_promotion), and the copy of the whole flow converges with "
+	    "no committed transaction skipped.",
+	    LIVE_SLOT_POSTURE, SLOT_POSTURE_CHECK "; after such a promotion: trellara snapshot --config FILE --force",
+	    APPLICABLE),
 	ROW(6, "source_slot_abandoned_idle_timeout", "source_safety_slot_lifecycle", "inactive_slot_cleanup_posture_is_explicit",
-	    "An abandoned slot's cleanup posture is stated.", LIVE_SLOT_INVALIDATED,
+	    "The server invalidates the slot while no session uses it (idle_replication_slot_timeout, PostgreSQL 18; "
+	    "trellara check reports it and max_slot_wal_keep_size): capture's real slot_policy_decide() stops it at once "
+	    "with exit 65 (invalidated), never a new slot, and the operator's copy of the whole flow converges with no "
+	    "committed transaction skipped.",
+	    LIVE_SLOT_INVALIDATED,
 	    "trellara check --config FILE (its idle_replication_slot_timeout and max_slot_wal_keep_size items); "
 	    "after an invalidation: trellara snapshot --config FILE --force",
-	    "Idle slots are invalidated by the server (idle_replication_slot_timeout, PostgreSQL 18; "
-	    "max_slot_wal_keep_size), and Trellara reports both settings in trellara check; an invalidated slot stops "
-	    "capture at once with exit 65 (slot_policy.c, unit-tested; live: a slot invalidated by "
-	    "max_slot_wal_keep_size). No decision of its own about when to drop a slot is there to simulate."),
+	    APPLICABLE),
 	ROW(7, "broker_publish_failure", "strict_transaction_order", "source_checkpoint_after_broker_ack",
 	    "An append or fdatasync of the stream fails; capture acknowledges nothing of it, stops failing closed, and "
 	    "after the restart nothing is missing.",

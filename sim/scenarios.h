@@ -41,6 +41,8 @@ struct sim_counters {
 	uint64_t power_losses;       /* simulated file-system power losses */
 	uint64_t steps;              /* scheduler steps */
 	uint64_t copy_statements;    /* COPYs of runs of inserts applyd sent (committed batches) */
+	/* capture stopped by its slot (exit 65), by slot_policy verdict */
+	uint64_t slot_stops_lost_at_promotion, slot_stops_gone, slot_stops_invalidated;
 };
 
 #define SIM_MAX_SEEDS 16

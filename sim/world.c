@@ -24,6 +24,7 @@
 #include "trellara/fault.h"
 #include "trellara/log.h"
 #include "trellara/runstate.h"
+#include "trellara/slot_policy.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
@@ -68,6 +69,12 @@ struct world {
 	bool cap_up;
 	struct capture_core *cc;
 	int cap_down_steps;
+	/* the stream's binding (its meta file): the timeline capture followed
+	 * last; 0 until capture first streamed into it */
+	uint32_t stream_timeline;
+	/* capture stopped on its slot (exit 65) and stays down until the
+	 * operator's copy of the whole flow has created a new one */
+	bool slot_stopped;
 	/* applyd */
 	bool app_up;
 	struct stream_reader *reader;
@@ -84,7 +91,9 @@ struct world {
 	bool divergence_injected, divergence_repaired;
 	uint32_t quarantined_xid;
 	int fence_release_at;
-	/* the model snapshot (options.snapshot) */
+	/* the model snapshot: options.snapshot, or the operator's copy of
+	 * the whole flow after the slot was lost (recopying until its handoff) */
+	bool snapshot, recopying;
 	enum run_state run;
 	uint64_t consistent_lsn;
 	uint64_t copy_lsn;   /* the exported snapshot's position */
@@ -333,6 +342,95 @@ static void capture_down(struct world *w, const char *why)
 	trace(w, why, 0, 0);
 }
 
+/* The slot's start may pass only what the stream holds and what the
+ * latest copy of the flow covers (committed below its consistent
+ * point): a transaction with changes between them would never reach the
+ * target. */
+static void check_slot_start(struct world *w, uint64_t stream_last_commit)
+{
+	uint64_t start = model_source_confirmed_flush(w->src);
+	for (size_t i = 0; i < model_source_txns(w->src); i++) {
+		const struct model_source_txn *t = model_source_txn(w->src, i);
+		if (t->commit_lsn >= start)
+			return; /* the session sends it */
+		if (t->commit_lsn <= stream_last_commit || t->commit_lsn < w->consistent_lsn || t->changes == 0)
+			continue;
+		violated(w, "no_committed_transaction_skipped",
+			 "the slot starts at %" PRIX64 ", past transaction %u (commit %" PRIX64 ", %" PRIu64
+			 " changes): the stream holds commits through %" PRIX64 ", the latest copy covers below %" PRIX64,
+			 start, t->xid, t->commit_lsn, t->changes, stream_last_commit, w->consistent_lsn);
+		return;
+	}
+}
+
+/* capture.c's ensure_slot: the facts it reads (pg_replication_slots, the
+ * stream's binding and durable end, IDENTIFY_SYSTEM's timeline), the
+ * real slot_policy_decide(), and what capture does with the verdict:
+ * true to stream (from a slot created first, when the verdict says so);
+ * false when capture stops with the verdict's exit code. */
+static bool capture_slot_decides(struct world *w)
+{
+	struct model_source_slot slot;
+	model_source_slot(w->src, &slot);
+	struct capture_core_stats st = capture_core_stats(w->cc);
+	struct slot_facts f = {
+		.exists = slot.exists,
+		.logical_pgoutput = slot.exists,
+		.wal_status = slot.wal_status,
+		.invalidation_reason = slot.invalidation_reason,
+		.stream_holds_changes = st.durable_lsn > 0 || w->stream_timeline != 0,
+		.stream_timeline = w->stream_timeline,
+		.source_timeline = model_source_timeline(w->src),
+		.start_now = false,
+	};
+	enum slot_verdict v = slot_policy_decide(&f);
+	trace(w, slot_policy_name(v), f.stream_timeline, f.source_timeline);
+	switch (v) {
+	case SLOT_CREATE:
+		model_source_create_slot(w->src);
+		/* fall through */
+	case SLOT_USE:
+		w->stream_timeline = f.source_timeline; /* the binding follows the timeline */
+		check_slot_start(w, st.stream_last_commit_lsn);
+		return true;
+	case SLOT_LOST_AT_PROMOTION:
+		w->r->slot_stops_lost_at_promotion++;
+		break;
+	case SLOT_GONE:
+		w->r->slot_stops_gone++;
+		break;
+	case SLOT_INVALIDATED:
+		w->r->slot_stops_invalidated++;
+		break;
+	case SLOT_NOT_CREATED:
+	case SLOT_WRONG_KIND:
+		violated(w, "capture_runs", "capture refused the slot: %s (exit %d)", slot_policy_name(v),
+			 slot_policy_exit_code(v));
+		return false;
+	}
+	if (slot_policy_exit_code(v) != EXIT_DATAERR)
+		violated(w, "capture_runs", "capture stopped on its slot (%s) with exit %d, not %d", slot_policy_name(v),
+			 slot_policy_exit_code(v), EXIT_DATAERR);
+	return false;
+}
+
+/* START_REPLICATION after the slot's check; false when capture stopped
+ * (down until the operator's copy, operator_recopies). */
+static bool capture_connect(struct world *w)
+{
+	if (!capture_slot_decides(w)) {
+		capture_down(w, "capture_slot_stop");
+		w->r->crashes--; /* not a crash: capture exited 65 and stays down */
+		w->slot_stopped = true;
+		return false;
+	}
+	if (model_source_connect(w->src) < 0) {
+		violated(w, "capture_runs", "%s", model_source_error(w->src));
+		return false;
+	}
+	return true;
+}
+
 static void capture_start(struct world *w)
 {
 	stream_fs_sim_view_restart(w->cap_fs);
@@ -356,8 +454,8 @@ static void capture_start(struct world *w)
 			 "the source was told %" PRIX64 " is flushed, but after the crash the stream ends at %" PRIX64,
 			 model_source_highest_flushed(w->src), st.durable_lsn);
 	w->cap_up = true;
-	model_source_connect(w->src);
 	trace(w, "capture_start", st.durable_lsn, st.stream_last_commit_lsn);
+	capture_connect(w);
 }
 
 static void capture_send_status(struct world *w, bool reply)
@@ -396,8 +494,8 @@ static void capture_step(struct world *w)
 		size_t len;
 		int got = model_source_next(w->src, &buf, &len);
 		if (got < 0) {
-			model_source_connect(w->src);
-			capture_core_reconnected(w->cc);
+			if (capture_connect(w))
+				capture_core_reconnected(w->cc);
 			return;
 		}
 		if (got == 0) {
@@ -492,7 +590,7 @@ static bool applyd_connect(struct world *w)
 
 static void applyd_start(struct world *w)
 {
-	if (w->o.snapshot && !handed_off(w))
+	if (w->snapshot && !handed_off(w))
 		return; /* the snapshot holds the flow's lock until its handoff is recorded */
 	stream_fs_sim_view_restart(w->app_fs);
 	struct stream_fs_stat st;
@@ -517,11 +615,11 @@ static void applyd_start(struct world *w)
 		w->app_down_steps = 2;
 		return;
 	}
-	if (w->o.snapshot && w->target.n_watermarks < model_source_tables(w->src))
+	if (w->snapshot && w->target.n_watermarks < model_source_tables(w->src))
 		violated(w, "snapshot_handoff_before_stream_checkpoint",
 			 "applyd started with %zu of %zu tables' handoff watermarks recorded", w->target.n_watermarks,
 			 model_source_tables(w->src));
-	if (w->o.snapshot && w->run == RUN_STREAM_HANDOFF_READY)
+	if (w->snapshot && w->run == RUN_STREAM_HANDOFF_READY)
 		run_move(w, RUN_STREAMING);
 	trace(w, "applyd_start", w->target.cp.last_commit_lsn, w->target.cp.stream_offset);
 }
@@ -698,7 +796,7 @@ static size_t next_uncopied(const struct world *w)
 /* One step of trellara-snapshot, the run state machine as it moves. */
 static void snapshot_step(struct world *w)
 {
-	if (!w->o.snapshot || handed_off(w) || w->failed)
+	if (!w->snapshot || handed_off(w) || w->failed)
 		return;
 	if (!w->export_alive) {
 		/* a new invocation resumes the run: the tables still to copy
@@ -784,8 +882,12 @@ static void snapshot_step(struct world *w)
 		/* the handoff evidence: every table's watermark, before streaming */
 		for (size_t i = 0; i < model_source_tables(w->src); i++)
 			model_target_set_watermark(&w->target, model_source_table(w->src, i)->name, w->table_watermark[i]);
-		if (run_move(w, RUN_STREAM_HANDOFF_READY))
+		if (run_move(w, RUN_STREAM_HANDOFF_READY)) {
+			if (w->recopying)
+				w->r->recopies++;
+			w->recopying = false;
 			snapshot_point(w, "snapshot.after_handoff_before_stream");
+		}
 		return;
 	}
 	default:
@@ -793,15 +895,12 @@ static void snapshot_step(struct world *w)
 	}
 }
 
-/* The slot is created now (before any transaction the stream carries):
- * what committed before is the snapshot's to copy.  Killed between
- * creating the slot and recording it, the run stays planned and the next
- * invocation creates the slot again, later. */
-static void snapshot_begin(struct world *w)
+/* A planned run creates its slot now (before any transaction the stream
+ * carries from it): what committed before is the snapshot's to copy.
+ * Killed between creating the slot and recording it, the run stays
+ * planned and the next invocation creates the slot again, later. */
+static void snapshot_create_slot(struct world *w)
 {
-	if (w->o.pre_transactions > 0 && model_source_produce(w->src, (unsigned)w->o.pre_transactions) < 0)
-		violated(w, "model_source", "%s", model_source_error(w->src));
-	w->run = RUN_PLANNED;
 	fault_point("snapshot.after_slot_before_record");
 	if (w->kill_snapshot || w->power_now) {
 		w->kill_snapshot = w->power_now = false;
@@ -810,18 +909,52 @@ static void snapshot_begin(struct world *w)
 		if (model_source_produce(w->src, 2) < 0)
 			violated(w, "model_source", "%s", model_source_error(w->src));
 	}
-	/* a record written from now on starts at wal_end or later */
+	/* a record written from now on starts at wal_end or later; the
+	 * slot's confirmed position is the consistent point */
 	w->consistent_lsn = model_source_wal_end(w->src);
-	/* the slot's confirmed position is the consistent point */
-	uint8_t m[34] = { 'r' };
-	for (int part = 0; part < 3; part++)
-		for (int i = 0; i < 8; i++)
-			m[1 + 8 * part + i] = (uint8_t)(w->consistent_lsn >> (56 - 8 * i));
-	model_source_connect(w->src);
-	model_source_on_status(w->src, m, sizeof m);
-	model_source_disconnect(w->src);
+	model_source_create_slot(w->src);
 	snapshot_export(w, false);
 	trace(w, "snapshot_consistent_point", w->consistent_lsn, 0);
+}
+
+static void snapshot_begin(struct world *w)
+{
+	if (w->o.pre_transactions > 0 && model_source_produce(w->src, (unsigned)w->o.pre_transactions) < 0)
+		violated(w, "model_source", "%s", model_source_error(w->src));
+	w->run = RUN_PLANNED;
+	snapshot_create_slot(w);
+}
+
+/* The operator, once capture stopped on its slot, does what its hint
+ * says: stop capture and applyd, then "trellara snapshot --config F
+ * --force".  The flow's run (created planned if it never had one) is
+ * failed with the operator's reason and planned again, its progress
+ * forgotten; a new slot at the source's end is its consistent point, and
+ * snapshot_step copies every table there and hands off new watermarks
+ * before applyd may start again.  What the stream holds below them is
+ * filtered by applyd; what committed between the stream's end and the
+ * new slot is in the copies. */
+static void operator_recopies(struct world *w)
+{
+	if (w->app_up) {
+		applyd_down(w, "operator_stops_applyd");
+		w->r->crashes--;
+	}
+	if (w->snapshot) {
+		snprintf(w->failure_reason, sizeof w->failure_reason, "re-copy forced by the operator (--force)");
+		if (!run_move(w, RUN_FAILED_RECOVERABLE) || !run_move(w, RUN_PLANNED))
+			return;
+		w->failure_reason[0] = '\0';
+	}
+	w->snapshot = w->recopying = true;
+	w->run = RUN_PLANNED;
+	w->failure_to_record = false;
+	memset(w->copied, 0, sizeof w->copied);
+	memset(w->copied_stable, 0, sizeof w->copied_stable);
+	w->slot_stopped = false;
+	trace(w, "operator_recopies", w->r->slot_stops_lost_at_promotion + w->r->slot_stops_gone,
+	      w->r->slot_stops_invalidated);
+	snapshot_create_slot(w);
 }
 
 /* trellara reseed of one table: a fence at the source's end, applyd
@@ -829,7 +962,8 @@ static void snapshot_begin(struct world *w)
  * watermark, the fence is released (applyd reloads the watermarks). */
 static void reseed_step(struct world *w, int step)
 {
-	if (w->reseed_phase == 0 && step >= w->o.reseed_at_step && w->o.reseed_at_step >= 0 && w->app_up) {
+	if (w->reseed_phase == 0 && step >= w->o.reseed_at_step && w->o.reseed_at_step >= 0 && w->app_up &&
+	    !w->slot_stopped) {
 		w->reseed_table = (size_t)sim_rng_below(&w->rng, model_source_tables(w->src));
 		model_target_fence_set(&w->target, model_source_wal_end(w->src));
 		w->reseed_phase = 1;
@@ -862,7 +996,7 @@ static void power_loss(struct world *w)
 		capture_down(w, "power_loss_capture");
 	if (w->app_up)
 		applyd_down(w, "power_loss_applyd");
-	if (w->o.snapshot && w->export_alive && !handed_off(w))
+	if (w->snapshot && w->export_alive && !handed_off(w))
 		snapshot_exits(w, "power_loss_snapshot");
 	stream_fs_sim_crash(w->disk, SIM_CRASH_POWER, sim_rng_next(&w->rng));
 	stream_fs_sim_view_restart(w->cap_fs);
@@ -994,13 +1128,47 @@ static void arm_random_point(struct world *w)
 	size_t nc = sizeof capture_points / sizeof *capture_points, na = sizeof applyd_points / sizeof *applyd_points;
 	/* trellara-snapshot's points while it runs (after_slot_before_record
 	 * only by name: the slot exists before the scheduler starts) */
-	size_t ns = w->o.snapshot && !handed_off(w) ? sizeof snapshot_points / sizeof *snapshot_points : 0;
+	size_t ns = w->snapshot && !handed_off(w) ? sizeof snapshot_points / sizeof *snapshot_points : 0;
 	size_t k = (size_t)sim_rng_below(&w->rng, nc + na + ns);
 	w->armed_point = k < nc ? capture_points[k] : k < nc + na ? applyd_points[k - nc] : snapshot_points[k - nc - na];
 	w->armed_nth = (unsigned)sim_rng_between(&w->rng, 1, 3);
 	w->armed_hits = 0;
 	w->armed_power = sim_rng_chance(&w->rng, 30);
 	trace(w, "arm", k, w->armed_nth);
+}
+
+/* The slot is lost only while the flow streams: not during a copy of
+ * it, a reseed or a fence (the operator's copy stops applyd), and not
+ * again before capture has noticed. */
+static bool slot_may_be_lost(struct world *w)
+{
+	struct model_source_slot slot;
+	model_source_slot(w->src, &slot);
+	return slot.exists && !slot.invalidation_reason[0] && !w->slot_stopped && !(w->snapshot && !handed_off(w)) &&
+	       w->reseed_phase != 1 && !w->target.fence_present;
+}
+
+/* A promotion to a standby without the slot, an invalidation (the WAL
+ * it needed removed, or idle too long while no session used it), a
+ * drop: the session ends, and capture finds out when it connects
+ * again. */
+static void lose_slot(struct world *w)
+{
+	struct sim_rng *g = &w->rng;
+	if (sim_rng_chance(g, w->o.p_promote_no_slot)) {
+		model_source_promote_without_slot(w->src);
+		w->r->promotions++;
+		trace(w, "promote_without_slot", 0, 0);
+	} else if (sim_rng_chance(g, w->o.p_slot_wal_removed)) {
+		model_source_lose_slot(w->src, MODEL_SLOT_WAL_REMOVED);
+		trace(w, "slot_wal_removed", 0, 0);
+	} else if (!model_source_connected(w->src) && sim_rng_chance(g, w->o.p_slot_idle_timeout)) {
+		model_source_lose_slot(w->src, MODEL_SLOT_IDLE_TIMEOUT);
+		trace(w, "slot_idle_timeout", 0, 0);
+	} else if (sim_rng_chance(g, w->o.p_slot_dropped)) {
+		model_source_lose_slot(w->src, MODEL_SLOT_DROPPED);
+		trace(w, "slot_dropped", 0, 0);
+	}
 }
 
 static void random_faults(struct world *w)
@@ -1025,6 +1193,8 @@ static void random_faults(struct world *w)
 		w->r->promotions++;
 		trace(w, "promote", 0, 0);
 	}
+	if (slot_may_be_lost(w))
+		lose_slot(w);
 	if (sim_rng_chance(g, w->o.p_target_lost_before))
 		w->target.next_commit_fault = MODEL_COMMIT_LOST_BEFORE;
 	else if (sim_rng_chance(g, w->o.p_target_lost_after))
@@ -1052,7 +1222,7 @@ static void random_faults(struct world *w)
 
 static void restarts(struct world *w)
 {
-	if (!w->cap_up && --w->cap_down_steps <= 0)
+	if (!w->cap_up && !w->slot_stopped && --w->cap_down_steps <= 0)
 		capture_start(w);
 	if (!w->app_up && !w->app_stopped_by_quarantine && --w->app_down_steps <= 0)
 		applyd_start(w);
@@ -1101,8 +1271,10 @@ static void one_step(struct world *w, int step)
 			 w->target.n_quarantine ? w->target.quarantine[w->target.n_quarantine - 1].detail : "?");
 	if (w->app_stopped_by_quarantine)
 		operator_repairs(w);
+	if (w->slot_stopped)
+		operator_recopies(w);
 	restarts(w);
-	if (w->o.snapshot && !handed_off(w) && sim_rng_chance(&w->rng, 50)) {
+	if (w->snapshot && !handed_off(w) && sim_rng_chance(&w->rng, 50)) {
 		if (!w->healing && w->o.p_copy_ddl > 0 && sim_rng_chance(&w->rng, w->o.p_copy_ddl / 3 + 1)) {
 			/* ALTER TABLE on the source between the export and a copy */
 			size_t t = (size_t)sim_rng_below(&w->rng, model_source_tables(w->src));
@@ -1210,6 +1382,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	fault_set_hook(&hook);
 	log_set_quiet(!o->trace);
 
+	w.snapshot = o->snapshot;
 	if (o->snapshot)
 		snapshot_begin(&w);
 	capture_start(&w);
@@ -1343,4 +1516,13 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 		o->p_target_fail_change = (int)sim_rng_between(&g, 0, 3);
 	/* last again: runs of inserts as COPY (apply.copy_inserts) */
 	o->copy_inserts = sim_rng_chance(&g, 50);
+	/* ... and the slot lost now and then (each loss copies the flow again) */
+	if (sim_rng_chance(&g, 10))
+		o->p_promote_no_slot = 1;
+	else if (sim_rng_chance(&g, 5))
+		o->p_slot_wal_removed = 1;
+	else if (sim_rng_chance(&g, 5))
+		o->p_slot_idle_timeout = 2;
+	else if (sim_rng_chance(&g, 5))
+		o->p_slot_dropped = 1;
 }

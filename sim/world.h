@@ -4,7 +4,12 @@
  * engine against the model target, interleaved by a seeded scheduler that
  * injects faults (named fault points, process kills, power loss, lost
  * acknowledgements, dying target connections, failing fsyncs, retention
- * runs, a promoted standby), then heals everything and drains.
+ * runs, a promoted standby with or without the slot, a slot dropped or
+ * invalidated), then heals everything and drains.  Capture decides about
+ * the slot it finds with the real slot_policy_decide(); when it stops
+ * (exit 65), the operator copies the flow again as the hint says
+ * (trellara snapshot --force: a new slot, every table copied at its
+ * consistent point through the run state machine, new watermarks).
  *
  * Invariants, checked after every step and at the end (the names are
  * those of ../shared/CHAOS-MATRIX.md where one applies):
@@ -20,6 +25,9 @@
  *   no_silent_target_divergence  nothing is quarantined unless the run
  *       injected a divergence, and an injected one is quarantined;
  *   drained  once healed, everything committed at the source arrives;
+ *   no_committed_transaction_skipped  a session never starts from a slot
+ *       position that passes a committed transaction which is neither in
+ *       the stream nor below the consistent point of the latest copy;
  *   parallel_batches_write_disjoint_rows, checkpoint_lock_waits_on_idle_transaction
  *       (apply.workers > 1) what the engine must guarantee the target
  *       model (model_target.h): no two uncommitted batches write one row,
@@ -53,6 +61,10 @@ struct sim_world_options {
 	/* random faults */
 	int p_kill_capture, p_kill_applyd, p_power_loss, p_source_disconnect, p_status_lost, p_target_lost_before,
 		p_target_lost_after, p_target_transient, p_fsync_eio, p_retention, p_promote, p_fault_point;
+	/* the slot lost: a promoted standby without it, the slot invalidated
+	 * (max_slot_wal_keep_size removed its WAL; idle_replication_slot_timeout
+	 * while no session uses it), the slot dropped */
+	int p_promote_no_slot, p_slot_wal_removed, p_slot_idle_timeout, p_slot_dropped;
 	/* a named fault point (fault.h names) that kills its component at
 	 * its kill_nth hit; NULL: none */
 	const char *kill_point;
@@ -97,6 +109,9 @@ struct sim_world_result {
 		kills_in_open_txn, tables_copied, copy_failures, reseeds, refused_moves, recoverable_failures,
 		copy_ddls, schema_changes_caught, snapshot_resumes, overlapped, serial_fallbacks, lock_waits, commits_behind,
 		copy_statements; /* COPYs of runs of inserts the engine sent (apply.copy_inserts) */
+	/* capture stopped by its slot (exit 65), by slot_policy verdict, and
+	 * the operator's copies of the whole flow that were handed off */
+	uint64_t slot_stops_lost_at_promotion, slot_stops_gone, slot_stops_invalidated, recopies;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

@@ -35,9 +35,9 @@ bool chunk_set_interrupted(const struct chunk_set *cs, uint32_t xid, uint64_t co
 	return cs->active && (!same || index == 0);
 }
 
-bool chunk_set_abandon_is_gap(const struct chunk_set *cs, uint64_t next_lsn)
+bool chunk_set_abandon_is_gap(const struct chunk_set *cs, uint64_t next_lsn, uint64_t copied_below)
 {
-	return cs->active && next_lsn > cs->commit_lsn && !cs->duplicate;
+	return cs->active && next_lsn > cs->commit_lsn && !cs->duplicate && cs->commit_lsn >= copied_below;
 }
 
 bool chunk_set_check_start(struct chunk_set *cs, uint32_t xid, uint64_t commit_lsn, uint64_t offset, uint32_t index,

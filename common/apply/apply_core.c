@@ -48,6 +48,15 @@ static bool names(const char *qualified, const char *schema, size_t schema_len, 
 	       strncmp(qualified + schema_len + 1, name, name_len) == 0 && qualified[schema_len + 1 + name_len] == '\0';
 }
 
+uint64_t apply_tables_copied_below(const struct apply_tables *t)
+{
+	uint64_t low = t->n_tables ? UINT64_MAX : 0;
+	for (size_t i = 0; i < t->n_tables; i++)
+		if (t->tables[i].watermark_lsn < low)
+			low = t->tables[i].watermark_lsn;
+	return low;
+}
+
 struct apply_table *apply_tables_find(const struct apply_tables *t, const char *schema, size_t schema_len,
 				      const char *name, size_t name_len)
 {

@@ -34,7 +34,8 @@ struct apply_outcome apply_engine_chunk_abandon(struct apply_engine *a, uint64_t
 {
 	if (!a->chunk.active)
 		return apply_ok();
-	if (chunk_set_abandon_is_gap(&a->chunk, next_lsn)) {
+	uint64_t copied_below = apply_tables_copied_below(&a->tables);
+	if (chunk_set_abandon_is_gap(&a->chunk, next_lsn, copied_below)) {
 		char detail[256];
 		snprintf(detail, sizeof detail, "incomplete chunk set (%u chunks, no commit marker) followed by %s", a->chunk.next_index,
 			 what);
@@ -42,6 +43,8 @@ struct apply_outcome apply_engine_chunk_abandon(struct apply_engine *a, uint64_t
 	}
 	if (next_lsn == a->chunk.commit_lsn)
 		what = "its transaction came again whole"; /* the resend after a restart, not a later one */
+	else if (next_lsn > a->chunk.commit_lsn && a->chunk.commit_lsn < copied_below)
+		what = "every table's copy holds its transaction";
 	log_warn("transaction %u: incomplete chunk set (%u chunks) discarded: %s", a->chunk.xid, a->chunk.next_index, what);
 	if (a->in_txn) {
 		a->ops->rollback(a->t);

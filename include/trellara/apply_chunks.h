@@ -16,9 +16,11 @@
  *    replay: the capture resent it).  An interrupted or otherwise
  *    abandoned set is a gap (chunk_set_abandon_is_gap) when what follows
  *    is past its commit (a position above its commit LSN: at the commit
- *    LSN its commit record is still ahead) and it is not a duplicate:
- *    fail closed;
- *    else (a replay, an earlier position, a duplicate) it is discarded.
+ *    LSN its commit record is still ahead), it is not a duplicate and
+ *    the tables' copies do not cover it: fail closed;
+ *    else (a replay, an earlier position, a duplicate, a transaction
+ *    every table's copy holds, such as one a new slot after a lost one
+ *    never sends again) it is discarded.
  *  - The manifest lists as many chunks as arrived, with the same
  *    checksums and (unless the set is a duplicate, whose changes were
  *    not applied) the same change counts; the commit marker comes after
@@ -62,8 +64,10 @@ void chunk_set_free(struct chunk_set *cs);
 bool chunk_set_interrupted(const struct chunk_set *cs, uint32_t xid, uint64_t commit_lsn, uint32_t index,
 			   bool *replay);
 /* The active set ends without its marker before a frame at next_lsn (0:
- * its replay, or shutdown): is that a gap (fail closed)? */
-bool chunk_set_abandon_is_gap(const struct chunk_set *cs, uint64_t next_lsn);
+ * its replay, or shutdown): is that a gap (fail closed)?  copied_below:
+ * every table's copy holds what commits below it
+ * (apply_tables_copied_below). */
+bool chunk_set_abandon_is_gap(const struct chunk_set *cs, uint64_t next_lsn, uint64_t copied_below);
 
 /* No set active: records the transaction (for a quarantine entry) and
  * checks that index is 0. */

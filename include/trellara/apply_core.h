@@ -90,6 +90,9 @@ void apply_tables_free(struct apply_tables *t);
 /* The flow table schema.name (lengths given: not NUL-terminated), or NULL. */
 struct apply_table *apply_tables_find(const struct apply_tables *t, const char *schema, size_t schema_len,
 				      const char *name, size_t name_len);
+/* The lowest watermark of the flow's tables (0 when there are none):
+ * every table's copy holds what commits below it. */
+uint64_t apply_tables_copied_below(const struct apply_tables *t);
 /* The flow table whose partition relation r is (on the target), or NULL. */
 const char *apply_tables_partition_root(const struct apply_tables *t, const struct env_relation *r);
 

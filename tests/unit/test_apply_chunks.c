@@ -46,7 +46,7 @@ static void test_start_and_order(void)
 	bool replay = true;
 	/* nothing active: nothing to interrupt, nothing is a gap */
 	CHECK(!chunk_set_interrupted(&cs, XID, LSN, 0, &replay) && !replay);
-	CHECK(!chunk_set_abandon_is_gap(&cs, UINT64_MAX));
+	CHECK(!chunk_set_abandon_is_gap(&cs, UINT64_MAX, 0));
 	/* a set that starts anywhere else than chunk 0 fails, naming its transaction */
 	CHECK(!chunk_set_check_start(&cs, XID, LSN, 41, 1, detail, sizeof detail));
 	CHECK_STR(detail, "chunk set does not start with chunk 0");
@@ -101,13 +101,17 @@ static void test_interruption(void)
 	 * a watermark there (an empty transaction ending where this commit
 	 * record starts), or the same transaction again as a txn frame, is
 	 * no gap (found by the simulator: the old rule quarantined it). */
-	CHECK(!chunk_set_abandon_is_gap(&cs, LSN));
-	CHECK(chunk_set_abandon_is_gap(&cs, LSN + 1));
-	CHECK(!chunk_set_abandon_is_gap(&cs, LSN - 1));
-	CHECK(!chunk_set_abandon_is_gap(&cs, 0));
+	CHECK(!chunk_set_abandon_is_gap(&cs, LSN, 0));
+	CHECK(chunk_set_abandon_is_gap(&cs, LSN + 1, 0));
+	CHECK(!chunk_set_abandon_is_gap(&cs, LSN - 1, 0));
+	CHECK(!chunk_set_abandon_is_gap(&cs, 0, 0));
+	/* nor one every table's copy holds: a copy of the whole flow after
+	 * the slot was lost, whose new slot never sends it again */
+	CHECK(!chunk_set_abandon_is_gap(&cs, LSN + 1, LSN + 1));
+	CHECK(chunk_set_abandon_is_gap(&cs, LSN + 1, LSN));
 	/* a duplicate set is never a gap: it was applied already */
 	fill(&cs, 2, LSN);
-	CHECK(!chunk_set_abandon_is_gap(&cs, LSN + 1));
+	CHECK(!chunk_set_abandon_is_gap(&cs, LSN + 1, 0));
 	chunk_set_free(&cs);
 }
 

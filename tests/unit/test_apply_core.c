@@ -80,6 +80,22 @@ static void test_find(const struct apply_tables *t)
 	CHECK(apply_tables_find(t, "public.a", 8, "", 0) == NULL);
 	struct apply_tables empty = { 0 };
 	CHECK(apply_tables_find(&empty, "public", 6, "a", 1) == NULL);
+	CHECK(apply_tables_copied_below(&empty) == 0);
+}
+
+/* The copies cover only what every table's copy holds: the lowest
+ * watermark, 0 while one table has none. */
+static void test_copied_below(struct apply_tables *t)
+{
+	CHECK(apply_tables_copied_below(t) == 0);
+	uint64_t was[4];
+	for (size_t i = 0; i < t->n_tables; i++) {
+		was[i] = t->tables[i].watermark_lsn;
+		t->tables[i].watermark_lsn = 300 - i * 10;
+	}
+	CHECK(apply_tables_copied_below(t) == 270);
+	for (size_t i = 0; i < t->n_tables; i++)
+		t->tables[i].watermark_lsn = was[i];
 }
 
 static void test_relation(const struct apply_tables *t)
@@ -296,6 +312,7 @@ int main(void)
 	tables_fixture(&t);
 	test_duplicate();
 	test_find(&t);
+	test_copied_below(&t);
 	test_relation(&t);
 	test_keys(&t);
 	test_identity(&t);

@@ -850,6 +850,43 @@ static void test_slot(void)
 	pgoutput_session_reset(&c.session);
 	drain_results(&c, &first, &n);
 	CHECK(n == 20);
+
+	/* a standby promoted without the slot: no row, no session; a new
+	 * slot starts at the end of the WAL and sends only later commits */
+	struct model_source_slot slot;
+	model_source_slot(c.ms, &slot);
+	CHECK(slot.exists && slot.invalidation_reason[0] == '\0');
+	tli = model_source_timeline(c.ms);
+	model_source_promote_without_slot(c.ms);
+	CHECK(model_source_timeline(c.ms) == tli + 1);
+	model_source_slot(c.ms, &slot);
+	CHECK(!slot.exists);
+	CHECK(model_source_connect(c.ms) == -1 && !model_source_connected(c.ms));
+	model_source_create_slot(c.ms);
+	CHECK(model_source_confirmed_flush(c.ms) == model_source_wal_end(c.ms));
+	CHECK(model_source_connect(c.ms) == 0);
+	pgoutput_session_reset(&c.session);
+	drain_results(&c, &first, &n);
+	CHECK(n == 0);
+	model_source_disconnect(c.ms);
+	/* invalidated: the row stays, saying why */
+	model_source_lose_slot(c.ms, MODEL_SLOT_WAL_REMOVED);
+	model_source_slot(c.ms, &slot);
+	CHECK(slot.exists && strcmp(slot.wal_status, "lost") == 0 && strcmp(slot.invalidation_reason, "wal_removed") == 0);
+	CHECK(model_source_connect(c.ms) == -1);
+	model_source_create_slot(c.ms);
+	model_source_lose_slot(c.ms, MODEL_SLOT_IDLE_TIMEOUT);
+	model_source_slot(c.ms, &slot);
+	CHECK(slot.exists && strcmp(slot.invalidation_reason, "idle_timeout") == 0);
+	model_source_create_slot(c.ms);
+	model_source_lose_slot(c.ms, MODEL_SLOT_DROPPED);
+	model_source_slot(c.ms, &slot);
+	CHECK(!slot.exists && model_source_connect(c.ms) == -1);
+	/* a lagging synced copy of a slot is never older than its creation */
+	model_source_create_slot(c.ms);
+	uint64_t created = model_source_confirmed_flush(c.ms);
+	model_source_promote(c.ms, 1000);
+	CHECK(model_source_confirmed_flush(c.ms) == created);
 	/* the state at a commit LSN between transactions is the earlier one's */
 	CHECK(sim_db_equal(model_source_state_at(c.ms, model_source_txn(c.ms, 5)->end_lsn),
 			   model_source_state_at(c.ms, model_source_txn(c.ms, 5)->commit_lsn)));

@@ -207,6 +207,28 @@ int main(void)
 		CHECK(r.recoverable_failures >= r.schema_changes_caught);
 		CHECK(r.snapshot_resumes >= 1);
 	}
+	/* the slot lost each way, with and without a snapshot run before:
+	 * capture stops on the verdict, the operator's copy of the whole
+	 * flow is handed off, and the run keeps every invariant */
+	for (int way = 0; way < 4; way++) {
+		struct sim_world_options o;
+		sim_world_defaults(&o, 21 + (uint64_t)way);
+		o.snapshot = way % 2 == 1;
+		o.pre_transactions = 10;
+		o.chunk_changes = 2;
+		o.p_kill_capture = way == 2 ? 6 : 0;
+		int *p[4] = { &o.p_promote_no_slot, &o.p_slot_wal_removed, &o.p_slot_idle_timeout, &o.p_slot_dropped };
+		*p[way] = 4;
+		struct sim_world_result r;
+		bool ok = sim_world_run(&o, &r);
+		if (!ok)
+			fprintf(stderr, "slot lost (%d): %s: %s\n", way, r.invariant, r.detail);
+		CHECK(ok);
+		uint64_t stops[4] = { r.slot_stops_lost_at_promotion, r.slot_stops_invalidated, r.slot_stops_invalidated,
+				      r.slot_stops_gone };
+		CHECK(stops[way] >= 1);
+		CHECK(r.recopies >= 1 && r.tables_copied >= 3);
+	}
 	/* one seed, one run */
 	struct sim_world_options o;
 	sim_world_random(&o, 3);
