@@ -149,3 +149,29 @@ applyd_took_chunks() {
 	bg_stop capture TERM
 	[ "$BG_STATUS" -eq 0 ]
 }
+
+@test "a chunk set cut short, then the slot lost and every table copied again past it: applyd discards the set (the copies hold it), never a quarantine" {
+	run -0 trellara-snapshot --config "$FLOW_FILE"
+	TRELLARA_FAULT=capture.after_chunk_sync:3 bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO big SELECT g, g FROM generate_series(1, $ROWS) g"
+	bg_wait capture 60
+	[ "$BG_STATUS" -eq 137 ]
+	wait_for -t 30 applyd_took_chunks
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	# the slot is lost (dropped here; a promotion without it is the same):
+	# capture stops, and its repair is a new copy of every table
+	psql_source "SELECT pg_drop_replication_slot('$SLOT_NAME')" >/dev/null
+	run -65 trellara-capture --config "$FLOW_FILE"
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO big SELECT g, g FROM generate_series($ROWS + 1, $ROWS + 100) g"
+	caught_up
+	assert_tables_equal big
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	grep -q "incomplete chunk set (3 chunks) discarded: every table's copy holds its transaction" "$TEST_DIR/applyd2.log"
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+}
