@@ -9,38 +9,42 @@
 
 static const char usage_text[] =
 	"usage: trellara-verify --config FILE [--table SCHEMA.TABLE] [--format text|json]\n"
+	"                       [--fence-timeout SECS] [--max-attempts N]\n"
 	"\n"
 	"Compares the source at an exported snapshot with the target held at the same\n"
 	"LSN (a fence that trellara-applyd honours): row counts, key-bucket checksums\n"
 	"narrowed down to the divergent keys, the apply watermark, the snapshot handoff,\n"
-	"duplicate accounting.  Answers CONVERGED or names each divergence.\n"
+	"duplicate accounting.  Answers CONVERGED or names each divergence.  A pass that\n"
+	"loses a connection records nothing and starts again after a backoff.\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE          flow file\n"
 	"      --table SCHEMA.TABLE   only this configured table\n"
 	"  -f, --format FORMAT        text (default) or json\n"
 	"      --fence-timeout SECS   how long to wait for applyd to reach the fence (default 120)\n"
+	"      --max-attempts N       passes before a lost connection is exit 69 (default 5)\n"
 	"  -v, --verbose              more logging (repeatable)\n"
 	"  -h, --help                 this help\n"
 	"  -V, --version              print the version\n"
 	"\n"
-	"exit codes: 0 CONVERGED, 1 DIVERGED, 64 usage, 69 a server unavailable,\n"
-	"75 the target did not reach the fence in time (is trellara-applyd running?),\n"
-	"78 configuration error\n";
+	"exit codes: 0 CONVERGED, 1 DIVERGED, 64 usage, 69 a server unavailable (after\n"
+	"--max-attempts passes), 75 the target did not reach the fence in time (is\n"
+	"trellara-applyd running?) or stopped by a signal, 78 configuration error\n";
 
-enum { OPT_TABLE = 1000, OPT_FENCE_TIMEOUT };
+enum { OPT_TABLE = 1000, OPT_FENCE_TIMEOUT, OPT_MAX_ATTEMPTS };
 enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "table", required_argument, NULL, OPT_TABLE }, { "format", required_argument, NULL, 'f' },
-		{ "fence-timeout", required_argument, NULL, OPT_FENCE_TIMEOUT }, CLI_COMMON_LONGOPTS
+		{ "fence-timeout", required_argument, NULL, OPT_FENCE_TIMEOUT },
+		{ "max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS }, CLI_COMMON_LONGOPTS
 	};
 	static const char *const formats[] = { "text", "json", NULL };
 	struct cli cli;
-	struct verify_options o = { .fence_timeout_s = DEFAULT_FENCE_TIMEOUT_S };
-	uint64_t fence_timeout_s;
+	struct verify_options o = { .fence_timeout_s = DEFAULT_FENCE_TIMEOUT_S, .max_attempts = DEFAULT_VERIFY_MAX_ATTEMPTS };
+	uint64_t fence_timeout_s, max_attempts, retry_base_ms;
 	int c, code, format = FORMAT_TEXT;
 	cli_init(&cli, "trellara-verify", usage_text, "f:", longopts, argc, argv);
 	while ((c = cli_next(&cli)) != CLI_END) {
@@ -55,6 +59,11 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			o.fence_timeout_s = (int)fence_timeout_s;
 			break;
+		case OPT_MAX_ATTEMPTS:
+			if (!cli_arg_u64(&cli, 1, MAX_VERIFY_MAX_ATTEMPTS, &max_attempts))
+				return EXIT_USAGE;
+			o.max_attempts = (int)max_attempts;
+			break;
 		default: return cli.exit_code;
 		}
 	}
@@ -63,6 +72,10 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		return cli_extra_operand(&cli, optind);
 	o.json = format == FORMAT_JSON;
+	if ((code = cli_env_u64(ENV_RECONNECT_BASE_MS, DEFAULT_RECONNECT_BASE_MS, MIN_RECONNECT_BASE_MS,
+				MAX_RECONNECT_BASE_MS, &retry_base_ms)) != EXIT_OK)
+		return code;
+	o.retry_base_ms = (int)retry_base_ms;
 	struct flow_config cfg;
 	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
 		return code;

@@ -3,9 +3,11 @@
  */
 #include "verify.h"
 
+#include "trellara/backoff.h"
 #include "trellara/checkpoint.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
+#include "trellara/fault.h"
 #include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
@@ -56,10 +58,18 @@ struct table_result {
 	int n_examples[3];
 };
 
+/* Why a pass could not finish for the network's sake, not its
+ * statements': another pass may. */
+struct verify_loss {
+	const char *side; /* "source", "target"; NULL: nothing lost */
+	char why[512];
+};
+
 struct verify {
 	const struct verify_options *o;
 	const struct flow_config *cfg;
 	struct flow_ids ids;
+	struct verify_loss *loss;
 	PGconn *src, *dst, *repl;
 	bool fenced;
 	uint64_t fence_lsn;
@@ -76,10 +86,40 @@ static int settings(PGconn *c)
 	return 0;
 }
 
+/* Connects to one side; a failure that another pass may not meet (the
+ * server down, restarting, unreachable; not the credentials) is the
+ * pass's loss. */
+static PGconn *connect_side(struct verify *v, const char *url, enum pgconn_kind kind, const char *side)
+{
+	char error[sizeof v->loss->why];
+	struct pgconn_options po = { .kind = kind, .application_name = "trellara-verify", .role = side,
+				     .connect_timeout = VERIFY_CONNECT_TIMEOUT_S, .error = error, .error_len = sizeof error };
+	PGconn *c = pgconn_open(url, &po);
+	if (!c && pgconn_last_failure() != PGCONN_FAILURE_AUTHENTICATION && !v->loss->side) {
+		v->loss->side = side;
+		snprintf(v->loss->why, sizeof v->loss->why, "%s", error);
+	}
+	return c;
+}
+
+/* Whether a connection of the pass is lost (recorded as its loss). */
+static bool lost(struct verify *v)
+{
+	const struct { PGconn *conn; const char *side; } conns[] = { { v->src, "source" }, { v->repl, "source" },
+								      { v->dst, "target" } };
+	for (size_t i = 0; i < sizeof conns / sizeof conns[0] && !v->loss->side; i++)
+		if (pgconn_lost(conns[i].conn, v->loss->why, sizeof v->loss->why))
+			v->loss->side = conns[i].side;
+	return v->loss->side != NULL;
+}
+
 static void release(struct verify *v)
 {
 	if (v->fenced) {
-		checkpoint_fence_release(v->dst, v->cfg->checkpoint_schema, &v->ids, "verify");
+		/* with the target session gone its fence no longer stands
+		 * (checkpoint.h): nothing to delete, and no way to */
+		if (!pgconn_lost(v->dst, NULL, 0))
+			checkpoint_fence_release(v->dst, v->cfg->checkpoint_schema, &v->ids, FENCE_BY_VERIFY);
 		v->fenced = false;
 	}
 	if (v->repl) {
@@ -94,7 +134,7 @@ static void release(struct verify *v)
 static int fence_at_snapshot(struct verify *v)
 {
 	for (int attempt = 1; attempt <= 3; attempt++) {
-		v->repl = pgconn_connect(v->cfg->source_database_url, PGCONN_REPLICATION, "trellara-verify", "source");
+		v->repl = connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
 		if (!v->repl)
 			return EXIT_UNAVAILABLE;
 		char slot[64];
@@ -118,7 +158,7 @@ static int fence_at_snapshot(struct verify *v)
 		char l[LSN_FORMAT_LEN];
 		lsn_format(v->fence_lsn, l);
 		bool mine;
-		if (checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, v->fence_lsn, "verify", &mine) < 0)
+		if (checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, v->fence_lsn, FENCE_BY_VERIFY, &mine) < 0)
 			return EXIT_UNAVAILABLE;
 		if (!mine) {
 			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)", v->cfg->source_id,
@@ -511,9 +551,12 @@ static bool table_ok(const struct table_result *r)
 	return !r->error && r->count[0] == 0 && r->count[1] == 0 && r->count[2] == 0 && r->source_rows == r->target_rows;
 }
 
-int verify_run(const struct verify_options *o)
+/* One pass: connect, fence, compare, report.  A pass that fails before
+ * its report records nothing (the run moves only after the report) and,
+ * when a connection was lost, fills *loss. */
+static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 {
-	struct verify v = { .o = o, .cfg = o->cfg };
+	struct verify v = { .o = o, .cfg = o->cfg, .loss = loss };
 	const struct flow_config *cfg = o->cfg;
 	v.ids = (struct flow_ids){ cfg->source_id, cfg->dataset_id, cfg->consumer_group };
 	int code = EXIT_UNAVAILABLE;
@@ -524,8 +567,8 @@ int verify_run(const struct verify_options *o)
 	struct apply_checkpoint cp = { 0 };
 	int64_t handoff_tables = -1;
 	struct flow_sequences seqs = { 0 };
-	v.src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-verify", "source");
-	v.dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-verify", "target");
+	v.src = connect_side(&v, cfg->source_database_url, PGCONN_NORMAL, "source");
+	v.dst = v.src ? connect_side(&v, cfg->target_database_url, PGCONN_NORMAL, "target") : NULL;
 	if (!v.src || !v.dst || settings(v.src) < 0 || settings(v.dst) < 0 ||
 	    checkpoint_migrate(v.dst, cfg->checkpoint_schema) < 0)
 		goto out;
@@ -566,13 +609,16 @@ int verify_run(const struct verify_options *o)
 	if (rc < 0 || checkpoint_load(v.dst, cfg->checkpoint_schema, &v.ids, &cp) < 0 ||
 	    pgconn_command(v.dst, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
 		goto out;
-	for (size_t i = 0; i < cfg->n_tables && !*o->stop; i++) {
+	for (size_t i = 0; i < cfg->n_tables && !*o->stop && !lost(&v); i++) {
 		char name[300];
 		snprintf(name, sizeof name, "%s.%s", cfg->tables[i].schema, cfg->tables[i].name);
 		if (o->table && strcmp(name, o->table) != 0)
 			continue;
+		fault_pause("verify.compare");
 		compare_table(&v, &cfg->tables[i], &v.results[v.n_results++]);
 	}
+	if (lost(&v))
+		goto out; /* a table that could not be compared for it is no divergence */
 	pgconn_command(v.src, "COMMIT");
 	pgconn_command(v.dst, "COMMIT");
 	release(&v);
@@ -782,8 +828,11 @@ int verify_run(const struct verify_options *o)
 	if (o->compared_at)
 		*o->compared_at = v.fence_lsn;
 out:
+	if (code == EXIT_UNAVAILABLE)
+		lost(&v); /* before the release clears the connections' errors */
 	if (v.dst && v.fenced) {
-		if (PQtransactionStatus(v.dst) != PQTRANS_IDLE)
+		PGTransactionStatusType ts = PQtransactionStatus(v.dst);
+		if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) /* not PQTRANS_UNKNOWN: the connection is lost */
 			pgconn_command(v.dst, "ROLLBACK");
 		release(&v);
 	}
@@ -798,4 +847,30 @@ out:
 	PQfinish(v.src);
 	PQfinish(v.dst);
 	return code;
+}
+
+int verify_run(const struct verify_options *o)
+{
+	int max_attempts = o->max_attempts > 1 ? o->max_attempts : 1;
+	unsigned int seed = backoff_seed();
+	struct backoff_jitter jitter = backoff_jitter_rand_r(&seed);
+	for (int attempt = 1;; attempt++) {
+		struct verify_loss loss = { 0 };
+		int code = verify_pass(o, &loss);
+		if (*o->stop)
+			return code == EXIT_OK || code == EXIT_NEGATIVE ? code : EXIT_TEMPFAIL;
+		if (code != EXIT_UNAVAILABLE || !loss.side)
+			return code;
+		if (attempt >= max_attempts) {
+			log_error("the %s is unavailable after %d attempt%s: %s", loss.side, attempt, attempt == 1 ? "" : "s",
+				  loss.why);
+			return EXIT_UNAVAILABLE;
+		}
+		int64_t delay = backoff_next_us((int64_t)o->retry_base_ms * 1000, attempt, &jitter);
+		log_warn("lost the %s connection (%s); starting the pass again in %.1f s, attempt %d of %d", loss.side,
+			 loss.why, (double)delay / 1e6, attempt + 1, max_attempts);
+		backoff_wait(delay, o->stop, NULL, NULL);
+		if (*o->stop)
+			return EXIT_TEMPFAIL;
+	}
 }

@@ -8,6 +8,12 @@
  * compared with the target held at the fence; the fence is released and
  * the temporary slot dropped on every exit path (signals included).
  *
+ * A pass that loses a connection (cannot connect, the session ended by
+ * the server: stopped, restarted, pg_terminate_backend) is abandoned: it
+ * records nothing, and after a jittered backoff (backoff.h) a new pass
+ * starts from scratch, up to max_attempts passes; then 69, naming the
+ * side.  A failure of a statement is not retried.
+ *
  * Per table: row counts; order-independent checksums of the covered
  * columns per bucket of the key hash, computed inside each server, with
  * differing buckets narrowed down to the divergent keys (missing,
@@ -30,6 +36,8 @@ struct verify_options {
 	const char *table; /* NULL: every configured table */
 	bool json;
 	int fence_timeout_s;
+	int max_attempts;  /* passes before a lost connection is exit 69 (below 1: one) */
+	int retry_base_ms; /* the first delay between passes (backoff.h) */
 	volatile sig_atomic_t *stop;
 	uint64_t *compared_at; /* when not NULL: set to the LSN compared at (0 when none was) */
 };

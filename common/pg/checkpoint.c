@@ -365,14 +365,41 @@ int checkpoint_table_watermarks(PGconn *conn, const char *schema, const struct f
 	return 0;
 }
 
+/* A fence requested by verify is bound to verify's target session: that
+ * session holds the flow's fence lock, a session-level advisory lock
+ * (two int4 keys: pg_locks shows them as classid, objid, objsubid 2).
+ * When the session ends (closed, killed, lost, the server restarted) the
+ * lock goes with it, and the fence no longer stands: verify, the only
+ * reader of what it holds the target for, is gone.  Any other fence
+ * stands until it is deleted. */
+#define FENCE_LOCK_KEY(source_id, dataset_id) \
+	"hashtext('trellara.fence'), hashtext(" source_id " || '/' || " dataset_id ")"
+/* whether the fence row f stands */
+#define FENCE_STANDS                                                                                          \
+	"(f.requested_by IS DISTINCT FROM '" FENCE_BY_VERIFY "' OR EXISTS (SELECT 1 FROM pg_locks l"          \
+	" WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"                                      \
+	" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"                  \
+	" AND l.classid = hashtext('trellara.fence')::oid"                                                     \
+	" AND l.objid = hashtext(f.source_id || '/' || f.dataset_id)::oid))"
+
+static int unlock_fence(PGconn *conn, const struct flow_ids *ids)
+{
+	const char *p[2] = { ids->source_id, ids->dataset_id };
+	PGresult *res = pgconn_query(conn, "SELECT pg_advisory_unlock(" FENCE_LOCK_KEY("$1::text", "$2::text") ")", 2, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
 int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids *ids, bool *present,
 			 uint64_t *fence_lsn, char *state, size_t state_len)
 {
 	*present = false;
 	const char *p[2] = { ids->source_id, ids->dataset_id };
 	PGresult *res = query_schema(conn, schema,
-				     "SELECT fence_lsn, state FROM @.apply_fence WHERE source_id = $1 AND dataset_id = $2"
-				     " AND state <> 'released'",
+				     "SELECT fence_lsn, state FROM @.apply_fence f WHERE source_id = $1 AND dataset_id = $2"
+				     " AND state <> 'released' AND " FENCE_STANDS,
 				     2, p);
 	if (!res)
 		return -1;
@@ -407,14 +434,35 @@ int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow
 	char lsn[LSN_FORMAT_LEN];
 	lsn_format(fence_lsn, lsn);
 	const char *p[4] = { ids->source_id, ids->dataset_id, lsn, requested_by };
+	bool session_bound = strcmp(requested_by, FENCE_BY_VERIFY) == 0;
+	/* a verify fence whose session is gone holds nothing: make room
+	 * (before taking the lock, which would make it look held) */
 	PGresult *res = query_schema(conn, schema,
-				     "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
-				     " VALUES ($1, $2, $3, 'requested', $4) ON CONFLICT (source_id, dataset_id) DO NOTHING RETURNING 1",
-				     4, p);
+				     "DELETE FROM @.apply_fence f WHERE source_id = $1 AND dataset_id = $2 AND NOT " FENCE_STANDS,
+				     2, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	if (session_bound) {
+		/* another verify's session holds it: its fence stands */
+		res = pgconn_query(conn, "SELECT pg_try_advisory_lock(" FENCE_LOCK_KEY("$1::text", "$2::text") ")", 2, p);
+		if (!res)
+			return -1;
+		bool locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+		if (!locked)
+			return 0;
+	}
+	res = query_schema(conn, schema,
+			   "INSERT INTO @.apply_fence (source_id, dataset_id, fence_lsn, state, requested_by)"
+			   " VALUES ($1, $2, $3, 'requested', $4) ON CONFLICT (source_id, dataset_id) DO NOTHING RETURNING 1",
+			   4, p);
 	if (!res)
 		return -1;
 	*mine = PQntuples(res) == 1;
 	PQclear(res);
+	if (session_bound && !*mine)
+		return unlock_fence(conn, ids);
 	return 0;
 }
 
@@ -428,6 +476,8 @@ int checkpoint_fence_release(PGconn *conn, const char *schema, const struct flow
 	if (!res)
 		return -1;
 	PQclear(res);
+	if (requested_by && strcmp(requested_by, FENCE_BY_VERIFY) == 0)
+		return unlock_fence(conn, ids);
 	return 0;
 }
 

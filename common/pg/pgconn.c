@@ -120,12 +120,14 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 		last_failure = conn && (PQconnectionNeedsPassword(conn) || strstr(message, "authentication failed"))
 				       ? PGCONN_FAILURE_AUTHENTICATION
 				       : PGCONN_FAILURE_OTHER;
-		if (o->report == PGCONN_QUIET && o->error) {
-			snprintf(o->error, o->error_len, "cannot connect to the %s database \"%s\": %s", role, masked, message);
-			log_debug("%s", o->error);
-		} else {
-			log_error("cannot connect to the %s database \"%s\": %s", role, masked, message);
-		}
+		char *text = xasprintf("cannot connect to the %s database \"%s\": %s", role, masked, message);
+		if (o->error)
+			snprintf(o->error, o->error_len, "%s", text);
+		if (o->report == PGCONN_QUIET && o->error)
+			log_debug("%s", text);
+		else
+			log_error("%s", text);
+		free(text);
 		free(message);
 		free(masked);
 		PQfinish(conn);
@@ -180,6 +182,27 @@ enum sqlstate_class pgconn_error_class(const PGconn *conn)
 	if (!conn || PQstatus(conn) != CONNECTION_OK)
 		return SQLSTATE_CLASS_CONNECTION;
 	return sqlstate_classify(pgconn_sqlstate(conn));
+}
+
+bool pgconn_lost(PGconn *conn, char *why, size_t why_len)
+{
+	if (!conn)
+		return false;
+	/* A query that failed on a socket the server closed (a write that
+	 * failed, say) can leave the status OK: reading sees the end, and
+	 * makes the status bad. */
+	if (PQstatus(conn) == CONNECTION_OK && !PQisBusy(conn))
+		PQconsumeInput(conn);
+	if (pgconn_error_class(conn) != SQLSTATE_CLASS_CONNECTION)
+		return false;
+	if (why) {
+		/* the failure pgconn_query recorded, else libpq's message (a
+		 * query sent without pgconn_query, an asynchronous one) */
+		char *message = one_line(*pgconn_message(conn) ? pgconn_message(conn) : PQerrorMessage(conn));
+		snprintf(why, why_len, "%s", *message ? message : "connection lost");
+		free(message);
+	}
+	return true;
 }
 
 /* Records the failure of sql on the handle and reports it (logged, or

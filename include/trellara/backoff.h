@@ -1,5 +1,5 @@
 /*
- * backoff.h - the one reconnect/retry backoff (capture, applyd).
+ * backoff.h - the one reconnect/retry backoff (capture, applyd, verify).
  *
  * Attempt 1 waits base; each further attempt doubles it, up to
  * BACKOFF_CAP_FACTOR x base; each delay is then scaled by a jitter factor

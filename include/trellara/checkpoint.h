@@ -120,7 +120,14 @@ int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids
 			 uint64_t *fence_lsn, char *state, size_t state_len);
 int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t applied_lsn);
 /* Sets the fence of the flow at fence_lsn (state requested), recording
- * who asked; *mine is false when a fence is set already (nothing changed). */
+ * who asked; *mine is false when a fence is set already (nothing changed).
+ * A fence requested by FENCE_BY_VERIFY stands only while the session of
+ * conn lives (it holds an advisory lock until checkpoint_fence_release or
+ * its end): once the session is gone, checkpoint_fence_get no longer
+ * sees the fence and the next request replaces it, so a verify that
+ * vanished (killed, its connection lost) cannot hold the applier.  Any
+ * other fence stands until it is released. */
+#define FENCE_BY_VERIFY "verify"
 int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
 			     const char *requested_by, bool *mine);
 /* Removes the fence of the flow: only one requested_by set, or (NULL)

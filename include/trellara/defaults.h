@@ -58,7 +58,8 @@ enum trellara_exit {
  * variable says otherwise (the man pages state the same numbers). */
 /* capture, applyd: reconnection attempts in a row before exit 69 */
 #define DEFAULT_MAX_RECONNECT_ATTEMPTS 8
-/* capture, applyd: TRELLARA_RECONNECT_BASE_MS, the first reconnect delay;
+/* capture, applyd: TRELLARA_RECONNECT_BASE_MS, the first reconnect delay
+ * (verify: the first wait between passes);
  * it doubles up to 60 times this, so the range keeps 60x inside an int */
 #define DEFAULT_RECONNECT_BASE_MS 500
 #define MIN_RECONNECT_BASE_MS 1
@@ -72,6 +73,11 @@ enum trellara_exit {
 /* verify --fence-timeout SECS: how long to wait for applyd at the fence */
 #define DEFAULT_FENCE_TIMEOUT_S 120
 #define MAX_FENCE_TIMEOUT_S 86400
+/* verify --max-attempts N: passes before a lost connection is exit 69 */
+#define DEFAULT_VERIFY_MAX_ATTEMPTS 5
+#define MAX_VERIFY_MAX_ATTEMPTS 100
+/* verify: libpq's connect_timeout (seconds), so that a stop is heard soon */
+#define VERIFY_CONNECT_TIMEOUT_S "5"
 /* status --rate-seconds N: how far apart the apply rate's two samples are */
 #define DEFAULT_STATUS_RATE_SECONDS 1
 #define MAX_STATUS_RATE_SECONDS 3600

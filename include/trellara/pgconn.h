@@ -39,7 +39,7 @@ struct pgconn_options {
 	const char *role;            /* "source", "target": named in every message */
 	const char *connect_timeout; /* seconds, or NULL; a value in the URL wins */
 	enum pgconn_report report;
-	char *error;                 /* PGCONN_QUIET: a connect failure goes here */
+	char *error;                 /* a connect failure goes here too (PGCONN_QUIET: only here) */
 	size_t error_len;
 };
 
@@ -88,6 +88,14 @@ const char *pgconn_message(const PGconn *conn);
  * connection is bad, else sqlstate_classify(pgconn_sqlstate()); NONE when
  * the last call succeeded. */
 enum sqlstate_class pgconn_error_class(const PGconn *conn);
+/* Whether the session of conn is gone or going (pgconn_error_class() is
+ * SQLSTATE_CLASS_CONNECTION: the connection is bad, or the server ended
+ * it with 57P01 ...) rather than a statement having failed on it; when
+ * so and why is not NULL, why gets the last failure on one line.  It
+ * reads what input is waiting (PQconsumeInput), which is how libpq
+ * notices a server that closed the connection.  A NULL conn (never
+ * opened) is not lost: the caller knows why it has none. */
+bool pgconn_lost(PGconn *conn, char *why, size_t why_len);
 
 /* A quoted identifier (PQescapeIdentifier), newly allocated with malloc
  * (free with free()). */

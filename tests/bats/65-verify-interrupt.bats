@@ -1,0 +1,133 @@
+#!/usr/bin/env bats
+# trellara-verify when the network goes away under it (trellara-verify(1)
+# INTERRUPTIONS AND RETRIES): a pass that loses the source or the target
+# records nothing and starts again from scratch after a backoff, up to
+# --max-attempts; a signal ends it at once with 75, also while it waits.
+# The pause point verify.compare holds a pass with its fence set, just
+# before it compares the table, so that a test can cut a connection there.
+
+load helpers/common
+
+setup() {
+	trellara_setup
+	export TRELLARA_STATUS_INTERVAL_MS=200
+	psql_source "CREATE TABLE accounts (id int PRIMARY KEY, balance int)" \
+		"INSERT INTO accounts SELECT g, g FROM generate_series(1, 500) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE accounts"
+	write_flow_file "$FLOW_FILE" --tables public.accounts --set stream.min_free_bytes=1048576
+	trellara-snapshot --config "$FLOW_FILE" --create-tables >/dev/null
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	caught_up
+}
+
+teardown() {
+	# a test that failed with the target stopped: it comes back for the
+	# harness's cleanup (its databases)
+	psql_admin target "SELECT 1" >/dev/null 2>&1 || trellara_pg_start "$TARGET_PGDATA"
+	bg_stop applyd TERM 2>/dev/null || true
+	bg_stop capture TERM 2>/dev/null || true
+	trellara_teardown
+}
+
+run_state() {
+	psql_target "SELECT state FROM trellara.snapshot_runs"
+}
+
+# start_paused_verify [ARG...]: verify in the background ($TEST_DIR/verify.log),
+# held at verify.compare with its fence set; first delay between passes 1 s
+start_paused_verify() {
+	bg_start verify env TRELLARA_PAUSE=verify.compare TRELLARA_PAUSE_DIR="$TEST_DIR" TRELLARA_RECONNECT_BASE_MS=1000 \
+		trellara-verify --config "$FLOW_FILE" "$@"
+	wait_for -t 60 -m "verify at verify.compare" "[ -e '$TEST_DIR/verify.compare.paused' ]"
+	[ "$(psql_target "SELECT requested_by FROM trellara.apply_fence")" = verify ]
+}
+
+retries() {
+	grep -c "starting the pass again" "$TEST_DIR/verify.log"
+}
+
+@test "verify's source session terminated mid-pass: the pass starts again and answers CONVERGED, once" {
+	[ "$(run_state)" = streaming ]
+	start_paused_verify
+	[ "$(psql_source "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'trellara-verify' AND backend_type = 'client backend' AND datname = current_database()")" -eq 1 ]
+	touch "$TEST_DIR/verify.compare.resume"
+	bg_wait verify 120
+	[ "$BG_STATUS" -eq 0 ]
+	[ "$(retries)" -eq 1 ]
+	grep -q "lost the source connection (.*terminating connection due to administrator command.*); starting the pass again in [0-9.]* s, attempt 2 of 5" "$TEST_DIR/verify.log"
+	[ "$(grep -c "^result: CONVERGED" "$TEST_DIR/verify.log")" -eq 1 ]
+	[ "$(grep -c "^table public.accounts: 500 rows, checksums match" "$TEST_DIR/verify.log")" -eq 1 ]
+	[ "$(run_state)" = verified ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	[ "$(psql_source "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'trellara_verify_%'")" -eq 0 ]
+}
+
+@test "the target stopped mid-pass and started during the backoff: CONVERGED" {
+	start_paused_verify
+	trellara_pg_stop "$TARGET_PGDATA"
+	touch "$TEST_DIR/verify.compare.resume"
+	wait_for -t 30 -m "verify backs off" '[ "$(retries)" -ge 1 ]'
+	trellara_pg_start "$TARGET_PGDATA"
+	bg_wait verify 180
+	[ "$BG_STATUS" -eq 0 ]
+	grep -q "lost the target connection" "$TEST_DIR/verify.log"
+	[ "$(grep -c "^result: CONVERGED" "$TEST_DIR/verify.log")" -eq 1 ]
+	[ "$(run_state)" = verified ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	# applyd goes on after the fence
+	psql_source "UPDATE accounts SET balance = 0 WHERE id = 1"
+	caught_up
+	[ "$(psql_target "SELECT balance FROM accounts WHERE id = 1")" -eq 0 ]
+}
+
+@test "the target stays down: --max-attempts 2 passes, then exit 69 naming the target; nothing recorded, and its fence holds nobody" {
+	start_paused_verify --max-attempts 2
+	trellara_pg_stop "$TARGET_PGDATA"
+	touch "$TEST_DIR/verify.compare.resume"
+	bg_wait verify 60
+	[ "$BG_STATUS" -eq 69 ]
+	[ "$(retries)" -eq 1 ]
+	grep -q "attempt 2 of 2" "$TEST_DIR/verify.log"
+	grep -q "the target is unavailable after 2 attempts: cannot connect to the target database" "$TEST_DIR/verify.log"
+	! grep -q "^result:" "$TEST_DIR/verify.log"
+	trellara_pg_start "$TARGET_PGDATA"
+	[ "$(run_state)" = streaming ]
+	# the fence verify could not delete is still there, but its session is
+	# gone: applyd does not hold for it
+	[ "$(psql_target "SELECT requested_by FROM trellara.apply_fence")" = verify ]
+	psql_source "UPDATE accounts SET balance = 0 WHERE id = 2"
+	caught_up 120
+	[ "$(psql_target "SELECT balance FROM accounts WHERE id = 2")" -eq 0 ]
+	# and the next verify replaces it
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+}
+
+@test "SIGTERM while verify waits between passes (the target down): exit 75 within 10 s, nothing recorded" {
+	trellara_pg_stop "$TARGET_PGDATA"
+	bg_start verify env TRELLARA_RECONNECT_BASE_MS=4000 trellara-verify --config "$FLOW_FILE"
+	wait_for -t 30 -m "verify backs off" '[ "$(retries)" -ge 1 ]'
+	kill -TERM "$(bg_pid verify)"
+	bg_wait verify 10
+	[ "$BG_STATUS" -eq 75 ]
+	! grep -q "^result:" "$TEST_DIR/verify.log"
+	trellara_pg_start "$TARGET_PGDATA"
+	[ "$(run_state)" = streaming ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+}
+
+@test "a verify whose session lives keeps its fence: a second verify and a reseed exit 75 and leave it" {
+	start_paused_verify
+	run -75 trellara-verify --config "$FLOW_FILE" --max-attempts 1
+	[[ $output == *"a fence is already set"* ]]
+	run -75 trellara reseed --config "$FLOW_FILE" --table public.accounts
+	[ "$(psql_target "SELECT requested_by FROM trellara.apply_fence")" = verify ]
+	touch "$TEST_DIR/verify.compare.resume"
+	bg_wait verify 120
+	[ "$BG_STATUS" -eq 0 ]
+	[ "$(retries)" -eq 0 ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+}
