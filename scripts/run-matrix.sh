@@ -23,7 +23,8 @@
 # quarantine), 30-apply.bats (column types, exactly once across kills,
 # quarantines, chunking), 40-snapshot.bats, 42-snapshot-create-tables.bats
 # (tables built from the source's catalogs), 50-operate.bats,
-# 60-verify.bats and 64-failover.bats (its PostgreSQL 17+ tests, failover
+# 60-verify.bats, 65-verify-interrupt.bats (verify across lost connections)
+# and 64-failover.bats (its PostgreSQL 17+ tests, failover
 # slots, run only in lanes whose source is 17 or later; its pg_basebackup
 # standby only on a 15 source).  BATS_JOBS (default 2) files run at once.
 #
@@ -38,7 +39,7 @@ lanes=${TRELLARA_MATRIX_LANES:-"16:16 17:17 18:18 15:18 16:17"}
 client_major=15
 default_files="tests/bats/matrix/flow.bats tests/bats/30-apply.bats tests/bats/40-snapshot.bats
 	tests/bats/42-snapshot-create-tables.bats tests/bats/50-operate.bats tests/bats/60-verify.bats
-	tests/bats/64-failover.bats"
+	tests/bats/64-failover.bats tests/bats/65-verify-interrupt.bats"
 export BATS_JOBS=${BATS_JOBS:-2}
 
 majors=""
