@@ -108,6 +108,11 @@ enum trellara_exit {
  * measures the slot limits against (one hour) */
 #define DEFAULT_EXPECTED_DOWNTIME_S 3600ULL
 #define DEFAULT_MAX_CHANGES_PER_CHUNK 1000
+/* stream.kind jetstream: stream.replicas and stream.duplicate_window_seconds
+ * (JetStream's own default window is two minutes) */
+#define DEFAULT_JETSTREAM_REPLICAS 3
+#define MAX_JETSTREAM_REPLICAS 5
+#define DEFAULT_JETSTREAM_DUPLICATE_WINDOW_S 120
 #define DEFAULT_PROTOCOL_VERSION 2
 
 #endif
