@@ -14,6 +14,7 @@ enum trellara_exit {
 	EXIT_NEGATIVE = 1,     /* divergence, blockers, quarantine present */
 	EXIT_USAGE = 64,       /* command-line usage error */
 	EXIT_DATAERR = 65,     /* corrupt frame, malformed envelope, bad checksum */
+	EXIT_NOINPUT = 66,     /* what the flow names does not exist (a JetStream stream not created) */
 	EXIT_UNAVAILABLE = 69, /* a server unavailable after bounded retries */
 	EXIT_CANTCREAT = 73,   /* fail-closed on storage pressure or failure */
 	EXIT_TEMPFAIL = 75,    /* temporary failure; safe to restart */
