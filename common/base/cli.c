@@ -159,7 +159,8 @@ int cli_load_config(const struct cli *cli, struct flow_config *config)
 		return EXIT_CONFIG;
 	if (config->stream_kind == STREAM_KIND_JETSTREAM && !cli->jetstream_ok) {
 		log_error("%s: stream.kind \"jetstream\" is not supported by %s yet", config->path, cli->program);
-		log_hint("so far only \"trellara stream inspect\" and \"trellara config\" read a jetstream flow (trellara.yml(5)); "
+		log_hint("so far only \"trellara stream init\", \"trellara stream inspect\" and \"trellara config\" read a jetstream "
+			 "flow (trellara.yml(5)); "
 			 "use stream.kind local");
 		config_free(config);
 		return EXIT_CONFIG;

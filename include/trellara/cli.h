@@ -93,7 +93,8 @@ bool cli_arg_choice(const struct cli *cli, const char *const *choices, int *out)
 /* Loads cli->config_path (see config_load): EXIT_OK, or EXIT_CONFIG
  * (reported by config_load).  A flow with stream.kind jetstream is
  * refused (EXIT_CONFIG, said here) unless cli->jetstream_ok: so far only
- * trellara stream inspect and trellara config read one. */
+ * trellara stream init, trellara stream inspect and trellara config read
+ * one. */
 int cli_load_config(const struct cli *cli, struct flow_config *config);
 
 /* SIGINT and SIGTERM set the returned flag (the process has one; it is
