@@ -186,7 +186,12 @@ unit-san: $(UNIT_SAN_BINS)
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 # Test programs the bats tests run (not unit tests: they need a server)
-BATS_TOOLS := build/tests/plan_set_emit
+BATS_TOOLS := build/tests/plan_set_emit build/tests/jetstream_publish
+
+# puts a JetStream stream in the state tests/bats/66-jetstream.bats needs
+build/tests/jetstream_publish: tests/unit/jetstream_publish.c
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $< $(NATS_LIBS)
 
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh
