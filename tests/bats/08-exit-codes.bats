@@ -66,5 +66,5 @@ probe() {
 		got=$(bash -c '. "$1" && printf "%s" "${!2}"' _ "$REPO/bin/trellara-exit-codes.sh" "EX_${name#EXIT_}")
 		[ "$got" = "$value" ] || { echo "EX_${name#EXIT_}=$got, defaults.h $name=$value" >&2; false; }
 	done < <(probe)
-	[ "$(probe | grep -c '^EXIT_')" -eq 8 ]
+	[ "$(probe | grep -c '^EXIT_')" -eq 9 ]
 }
