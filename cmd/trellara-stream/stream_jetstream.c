@@ -117,24 +117,38 @@ static int js_session_open(const struct flow_config *c, struct js_session *s)
 	return EXIT_OK;
 }
 
+/* libnats' last error text without its "(file.c:123): " prefix. */
+static const char *last_error_text(natsStatus st)
+{
+	const char *text = nats_GetLastError(NULL);
+	if (!text || !*text)
+		return natsStatus_GetText(st);
+	if (text[0] == '(') {
+		const char *end = strstr(text, "): ");
+		if (end)
+			text = end + 3;
+	}
+	return text;
+}
+
 /* A JetStream request that failed (not "no such stream"): logged, naming
- * the server that was asked and what may be wrong; EXIT_UNAVAILABLE. */
+ * the server that was asked and what may be wrong; EXIT_UNAVAILABLE.
+ * what: "the stream's info cannot be had", ... */
 static int js_request_failed(const struct js_session *s, const char *stream, const char *what, natsStatus st,
 			     jsErrCode jerr)
 {
-	if (st == NATS_TIMEOUT || st == NATS_NO_RESPONDERS) {
-		log_error("JetStream stream \"%s\": %s: no answer within %d s from %s (%s; quorum lost?)", stream, what,
-			  JETSTREAM_API_WAIT_MS / 1000, s->connected, natsStatus_GetText(st));
-		log_hint("the stream's replicas may have lost their quorum (servers down of %s); "
-			 "the stream answers again once a majority of them runs",
+	bool quorum = st == NATS_TIMEOUT || st == NATS_NO_RESPONDERS || jerr == JSClusterNotAvailErr ||
+		      jerr == JSStreamOfflineErr || jerr == JSClusterNoPeersErr;
+	if (st == NATS_TIMEOUT || st == NATS_NO_RESPONDERS)
+		log_error("JetStream stream \"%s\": %s: no answer within %d s from %s (%s): quorum lost, or servers down",
+			  stream, what, JETSTREAM_API_WAIT_MS / 1000, s->connected, natsStatus_GetText(st));
+	else
+		log_error("JetStream stream \"%s\": %s: %s (JetStream error %d) from %s%s", stream, what,
+			  last_error_text(st), (int)jerr, s->connected, quorum ? ": quorum lost" : "");
+	if (quorum)
+		log_hint("too few of the servers %s run for the stream's quorum; it answers again once a majority "
+			 "of its replicas' servers runs",
 			 s->servers);
-	} else {
-		const char *detail = nats_GetLastError(NULL);
-		log_error("JetStream stream \"%s\": %s: %s (JetStream error %d) from %s", stream, what,
-			  detail && *detail ? detail : natsStatus_GetText(st), (int)jerr, s->connected);
-		if (jerr == JSClusterNotAvailErr || jerr == JSStreamOfflineErr || jerr == JSClusterNoPeersErr)
-			log_hint("too few JetStream servers of %s run for the stream's quorum", s->servers);
-	}
 	return EXIT_UNAVAILABLE;
 }
 
@@ -176,10 +190,31 @@ static void wanted_of(const struct flow_config *c, struct jetstream_wanted *want
 	want->duplicate_window_seconds = c->jetstream_duplicate_window_seconds;
 }
 
-/* A replicated stream whose replicas elect no leader: quorum lost. */
-static bool leaderless(const jsStreamInfo *si)
+/* A replica the leader has not heard from for this long is gone, for the
+ * quorum count: JetStream's heartbeats come every second, and it only
+ * marks a replica not current (and a leader without a quorum steps down)
+ * after about ten. */
+#define JETSTREAM_PEER_SILENT_NS (3 * INT64_C(1000000000))
+
+static bool peer_reachable(const jsPeerInfo *p)
 {
-	return si->Cluster && si->Cluster->ReplicasLen > 0 && (!si->Cluster->Leader || !si->Cluster->Leader[0]);
+	return p->Current && !p->Offline && p->Active < JETSTREAM_PEER_SILENT_NS;
+}
+
+/* A replicated stream whose replicas elect no leader, or whose leader
+ * hears from too few replicas for a majority: quorum lost. */
+static bool quorum_lost(const jsStreamInfo *si)
+{
+	const jsClusterInfo *ci = si->Cluster;
+	if (!ci || ci->ReplicasLen == 0)
+		return false;
+	if (!ci->Leader || !ci->Leader[0])
+		return true;
+	int reachable = 1; /* the leader */
+	for (int i = 0; i < ci->ReplicasLen; i++)
+		reachable += peer_reachable(ci->Replicas[i]);
+	int peers = ci->ReplicasLen + 1;
+	return reachable < peers / 2 + 1;
 }
 
 /* Looks the stream up: EXIT_OK with *si (NULL when there is none), or
@@ -197,19 +232,23 @@ static int stream_info(const struct js_session *s, const char *stream, jsStreamI
 		return EXIT_OK;
 	}
 	if (st != NATS_OK)
-		return js_request_failed(s, stream, "cannot get the stream's info", st, jerr);
-	if (!leaderless(*si))
+		return js_request_failed(s, stream, "the stream's info cannot be had", st, jerr);
+	if (!quorum_lost(*si))
 		return EXIT_OK;
-	/* a replica answers for a stream without a leader: what it says may
-	 * be stale, and nothing can be written or read there */
+	/* a replica answers for a stream without a leader, or a leader that
+	 * hears from too few replicas: what it says may be stale, and nothing
+	 * can be written there */
+	const jsClusterInfo *ci = (*si)->Cluster;
 	struct strbuf gone;
 	strbuf_init(&gone);
-	for (int i = 0; i < (*si)->Cluster->ReplicasLen; i++)
-		if (!(*si)->Cluster->Replicas[i]->Current)
-			strbuf_addf(&gone, "%s%s", gone.len ? ", " : "", (*si)->Cluster->Replicas[i]->Name);
-	log_error("JetStream stream \"%s\": the stream's info cannot be had: it has no leader (quorum lost; "
-		  "replicas not current: %s), as %s says",
-		  stream, gone.len ? gone.buf : "none", s->connected);
+	for (int i = 0; i < ci->ReplicasLen; i++)
+		if (!peer_reachable(ci->Replicas[i]))
+			strbuf_addf(&gone, "%s%s (last heard %.1f s ago)", gone.len ? ", " : "", ci->Replicas[i]->Name,
+				    (double)ci->Replicas[i]->Active / 1e9);
+	log_error("JetStream stream \"%s\": the stream's info cannot be had: quorum lost (%s; replicas not "
+		  "current: %s), as %s says",
+		  stream, ci->Leader && ci->Leader[0] ? "too few replicas answer its leader" : "no leader",
+		  gone.len ? gone.buf : "none", s->connected);
 	log_hint("the stream answers again once a majority of its replicas' servers (of %s) runs", s->servers);
 	strbuf_release(&gone);
 	jsStreamInfo_Destroy(*si);
@@ -253,9 +292,9 @@ static int create_stream(const struct js_session *s, const struct flow_config *c
 		*existed = true;
 		code = stream_info(s, c->jetstream_stream, si);
 		if (code == EXIT_OK && !*si)
-			code = js_request_failed(s, c->jetstream_stream, "created and gone again", NATS_NOT_FOUND, jerr);
+			code = js_request_failed(s, c->jetstream_stream, "the stream was created by another and is gone again", NATS_NOT_FOUND, jerr);
 	} else if (st != NATS_OK) {
-		code = js_request_failed(s, c->jetstream_stream, "cannot create the stream", st, jerr);
+		code = js_request_failed(s, c->jetstream_stream, "the stream cannot be created", st, jerr);
 	}
 	free(description);
 	free(flow);
@@ -476,7 +515,7 @@ int stream_cli_jetstream_inspect(const struct flow_config *c, bool json)
 	if (st == NATS_NOT_FOUND) {
 		consumers = NULL; /* none */
 	} else if (st != NATS_OK) {
-		code = js_request_failed(&s, c->jetstream_stream, "cannot list the stream's consumers", st, jerr);
+		code = js_request_failed(&s, c->jetstream_stream, "its consumers cannot be listed", st, jerr);
 		goto out;
 	}
 	struct peer_view peers[MAX_JETSTREAM_REPLICAS + 1];
