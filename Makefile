@@ -34,6 +34,13 @@ CFLAGS ?= -O2
 ALL_CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS := -lpq -lyaml -lz -lpthread
+# The NATS C client (libnats-dev): only the programs that speak to a
+# JetStream stream link it (LDLIBS_<program>), and only their files that
+# use it include it (NATS_SRC).
+NATS_CFLAGS := $(shell pkg-config --cflags libnats 2>/dev/null)
+NATS_LIBS := $(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
+LDLIBS_trellara-stream := $(NATS_LIBS)
+NATS_SRC := cmd/trellara-stream/stream_jetstream.c
 
 # The sub-libraries (DESIGN §2), in the order data flows and the order they
 # link (each may use only those after it):
@@ -53,8 +60,9 @@ NOLIBPQ_A := $(filter-out build/lib/libtrellara-pg.a,$(SUBLIB_A))
 
 PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
 PROGRAM_BINS := $(PROGRAMS:%=bin/%)
-# Every cmd/ module except main.c is linkable into unit tests and the simulator.
-CMD_LIB_SRC := $(sort $(filter-out %/main.c,$(wildcard cmd/*/*.c)))
+# Every cmd/ module except main.c (and those on libnats) is linkable into
+# unit tests and the simulator.
+CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC),$(wildcard cmd/*/*.c)))
 CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
 CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 
@@ -125,9 +133,10 @@ define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin
 	$$(if $$(Q),@echo "  LINK    $$@")
-	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LDLIBS) $$(LDLIBS_$(1))
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULE,$(p))))
+$(NATS_SRC:%.c=build/obj/%.o): ALL_CFLAGS += $(NATS_CFLAGS)
 
 build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A)
 	@mkdir -p $(@D)
@@ -136,7 +145,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy slot_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
+NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
@@ -177,7 +186,12 @@ unit-san: $(UNIT_SAN_BINS)
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 # Test programs the bats tests run (not unit tests: they need a server)
-BATS_TOOLS := build/tests/plan_set_emit
+BATS_TOOLS := build/tests/plan_set_emit build/tests/jetstream_publish
+
+# puts a JetStream stream in the state tests/bats/66-jetstream.bats needs
+build/tests/jetstream_publish: tests/unit/jetstream_publish.c
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $< $(NATS_LIBS)
 
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh

@@ -22,6 +22,9 @@
 #   libyaml-dev      libyaml: the flow file
 #   clang, libclang-rt-14-dev  libFuzzer: the short fuzz runs of make check
 #   zlib1g-dev       zlib: linked by every program (checksum, compression routines)
+#   libnats-dev nats-server  the JetStream stream kind: the NATS C client
+#                    (trellara-stream links it) and the server the bats tests
+#                    start as a 3-node cluster
 #   bats jq          the operator-workflow tests and their JSON checks
 #   parallel         GNU parallel: bats runs two test files at once in make check
 #   faketime         a test moves the wall clock of capture and applyd by a month
@@ -145,7 +148,7 @@ done
 
 # ---------------------------------------------------------------- Debian
 
-packages=(postgresql libpq-dev libyaml-dev zlib1g-dev bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
+packages=(postgresql libpq-dev libyaml-dev zlib1g-dev libnats-dev nats-server bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
 ((${#fetch[@]} == 0)) || command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()

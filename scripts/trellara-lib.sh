@@ -17,7 +17,7 @@
 #
 # trellara_exit_codes loads trellara-exit-codes.sh, generated from
 # defaults.h by `make` into bin/ (installed next to this file): EX_OK,
-# EX_NEGATIVE, EX_USAGE, EX_DATAERR, EX_UNAVAILABLE, EX_CANTCREAT,
+# EX_NEGATIVE, EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_UNAVAILABLE, EX_CANTCREAT,
 # EX_TEMPFAIL, EX_CONFIG, FAIL_CLOSED (" 1 64 ... ": the codes a restart
 # cannot fix) and TRELLARA_VERSION.
 

@@ -1,11 +1,14 @@
 /*
  * trellara-stream - the stream's own tool: inspect-local, read, locate,
- * retention, append.  See trellara-stream(1).
+ * retention, append on a local stream; init and inspect on a JetStream
+ * one (stream.kind jetstream).  See trellara-stream(1).
  */
 #include "stream_cli.h"
 
 #include "trellara/cli.h"
+#include "trellara/config.h"
 #include "trellara/defaults.h"
+#include "trellara/log.h"
 #include "trellara/xalloc.h"
 
 #include <stdio.h>
@@ -22,6 +25,10 @@ static const char usage_text[] =
 	"  locate          where a frame lives: --offset N | --lsn LSN\n"
 	"  retention       segments no protected group needs: [--apply] [--protect GROUP]...\n"
 	"  append          append JSON lines from stdin, print each acknowledged offset\n"
+	"  init            stream.kind jetstream: create the flow's JetStream stream, or check the\n"
+	"                  existing one's settings (--config only)\n"
+	"  inspect         stream.kind jetstream: stream state, replicas and leader, consumers\n"
+	"                  (--config only; never modifies)\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE       flow file (stream.path and stream settings)\n"
@@ -45,8 +52,10 @@ static const char usage_text[] =
 	"  -h, --help              this help\n"
 	"  -V, --version           print the version\n"
 	"\n"
-	"exit codes: 0 ok, 64 usage, 65 corrupt stream or bad input, 73 storage failure or\n"
-	"low disk, 75 locked by another writer (retry), 78 configuration error\n";
+	"exit codes: 0 ok, 64 usage, 65 corrupt stream or bad input, 66 no such JetStream\n"
+	"stream (inspect), 69 JetStream servers or the stream's quorum unavailable, 73 storage\n"
+	"failure or low disk, 75 locked by another writer (retry), 78 configuration error\n"
+	"(init: an existing JetStream stream's setting refused)\n";
 
 static bool stream_exists(const char *dir)
 {
@@ -131,7 +140,8 @@ int main(int argc, char **argv)
 	if ((code = cli_finish(&cli, false)) != EXIT_OK)
 		goto out;
 	if (optind >= argc) {
-		code = cli_usage_error(&cli, "a command is required: inspect-local, read, locate, retention or append");
+		code = cli_usage_error(&cli, "a command is required: inspect-local, read, locate, retention, append, init "
+					     "or inspect");
 		goto out;
 	}
 	const char *command = argv[optind++];
@@ -145,10 +155,32 @@ int main(int argc, char **argv)
 		code = cli_usage_error(&cli, "give exactly one of --config FILE and --dir DIR");
 		goto out;
 	}
+	bool jetstream_command = strcmp(command, "init") == 0 || strcmp(command, "inspect") == 0;
+	if (jetstream_command && !config_path) {
+		code = cli_usage_error(&cli, "%s needs --config FILE (a flow with stream.kind jetstream)", command);
+		goto out;
+	}
 	if (config_path) {
+		cli.jetstream_ok = jetstream_command;
 		if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 			goto out;
 		config_loaded = true;
+		if (jetstream_command) {
+			if (config.stream_kind != STREAM_KIND_JETSTREAM) {
+				log_error("%s: stream.kind is \"%s\": \"trellara stream %s\" is for a JetStream stream",
+					  config.path, config.stream_kind_name, command);
+				if (strcmp(command, "init") == 0)
+					log_hint("a local stream needs no init: capture creates it at stream.path");
+				else
+					log_hint("use \"trellara stream inspect-local --config %s\"", config.path);
+				code = EXIT_CONFIG;
+			} else if (strcmp(command, "init") == 0) {
+				code = stream_cli_jetstream_init(&config, format == FORMAT_JSON);
+			} else {
+				code = stream_cli_jetstream_inspect(&config, format == FORMAT_JSON);
+			}
+			goto out;
+		}
 		if (have_segment || have_min_free || have_batch) {
 			code = cli_usage_error(&cli, "--segment-bytes, --min-free-bytes and --batch go with --dir; "
 						     "with --config the flow file's stream settings apply");

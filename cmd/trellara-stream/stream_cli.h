@@ -37,4 +37,13 @@ int stream_cli_locate(const struct stream_cli_options *o);
 int stream_cli_retention(const struct stream_cli_options *o);
 int stream_cli_append(const struct stream_cli_options *o);
 
+/* stream.kind jetstream (stream_jetstream.c, the one file on libnats):
+ * init creates the flow's JetStream stream per jetstream_policy.h or
+ * validates the existing one (78 when refused); inspect reports its state,
+ * peers and consumers (66 when it does not exist).  Both exit 69 when the
+ * servers or the stream's quorum do not answer in time. */
+struct flow_config;
+int stream_cli_jetstream_init(const struct flow_config *config, bool json);
+int stream_cli_jetstream_inspect(const struct flow_config *config, bool json);
+
 #endif

@@ -155,7 +155,17 @@ bool cli_arg_choice(const struct cli *cli, const char *const *choices, int *out)
 
 int cli_load_config(const struct cli *cli, struct flow_config *config)
 {
-	return config_load(cli->config_path, config) < 0 ? EXIT_CONFIG : EXIT_OK;
+	if (config_load(cli->config_path, config) < 0)
+		return EXIT_CONFIG;
+	if (config->stream_kind == STREAM_KIND_JETSTREAM && !cli->jetstream_ok) {
+		log_error("%s: stream.kind \"jetstream\" is not supported by %s yet", config->path, cli->program);
+		log_hint("so far only \"trellara stream init\", \"trellara stream inspect\" and \"trellara config\" read a jetstream "
+			 "flow (trellara.yml(5)); "
+			 "use stream.kind local");
+		config_free(config);
+		return EXIT_CONFIG;
+	}
+	return EXIT_OK;
 }
 
 /* The one flag the process's stop signals set (cli.h). */

@@ -65,6 +65,8 @@ static void set_defaults(struct flow_config *config)
 	config->mode = DATASET_STRICT_TRANSACTION_ORDER;
 	config->max_changes_per_chunk = DEFAULT_MAX_CHANGES_PER_CHUNK;
 	config->durability = STREAM_DURABILITY_FSYNC;
+	config->jetstream_replicas = DEFAULT_JETSTREAM_REPLICAS;
+	config->jetstream_duplicate_window_seconds = DEFAULT_JETSTREAM_DUPLICATE_WINDOW_S;
 	config->segment_bytes = DEFAULT_SEGMENT_BYTES;
 	config->max_batch_transactions = DEFAULT_MAX_BATCH_TRANSACTIONS;
 	config->max_batch_messages = DEFAULT_MAX_BATCH_MESSAGES;
@@ -224,6 +226,11 @@ void config_free(struct flow_config *config)
 	free(config->tables);
 	free_strings(config->sequences, config->n_sequences);
 	free(config->stream_path);
+	free(config->stream_kind_name);
+	free_strings(config->jetstream_servers, config->n_jetstream_servers);
+	free(config->jetstream_stream);
+	free(config->jetstream_subject);
+	config_free_secret(config->jetstream_credentials);
 	free_strings(config->protected_groups, config->n_protected_groups);
 	config_free_secret(config->target_database_url);
 	free(config->target_database_url_file);

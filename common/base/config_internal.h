@@ -49,6 +49,9 @@ enum value_check {
 	V_SLOT,    /* a replication slot name */
 	V_GROUP,   /* a consumer group: becomes a file name in the stream */
 	V_QUALIFIED_NAME, /* "schema.name": two PostgreSQL names joined by one "." */
+	V_NATS_URL,       /* nats://HOST:PORT (or tls://) */
+	V_JETSTREAM_NAME, /* a JetStream stream name: no spaces, ".", "*", ">", "/" or "\\" */
+	V_NATS_SUBJECT,   /* a subject to publish to: dot-separated tokens, no wildcards */
 };
 
 struct loader;

@@ -89,9 +89,19 @@ static const struct field dataset_fields[] = {
 	{ 0 }
 };
 
+static int check_stream(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base);
+
 static const struct field stream_fields[] = {
-	{ .name = "kind", .kind = K_CHOICE, .required = true, .choice = "local" },
-	{ .name = "path", .kind = K_STRING, .required = true, .offset = CFG(stream_path) },
+	{ .name = "kind", .kind = K_STRING, .required = true, .offset = CFG(stream_kind_name) },
+	{ .name = "path", .kind = K_STRING, .offset = CFG(stream_path) },
+	{ .name = "servers", .kind = K_STRING_LIST, .offset = CFG(jetstream_servers),
+	  .count_offset = CFG(n_jetstream_servers), .min = 1, .unique = true, .check = V_NATS_URL },
+	{ .name = "name", .kind = K_STRING, .offset = CFG(jetstream_stream), .check = V_JETSTREAM_NAME },
+	{ .name = "subject", .kind = K_STRING, .offset = CFG(jetstream_subject), .check = V_NATS_SUBJECT },
+	{ .name = "replicas", .kind = K_UINT, .offset = CFG(jetstream_replicas), .min = 1, .max = MAX_JETSTREAM_REPLICAS },
+	{ .name = "credentials", .kind = K_SECRET, .offset = CFG(jetstream_credentials) },
+	{ .name = "duplicate_window_seconds", .kind = K_UINT, .offset = CFG(jetstream_duplicate_window_seconds),
+	  .min = 1 },
 	{ .name = "durability", .kind = K_CHOICE, .choice = "fsync" },
 	{ .name = "segment_bytes", .kind = K_UINT, .offset = CFG(segment_bytes),
 	  .min = MIN_SEGMENT_BYTES },
@@ -138,7 +148,7 @@ const struct field config_root_fields[] = {
 	{ .name = "environment", .kind = K_STRING, .offset = CFG(environment) },
 	{ .name = "source", .kind = K_SECTION, .required = true, .children = source_fields },
 	{ .name = "dataset", .kind = K_SECTION, .required = true, .children = dataset_fields },
-	{ .name = "stream", .kind = K_SECTION, .required = true, .children = stream_fields },
+	{ .name = "stream", .kind = K_SECTION, .required = true, .children = stream_fields, .post = check_stream },
 	{ .name = "target", .kind = K_SECTION, .required = true, .children = target_fields },
 	{ .name = "snapshot", .kind = K_SECTION, .children = snapshot_fields },
 	{ .name = "apply", .kind = K_SECTION, .children = apply_fields },
@@ -156,6 +166,45 @@ static int check_pgoutput(const struct loader *ld, const yaml_node_t *mapping,
 			      config->pgoutput_protocol_version);
 		log_hint("set %s.streaming: false to use protocol_version 1", keypath);
 		return -1;
+	}
+	return 0;
+}
+
+/* stream.kind and the keys of each kind: local needs path; jetstream
+ * needs servers, name and subject, and takes none of the local keys. */
+static int check_stream(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base)
+{
+	struct flow_config *config = base;
+	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", NULL };
+	static const char *const jetstream_keys[] = { "servers", "name", "subject", "replicas", "credentials",
+						      "duplicate_window_seconds", NULL };
+	yaml_node_t *kind_node = config_mapping_value(ld, mapping, "kind", NULL);
+	bool local = strcmp(config->stream_kind_name, "local") == 0;
+	if (!local && strcmp(config->stream_kind_name, "jetstream") != 0) {
+		char *shown = config_describe(kind_node, false);
+		report_at(ld, kind_node, "key \"%s.kind\" must be \"local\" or \"jetstream\", got %s", keypath, shown);
+		free(shown);
+		return -1;
+	}
+	config->stream_kind = local ? STREAM_KIND_LOCAL : STREAM_KIND_JETSTREAM;
+	const char *const *foreign = local ? jetstream_keys : local_keys;
+	for (size_t i = 0; foreign[i]; i++) {
+		yaml_node_t *key = NULL;
+		if (config_mapping_value(ld, mapping, foreign[i], &key)) {
+			report_at(ld, key, "key \"%s.%s\" does not go with %s.kind \"%s\"", keypath, foreign[i], keypath,
+				  config->stream_kind_name);
+			return -1;
+		}
+	}
+	static const char *const local_required[] = { "path", NULL };
+	static const char *const jetstream_required[] = { "servers", "name", "subject", NULL };
+	const char *const *required = local ? local_required : jetstream_required;
+	for (size_t i = 0; required[i]; i++) {
+		if (!config_mapping_value(ld, mapping, required[i], NULL)) {
+			config_report(ld, &mapping->start_mark, false, "missing required key \"%s.%s\" (%s.kind \"%s\")",
+				      keypath, required[i], keypath, config->stream_kind_name);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -309,6 +358,15 @@ static bool all_chars_in(const char *s, const char *allowed_extra, bool lower_on
 	return true;
 }
 
+/* No control bytes (nor DEL). */
+static bool all_printable(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < ' ' || *s == 0x7f)
+			return false;
+	return true;
+}
+
 int config_check_value(const struct loader *ld, const yaml_node_t *node, const char *keypath,
 		       enum value_check check, const char *value)
 {
@@ -357,6 +415,40 @@ int config_check_value(const struct loader *ld, const yaml_node_t *node, const c
 		if ((size_t)(dot - value) > PG_NAME_MAX || strlen(dot + 1) > PG_NAME_MAX) {
 			report_at(ld, node, "key \"%s\" has a name longer than %d bytes, PostgreSQL's limit for names, got %s",
 				  keypath, PG_NAME_MAX, shown);
+			goto out;
+		}
+		break;
+	}
+	case V_NATS_URL: {
+		const char *rest = strncmp(value, "nats://", 7) == 0 ? value + 7 : strncmp(value, "tls://", 6) == 0 ? value + 6 : NULL;
+		const char *colon = rest ? strrchr(rest, ':') : NULL;
+		if (rest && strchr(rest, '@')) {
+			/* user info: perhaps a password, never shown */
+			report_at(ld, node, "key \"%s\" must be nats://HOST:PORT or tls://HOST:PORT, without a user or password (not shown)",
+				  keypath);
+			log_hint("put a user and password in stream.credentials, not in the server URL");
+			goto out;
+		}
+		if (!rest || !colon || colon == rest || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+		    strtoul(colon + 1, NULL, 10) == 0 || strtoul(colon + 1, NULL, 10) > 65535) {
+			report_at(ld, node, "key \"%s\" must be nats://HOST:PORT or tls://HOST:PORT, got %s", keypath, shown);
+			goto out;
+		}
+		break;
+	}
+	case V_JETSTREAM_NAME:
+		if (strlen(value) > 255 || strpbrk(value, " \t.*>/\\") || !all_printable(value)) {
+			report_at(ld, node, "key \"%s\" must be a JetStream stream name: no spaces, \".\", \"*\", \">\", \"/\" or \"\\\", got %s",
+				  keypath, shown);
+			goto out;
+		}
+		break;
+	case V_NATS_SUBJECT: {
+		bool ok = value[0] != '.' && value[strlen(value) - 1] != '.' && !strstr(value, "..") &&
+			  !strpbrk(value, " \t*>") && all_printable(value);
+		if (!ok) {
+			report_at(ld, node, "key \"%s\" must be a subject to publish to: dot-separated tokens without spaces or wildcards (\"*\", \">\"), got %s",
+				  keypath, shown);
 			goto out;
 		}
 		break;

@@ -23,6 +23,10 @@
 
 enum dataset_mode { DATASET_STRICT_TRANSACTION_ORDER = 0 };
 enum stream_durability { STREAM_DURABILITY_FSYNC = 0 };
+/* stream.kind: local (segment files, the default) or jetstream (a NATS
+ * JetStream stream; so far only trellara stream init, trellara stream
+ * inspect and trellara config read such a flow: cli_load_config refuses it elsewhere) */
+enum stream_kind { STREAM_KIND_LOCAL = 0, STREAM_KIND_JETSTREAM };
 
 struct table_config {
 	char *schema;             /* owned */
@@ -65,7 +69,16 @@ struct flow_config {
 	size_t n_sequences;
 
 	/* stream */
-	char *stream_path; /* owned, required (stream.kind must be "local") */
+	char *stream_kind_name; /* owned: stream.kind as written */
+	enum stream_kind stream_kind;
+	char *stream_path; /* owned; required with kind local, NULL with jetstream */
+	char **jetstream_servers; /* owned: stream.servers (jetstream), nats://HOST:PORT each */
+	size_t n_jetstream_servers;
+	char *jetstream_stream;   /* owned: stream.name, the JetStream stream */
+	char *jetstream_subject;  /* owned: stream.subject */
+	uint64_t jetstream_replicas; /* stream.replicas, default 3 */
+	char *jetstream_credentials; /* owned (resolved secret) or NULL: "user:password", or a token */
+	uint64_t jetstream_duplicate_window_seconds; /* default DEFAULT_JETSTREAM_DUPLICATE_WINDOW_S */
 	enum stream_durability durability;
 	uint64_t segment_bytes;
 	uint64_t max_batch_transactions;

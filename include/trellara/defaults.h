@@ -14,6 +14,7 @@ enum trellara_exit {
 	EXIT_NEGATIVE = 1,     /* divergence, blockers, quarantine present */
 	EXIT_USAGE = 64,       /* command-line usage error */
 	EXIT_DATAERR = 65,     /* corrupt frame, malformed envelope, bad checksum */
+	EXIT_NOINPUT = 66,     /* what the flow names does not exist (a JetStream stream not created) */
 	EXIT_UNAVAILABLE = 69, /* a server unavailable after bounded retries */
 	EXIT_CANTCREAT = 73,   /* fail-closed on storage pressure or failure */
 	EXIT_TEMPFAIL = 75,    /* temporary failure; safe to restart */
@@ -114,6 +115,11 @@ enum trellara_exit {
  * measures the slot limits against (one hour) */
 #define DEFAULT_EXPECTED_DOWNTIME_S 3600ULL
 #define DEFAULT_MAX_CHANGES_PER_CHUNK 1000
+/* stream.kind jetstream: stream.replicas and stream.duplicate_window_seconds
+ * (JetStream's own default window is two minutes) */
+#define DEFAULT_JETSTREAM_REPLICAS 3
+#define MAX_JETSTREAM_REPLICAS 5
+#define DEFAULT_JETSTREAM_DUPLICATE_WINDOW_S 120
 #define DEFAULT_PROTOCOL_VERSION 2
 
 #endif

@@ -18,7 +18,7 @@ PREFIXES=(
 	cutplan_ metrics_ notify_ opt_ run_ seq_ sqlstate_ strbuf_ utf8_
 	xasprintf xcalloc xmalloc xrealloc xstrdup xstrndup
 	# common/stream: the stream, its file systems, and its on-disk pieces
-	stream_ sfs_ frame_ index_ segment_
+	stream_ sfs_ frame_ index_ segment_ jetstream_policy_
 	# common/cdc: struct buf is envelope.h's byte buffer
 	ack_policy_ ack_restart_point_ assembler_ buf_ capture_core_ env_ pgoutput_ slot_policy_
 	# common/apply

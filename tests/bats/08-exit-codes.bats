@@ -21,7 +21,7 @@ probe() {
 	int main(void)
 	{
 		static const int fail[] = { EXIT_FAIL_CLOSED_LIST };
-		P(EXIT_OK); P(EXIT_NEGATIVE); P(EXIT_USAGE); P(EXIT_DATAERR);
+		P(EXIT_OK); P(EXIT_NEGATIVE); P(EXIT_USAGE); P(EXIT_DATAERR); P(EXIT_NOINPUT);
 		P(EXIT_UNAVAILABLE); P(EXIT_CANTCREAT); P(EXIT_TEMPFAIL); P(EXIT_CONFIG);
 		for (unsigned i = 0; i < sizeof fail / sizeof fail[0]; i++)
 			printf("FAIL=%d\n", fail[i]);
@@ -66,5 +66,5 @@ probe() {
 		got=$(bash -c '. "$1" && printf "%s" "${!2}"' _ "$REPO/bin/trellara-exit-codes.sh" "EX_${name#EXIT_}")
 		[ "$got" = "$value" ] || { echo "EX_${name#EXIT_}=$got, defaults.h $name=$value" >&2; false; }
 	done < <(probe)
-	[ "$(probe | grep -c '^EXIT_')" -eq 8 ]
+	[ "$(probe | grep -c '^EXIT_')" -eq 9 ]
 }

@@ -662,7 +662,7 @@ static void test_errors(struct fixture *fx)
 	EXPECT_VARIANT_ERROR(fx, "mode: strict_transaction_order", "mode: fast", "line 16",
 			     "\"dataset.mode\" must be \"strict_transaction_order\", got \"fast\"");
 	EXPECT_VARIANT_ERROR(fx, "kind: local", "kind: kafka", "line 31",
-			     "\"stream.kind\" must be \"local\", got \"kafka\"");
+			     "\"stream.kind\" must be \"local\" or \"jetstream\", got \"kafka\"");
 	EXPECT_VARIANT_ERROR(fx, "durability: fsync", "durability: none", "line 33",
 			     "\"stream.durability\" must be \"fsync\"");
 	EXPECT_VARIANT_ERROR(fx, "protected_groups: [applyd2, audit]", "protected_groups: []", "line 38",
@@ -728,6 +728,63 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 	return remove(path);
 }
 
+/* stream.kind jetstream: its keys, its defaults, and keys of the other kind refused */
+static void test_jetstream(struct fixture *fx)
+{
+	static const char local[] = "  kind: local\n  path: ./target/stream\n";
+	struct flow_config c;
+	setenv("TRELLARA_TEST_NATS", "app:Hunter2-Secret", 1);
+	char *text = variant(minimal_flow, local,
+			     "  kind: jetstream\n  servers: [nats://127.0.0.1:4222, \"tls://nats-2.example:4223\"]\n"
+			     "  name: TRELLARA_ORDERS\n  subject: trellara.orders\n"
+			     "  credentials: {source: environment_variable, name: TRELLARA_TEST_NATS}\n");
+	CHECK(load_ok(fx, text, &c) == 0);
+	CHECK(c.stream_kind == STREAM_KIND_JETSTREAM);
+	CHECK(c.stream_path == NULL);
+	CHECK(c.n_jetstream_servers == 2);
+	if (c.n_jetstream_servers == 2)
+		CHECK_STR(c.jetstream_servers[1], "tls://nats-2.example:4223");
+	CHECK_STR(c.jetstream_stream, "TRELLARA_ORDERS");
+	CHECK_STR(c.jetstream_subject, "trellara.orders");
+	CHECK_STR(c.jetstream_credentials, "app:Hunter2-Secret");
+	CHECK(c.jetstream_replicas == 3 && c.jetstream_duplicate_window_seconds == 120);
+	config_free(&c);
+	free(text);
+	CHECK(load_ok(fx, minimal_flow, &c) == 0);
+	CHECK(c.stream_kind == STREAM_KIND_LOCAL && c.n_jetstream_servers == 0 && c.jetstream_replicas == 3);
+	config_free(&c);
+
+	static const struct {
+		const char *what, *stream, *where, *message;
+	} bad[] = {
+		{ "local with a jetstream key", "  kind: local\n  path: ./s\n  subject: a.b\n", "line 15",
+		  "key \"stream.subject\" does not go with stream.kind \"local\"" },
+		{ "jetstream with a local key", "  kind: jetstream\n  servers: [nats://h:1]\n  name: S\n  subject: a\n  path: ./s\n",
+		  "line 17", "key \"stream.path\" does not go with stream.kind \"jetstream\"" },
+		{ "local without path", "  kind: local\n", "line 13", "missing required key \"stream.path\" (stream.kind \"local\")" },
+		{ "jetstream without subject", "  kind: jetstream\n  servers: [nats://h:1]\n  name: S\n", "line 13",
+		  "missing required key \"stream.subject\" (stream.kind \"jetstream\")" },
+		{ "server URL with a password", "  kind: jetstream\n  servers: [\"nats://u:Hunter2-Secret@h:1\"]\n  name: S\n  subject: a\n",
+		  "line 14", "without a user or password (not shown)" },
+		{ "server URL without a port", "  kind: jetstream\n  servers: [nats://h]\n  name: S\n  subject: a\n", "line 14",
+		  "must be nats://HOST:PORT or tls://HOST:PORT, got \"nats://h\"" },
+		{ "stream name with a dot", "  kind: jetstream\n  servers: [nats://h:1]\n  name: a.b\n  subject: a\n", "line 15",
+		  "\"stream.name\" must be a JetStream stream name" },
+		{ "wildcard subject", "  kind: jetstream\n  servers: [nats://h:1]\n  name: S\n  subject: a.>\n", "line 16",
+		  "\"stream.subject\" must be a subject to publish to" },
+		{ "replicas above 5", "  kind: jetstream\n  servers: [nats://h:1]\n  name: S\n  subject: a\n  replicas: 7\n",
+		  "line 17", "\"stream.replicas\" must be between 1 and 5" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		text = variant(minimal_flow, local, bad[i].stream);
+		const char *const needles[] = { bad[i].where, bad[i].message, NULL };
+		char *log = expect_error_log(fx, bad[i].what, text, needles);
+		CHECK(!strstr(log, "Hunter2")); /* a password in a server URL is never shown */
+		free(log);
+		free(text);
+	}
+}
+
 int main(void)
 {
 	struct fixture fx = { .dir = "/tmp/trellara-test-config-XXXXXX" };
@@ -743,6 +800,7 @@ int main(void)
 	test_secrets(&fx);
 	test_errors(&fx);
 	test_sequences(&fx);
+	test_jetstream(&fx);
 	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 	return unit_done("config");
 }
