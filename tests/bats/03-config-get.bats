@@ -173,9 +173,13 @@ example_values() {
 }
 
 # the scalar keys of trellara.yml(5): integer, string, name or boolean,
-# not a list, a mapping or a secret reference
+# not a list, a mapping or a secret reference; without KIND, those of a
+# local stream (the example file's kind), with jetstream those only a
+# stream.kind jetstream flow takes
+JETSTREAM_KEYS='^stream\.(name|subject|replicas|duplicate_window_seconds)$'
 man_scalar_keys() {
-	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5"
+	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5" |
+		if [[ ${1:-} == jetstream ]]; then grep -E "$JETSTREAM_KEYS"; else grep -Ev "$JETSTREAM_KEYS"; fi
 }
 
 @test "config get prints every scalar key of trellara.yml(5) as the example file sets it" {
@@ -205,4 +209,25 @@ man_scalar_keys() {
 	# the variation changed the values it could
 	[ "$(example_values "$TEST_DIR/varied.yml" | grep -c .)" -eq "$(example_values "$TEST_DIR/example.yml" | grep -c .)" ]
 	[ "$(diff <(example_values "$TEST_DIR/example.yml") <(example_values "$TEST_DIR/varied.yml") | grep -c '^>')" -ge 20 ]
+}
+
+@test "config get prints the keys of a stream.kind jetstream flow, with their defaults" {
+	cp "$REPO/configs/trellara.yml" "$TEST_DIR/js.yml"
+	sed -i -e '/^  path: /d' -e '/^  durability: /d' -e '/^  segment_bytes: /d' -e '/^  min_free_bytes: /d' \
+		-e 's/^  kind: local.*/  kind: jetstream\n  servers: [nats:\/\/127.0.0.1:4222]\n  name: ORDERS\n  subject: trellara.orders/' "$TEST_DIR/js.yml"
+	run -0 --separate-stderr trellara-config get stream.kind --config "$TEST_DIR/js.yml"
+	[ "$output" = jetstream ]
+	run -0 man_scalar_keys jetstream
+	[ "${#lines[@]}" -eq 4 ]
+	local key want
+	for key in "${lines[@]}"; do
+		case $key in
+		stream.name) want=ORDERS ;;
+		stream.subject) want=trellara.orders ;;
+		stream.replicas) want=3 ;;
+		stream.duplicate_window_seconds) want=120 ;;
+		esac
+		run -0 --separate-stderr trellara-config get "$key" --config "$TEST_DIR/js.yml"
+		[ "$output" = "$want" ]
+	done
 }
