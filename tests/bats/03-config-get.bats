@@ -172,10 +172,10 @@ example_values() {
 		}' "$1"
 }
 
-# the scalar keys of trellara.yml(5): integer, string, name or boolean,
-# not a list, a mapping or a secret reference; without KIND, those of a
-# local stream (the example file's kind), with jetstream those only a
-# stream.kind jetstream flow takes
+# man_scalar_keys KIND: the scalar keys of trellara.yml(5) (integer,
+# string, name or boolean; not a list, a mapping or a secret reference)
+# that a flow of stream.kind KIND takes: local (the example file's kind)
+# leaves out the keys only a jetstream flow takes, jetstream lists those
 JETSTREAM_KEYS='^stream\.(name|subject|replicas|duplicate_window_seconds)$'
 man_scalar_keys() {
 	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5" |
@@ -186,9 +186,9 @@ man_scalar_keys() {
 	cp "$REPO/configs/trellara.yml" "$TEST_DIR/example.yml"
 	example_values "$TEST_DIR/example.yml" vary >"$TEST_DIR/varied.yml"
 	# the man page's scalar keys are exactly the example's (the secrets aside)
-	run -0 man_scalar_keys
+	run -0 man_scalar_keys local
 	[ "${#lines[@]}" -ge 20 ]
-	[ "$(man_scalar_keys | sort)" = "$(example_values "$TEST_DIR/example.yml" | cut -f1 | grep -v 'database_url$' | sort)" ]
+	[ "$(man_scalar_keys local | sort)" = "$(example_values "$TEST_DIR/example.yml" | cut -f1 | grep -v 'database_url$' | sort)" ]
 	for file in "$TEST_DIR/example.yml" "$TEST_DIR/varied.yml"; do
 		n=0
 		while IFS=$'\t' read -r key value; do
@@ -204,7 +204,7 @@ man_scalar_keys() {
 			}
 			n=$((n + 1))
 		done < <(example_values "$file")
-		[ "$n" -eq "$(man_scalar_keys | wc -l)" ]
+		[ "$n" -eq "$(man_scalar_keys local | wc -l)" ]
 	done
 	# the variation changed the values it could
 	[ "$(example_values "$TEST_DIR/varied.yml" | grep -c .)" -eq "$(example_values "$TEST_DIR/example.yml" | grep -c .)" ]
