@@ -24,7 +24,8 @@ struct capture_core {
 	uint64_t max_batch_messages; /* pending frames of a big transaction synced at */
 	char *slot;        /* owned */
 	char *source_id;   /* owned */
-	struct stream_writer *writer;
+	struct capture_sink sink; /* owned */
+	char *sink_name;   /* owned */
 	struct assembler *assembler;
 	struct pgoutput_session session;
 	bool session_open;
@@ -53,11 +54,50 @@ static void put_be64(uint8_t *p, uint64_t v)
 
 /* ---- the stream side ---- */
 
+/* The local stream writer as a sink. */
+static int local_append(void *impl, int type, const uint8_t *payload, size_t len)
+{
+	return stream_writer_append(impl, type, 0, payload, len, NULL) == STREAM_OK ? 0 : -1;
+}
+
+static size_t local_pending(const void *impl)
+{
+	return stream_writer_pending(impl);
+}
+
+static int local_sync(void *impl)
+{
+	return stream_writer_sync(impl) == STREAM_OK ? 0 : -1;
+}
+
+static void local_close(void *impl)
+{
+	stream_writer_close(impl);
+}
+
+static const struct capture_sink_ops local_sink_ops = {
+	.append = local_append, .pending = local_pending, .sync = local_sync, .close = local_close
+};
+
+static int sink_append(struct capture_core *c, int type, const uint8_t *payload, size_t len)
+{
+	return c->sink.ops->append(c->sink.impl, type, payload, len);
+}
+
+static size_t sink_pending(const struct capture_core *c)
+{
+	return c->sink.ops->pending(c->sink.impl);
+}
+
+static int sink_sync(struct capture_core *c)
+{
+	return c->sink.ops->sync(c->sink.impl);
+}
+
 static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 {
 	struct capture_core *c = ctx;
-	int rc = stream_writer_append(c->writer, type, 0, payload, len, NULL);
-	if (rc != STREAM_OK) {
+	if (sink_append(c, type, payload, len) < 0) {
 		c->storage_failed = true;
 		return -1;
 	}
@@ -65,8 +105,8 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 	/* A big transaction must not hold all its frames in the writer's
 	 * batch: make them durable as we go (nothing is acknowledged to
 	 * the source before its commit marker is durable). */
-	if (stream_writer_pending(c->writer) >= c->max_batch_messages) {
-		if (stream_writer_sync(c->writer) != STREAM_OK) {
+	if (sink_pending(c) >= c->max_batch_messages) {
+		if (sink_sync(c) < 0) {
 			c->storage_failed = true;
 			return -1;
 		}
@@ -83,9 +123,9 @@ static int append_watermark(struct capture_core *c, uint64_t lsn, int64_t now_us
 {
 	struct buf b = { 0 };
 	env_encode_watermark(&b, c->source_id, lsn, wall_us);
-	int rc = stream_writer_append(c->writer, FRAME_WATERMARK, 0, b.data, b.len, NULL);
+	int rc = sink_append(c, FRAME_WATERMARK, b.data, b.len);
 	buf_free(&b);
-	if (rc != STREAM_OK) {
+	if (rc < 0) {
 		c->storage_failed = true;
 		return -1;
 	}
@@ -100,13 +140,13 @@ static int append_watermark(struct capture_core *c, uint64_t lsn, int64_t now_us
  * without a frame (an empty transaction) gets a watermark frame. */
 static int flush_batch(struct capture_core *c, int64_t now_us, int64_t wall_us)
 {
-	if (!ack_policy_flush_needed(&c->ack, stream_writer_pending(c->writer)))
+	if (!ack_policy_flush_needed(&c->ack, sink_pending(c)))
 		return 0;
 	uint64_t watermark_lsn;
 	if (ack_policy_watermark_needed(&c->ack, &watermark_lsn) &&
 	    append_watermark(c, watermark_lsn, now_us, wall_us) < 0)
 		return -1;
-	if (stream_writer_sync(c->writer) != STREAM_OK) {
+	if (sink_sync(c) < 0) {
 		c->storage_failed = true;
 		return -1;
 	}
@@ -122,6 +162,27 @@ static int write_watermark(struct capture_core *c, uint64_t lsn, int64_t now_us,
 	if (append_watermark(c, lsn, now_us, wall_us) < 0)
 		return -1;
 	return flush_batch(c, now_us, wall_us);
+}
+
+int capture_core_restart_point_add_frame(struct ack_restart_point *rp, int type, const uint8_t *payload,
+					 size_t len, uint64_t offset, bool *committed)
+{
+	*committed = false;
+	if (type != FRAME_TXN && type != FRAME_COMMIT_MARKER && type != FRAME_WATERMARK)
+		return 0;
+	struct env_frame_summary s;
+	char err[256];
+	if (env_frame_summary(type, payload, len, &s, err, sizeof err) < 0) {
+		log_error("stream frame %" PRIu64 ": %s", offset, err);
+		return -1;
+	}
+	if (type == FRAME_WATERMARK) {
+		ack_restart_point_add_watermark(rp, s.lsn);
+		return 0;
+	}
+	*committed = true;
+	ack_restart_point_add_txn(rp, s.commit_lsn, s.end_lsn);
+	return 0;
 }
 
 /* Where the stream ends, in source terms: the last committed
@@ -147,21 +208,11 @@ static int stream_positions(struct stream_fs *fs, const char *dir, struct ack_re
 		struct stream_frame f;
 		int st;
 		while ((st = stream_reader_next(r, &f)) == STREAM_OK) {
-			int t = f.header.type;
-			if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
-				continue;
-			struct env_frame_summary s;
-			char err[256];
-			if (env_frame_summary(t, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
-				log_error("stream frame %" PRIu64 ": %s", f.header.offset, err);
+			bool committed = false;
+			if (capture_core_restart_point_add_frame(rp, f.header.type, f.payload, f.header.payload_length,
+								 f.header.offset, &committed) < 0)
 				goto out;
-			}
-			if (t == FRAME_WATERMARK) {
-				ack_restart_point_add_watermark(rp, s.lsn);
-				continue;
-			}
-			found_commit = true;
-			ack_restart_point_add_txn(rp, s.commit_lsn, s.end_lsn);
+			found_commit |= committed;
 		}
 		if (st != STREAM_END)
 			goto out;
@@ -180,6 +231,7 @@ int capture_core_open(struct capture_core **ccp, const struct capture_core_optio
 	struct capture_core *c = xcalloc(1, sizeof *c);
 	*ccp = c;
 	c->max_batch_messages = o->ack.max_batch_messages;
+	c->sink = o->sink; /* owned from here on, whatever open returns */
 	c->slot = xstrdup(o->slot);
 	c->source_id = xstrdup(o->source_id);
 	pgoutput_message_init(&c->msg);
@@ -190,22 +242,29 @@ int capture_core_open(struct capture_core **ccp, const struct capture_core_optio
 	}
 	c->session_open = true;
 
-	struct stream_recovery rec;
-	int rc = stream_writer_open_fs(o->fs, o->stream_dir, &o->writer, &c->writer, &rec);
-	if (rc != STREAM_OK) {
-		c->writer = NULL;
-		return stream_exit_code(rc, STREAM_FROM_CONFIG);
-	}
-	c->stats.next_offset = rec.next_offset;
 	struct ack_restart_point restart;
-	if (stream_positions(o->fs, o->stream_dir, &restart) < 0)
-		return EXIT_DATAERR;
+	if (c->sink.ops) {
+		c->sink_name = xstrdup(o->sink_name ? o->sink_name : "sink");
+		c->stats.next_offset = o->sink_next_offset;
+		restart = o->sink_restart;
+	} else {
+		c->sink_name = xstrdup(o->stream_dir);
+		struct stream_recovery rec;
+		struct stream_writer *writer;
+		int rc = stream_writer_open_fs(o->fs, o->stream_dir, &o->writer, &writer, &rec);
+		if (rc != STREAM_OK)
+			return stream_exit_code(rc, STREAM_FROM_CONFIG);
+		c->sink = (struct capture_sink){ .ops = &local_sink_ops, .impl = writer };
+		c->stats.next_offset = rec.next_offset;
+		if (stream_positions(o->fs, o->stream_dir, &restart) < 0)
+			return EXIT_DATAERR;
+	}
 	ack_policy_init(&c->ack, &o->ack, &restart);
 	c->stats.durable_lsn = c->ack.durable_lsn;
 	c->stats.stream_last_commit_lsn = c->ack.stream_last_commit_lsn;
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
-	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", o->stream_dir,
-		 rec.next_offset, lsn_format(restart.last_commit_lsn, l1), lsn_format(c->ack.durable_lsn, l2));
+	log_info("stream \"%s\": next offset %" PRIu64 ", last commit %s, durable through %s", c->sink_name,
+		 c->stats.next_offset, lsn_format(restart.last_commit_lsn, l1), lsn_format(c->ack.durable_lsn, l2));
 
 	struct assembler_options ao = o->assembler;
 	ao.skip_through_commit_lsn = c->ack.stream_last_commit_lsn;
@@ -253,7 +312,7 @@ static int handle_xlogdata(struct capture_core *c, const uint8_t *data, size_t l
 		ack_policy_on_commit_appended(&c->ack, result.commit_lsn);
 		c->stats.transactions++;
 		c->stats.changes += result.changes;
-		if (ack_policy_on_appended(&c->ack, result.end_lsn, stream_writer_pending(c->writer), now_us) &&
+		if (ack_policy_on_appended(&c->ack, result.end_lsn, sink_pending(c), now_us) &&
 		    flush_batch(c, now_us, wall_us) < 0)
 			return EXIT_CANTCREAT;
 	} else if (result.event == ASSEMBLER_EMPTY) {
@@ -377,7 +436,9 @@ void capture_core_close(struct capture_core *c)
 	if (!c)
 		return;
 	assembler_close(c->assembler);
-	stream_writer_close(c->writer);
+	if (c->sink.ops)
+		c->sink.ops->close(c->sink.impl);
+	free(c->sink_name);
 	pgoutput_message_release(&c->msg);
 	if (c->session_open)
 		pgoutput_session_free(&c->session);

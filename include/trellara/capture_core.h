@@ -6,9 +6,11 @@
  * from libpq, the simulator from a model slot: both run this code.
  *
  * Owns.  One capture process's pgoutput session and message
- * (pgoutput.h), the transaction assembler (assembler.h), the stream
- * writer on the given struct stream_fs (stream.h, stream_fs.h) and the
- * acknowledgement policy (ack_policy.h).  No libpq, no socket, no clock:
+ * (pgoutput.h), the transaction assembler (assembler.h), the sink its
+ * frames go to (struct capture_sink: the local stream writer on the given
+ * struct stream_fs, stream.h and stream_fs.h, unless the caller hands it
+ * another sink already opened, such as trellara-capture's JetStream
+ * publisher) and the acknowledgement policy (ack_policy.h).  No libpq, no socket, no clock:
  * every time is an argument (now_us: one monotonic clock, for intervals;
  * wall_us: microseconds since the Unix epoch, for watermark frames and
  * status updates).  The fault points capture.after_chunk_sync,
@@ -18,15 +20,18 @@
  * Guarantees.
  *  - Never past durable: the flushed (and written, applied) position of
  *    capture_core_status_message() is ack_policy_report_lsn(), the end of
- *    what the last successful stream_writer_sync() covered.  After a
- *    failed sync nothing more becomes durable: the writer is poisoned and
- *    every later flush fails (EXIT_CANTCREAT).
+ *    what the last successful sink sync (stream_writer_sync() for the
+ *    local stream) covered.  After a failed sync nothing more becomes
+ *    durable: the sink is poisoned and every later flush fails
+ *    (EXIT_CANTCREAT).
  *  - Every acknowledged position is recorded in the stream: a position
  *    passed without a frame (an empty or skipped transaction, a
  *    keepalive's position) gets a watermark frame in the batch whose sync
  *    makes it durable.
  *  - Restart: open finds the stream's last commit (stream_positions: the
- *    newest segments, through stream_reader_open_fs); a transaction at or
+ *    newest segments, through stream_reader_open_fs; a caller-opened sink
+ *    comes with its restart point, summarised frame by frame with
+ *    capture_core_restart_point_add_frame); a transaction at or
  *    below it is counted as skipped_duplicates and not appended, one
  *    above it is appended.  capture_core_reconnected() keeps that point.
  *
@@ -57,6 +62,29 @@
 
 struct stream_fs;
 
+/* Where frames go.  append queues one frame (0, or -1 logged); pending
+ * counts the frames queued since the last sync; sync returns 0 only when
+ * every queued frame is durable (-1 logged: the sink is poisoned, nothing
+ * queued is acknowledged, every later sync fails); close drops what is
+ * not synced and frees the sink. */
+struct capture_sink_ops {
+	int (*append)(void *impl, int type, const uint8_t *payload, size_t len);
+	size_t (*pending)(const void *impl);
+	int (*sync)(void *impl);
+	void (*close)(void *impl);
+};
+struct capture_sink {
+	const struct capture_sink_ops *ops; /* NULL: no sink */
+	void *impl;                         /* owned once handed to capture_core_open */
+};
+
+/* Adds one frame of a stream to a restart point: a transaction (txn or
+ * commit marker frame) or a watermark; other types are ignored.
+ * *committed is set for a committed transaction.  -1 (logged, the frame's
+ * offset named) when the payload cannot be summarised. */
+int capture_core_restart_point_add_frame(struct ack_restart_point *rp, int type, const uint8_t *payload,
+					 size_t len, uint64_t offset, bool *committed);
+
 struct capture_core_options {
 	struct stream_fs *fs;
 	const char *stream_dir;
@@ -66,6 +94,14 @@ struct capture_core_options {
 	struct stream_writer_options writer;
 	struct assembler_options assembler; /* skip_through_commit_lsn is set by open */
 	struct ack_policy_options ack;      /* max_batch_messages also bounds a big transaction's pending frames */
+	/* A sink already opened (ops set): capture_core writes to it instead
+	 * of opening the local stream at fs/stream_dir, owns it from
+	 * capture_core_open on (closed by capture_core_close, whatever open
+	 * returns), and starts from sink_restart and sink_next_offset. */
+	struct capture_sink sink;
+	const char *sink_name;              /* names it in messages */
+	struct ack_restart_point sink_restart;
+	uint64_t sink_next_offset;
 };
 
 struct capture_core_stats {
@@ -78,8 +114,8 @@ struct capture_core_stats {
 
 struct capture_core;
 
-/* Opens the stream writer (recovery), finds the restart point, opens the
- * assembler.  *cc is set whatever the result (its stats say what was
+/* Opens the stream writer (recovery) and finds the restart point, or
+ * takes the given sink and its restart point; opens the assembler.  *cc is set whatever the result (its stats say what was
  * found); capture_core_close it. */
 int capture_core_open(struct capture_core **cc, const struct capture_core_options *options);
 
@@ -119,7 +155,7 @@ void capture_core_on_status_sent(struct capture_core *cc, int64_t now_us);
 void capture_core_reconnected(struct capture_core *cc);
 
 struct capture_core_stats capture_core_stats(const struct capture_core *cc);
-/* Closes the writer (unsynced frames are dropped, never acknowledged). */
+/* Closes the sink (unsynced frames are dropped, never acknowledged). */
 void capture_core_close(struct capture_core *cc);
 
 #endif

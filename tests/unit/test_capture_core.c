@@ -18,7 +18,9 @@
  *   - after a kill (a view's kill -9, or a kill followed by power loss)
  *     and a reopen, the transactions the server sends again are skipped
  *     up to the stream's last commit and counted, later ones appended:
- *     every commit LSN is in the stream exactly once.
+ *     every commit LSN is in the stream exactly once;
+ *   - a sink the caller opened (an in-memory one here) gets every frame
+ *     instead of the local stream, with the same three guarantees.
  *
  * Spill files go to a mkdtemp directory, removed at the end.
  */
@@ -160,7 +162,11 @@ struct session {
 	uint64_t acked;        /* highest flushed position a status update carried */
 	unsigned statuses;     /* status updates sent */
 	unsigned violations;   /* updates whose position the durable stream did not cover */
+	struct mem_sink *mem;  /* the caller-opened sink, if any (not owned) */
 };
+
+struct mem_sink;
+static uint64_t mem_recorded(const struct mem_sink *m);
 
 /* The highest position frames of the stream record (a transaction's end,
  * a watermark), read back as a consumer would: only published frames,
@@ -201,7 +207,7 @@ static void send_status(struct session *s)
 	uint64_t written = get_be64(m + 1), flushed = get_be64(m + 9), applied = get_be64(m + 17);
 	CHECK(written == flushed && applied == flushed);
 	CHECK((int64_t)get_be64(m + 25) == s->wall_us - PG_EPOCH_OFFSET_US);
-	uint64_t recorded = stream_recorded(s->fs, NULL);
+	uint64_t recorded = s->mem ? mem_recorded(s->mem) : stream_recorded(s->fs, NULL);
 	if (flushed > recorded) {
 		s->violations++;
 		fprintf(stderr, "status update acknowledges %llx, the durable stream records only %llx\n",
@@ -550,6 +556,179 @@ static void test_big_transaction(void)
 	fixture_free(&fx);
 }
 
+/* ---- a caller-opened sink ---- */
+
+/* A sink in memory, as a broker holds a stream: frames are durable once
+ * a sync returned; fail_sync makes the next sync fail and poisons it. */
+struct mem_frame {
+	int type;
+	uint8_t *payload; /* owned */
+	size_t len;
+};
+struct mem_sink {
+	struct mem_frame frames[256];
+	size_t count, durable; /* frames[0, durable) survived */
+	bool fail_sync, poisoned, closed;
+};
+
+static int mem_append(void *impl, int type, const uint8_t *payload, size_t len)
+{
+	struct mem_sink *m = impl;
+	if (m->poisoned || m->count == 256)
+		return -1;
+	m->frames[m->count++] = (struct mem_frame){ type, xmalloc(len ? len : 1), len };
+	memcpy(m->frames[m->count - 1].payload, payload, len);
+	return 0;
+}
+
+static size_t mem_pending(const void *impl)
+{
+	const struct mem_sink *m = impl;
+	return m->count - m->durable;
+}
+
+static int mem_sync(void *impl)
+{
+	struct mem_sink *m = impl;
+	if (m->fail_sync)
+		m->poisoned = true;
+	if (m->poisoned)
+		return -1;
+	m->durable = m->count;
+	return 0;
+}
+
+/* What survives: the durable frames; the sink is closed by the core. */
+static void mem_close(void *impl)
+{
+	struct mem_sink *m = impl;
+	for (size_t i = m->durable; i < m->count; i++)
+		free(m->frames[i].payload);
+	m->count = m->durable;
+	m->closed = true;
+}
+
+static const struct capture_sink_ops mem_ops = { mem_append, mem_pending, mem_sync, mem_close };
+
+/* The restart point of what the sink holds, as a broker-side reader
+ * computes it: every frame through capture_core_restart_point_add_frame. */
+static struct ack_restart_point mem_restart_point(const struct mem_sink *m)
+{
+	struct ack_restart_point rp = { 0 };
+	for (size_t i = 0; i < m->durable; i++) {
+		bool committed;
+		CHECK(capture_core_restart_point_add_frame(&rp, m->frames[i].type, m->frames[i].payload,
+							   m->frames[i].len, i, &committed) == 0);
+	}
+	return rp;
+}
+
+/* The highest position the sink's durable frames record. */
+static uint64_t mem_recorded(const struct mem_sink *m)
+{
+	uint64_t recorded = 0;
+	for (size_t i = 0; i < m->durable; i++) {
+		int t = m->frames[i].type;
+		struct env_frame_summary sum;
+		char err[256];
+		if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER && t != FRAME_WATERMARK)
+			continue;
+		if (env_frame_summary(t, m->frames[i].payload, m->frames[i].len, &sum, err, sizeof err) < 0)
+			continue;
+		uint64_t lsn = t == FRAME_WATERMARK ? sum.lsn : sum.end_lsn;
+		if (lsn > recorded)
+			recorded = lsn;
+	}
+	return recorded;
+}
+
+static size_t mem_commits(const struct mem_sink *m, uint64_t *commits, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->durable; i++) {
+		int t = m->frames[i].type;
+		if (t != FRAME_TXN && t != FRAME_COMMIT_MARKER)
+			continue;
+		struct env_frame_summary sum;
+		char err[256];
+		CHECK(env_frame_summary(t, m->frames[i].payload, m->frames[i].len, &sum, err, sizeof err) == 0);
+		if (n < max)
+			commits[n++] = sum.commit_lsn;
+	}
+	return n;
+}
+
+/* A sink handed to the core: frames go to it and nowhere else, nothing
+ * is acknowledged past its last good sync, a failed sync poisons it
+ * (EXIT_CANTCREAT), and a restart from the restart point summarised from
+ * its frames skips what it holds: every commit once, in commit order. */
+static void test_caller_sink(void)
+{
+	struct fixture fx;
+	if (fixture_load("truncate", &fx) < 0) {
+		CHECK(0);
+		return;
+	}
+	uint64_t commits[8], ends[8];
+	CHECK(fixture_commits(&fx, commits, ends, 8) == 4);
+	size_t commit_at[8], k = 0;
+	for (size_t i = 0; i < fx.count; i++)
+		if (fx.msgs[i][0] == 'C')
+			commit_at[k++] = i;
+	struct stream_fs *fs = stream_fs_sim_new(7, 64 << 20);
+	struct mem_sink *m = xcalloc(1, sizeof *m);
+	struct session s = { .mem = m };
+	struct capture_core_options o = options(fs, fx.proto_version, 1, 1000);
+	o.sink = (struct capture_sink){ &mem_ops, m };
+	o.sink_name = "memory";
+	CHECK(session_open(&s, fs, &o) == EXIT_OK);
+	CHECK(capture_core_stats(s.cc).durable_lsn == 0);
+	CHECK(feed_range(&s, &fx, 0, commit_at[1] + 1) == EXIT_OK);
+	CHECK(idle(&s) == EXIT_OK);
+	CHECK(s.acked == ends[1] && m->durable > 0 && m->durable == m->count);
+	/* the local stream was never touched */
+	uint64_t *bases = NULL;
+	size_t nb = 0;
+	CHECK(stream_segment_bases_fs(fs, DIR, &bases, &nb) != STREAM_OK || nb == 0);
+	free(bases);
+	/* the third transaction's sync fails: not acknowledged, poisoned */
+	m->fail_sync = true;
+	CHECK(feed_range(&s, &fx, commit_at[1] + 1, commit_at[2] + 1) == EXIT_CANTCREAT);
+	m->fail_sync = false;
+	CHECK(capture_core_flush(s.cc, s.now_us, s.wall_us) == EXIT_CANTCREAT);
+	uint8_t st[CAPTURE_STATUS_MESSAGE_LEN];
+	capture_core_status_message(s.cc, st, s.wall_us, false);
+	CHECK(get_be64(st + 9) == ends[1]);
+	session_close(&s);
+	CHECK(m->closed && m->count == m->durable);
+	/* restart from what the sink holds; the server sends everything */
+	m->poisoned = m->closed = false;
+	o.sink = (struct capture_sink){ &mem_ops, m };
+	o.sink_restart = mem_restart_point(m);
+	o.sink_next_offset = m->durable;
+	CHECK(o.sink_restart.last_commit_lsn == commits[1]);
+	CHECK(session_open(&s, fs, &o) == EXIT_OK);
+	CHECK(capture_core_stats(s.cc).stream_last_commit_lsn == commits[1]);
+	CHECK(capture_core_stats(s.cc).next_offset == m->durable);
+	CHECK(feed_range(&s, &fx, 0, fx.count) == EXIT_OK);
+	CHECK(idle(&s) == EXIT_OK);
+	CHECK(capture_core_stats(s.cc).skipped_duplicates == 2);
+	CHECK(capture_core_stats(s.cc).transactions == 2);
+	CHECK(s.acked == ends[3]);
+	CHECK(s.violations == 0);
+	session_close(&s);
+	uint64_t got[16];
+	size_t n = mem_commits(m, got, 16);
+	CHECK(n == 4);
+	for (size_t i = 0; i < n && i < 4; i++)
+		CHECK(got[i] == commits[i]);
+	for (size_t i = 0; i < m->count; i++)
+		free(m->frames[i].payload);
+	free(m);
+	stream_fs_sim_free(fs);
+	fixture_free(&fx);
+}
+
 /* Malformed input is EXIT_DATAERR, an unknown message type is ignored. */
 static void test_malformed(void)
 {
@@ -583,6 +762,7 @@ int main(void)
 	test_restart_skips_resent(true);
 	test_big_transaction();
 	test_malformed();
+	test_caller_sink();
 	rmdir(spill_dir);
 	return unit_done("capture_core");
 }
