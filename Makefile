@@ -39,8 +39,10 @@ LDLIBS := -lpq -lyaml -lz -lpthread
 # use it include it (NATS_SRC).
 NATS_CFLAGS := $(shell pkg-config --cflags libnats 2>/dev/null)
 NATS_LIBS := $(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
+# cmd/jetstream/ is the connection code the programs on libnats link
+# (not a program of its own).
 LDLIBS_trellara-stream := $(NATS_LIBS)
-NATS_SRC := cmd/trellara-stream/stream_jetstream.c
+NATS_SRC := cmd/jetstream/jetstream_session.c cmd/trellara-stream/stream_jetstream.c
 
 # The sub-libraries (DESIGN §2), in the order data flows and the order they
 # link (each may use only those after it):
@@ -129,6 +131,7 @@ build/san/%.o: %.c
 # A program: its own folder's objects plus libtrellara (and another
 # program's module it runs: cutover runs verify's own verify_run).
 EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
+EXTRA_OBJ_trellara-stream := build/obj/cmd/jetstream/jetstream_session.o
 define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin

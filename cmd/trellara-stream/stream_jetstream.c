@@ -1,19 +1,19 @@
 /*
  * stream_jetstream.c - trellara stream init and inspect on a flow whose
  * stream is a NATS JetStream stream (stream.kind jetstream): the one file
- * of trellara-stream that speaks to the servers (libnats).  What the
+ * of trellara-stream that speaks to the servers (libnats, through
+ * ../jetstream/jetstream_session.c, shared with trellara-capture).  What the
  * stream's settings must be is jetstream_policy.c's decision; this file
  * reads them from the servers and reports.  Output formats and exit codes
  * are documented in trellara-stream(1).
  *
- * Failure contract: every JetStream request waits at most
- * JETSTREAM_API_WAIT_MS, every connection attempt JETSTREAM_CONNECT_MS per
- * server, with no retry: a server down or a quorum lost is reported
- * (exit 69) within seconds, never waited out.  The credentials
- * (stream.credentials) are handed to libnats and never printed; the
- * server URLs hold none (the flow file refuses user info in them).
+ * Failure contract: jetstream_session.h's, with no retry and no
+ * reconnect: a server down or a quorum lost is reported (exit 69) within
+ * seconds, never waited out.
  */
 #include "stream_cli.h"
+
+#include "../jetstream/jetstream_session.h"
 
 #include "trellara/config.h"
 #include "trellara/defaults.h"
@@ -29,240 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JETSTREAM_CONNECT_MS 2000
-#define JETSTREAM_API_WAIT_MS 5000
-
-struct js_session {
-	natsOptions *opts;   /* owned */
-	natsConnection *nc;  /* owned */
-	jsCtx *js;           /* owned */
-	char *servers;       /* owned: "nats://a:1, nats://b:2", for messages */
-	char connected[256]; /* the server the connection went to */
-};
-
-static char *servers_text(const struct flow_config *c)
-{
-	struct strbuf sb;
-	strbuf_init(&sb);
-	for (size_t i = 0; i < c->n_jetstream_servers; i++)
-		strbuf_addf(&sb, "%s%s", i ? ", " : "", c->jetstream_servers[i]);
-	return strbuf_detach(&sb, NULL);
-}
-
-static void js_session_close(struct js_session *s)
-{
-	if (s->js)
-		jsCtx_Destroy(s->js);
-	if (s->nc)
-		natsConnection_Destroy(s->nc);
-	if (s->opts)
-		natsOptions_Destroy(s->opts);
-	free(s->servers);
-	memset(s, 0, sizeof *s);
-	nats_Close();
-}
-
-/* Credentials: "user:password" (split at the first ":"), else a token. */
-static natsStatus set_credentials(natsOptions *opts, const char *credentials)
-{
-	const char *colon = strchr(credentials, ':');
-	if (!colon)
-		return natsOptions_SetToken(opts, credentials);
-	char *user = xstrndup(credentials, (size_t)(colon - credentials));
-	natsStatus st = natsOptions_SetUserInfo(opts, user, colon + 1);
-	free(user);
-	return st;
-}
-
-/* Connects to stream.servers: EXIT_OK, or EXIT_UNAVAILABLE (logged,
- * naming the servers and never the credentials). */
-static int js_session_open(const struct flow_config *c, struct js_session *s)
-{
-	memset(s, 0, sizeof *s);
-	s->servers = servers_text(c);
-	natsStatus st = natsOptions_Create(&s->opts);
-	if (st == NATS_OK)
-		st = natsOptions_SetServers(s->opts, (const char **)c->jetstream_servers, (int)c->n_jetstream_servers);
-	if (st == NATS_OK)
-		st = natsOptions_SetTimeout(s->opts, JETSTREAM_CONNECT_MS);
-	if (st == NATS_OK)
-		st = natsOptions_SetAllowReconnect(s->opts, false);
-	if (st == NATS_OK)
-		st = natsOptions_SetName(s->opts, "trellara-stream");
-	if (st == NATS_OK && c->jetstream_credentials)
-		st = set_credentials(s->opts, c->jetstream_credentials);
-	if (st != NATS_OK) {
-		log_error("cannot set up a NATS connection to %s: %s", s->servers, natsStatus_GetText(st));
-		return EXIT_UNAVAILABLE;
-	}
-	st = natsConnection_Connect(&s->nc, s->opts);
-	if (st != NATS_OK) {
-		log_error("cannot connect to the JetStream servers %s: %s", s->servers, natsStatus_GetText(st));
-		if (st == NATS_NOT_PERMITTED || st == NATS_CONNECTION_AUTH_FAILED)
-			log_hint("check stream.credentials (\"user:password\" or a token)");
-		else
-			log_hint("are the servers of stream.servers running and reachable?");
-		return EXIT_UNAVAILABLE;
-	}
-	if (natsConnection_GetConnectedUrl(s->nc, s->connected, sizeof s->connected) != NATS_OK)
-		snprintf(s->connected, sizeof s->connected, "?");
-	jsOptions jo;
-	jsOptions_Init(&jo);
-	jo.Wait = JETSTREAM_API_WAIT_MS;
-	st = natsConnection_JetStream(&s->js, s->nc, &jo);
-	if (st != NATS_OK) {
-		log_error("cannot use JetStream on %s: %s", s->connected, natsStatus_GetText(st));
-		return EXIT_UNAVAILABLE;
-	}
-	return EXIT_OK;
-}
-
-/* libnats' last error text without its "(file.c:123): " prefix. */
-static const char *last_error_text(natsStatus st)
-{
-	const char *text = nats_GetLastError(NULL);
-	if (!text || !*text)
-		return natsStatus_GetText(st);
-	if (text[0] == '(') {
-		const char *end = strstr(text, "): ");
-		if (end)
-			text = end + 3;
-	}
-	return text;
-}
-
-/* A JetStream request that failed (not "no such stream"): logged, naming
- * the server that was asked and what may be wrong; EXIT_UNAVAILABLE.
- * what: "the stream's info cannot be had", ... */
-static int js_request_failed(const struct js_session *s, const char *stream, const char *what, natsStatus st,
-			     jsErrCode jerr)
-{
-	bool quorum = st == NATS_TIMEOUT || st == NATS_NO_RESPONDERS || jerr == JSClusterNotAvailErr ||
-		      jerr == JSStreamOfflineErr || jerr == JSClusterNoPeersErr;
-	if (st == NATS_TIMEOUT || st == NATS_NO_RESPONDERS)
-		log_error("JetStream stream \"%s\": %s: no answer within %d s from %s (%s): quorum lost, or servers down",
-			  stream, what, JETSTREAM_API_WAIT_MS / 1000, s->connected, natsStatus_GetText(st));
-	else
-		log_error("JetStream stream \"%s\": %s: %s (JetStream error %d) from %s%s", stream, what,
-			  last_error_text(st), (int)jerr, s->connected, quorum ? ": quorum lost" : "");
-	if (quorum)
-		log_hint("too few of the servers %s run for the stream's quorum; it answers again once a majority "
-			 "of its replicas' servers runs",
-			 s->servers);
-	return EXIT_UNAVAILABLE;
-}
-
-static enum jetstream_storage storage_of(jsStorageType t)
-{
-	return t == js_MemoryStorage ? JETSTREAM_STORAGE_MEMORY : JETSTREAM_STORAGE_FILE;
-}
-
-static enum jetstream_retention retention_of(jsRetentionPolicy p)
-{
-	return p == js_InterestPolicy ? JETSTREAM_RETENTION_INTEREST
-	       : p == js_WorkQueuePolicy ? JETSTREAM_RETENTION_WORKQUEUE
-					 : JETSTREAM_RETENTION_LIMITS;
-}
-
-/* The servers' configuration of a stream, as the policy reads it
- * (subjects borrowed from cfg). */
-static void settings_of(const jsStreamConfig *cfg, struct jetstream_stream_settings *out)
-{
-	memset(out, 0, sizeof *out);
-	out->subjects = cfg->Subjects;
-	out->n_subjects = cfg->SubjectsLen > 0 ? (size_t)cfg->SubjectsLen : 0;
-	out->replicas = cfg->Replicas > 0 ? (uint64_t)cfg->Replicas : 1; /* JetStream says 0 for 1 */
-	out->storage = storage_of(cfg->Storage);
-	out->retention = retention_of(cfg->Retention);
-	out->discard = cfg->Discard == js_DiscardNew ? JETSTREAM_DISCARD_NEW : JETSTREAM_DISCARD_OLD;
-	out->max_msgs = cfg->MaxMsgs;
-	out->max_bytes = cfg->MaxBytes;
-	out->max_msgs_per_subject = cfg->MaxMsgsPerSubject;
-	out->max_age_ns = cfg->MaxAge;
-	out->duplicate_window_ns = cfg->Duplicates;
-	out->sealed = cfg->Sealed;
-}
-
-static void wanted_of(const struct flow_config *c, struct jetstream_wanted *want)
-{
-	want->subject = c->jetstream_subject;
-	want->replicas = c->jetstream_replicas;
-	want->duplicate_window_seconds = c->jetstream_duplicate_window_seconds;
-}
-
-/* A replica the leader has not heard from for this long is gone, for the
- * quorum count: JetStream's heartbeats come every second, and it only
- * marks a replica not current (and a leader without a quorum steps down)
- * after about ten. */
-#define JETSTREAM_PEER_SILENT_NS (3 * INT64_C(1000000000))
-
-static bool peer_reachable(const jsPeerInfo *p)
-{
-	return p->Current && !p->Offline && p->Active < JETSTREAM_PEER_SILENT_NS;
-}
-
-/* A replicated stream whose replicas elect no leader, or whose leader
- * hears from too few replicas for a majority: quorum lost. */
-static bool quorum_lost(const jsStreamInfo *si)
-{
-	const jsClusterInfo *ci = si->Cluster;
-	if (!ci || ci->ReplicasLen == 0)
-		return false;
-	if (!ci->Leader || !ci->Leader[0])
-		return true;
-	int reachable = 1; /* the leader */
-	for (int i = 0; i < ci->ReplicasLen; i++)
-		reachable += peer_reachable(ci->Replicas[i]);
-	int peers = ci->ReplicasLen + 1;
-	return reachable < peers / 2 + 1;
-}
-
-/* Looks the stream up: EXIT_OK with *si (NULL when there is none), or
- * EXIT_UNAVAILABLE (logged: no answer, or no leader). */
-static int stream_info(const struct js_session *s, const char *stream, jsStreamInfo **si)
-{
-	jsErrCode jerr = 0;
-	jsOptions jo;
-	jsOptions_Init(&jo);
-	jo.Wait = JETSTREAM_API_WAIT_MS;
-	*si = NULL;
-	natsStatus st = js_GetStreamInfo(si, s->js, stream, &jo, &jerr);
-	if (st == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr) {
-		*si = NULL;
-		return EXIT_OK;
-	}
-	if (st != NATS_OK)
-		return js_request_failed(s, stream, "the stream's info cannot be had", st, jerr);
-	if (!quorum_lost(*si))
-		return EXIT_OK;
-	/* a replica answers for a stream without a leader, or a leader that
-	 * hears from too few replicas: what it says may be stale, and nothing
-	 * can be written there */
-	const jsClusterInfo *ci = (*si)->Cluster;
-	struct strbuf gone;
-	strbuf_init(&gone);
-	for (int i = 0; i < ci->ReplicasLen; i++)
-		if (!peer_reachable(ci->Replicas[i]))
-			strbuf_addf(&gone, "%s%s (last heard %.1f s ago)", gone.len ? ", " : "", ci->Replicas[i]->Name,
-				    (double)ci->Replicas[i]->Active / 1e9);
-	log_error("JetStream stream \"%s\": the stream's info cannot be had: quorum lost (%s; replicas not "
-		  "current: %s), as %s says",
-		  stream, ci->Leader && ci->Leader[0] ? "too few replicas answer its leader" : "no leader",
-		  gone.len ? gone.buf : "none", s->connected);
-	log_hint("the stream answers again once a majority of its replicas' servers (of %s) runs", s->servers);
-	strbuf_release(&gone);
-	jsStreamInfo_Destroy(*si);
-	*si = NULL;
-	return EXIT_UNAVAILABLE;
-}
-
 /* Creates the stream per the policy: EXIT_OK, *existed set when another
  * init created it first (then *si is its info), or EXIT_UNAVAILABLE. */
-static int create_stream(const struct js_session *s, const struct flow_config *c, jsStreamInfo **si, bool *existed)
+static int create_stream(const struct jetstream_session *s, const struct flow_config *c, jsStreamInfo **si, bool *existed)
 {
 	struct jetstream_wanted want;
 	struct jetstream_stream_settings set;
-	wanted_of(c, &want);
+	jetstream_session_wanted(c, &want);
 	jetstream_policy_settings(&want, &set);
 	char *flow = config_flow_id(c);
 	char *description = xasprintf("trellara flow %s", flow);
@@ -290,11 +63,11 @@ static int create_stream(const struct js_session *s, const struct flow_config *c
 	natsStatus st = js_AddStream(si, s->js, &sc, &jo, &jerr);
 	if (st != NATS_OK && jerr == JSStreamNameExistErr) {
 		*existed = true;
-		code = stream_info(s, c->jetstream_stream, si);
+		code = jetstream_session_stream_info(s, c->jetstream_stream, si);
 		if (code == EXIT_OK && !*si)
-			code = js_request_failed(s, c->jetstream_stream, "the stream was created by another and is gone again", NATS_NOT_FOUND, jerr);
+			code = jetstream_session_request_failed(s, c->jetstream_stream, "the stream was created by another and is gone again", NATS_NOT_FOUND, jerr);
 	} else if (st != NATS_OK) {
-		code = js_request_failed(s, c->jetstream_stream, "the stream cannot be created", st, jerr);
+		code = jetstream_session_request_failed(s, c->jetstream_stream, "the stream cannot be created", st, jerr);
 	}
 	free(description);
 	free(flow);
@@ -308,8 +81,8 @@ static void print_settings_json(struct jsonw *w, const jsStreamConfig *cfg)
 		jsonw_str(w, NULL, cfg->Subjects[i]);
 	jsonw_close(w, ']');
 	jsonw_u64(w, "replicas", true, cfg->Replicas > 0 ? (uint64_t)cfg->Replicas : 1);
-	jsonw_str(w, "storage", jetstream_policy_storage_name(storage_of(cfg->Storage)));
-	jsonw_str(w, "retention", jetstream_policy_retention_name(retention_of(cfg->Retention)));
+	jsonw_str(w, "storage", jetstream_policy_storage_name(jetstream_session_storage(cfg->Storage)));
+	jsonw_str(w, "retention", jetstream_policy_retention_name(jetstream_session_retention(cfg->Retention)));
 	jsonw_str(w, "discard", cfg->Discard == js_DiscardNew ? "new" : "old");
 	jsonw_i64(w, "max_msgs", true, cfg->MaxMsgs);
 	jsonw_i64(w, "max_bytes", true, cfg->MaxBytes);
@@ -328,20 +101,20 @@ static void print_settings_text(const jsStreamConfig *cfg)
 	printf("\n");
 	printf("settings:          replicas %" PRId64 ", storage %s, retention %s, discard %s, max_age %s, "
 	       "duplicate window %s\n",
-	       cfg->Replicas > 0 ? cfg->Replicas : 1, jetstream_policy_storage_name(storage_of(cfg->Storage)),
-	       jetstream_policy_retention_name(retention_of(cfg->Retention)),
+	       cfg->Replicas > 0 ? cfg->Replicas : 1, jetstream_policy_storage_name(jetstream_session_storage(cfg->Storage)),
+	       jetstream_policy_retention_name(jetstream_session_retention(cfg->Retention)),
 	       cfg->Discard == js_DiscardNew ? "new" : "old", cfg->MaxAge > 0 ? age : "none", window);
 }
 
 int stream_cli_jetstream_init(const struct flow_config *c, bool json)
 {
-	struct js_session s;
+	struct jetstream_session s;
 	jsStreamInfo *si = NULL;
 	bool existed = false;
-	int code = js_session_open(c, &s);
+	int code = jetstream_session_open(c, "trellara-stream", false, &s);
 	if (code != EXIT_OK)
 		goto out;
-	if ((code = stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
+	if ((code = jetstream_session_stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
 		goto out;
 	bool created = false;
 	if (!si) {
@@ -353,8 +126,8 @@ int stream_cli_jetstream_init(const struct flow_config *c, bool json)
 		struct jetstream_wanted want;
 		struct jetstream_stream_settings observed;
 		struct jetstream_refusal why;
-		wanted_of(c, &want);
-		settings_of(si->Config, &observed);
+		jetstream_session_wanted(c, &want);
+		jetstream_session_settings(si->Config, &observed);
 		if (jetstream_policy_decide(&want, &observed, &why) != JETSTREAM_ACCEPT) {
 			log_error("JetStream stream \"%s\" on %s: %s", c->jetstream_stream, s.servers, why.reason);
 			log_hint("setting \"%s\" of the existing stream is refused; trellara never changes an existing "
@@ -386,7 +159,7 @@ int stream_cli_jetstream_init(const struct flow_config *c, bool json)
 out:
 	if (si)
 		jsStreamInfo_Destroy(si);
-	js_session_close(&s);
+	jetstream_session_close(&s);
 	return code;
 }
 
@@ -420,7 +193,7 @@ static size_t peers_of(const jsStreamInfo *si, struct peer_view *out, size_t max
 	return n;
 }
 
-static void print_inspect_json(const struct js_session *s, const jsStreamInfo *si, const struct peer_view *peers,
+static void print_inspect_json(const struct jetstream_session *s, const jsStreamInfo *si, const struct peer_view *peers,
 			       size_t n_peers, const jsConsumerInfoList *consumers)
 {
 	const jsStreamState *st = &si->State;
@@ -465,7 +238,7 @@ static void print_inspect_json(const struct js_session *s, const jsStreamInfo *s
 	putchar('\n');
 }
 
-static void print_inspect_text(const struct js_session *s, const jsStreamInfo *si, const struct peer_view *peers,
+static void print_inspect_text(const struct jetstream_session *s, const jsStreamInfo *si, const struct peer_view *peers,
 			       size_t n_peers, const jsConsumerInfoList *consumers)
 {
 	const jsStreamState *st = &si->State;
@@ -493,13 +266,13 @@ static void print_inspect_text(const struct js_session *s, const jsStreamInfo *s
 
 int stream_cli_jetstream_inspect(const struct flow_config *c, bool json)
 {
-	struct js_session s;
+	struct jetstream_session s;
 	jsStreamInfo *si = NULL;
 	jsConsumerInfoList *consumers = NULL;
-	int code = js_session_open(c, &s);
+	int code = jetstream_session_open(c, "trellara-stream", false, &s);
 	if (code != EXIT_OK)
 		goto out;
-	if ((code = stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
+	if ((code = jetstream_session_stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
 		goto out;
 	if (!si) {
 		log_error("JetStream stream \"%s\" does not exist on %s", c->jetstream_stream, s.servers);
@@ -515,7 +288,7 @@ int stream_cli_jetstream_inspect(const struct flow_config *c, bool json)
 	if (st == NATS_NOT_FOUND) {
 		consumers = NULL; /* none */
 	} else if (st != NATS_OK) {
-		code = js_request_failed(&s, c->jetstream_stream, "its consumers cannot be listed", st, jerr);
+		code = jetstream_session_request_failed(&s, c->jetstream_stream, "its consumers cannot be listed", st, jerr);
 		goto out;
 	}
 	struct peer_view peers[MAX_JETSTREAM_REPLICAS + 1];
@@ -533,6 +306,6 @@ out:
 		jsConsumerInfoList_Destroy(consumers);
 	if (si)
 		jsStreamInfo_Destroy(si);
-	js_session_close(&s);
+	jetstream_session_close(&s);
 	return code;
 }

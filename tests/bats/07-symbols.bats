@@ -19,6 +19,8 @@ PREFIXES=(
 	xasprintf xcalloc xmalloc xrealloc xstrdup xstrndup
 	# common/stream: the stream, its file systems, and its on-disk pieces
 	stream_ sfs_ frame_ index_ segment_ jetstream_policy_
+	# cmd/jetstream: the JetStream connection the programs on libnats share
+	jetstream_session_
 	# common/cdc: struct buf is envelope.h's byte buffer
 	ack_policy_ ack_restart_point_ assembler_ buf_ capture_core_ env_ pgoutput_ slot_policy_
 	# common/apply
