@@ -42,7 +42,9 @@ NATS_LIBS := $(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
 # cmd/jetstream/ is the connection code the programs on libnats link
 # (not a program of its own).
 LDLIBS_trellara-stream := $(NATS_LIBS)
-NATS_SRC := cmd/jetstream/jetstream_session.c cmd/trellara-stream/stream_jetstream.c
+LDLIBS_trellara-capture := $(NATS_LIBS)
+NATS_SRC := cmd/jetstream/jetstream_session.c cmd/trellara-stream/stream_jetstream.c \
+	cmd/trellara-capture/capture_jetstream.c
 
 # The sub-libraries (DESIGN §2), in the order data flows and the order they
 # link (each may use only those after it):
@@ -62,9 +64,11 @@ NOLIBPQ_A := $(filter-out build/lib/libtrellara-pg.a,$(SUBLIB_A))
 
 PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
 PROGRAM_BINS := $(PROGRAMS:%=bin/%)
-# Every cmd/ module except main.c (and those on libnats) is linkable into
-# unit tests and the simulator.
-CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC),$(wildcard cmd/*/*.c)))
+# Every cmd/ module except main.c (and those on libnats, or calling into
+# them: capture's loop opens its JetStream sink) is linkable into unit
+# tests and the simulator.
+NATS_CALLERS := cmd/trellara-capture/capture.c
+CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC) $(NATS_CALLERS),$(wildcard cmd/*/*.c)))
 CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
 CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 
@@ -132,6 +136,7 @@ build/san/%.o: %.c
 # program's module it runs: cutover runs verify's own verify_run).
 EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
 EXTRA_OBJ_trellara-stream := build/obj/cmd/jetstream/jetstream_session.o
+EXTRA_OBJ_trellara-capture := build/obj/cmd/jetstream/jetstream_session.o
 define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin

@@ -7,6 +7,7 @@
  * connection, the checks before streaming, the poll loop and backoff.
  */
 #include "capture.h"
+#include "capture_jetstream.h"
 
 #include "trellara/backoff.h"
 #include "trellara/slot_policy.h"
@@ -39,6 +40,8 @@ struct capture {
 	struct capture_stats *stats;
 	char *flow;                   /* owned */
 	struct capture_core *core;    /* owned: the stream side and the ack policy */
+	struct capture_jetstream *js; /* the core's sink on a JetStream stream (NULL: the local stream) */
+	const char *stream_name;      /* the stream, in messages */
 	PGconn *conn;
 	unsigned int rng;             /* backoff jitter */
 	PGconn *target;               /* the run check (not with --start-now) */
@@ -122,12 +125,41 @@ static int flush_batch(struct capture *c)
 	return capture_core_flush(c->core, clock_mono_us(), clock_wall_us());
 }
 
+/* The stream's binding (stream meta): the local stream's meta file, or
+ * what a JetStream stream's last message carries (capture_jetstream.h). */
+static int read_binding(struct capture *c, struct stream_meta *meta)
+{
+	if (c->js) {
+		capture_jetstream_binding(c->js, meta);
+		return 0;
+	}
+	return stream_meta_read(c->cfg->stream_path, meta);
+}
+
+/* Durable at once in the local stream; on JetStream with the next
+ * message, which capture publishes before it acknowledges anything. */
+static int write_binding(struct capture *c, const struct stream_meta *meta)
+{
+	if (c->js) {
+		capture_jetstream_bind(c->js, meta);
+		return 0;
+	}
+	return stream_meta_write(c->cfg->stream_path, meta);
+}
+
+/* A failed flush: the local stream's storage failure (73), or why the
+ * JetStream sink failed. */
+static int flush_failed(struct capture *c)
+{
+	return c->js ? capture_jetstream_exit_code(c->js) : EXIT_CANTCREAT;
+}
+
 /* ---- the source side ---- */
 
 static int check_identity(struct capture *c, const struct pg_identity *id)
 {
 	struct stream_meta meta;
-	if (stream_meta_read(c->cfg->stream_path, &meta) < 0)
+	if (read_binding(c, &meta) < 0)
 		return EXIT_DATAERR;
 	int code = EXIT_OK;
 	if (!meta.system_identifier) {
@@ -138,15 +170,15 @@ static int check_identity(struct capture *c, const struct pg_identity *id)
 			meta.source_id = xstrdup(c->cfg->source_id);
 		if (!meta.flow)
 			meta.flow = xstrdup(c->flow);
-		if (stream_meta_write(c->cfg->stream_path, &meta) < 0)
+		if (write_binding(c, &meta) < 0)
 			code = EXIT_CANTCREAT;
 		else
-			log_info("stream \"%s\" bound to source system %s, database \"%s\"", c->cfg->stream_path,
+			log_info("stream \"%s\" bound to source system %s, database \"%s\"", c->stream_name,
 				 id->systemid, id->dbname);
 	} else if (strcmp(meta.system_identifier, id->systemid) != 0 ||
 		   (meta.database && strcmp(meta.database, id->dbname) != 0)) {
 		log_error("source identity mismatch: stream \"%s\" holds system %s database \"%s\", but the source is system %s database \"%s\"",
-			  c->cfg->stream_path, meta.system_identifier, meta.database ? meta.database : "",
+			  c->stream_name, meta.system_identifier, meta.database ? meta.database : "",
 			  id->systemid, id->dbname);
 		log_hint("a stream belongs to one source database; point source.database_url at it, or use a new stream.path");
 		code = EXIT_CONFIG;
@@ -162,7 +194,7 @@ static void explain_slot_verdict(struct capture *c, enum slot_verdict v, const s
 {
 	char l1[LSN_FORMAT_LEN];
 	char *config = strbuf_shell_quote(c->cfg->path);
-	const char *slot = c->cfg->slot, *path = c->cfg->stream_path;
+	const char *slot = c->cfg->slot, *path = c->stream_name;
 	switch (v) {
 	case SLOT_WRONG_KIND:
 		log_error("replication slot \"%s\" is a %s slot with plugin \"%s\"; trellara needs a logical pgoutput slot", slot,
@@ -223,7 +255,7 @@ static int ensure_slot(struct capture *c, const struct pg_identity *id)
 		return -1;
 	int code = -1, version = PQserverVersion(plain);
 	struct stream_meta meta;
-	if (stream_meta_read(c->cfg->stream_path, &meta) < 0) {
+	if (read_binding(c, &meta) < 0) {
 		PQfinish(plain);
 		return EXIT_DATAERR;
 	}
@@ -319,9 +351,9 @@ static int copies_cover_through(struct capture *c, uint64_t *covered)
  * new stream on first use.  Returns EXIT_OK, an exit code, or -1 (retry). */
 static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 {
-	const char *path = c->cfg->stream_path;
+	const char *path = c->stream_name;
 	struct stream_meta meta;
-	if (stream_meta_read(path, &meta) < 0)
+	if (read_binding(c, &meta) < 0)
 		return EXIT_DATAERR;
 	int code = EXIT_OK;
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], l3[LSN_FORMAT_LEN];
@@ -386,7 +418,7 @@ static int check_stream_binding(struct capture *c, const struct pg_identity *id)
 				 id->timeline, path);
 		free(meta.timeline);
 		meta.timeline = xstrdup(tli);
-		if (stream_meta_write(path, &meta) < 0) {
+		if (write_binding(c, &meta) < 0) {
 			code = EXIT_CANTCREAT;
 			goto out;
 		}
@@ -593,6 +625,15 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.max_batch_messages = cfg->max_batch_messages,
 		},
 	};
+	c.stream_name = cfg->stream_path;
+	if (cfg->stream_kind == STREAM_KIND_JETSTREAM) {
+		co.fs = NULL;
+		co.stream_dir = NULL;
+		if ((code = capture_jetstream_open(cfg, &co.sink, &c.js, &co.sink_restart, &co.sink_next_offset)) != EXIT_OK)
+			goto out;
+		c.stream_name = capture_jetstream_name(c.js);
+		co.sink_name = c.stream_name;
+	}
 	if ((code = capture_core_open(&c.core, &co)) != EXIT_OK)
 		goto out;
 	sync_stats(&c);
@@ -639,7 +680,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			c.conn = NULL;
 			continue;
 		}
-		log_info("streaming slot \"%s\" of system %s into \"%s\"", cfg->slot, id.systemid, cfg->stream_path);
+		log_info("streaming slot \"%s\" of system %s into \"%s\"", cfg->slot, id.systemid, c.stream_name);
 		/* ready: the slot streams into a recovered, durable stream */
 		if (!c.ready_sent) {
 			notify_send("READY=1");
@@ -673,7 +714,9 @@ out:
 	if (c.conn)
 		PQfinish(c.conn);
 	if (code == EXIT_OK && c.core && flush_batch(&c) != EXIT_OK)
-		code = EXIT_CANTCREAT;
+		code = flush_failed(&c);
+	if (code == EXIT_CANTCREAT && c.js)
+		code = flush_failed(&c);
 	write_metrics(&c, true);
 	sync_stats(&c);
 	log_info("capture stopped: %" PRIu64 " transactions (%" PRIu64 " changes, %" PRIu64 " frames) appended, %" PRIu64

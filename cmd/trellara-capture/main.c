@@ -1,6 +1,7 @@
 /*
  * trellara-capture - stream a logical slot (pgoutput v2) into the
- * durable local stream.  See trellara-capture(1).
+ * flow's stream: the durable local stream, or a JetStream stream
+ * (stream.kind jetstream).  See trellara-capture(1).
  */
 #include "capture.h"
 
@@ -11,7 +12,8 @@ static const char usage_text[] =
 	"usage: trellara-capture --config FILE [--start-now]\n"
 	"\n"
 	"Streams the flow's logical replication slot (pgoutput, protocol 2) into its\n"
-	"local stream; acknowledges to the source only what is durable in the stream.\n"
+	"stream (local, or JetStream); acknowledges to the source only what is durable\n"
+	"in the stream.\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE   flow file\n"
@@ -22,9 +24,10 @@ static const char usage_text[] =
 	"  -V, --version       print the version\n"
 	"\n"
 	"exit codes: 0 stopped by SIGTERM/SIGINT after a final fdatasync and status update,\n"
-	"64 usage, 65 malformed replication data, 69 source unavailable after bounded retries,\n"
-	"73 stream storage failure or low disk, 75 stream locked by another writer,\n"
-	"78 configuration error or source identity mismatch\n";
+	"64 usage, 65 malformed replication data or stream, 69 source unavailable after\n"
+	"bounded retries or JetStream servers unavailable, 73 stream storage failure or\n"
+	"low disk, 75 stream locked by another writer (JetStream: another writer appended),\n"
+	"78 configuration error, source identity mismatch or JetStream stream missing or refused\n";
 
 enum { OPT_START_NOW = 1000 };
 
@@ -53,6 +56,7 @@ int main(int argc, char **argv)
 				MAX_RECONNECT_BASE_MS, &reconnect_base_ms)) != EXIT_OK)
 		return code;
 	struct flow_config config;
+	cli.jetstream_ok = true; /* capture publishes to a JetStream stream too */
 	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 		return code;
 	struct capture_options options = {

@@ -1,0 +1,439 @@
+/*
+ * capture_jetstream.c - capture's sink on a JetStream stream
+ * (capture_jetstream.h).  The one file of trellara-capture on libnats.
+ */
+#include "capture_jetstream.h"
+
+#include "../jetstream/jetstream_session.h"
+
+#include "trellara/clock.h"
+#include "trellara/defaults.h"
+#include "trellara/jetstream_policy.h"
+#include "trellara/log.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The binding, in every message's headers. */
+#define HDR_SYSTEM "Trellara-System-Identifier"
+#define HDR_DATABASE "Trellara-Database"
+#define HDR_SLOT "Trellara-Slot"
+#define HDR_TIMELINE "Trellara-Timeline"
+
+struct queued_frame {
+	uint8_t *bytes; /* owned: header and payload */
+	size_t len;
+	uint64_t offset;
+};
+
+struct capture_jetstream {
+	struct jetstream_session s;
+	const struct flow_config *cfg;
+	char *name;                 /* owned: for messages */
+	char *flow_id;              /* owned: the Nats-Msg-Id prefix */
+	uint64_t next_offset;       /* the offset the next appended frame gets */
+	int64_t max_payload;        /* the servers' limit on a message */
+	struct queued_frame *queue; /* owned */
+	size_t n_queued, cap_queued;
+	struct stream_meta binding; /* owned */
+	bool poisoned;
+	int exit_code;              /* why it is poisoned */
+	/* the PubAcks of the sync under way, from libnats' thread */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t answered, failed;
+	char failure[512];
+};
+
+static void set_failure(struct capture_jetstream *js, int exit_code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_failure(struct capture_jetstream *js, int exit_code, const char *fmt, ...)
+{
+	if (js->failed++ == 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(js->failure, sizeof js->failure, fmt, ap);
+		va_end(ap);
+		js->exit_code = exit_code;
+	}
+}
+
+/* libnats' thread: one PubAck, or the error in its place.  Checks the
+ * sequence: the frame at offset o must be message o + 1. */
+static void on_ack(jsCtx *ctx, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+	(void)ctx;
+	struct capture_jetstream *js = closure;
+	const char *expected = NULL;
+	uint64_t offset = 0;
+	if (natsMsgHeader_Get(msg, "Nats-Expected-Last-Sequence", &expected) == NATS_OK && expected)
+		offset = strtoull(expected, NULL, 10);
+	pthread_mutex_lock(&js->mu);
+	if (pae) {
+		if (pae->ErrCode == JSStreamWrongLastSequenceErr)
+			set_failure(js, EXIT_TEMPFAIL,
+				    "frame %" PRIu64 " refused: the stream's last message is not %" PRIu64
+				    " (another writer appended to it: %s)",
+				    offset, offset, pae->ErrText ? pae->ErrText : "wrong last sequence");
+		else
+			set_failure(js, EXIT_UNAVAILABLE, "frame %" PRIu64 " not stored: %s (JetStream error %d)", offset,
+				    pae->ErrText && *pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err),
+				    (int)pae->ErrCode);
+	} else if (!pa || pa->Sequence != offset + 1) {
+		set_failure(js, EXIT_TEMPFAIL, "frame %" PRIu64 " stored as message %" PRIu64 ", not %" PRIu64, offset,
+			    pa ? pa->Sequence : 0, offset + 1);
+	}
+	js->answered++;
+	pthread_cond_broadcast(&js->cv);
+	pthread_mutex_unlock(&js->mu);
+	natsMsg_Destroy(msg);
+}
+
+static void poison(struct capture_jetstream *js)
+{
+	if (!js->poisoned) {
+		log_error("%s: %s; nothing more is acknowledged to the source", js->name, js->failure);
+		if (js->exit_code == EXIT_TEMPFAIL)
+			log_hint("only one trellara-capture may publish to a flow's stream: stop the other one");
+		else if (js->exit_code == EXIT_UNAVAILABLE)
+			log_hint("a majority of the stream's replicas must run; capture resumes from the stream's last "
+				 "message once restarted");
+	}
+	js->poisoned = true;
+}
+
+static int sink_append(void *impl, int type, const uint8_t *payload, size_t len)
+{
+	struct capture_jetstream *js = impl;
+	if (js->poisoned)
+		return -1;
+	size_t size = FRAME_HEADER_SIZE + len;
+	if (len > MAX_FRAME_PAYLOAD || (js->max_payload > 0 && size > (size_t)js->max_payload)) {
+		pthread_mutex_lock(&js->mu);
+		set_failure(js, EXIT_CANTCREAT, "a %s frame of %zu bytes is larger than the servers accept (%" PRId64 ")",
+			    frame_type_name(type) ? frame_type_name(type) : "?", size, js->max_payload);
+		pthread_mutex_unlock(&js->mu);
+		poison(js);
+		log_hint("raise max_payload of the NATS servers, or lower the chunk size of big transactions");
+		return -1;
+	}
+	if (js->n_queued == js->cap_queued) {
+		js->cap_queued = js->cap_queued ? 2 * js->cap_queued : 64;
+		js->queue = xrealloc(js->queue, js->cap_queued * sizeof *js->queue);
+	}
+	struct queued_frame *q = &js->queue[js->n_queued++];
+	q->offset = js->next_offset++;
+	q->len = size;
+	q->bytes = xmalloc(size);
+	frame_encode_header(q->bytes, type, 0, q->offset, clock_wall_us(), payload, (uint32_t)len);
+	memcpy(q->bytes + FRAME_HEADER_SIZE, payload, len);
+	return 0;
+}
+
+static size_t sink_pending(const void *impl)
+{
+	const struct capture_jetstream *js = impl;
+	return js->n_queued;
+}
+
+static void drop_queue(struct capture_jetstream *js)
+{
+	for (size_t i = 0; i < js->n_queued; i++)
+		free(js->queue[i].bytes);
+	js->n_queued = 0;
+}
+
+static natsStatus set_header(natsMsg *m, const char *key, const char *value)
+{
+	return value ? natsMsgHeader_Set(m, key, value) : NATS_OK;
+}
+
+/* One message for a queued frame. */
+static natsStatus frame_message(struct capture_jetstream *js, const struct queued_frame *q, natsMsg **m)
+{
+	char id[512], expected[24];
+	snprintf(id, sizeof id, "%s:%" PRIu64, js->flow_id, q->offset);
+	snprintf(expected, sizeof expected, "%" PRIu64, q->offset);
+	natsStatus st = natsMsg_Create(m, js->cfg->jetstream_subject, NULL, (const char *)q->bytes, (int)q->len);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(*m, "Nats-Msg-Id", id);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(*m, "Nats-Expected-Last-Sequence", expected);
+	if (st == NATS_OK)
+		st = set_header(*m, HDR_SYSTEM, js->binding.system_identifier);
+	if (st == NATS_OK)
+		st = set_header(*m, HDR_DATABASE, js->binding.database);
+	if (st == NATS_OK)
+		st = set_header(*m, HDR_SLOT, js->binding.slot);
+	if (st == NATS_OK)
+		st = set_header(*m, HDR_TIMELINE, js->binding.timeline);
+	return st;
+}
+
+/* Publish every queued frame (at most JETSTREAM_PUBLISH_WINDOW without
+ * a PubAck), then wait for every PubAck. */
+static int sink_sync(void *impl)
+{
+	struct capture_jetstream *js = impl;
+	if (js->poisoned)
+		return -1;
+	if (js->n_queued == 0)
+		return 0;
+	pthread_mutex_lock(&js->mu);
+	js->answered = js->failed = 0;
+	pthread_mutex_unlock(&js->mu);
+	size_t sent = 0;
+	natsStatus st = NATS_OK;
+	for (; sent < js->n_queued; sent++) {
+		natsMsg *m = NULL;
+		st = frame_message(js, &js->queue[sent], &m);
+		if (st == NATS_OK)
+			st = js_PublishMsgAsync(js->s.js, &m, NULL);
+		natsMsg_Destroy(m); /* NULL once libnats took it */
+		if (st != NATS_OK)
+			break;
+	}
+	if (st == NATS_OK) {
+		jsPubOptions po;
+		jsPubOptions_Init(&po);
+		po.MaxWait = JETSTREAM_PUBLISH_WAIT_MS;
+		st = js_PublishAsyncComplete(js->s.js, &po);
+	}
+	pthread_mutex_lock(&js->mu);
+	if (st == NATS_OK) {
+		/* every PubAck arrived; their handlers may still be running */
+		int64_t deadline = clock_mono_us() + JETSTREAM_PUBLISH_WAIT_MS * INT64_C(1000);
+		while (js->answered < sent && clock_mono_us() < deadline) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 10 * 1000 * 1000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&js->cv, &js->mu, &ts);
+		}
+		if (js->answered < sent)
+			set_failure(js, EXIT_UNAVAILABLE, "%zu of %zu PubAcks never handled", sent - js->answered, sent);
+	} else {
+		set_failure(js, EXIT_UNAVAILABLE, "publishing %zu frames from offset %" PRIu64 ": %s%s", js->n_queued,
+			    js->queue[0].offset, jetstream_session_error_text(st),
+			    st == NATS_TIMEOUT ? " (no PubAck in time: quorum lost, or servers down)" : "");
+	}
+	bool ok = js->failed == 0;
+	pthread_mutex_unlock(&js->mu);
+	if (!ok) {
+		poison(js);
+		return -1;
+	}
+	drop_queue(js);
+	return 0;
+}
+
+static void sink_close(void *impl)
+{
+	struct capture_jetstream *js = impl;
+	drop_queue(js);
+	free(js->queue);
+	jetstream_session_close(&js->s); /* pending publishes are dropped, never acknowledged */
+	stream_meta_free(&js->binding);
+	pthread_mutex_destroy(&js->mu);
+	pthread_cond_destroy(&js->cv);
+	free(js->name);
+	free(js->flow_id);
+	free(js);
+}
+
+static const struct capture_sink_ops jetstream_sink_ops = {
+	.append = sink_append, .pending = sink_pending, .sync = sink_sync, .close = sink_close
+};
+
+static char *header_copy(natsMsg *m, const char *key)
+{
+	const char *v = NULL;
+	return natsMsgHeader_Get(m, key, &v) == NATS_OK && v && *v ? xstrdup(v) : NULL;
+}
+
+/* Message seq as a frame: valid, at offset seq - 1.  EXIT_OK or
+ * EXIT_DATAERR (logged). */
+static int check_frame(const struct capture_jetstream *js, uint64_t seq, const uint8_t *data, size_t len,
+		       struct frame_header *h)
+{
+	const char *reason = NULL;
+	if (len < FRAME_HEADER_SIZE)
+		reason = "shorter than a frame header";
+	else if (!frame_decode_header(data, h, &reason))
+		;
+	else if (FRAME_HEADER_SIZE + (size_t)h->payload_length != len)
+		reason = "its length differs from its frame's";
+	else if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h->payload_length))
+		reason = "bad frame checksum";
+	else if (h->offset != seq - 1)
+		reason = "its frame's offset is not its sequence - 1";
+	if (!reason)
+		return EXIT_OK;
+	log_error("%s: message %" PRIu64 " is not a valid trellara frame: %s", js->name, seq, reason);
+	log_hint("the stream holds messages capture did not write: give the flow a stream of its own "
+		 "(stream.name), created by \"trellara stream init\"");
+	return EXIT_DATAERR;
+}
+
+/* The stream's last messages, backwards, until a committed transaction:
+ * what stream_positions reads from the local stream's newest segments. */
+static int read_restart_point(struct capture_jetstream *js, uint64_t first, uint64_t last,
+			      struct ack_restart_point *rp)
+{
+	*rp = (struct ack_restart_point){ 0 };
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = JETSTREAM_API_WAIT_MS;
+	for (uint64_t seq = last; seq >= first && seq > 0; seq--) {
+		natsMsg *m = NULL;
+		jsErrCode jerr = 0;
+		natsStatus st = js_GetMsg(&m, js->s.js, js->cfg->jetstream_stream, seq, &jo, &jerr);
+		if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) {
+			log_error("%s: message %" PRIu64 " is missing between %" PRIu64 " and %" PRIu64
+				  ": the stream has a gap",
+				  js->name, seq, first, last);
+			log_hint("a message was deleted from the stream; what it held is lost to applyd");
+			return EXIT_DATAERR;
+		}
+		if (st != NATS_OK)
+			return jetstream_session_request_failed(&js->s, js->cfg->jetstream_stream,
+								"its last messages cannot be read", st, jerr);
+		const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
+		size_t len = (size_t)natsMsg_GetDataLength(m);
+		struct frame_header h;
+		int code = check_frame(js, seq, data, len, &h);
+		if (code == EXIT_OK && seq == last) {
+			js->binding.system_identifier = header_copy(m, HDR_SYSTEM);
+			js->binding.database = header_copy(m, HDR_DATABASE);
+			js->binding.slot = header_copy(m, HDR_SLOT);
+			js->binding.timeline = header_copy(m, HDR_TIMELINE);
+		}
+		bool committed = false;
+		if (code == EXIT_OK &&
+		    capture_core_restart_point_add_frame(rp, h.type, data + FRAME_HEADER_SIZE, h.payload_length,
+							 h.offset, &committed) < 0)
+			code = EXIT_DATAERR;
+		natsMsg_Destroy(m);
+		if (code != EXIT_OK)
+			return code;
+		if (committed)
+			break;
+	}
+	return EXIT_OK;
+}
+
+int capture_jetstream_open(const struct flow_config *cfg, struct capture_sink *sink, struct capture_jetstream **jsp,
+			   struct ack_restart_point *restart, uint64_t *next_offset)
+{
+	struct capture_jetstream *js = xcalloc(1, sizeof *js);
+	js->cfg = cfg;
+	js->flow_id = config_flow_id(cfg);
+	pthread_mutex_init(&js->mu, NULL);
+	pthread_cond_init(&js->cv, NULL);
+	jsStreamInfo *si = NULL;
+	int code = jetstream_session_open(cfg, "trellara-capture", true, &js->s);
+	js->name = xasprintf("JetStream stream \"%s\" on %s", cfg->jetstream_stream, js->s.servers ? js->s.servers : "");
+	if (code != EXIT_OK)
+		goto out;
+	if ((code = jetstream_session_stream_info(&js->s, cfg->jetstream_stream, &si)) != EXIT_OK)
+		goto out;
+	if (!si) {
+		log_error("%s does not exist", js->name);
+		log_hint("create it with \"trellara stream init --config %s\"", cfg->path);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	struct jetstream_wanted want;
+	struct jetstream_stream_settings observed;
+	struct jetstream_refusal why;
+	jetstream_session_wanted(cfg, &want);
+	jetstream_session_settings(si->Config, &observed);
+	if (jetstream_policy_decide(&want, &observed, &why) != JETSTREAM_ACCEPT) {
+		log_error("%s: %s", js->name, why.reason);
+		log_hint("\"trellara stream init --config %s\" says what the stream's settings must be (setting \"%s\")",
+			 cfg->path, why.setting);
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	/* the window: PubAcks go to this sink's handler */
+	jsCtx_Destroy(js->s.js);
+	js->s.js = NULL;
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = JETSTREAM_API_WAIT_MS;
+	jo.PublishAsync.MaxPending = JETSTREAM_PUBLISH_WINDOW;
+	jo.PublishAsync.StallWait = JETSTREAM_PUBLISH_WAIT_MS;
+	jo.PublishAsync.AckHandler = on_ack;
+	jo.PublishAsync.AckHandlerClosure = js;
+	natsStatus st = natsConnection_JetStream(&js->s.js, js->s.nc, &jo);
+	if (st != NATS_OK) {
+		log_error("cannot use JetStream on %s: %s", js->s.connected, natsStatus_GetText(st));
+		code = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	js->max_payload = natsConnection_GetMaxPayload(js->s.nc);
+	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+	if ((code = read_restart_point(js, first, last, restart)) != EXIT_OK)
+		goto out;
+	js->next_offset = last;
+	*next_offset = last;
+	log_info("%s: %" PRIu64 " messages (sequences %" PRIu64 " to %" PRIu64 "), leader %s", js->name,
+		 si->State.Msgs, first, last, si->Cluster && si->Cluster->Leader ? si->Cluster->Leader : "-");
+out:
+	if (si)
+		jsStreamInfo_Destroy(si);
+	if (code != EXIT_OK) {
+		sink_close(js);
+		js = NULL;
+		*sink = (struct capture_sink){ 0 };
+	} else {
+		*sink = (struct capture_sink){ .ops = &jetstream_sink_ops, .impl = js };
+	}
+	*jsp = js;
+	return code;
+}
+
+const char *capture_jetstream_name(const struct capture_jetstream *js)
+{
+	return js->name;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+void capture_jetstream_binding(const struct capture_jetstream *js, struct stream_meta *meta)
+{
+	memset(meta, 0, sizeof *meta);
+	meta->format_version = STREAM_FORMAT_VERSION;
+	meta->system_identifier = dup_or_null(js->binding.system_identifier);
+	meta->database = dup_or_null(js->binding.database);
+	meta->slot = dup_or_null(js->binding.slot);
+	meta->timeline = dup_or_null(js->binding.timeline);
+}
+
+void capture_jetstream_bind(struct capture_jetstream *js, const struct stream_meta *meta)
+{
+	struct stream_meta b = { 0 };
+	b.system_identifier = dup_or_null(meta->system_identifier);
+	b.database = dup_or_null(meta->database);
+	b.slot = dup_or_null(meta->slot);
+	b.timeline = dup_or_null(meta->timeline);
+	stream_meta_free(&js->binding);
+	js->binding = b;
+}
+
+int capture_jetstream_exit_code(const struct capture_jetstream *js)
+{
+	return js->poisoned && js->exit_code ? js->exit_code : EXIT_CANTCREAT;
+}
