@@ -196,10 +196,11 @@ unit-san: $(UNIT_SAN_BINS)
 # Test programs the bats tests run (not unit tests: they need a server)
 BATS_TOOLS := build/tests/plan_set_emit build/tests/jetstream_publish
 
-# puts a JetStream stream in the state tests/bats/66-jetstream.bats needs
-build/tests/jetstream_publish: tests/unit/jetstream_publish.c
+# puts a JetStream stream in the state tests/bats/66-jetstream.bats needs,
+# and decodes what capture published (67-jetstream-capture.bats)
+build/tests/jetstream_publish: tests/unit/jetstream_publish.c $(NOLIBPQ_A)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $< $(NATS_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $^ $(NATS_LIBS)
 
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh

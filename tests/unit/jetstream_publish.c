@@ -1,7 +1,8 @@
 /*
  * jetstream_publish - a test driver for tests/bats/66-jetstream.bats: puts
  * a JetStream stream, messages and a consumer in the state a test needs,
- * since capture does not publish to JetStream yet.
+ * and reads back what trellara-capture published
+ * (tests/bats/67-jetstream-capture.bats).
  *
  *   jetstream_publish URLS create STREAM SUBJECT REPLICAS old|new MAX_AGE_SECONDS
  *       creates a stream with these settings (file storage, limits)
@@ -13,10 +14,21 @@
  *   jetstream_publish URLS ack STREAM SUBJECT CONSUMER K
  *       creates durable pull consumer CONSUMER (explicit ack) if needed,
  *       fetches K messages and acknowledges each (synchronously)
+ *   jetstream_publish URLS dump STREAM
+ *       reads every message of STREAM by sequence (js get-message) and
+ *       decodes it as a trellara frame: one JSON object a line, {"seq",
+ *       "offset", "type", "xid", "commit_lsn", "end_lsn", "lsn"} (the LSNs
+ *       as numbers, 0 where the type has none); exits 1 at a message that
+ *       is not a valid frame (bad header or CRC, or an offset that is not
+ *       its sequence - 1)
  *
  * URLS: one server URL or several, comma-separated.  Exits 0, or 1 with
  * the error on stderr.
  */
+#include "trellara/envelope.h"
+#include "trellara/stream.h"
+
+#include <inttypes.h>
 #include <nats/nats.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,13 +124,60 @@ static int ack(jsCtx *js, char **argv)
 	return 0;
 }
 
+static int dump(jsCtx *js, char **argv)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsStatus st = js_GetStreamInfo(&si, js, argv[0], NULL, &jerr);
+	if (st != NATS_OK)
+		return fail("stream info", st, jerr);
+	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	for (uint64_t seq = first; seq && seq <= last; seq++) {
+		natsMsg *m = NULL;
+		st = js_GetMsg(&m, js, argv[0], seq, NULL, &jerr);
+		if (st != NATS_OK)
+			return fail("get message", st, jerr);
+		const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
+		size_t len = (size_t)natsMsg_GetDataLength(m);
+		struct frame_header h;
+		const char *reason = "shorter than a frame header";
+		struct env_frame_summary sum = { 0 };
+		char err[256];
+		bool ok = len >= FRAME_HEADER_SIZE && frame_decode_header(data, &h, &reason);
+		if (ok && (FRAME_HEADER_SIZE + (size_t)h.payload_length != len ||
+			   !frame_check_crc(data, data + FRAME_HEADER_SIZE, h.payload_length))) {
+			ok = false;
+			reason = "bad length or checksum";
+		}
+		if (ok && h.offset != seq - 1) {
+			ok = false;
+			reason = "offset is not sequence - 1";
+		}
+		if (ok && h.type != FRAME_DDL &&
+		    env_frame_summary(h.type, data + FRAME_HEADER_SIZE, h.payload_length, &sum, err, sizeof err) < 0) {
+			ok = false;
+			reason = err;
+		}
+		natsMsg_Destroy(m);
+		if (!ok) {
+			fprintf(stderr, "jetstream_publish: message %" PRIu64 ": not a valid frame: %s\n", seq, reason);
+			return 1;
+		}
+		printf("{\"seq\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"type\":\"%s\",\"xid\":%" PRIu32
+		       ",\"commit_lsn\":%" PRIu64 ",\"end_lsn\":%" PRIu64 ",\"lsn\":%" PRIu64 "}\n",
+		       seq, h.offset, frame_type_name(h.type), sum.has_xid ? sum.xid : 0, sum.commit_lsn, sum.end_lsn, sum.lsn);
+	}
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int nargs;
 		int (*run)(jsCtx *, char **);
-	} commands[] = { { "create", 5, create }, { "publish", 2, publish }, { "ack", 4, ack } };
+	} commands[] = { { "create", 5, create }, { "publish", 2, publish }, { "ack", 4, ack }, { "dump", 1, dump } };
 	int code = 2;
 	for (size_t i = 0; argc >= 3 && i < sizeof commands / sizeof *commands; i++)
 		if (strcmp(argv[2], commands[i].name) == 0 && argc == 3 + commands[i].nargs)
@@ -126,7 +185,8 @@ int main(int argc, char **argv)
 	if (code == 2) {
 		fputs("usage: jetstream_publish URLS create STREAM SUBJECT REPLICAS old|new MAX_AGE_SECONDS\n"
 		      "       jetstream_publish URLS publish SUBJECT N\n"
-		      "       jetstream_publish URLS ack STREAM SUBJECT CONSUMER K\n",
+		      "       jetstream_publish URLS ack STREAM SUBJECT CONSUMER K\n"
+		      "       jetstream_publish URLS dump STREAM\n",
 		      stderr);
 		return 2;
 	}
