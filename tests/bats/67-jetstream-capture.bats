@@ -147,6 +147,32 @@ stream_recorded_lsn() {
 	grep -q "last commit 0/[0-9A-F]*[1-9A-F]" "$TEST_DIR/capture.log"
 }
 
+@test "capture killed between the PubAcks and the source acknowledgement (capture.after_append_before_ack): the restart skips what the stream holds, counted, each transaction once" {
+	TRELLARA_FAULT=capture.after_append_before_ack:3 bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for slot_active
+	load_rows 1 5
+	bg_wait capture 30
+	[ "$BG_STATUS" -eq 137 ]
+	grep -q 'fault point "capture.after_append_before_ack" reached' "$TEST_DIR/capture.log"
+	local before
+	before=$(txn_count)
+	((before >= 1))
+	# the slot never confirmed more than the stream holds
+	run -0 psql_source "SELECT '$(slot_flush_lsn)'::pg_lsn <= '$(stream_recorded_lsn)'::pg_lsn"
+	[ "$output" = t ]
+	bg_start capture2 trellara-capture --config "$FLOW_FILE" --start-now
+	load_rows 6 6
+	wait_for -m "6 transactions in the stream" '[ "$(txn_count)" -ge 6 ]'
+	bg_stop capture2 TERM
+	[ "$BG_STATUS" -eq 0 ]
+	assert_each_once
+	[ "$(txn_count)" -eq 6 ]
+	# the server sent again what was published but never acknowledged:
+	# skipped as already in the stream, and counted
+	grep -q "skipped transaction [0-9]* (commit [0-9A-F/]*): already in the stream" "$TEST_DIR/capture2.log"
+	grep -Eq "[1-9][0-9]* skipped as duplicates" "$TEST_DIR/capture2.log"
+}
+
 @test "another writer appends to the stream: capture's next publish fails closed (75), and a restart refuses the foreign message (65)" {
 	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
 	wait_for slot_active
