@@ -57,8 +57,7 @@ struct applyd {
 	struct metrics_publisher metrics; /* observability.metrics_dir/applyd.prom */
 	bool ready_sent;
 	unsigned int rng;
-	struct pgconn_failures failures; /* failed connections to the target, by cause */
-	uint64_t ended[SQLSTATE_END_COUNT]; /* sessions with the target that ended, by cause */
+	struct pgconn_failures failures; /* failed connections and ended sessions with the target, by cause */
 };
 
 /* The samples of applyd.prom (metrics_publish: at most once a second). */
@@ -81,11 +80,7 @@ static void fill_metrics(struct metrics *m, int64_t now_us, void *arg)
 	metrics_add_u64(m, "trellara_applyd_dependency_waits_total", "waits for an earlier batch in flight holding a key (apply.workers > 1)", METRIC_COUNTER, NULL, NULL, st->dependency_waits);
 	metrics_add_u64(m, "trellara_applyd_serial_fallbacks_total", "times the batches in flight were rolled back and applied again one at a time", METRIC_COUNTER, NULL, NULL, st->serial_fallbacks);
 	metrics_add_u64(m, "trellara_applyd_applied_through_lsn_bytes", "source position applied through, as a byte position", METRIC_GAUGE, NULL, NULL, cp->applied_through_lsn);
-	metrics_add_u64(m, "trellara_applyd_connect_failures_total", "failed connections to the target, by cause", METRIC_COUNTER, "cause", "authentication", a->failures.authentication);
-	metrics_add_u64(m, "trellara_applyd_connect_failures_total", "failed connections to the target, by cause", METRIC_COUNTER, "cause", "other", a->failures.other);
-	metrics_add_u64(m, "trellara_applyd_credentials_refused", "1: the target refused the credentials at the last attempt", METRIC_GAUGE, NULL, NULL, a->failures.refused);
-	for (int i = 0; i < SQLSTATE_END_COUNT; i++)
-		metrics_add_u64(m, "trellara_applyd_disconnects_total", "sessions with the target that ended for a reconnect, by cause", METRIC_COUNTER, "cause", sqlstate_end_name((enum sqlstate_end)i), a->ended[i]);
+	pgconn_failures_metrics(m, "applyd", "target", &a->failures);
 	metrics_add_u64(m, "trellara_applyd_stream_offset", "next stream offset to apply (checkpoint)", METRIC_GAUGE, NULL, NULL, cp->stream_offset);
 }
 
@@ -475,7 +470,7 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 			notify_status("applying to the target");
 			rc = apply_loop(&a);
 			if (rc.status == APPLY_RECONNECT)
-				a.ended[sqlstate_end_cause(a.conn ? pgconn_sqlstate(a.conn) : "")]++;
+				a.failures.ended[sqlstate_end_cause(a.conn ? pgconn_sqlstate(a.conn) : "")]++;
 		}
 		disconnect_target(&a);
 		if (rc.status == APPLY_RETRY) {

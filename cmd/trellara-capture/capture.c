@@ -54,8 +54,7 @@ struct capture {
 	uint64_t slot_confirmed_lsn;  /* its confirmed_flush_lsn then */
 	enum slot_verdict slot_verdict; /* ensure_slot's last answer */
 	uint64_t promotions;          /* timeline changes followed */
-	struct pgconn_failures failures; /* failed connections to the source, by cause */
-	uint64_t ended[SQLSTATE_END_COUNT]; /* streaming sessions that ended, by cause */
+	struct pgconn_failures failures; /* failed connections and ended streaming sessions, by cause */
 };
 
 /* The run's counters: the core's, and the reconnects counted here. */
@@ -89,11 +88,7 @@ static void fill_metrics(struct metrics *m, int64_t now, void *arg)
 	metrics_add_u64(m, "trellara_capture_watermarks_total", "watermark frames appended", METRIC_COUNTER, NULL, NULL, st->watermarks);
 	metrics_add_u64(m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
-	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "authentication", c->failures.authentication);
-	metrics_add_u64(m, "trellara_capture_connect_failures_total", "failed connections to the source, by cause", METRIC_COUNTER, "cause", "other", c->failures.other);
-	metrics_add_u64(m, "trellara_capture_credentials_refused", "1: the source refused the credentials at the last attempt", METRIC_GAUGE, NULL, NULL, c->failures.refused);
-	for (int i = 0; i < SQLSTATE_END_COUNT; i++)
-		metrics_add_u64(m, "trellara_capture_disconnects_total", "streaming sessions with the source that ended, by cause", METRIC_COUNTER, "cause", sqlstate_end_name((enum sqlstate_end)i), c->ended[i]);
+	pgconn_failures_metrics(m, "capture", "source", &c->failures);
 	metrics_add_u64(m, "trellara_capture_promotions_total", "source timeline changes (promotions) capture followed", METRIC_COUNTER, NULL, NULL, c->promotions);
 	if (c->slot_verdict != SLOT_USE && c->slot_verdict != SLOT_CREATE)
 		metrics_add_u64(m, "trellara_capture_slot_unusable", "1: capture stopped because of its slot (verdict: not_created, wrong_kind, gone, lost_at_promotion, invalidated)", METRIC_GAUGE, "verdict", slot_policy_name(c->slot_verdict), 1);
@@ -498,7 +493,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 				if (PQstatus(c->conn) == CONNECTION_BAD)
 					break;
 			}
-			c->ended[sqlstate_end_cause(sqlstate)]++;
+			c->failures.ended[sqlstate_end_cause(sqlstate)]++;
 			if (flush_batch(c) != EXIT_OK)
 				return EXIT_CANTCREAT;
 			log_warn("replication connection lost (%s): %s", sqlstate_end_name(sqlstate_end_cause(sqlstate)),
@@ -512,7 +507,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			struct pollfd more = { .fd = PQsocket(c->conn), .events = POLLIN };
 			if (poll(&more, 1, 1) > 0) {
 				if (PQconsumeInput(c->conn) == 0) {
-					c->ended[SQLSTATE_END_LOST]++;
+					c->failures.ended[SQLSTATE_END_LOST]++;
 					log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
 					if (flush_batch(c) != EXIT_OK)
 						return EXIT_CANTCREAT;
@@ -534,7 +529,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 			return -1;
 		}
 		if (PQconsumeInput(c->conn) == 0) {
-			c->ended[SQLSTATE_END_LOST]++;
+			c->failures.ended[SQLSTATE_END_LOST]++;
 			log_warn("replication connection lost: %s", PQerrorMessage(c->conn));
 			return -1;
 		}

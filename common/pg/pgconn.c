@@ -3,6 +3,7 @@
 #include "trellara/conninfo.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
+#include "trellara/metrics.h"
 #include "trellara/xalloc.h"
 
 #include <libpq-events.h>
@@ -91,6 +92,23 @@ void pgconn_failures_count(struct pgconn_failures *f, const char *key)
 void pgconn_failures_ok(struct pgconn_failures *f)
 {
 	f->refused = f->hinted = false;
+}
+
+void pgconn_failures_metrics(struct metrics *m, const char *program, const char *server,
+			     const struct pgconn_failures *f)
+{
+	char name[96], help[128];
+	snprintf(name, sizeof name, "trellara_%s_connect_failures_total", program);
+	snprintf(help, sizeof help, "failed connections to the %s, by cause", server);
+	metrics_add_u64(m, name, help, METRIC_COUNTER, "cause", "authentication", f->authentication);
+	metrics_add_u64(m, name, help, METRIC_COUNTER, "cause", "other", f->other);
+	snprintf(name, sizeof name, "trellara_%s_credentials_refused", program);
+	snprintf(help, sizeof help, "1: the %s refused the credentials at the last attempt", server);
+	metrics_add_u64(m, name, help, METRIC_GAUGE, NULL, NULL, f->refused);
+	snprintf(name, sizeof name, "trellara_%s_disconnects_total", program);
+	snprintf(help, sizeof help, "sessions with the %s that ended, by cause", server);
+	for (int i = 0; i < SQLSTATE_END_COUNT; i++)
+		metrics_add_u64(m, name, help, METRIC_COUNTER, "cause", sqlstate_end_name((enum sqlstate_end)i), f->ended[i]);
 }
 
 PGconn *pgconn_open(const char *url, const struct pgconn_options *o)

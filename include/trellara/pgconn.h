@@ -56,13 +56,15 @@ PGconn *pgconn_connect(const char *url, enum pgconn_kind kind, const char *appli
 enum pgconn_failure { PGCONN_FAILURE_NONE, PGCONN_FAILURE_AUTHENTICATION, PGCONN_FAILURE_OTHER };
 enum pgconn_failure pgconn_last_failure(void);
 
-/* A daemon's failed connections to one server, by cause (its
- * *_connect_failures_total{cause} metrics and *_credentials_refused
- * gauge, which trellara status reads). */
+/* A daemon's connections to one server: failed connections by cause,
+ * and sessions that ended by cause (its *_connect_failures_total{cause},
+ * *_credentials_refused and *_disconnects_total{cause} metrics, which
+ * trellara status reads). */
 struct pgconn_failures {
 	uint64_t authentication, other;
 	bool refused;  /* the last attempt was refused credentials */
 	bool hinted;   /* the hint was given for this run of refusals */
+	uint64_t ended[SQLSTATE_END_COUNT]; /* sessions that ended, by sqlstate_end_cause */
 };
 /* Counts the last failed pgconn_open of this process; the first of a run
  * of refused credentials logs a hint naming the flow key (key, e.g.
@@ -70,6 +72,13 @@ struct pgconn_failures {
 void pgconn_failures_count(struct pgconn_failures *f, const char *key);
 /* A connection succeeded: the run of refusals is over. */
 void pgconn_failures_ok(struct pgconn_failures *f);
+struct metrics;
+/* Adds f's samples to m as trellara_PROGRAM_connect_failures_total{cause},
+ * trellara_PROGRAM_credentials_refused and
+ * trellara_PROGRAM_disconnects_total{cause}; server names it in the help
+ * texts ("source", "target"). */
+void pgconn_failures_metrics(struct metrics *m, const char *program, const char *server,
+			     const struct pgconn_failures *f);
 
 /* Runs a command that returns no rows; -1 on failure (reported). */
 int pgconn_command(PGconn *conn, const char *sql);

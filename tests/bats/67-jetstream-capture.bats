@@ -17,13 +17,8 @@ bats_require_minimum_version 1.5.0
 load helpers/common
 load helpers/nats
 
-PUBLISH=$REPO/build/tests/jetstream_publish
-
 setup_file() {
-	[[ -x $PUBLISH ]] || {
-		echo "$PUBLISH is missing: run \"make build/tests/jetstream_publish\" (make bats builds it)" >&2
-		return 1
-	}
+	trellara_nats_need_publish || return 1
 	trellara_setup_file || return 1
 	trellara_nats_cluster_start
 }

@@ -34,8 +34,20 @@
 #   nats_stream_yaml NAME SUBJECT [KEY: VALUE]...   a flow file's stream: section
 #                       for this cluster (write_flow_file's EXTRA_YAML)
 #   nats_http PORT PATH  GET from a monitoring port (bash's /dev/tcp: no curl needed)
+#   trellara_nats_need_publish   setup_file: fails naming $PUBLISH when it is not built
+#
+# PUBLISH is build/tests/jetstream_publish, the test driver that creates
+# streams, publishes, acks and dumps a stream's messages as frames.
 
 NATS_NODES=3
+PUBLISH=$REPO/build/tests/jetstream_publish
+
+trellara_nats_need_publish() {
+	[[ -x $PUBLISH ]] || {
+		echo "$PUBLISH is missing: run \"make build/tests/jetstream_publish\" (make bats builds it)" >&2
+		return 1
+	}
+}
 
 # nats_http PORT PATH: the body of GET PATH on 127.0.0.1:PORT.
 nats_http() {
