@@ -43,8 +43,9 @@ NATS_LIBS := $(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
 # (not a program of its own).
 LDLIBS_trellara-stream := $(NATS_LIBS)
 LDLIBS_trellara-capture := $(NATS_LIBS)
+LDLIBS_trellara-applyd := $(NATS_LIBS)
 NATS_SRC := cmd/jetstream/jetstream_session.c cmd/trellara-stream/stream_jetstream.c \
-	cmd/trellara-capture/capture_jetstream.c
+	cmd/trellara-capture/capture_jetstream.c cmd/trellara-applyd/applyd_jetstream.c
 
 # The sub-libraries (DESIGN §2), in the order data flows and the order they
 # link (each may use only those after it):
@@ -65,9 +66,9 @@ NOLIBPQ_A := $(filter-out build/lib/libtrellara-pg.a,$(SUBLIB_A))
 PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
 PROGRAM_BINS := $(PROGRAMS:%=bin/%)
 # Every cmd/ module except main.c (and those on libnats, or calling into
-# them: capture's loop opens its JetStream sink) is linkable into unit
-# tests and the simulator.
-NATS_CALLERS := cmd/trellara-capture/capture.c
+# them: capture's loop opens its JetStream sink, applyd's its source) is
+# linkable into unit tests and the simulator.
+NATS_CALLERS := cmd/trellara-capture/capture.c cmd/trellara-applyd/applyd.c
 CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC) $(NATS_CALLERS),$(wildcard cmd/*/*.c)))
 CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
 CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
@@ -137,6 +138,7 @@ build/san/%.o: %.c
 EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
 EXTRA_OBJ_trellara-stream := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-capture := build/obj/cmd/jetstream/jetstream_session.o
+EXTRA_OBJ_trellara-applyd := build/obj/cmd/jetstream/jetstream_session.o
 define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin

@@ -21,6 +21,7 @@
 #include "trellara/checksum.h"
 #include "trellara/defaults.h"
 #include "trellara/envelope.h"
+#include "trellara/frame_source.h"
 #include "trellara/log.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
@@ -70,14 +71,14 @@ static bool apply_stream(struct model_source *src, struct stream_fs *disk, char 
 				   .dataset_id = "sim", .stream_path = dir, .checkpoint_schema = "trellara",
 				   .consumer_group = "applyd", .apply_batch_transactions = 4,
 				   .apply_compaction = true };
-	struct stream_reader *rd;
-	if (stream_reader_open_fs(disk, dir, &rd) != STREAM_OK)
+	struct frame_source rd;
+	if (frame_source_local_open(disk, dir, cfg.consumer_group, &rd) != STREAM_OK)
 		return false;
-	if (stream_reader_seek(rd, 0) != STREAM_OK) {
-		stream_reader_close(rd);
+	if (frame_source_seek(&rd, 0) != STREAM_OK) {
+		frame_source_close(&rd);
 		return false;
 	}
-	struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, model_target_session(target, 0), rd, disk);
+	struct apply_engine *e = apply_engine_new(&cfg, &model_target_ops, model_target_session(target, 0), &rd);
 	struct apply_tables tables = { 0 };
 	model_target_ops.reload_tables(model_target_session(target, 0), &tables);
 	apply_engine_connected(e, &target->cp, NULL, 0, &tables);
@@ -90,7 +91,7 @@ static bool apply_stream(struct model_source *src, struct stream_fs *disk, char 
 		idle = what == APPLY_STEP_IDLE ? idle + 1 : 0;
 	}
 	apply_engine_free(e);
-	stream_reader_close(rd);
+	frame_source_close(&rd);
 	return true;
 }
 

@@ -26,6 +26,7 @@
 #include "trellara/runstate.h"
 #include "trellara/slot_policy.h"
 #include "trellara/stream.h"
+#include "trellara/frame_source.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
 
@@ -77,7 +78,7 @@ struct world {
 	bool slot_stopped;
 	/* applyd */
 	bool app_up;
-	struct stream_reader *reader;
+	struct frame_source app_src; /* applyd's view of the stream */
 	struct apply_engine *engine;
 	int app_down_steps;
 	bool app_stopped_by_quarantine;
@@ -540,8 +541,7 @@ static void applyd_down(struct world *w, const char *why)
 	w->r->copy_statements += apply_engine_stats(w->engine)->copies;
 	apply_engine_free(w->engine);
 	w->engine = NULL;
-	stream_reader_close(w->reader);
-	w->reader = NULL;
+	frame_source_close(&w->app_src);
 	model_target_disconnect(&w->target);
 	w->app_up = false;
 	w->app_down_steps = (int)sim_rng_between(&w->rng, 1, 6);
@@ -578,11 +578,11 @@ static bool applyd_connect(struct world *w)
 	free(q);
 	uint64_t group = 0;
 	bool exists = false;
-	if (stream_group_get_fs(w->app_fs, STREAM_DIR, GROUP, &group, &exists) != STREAM_OK)
+	if (frame_source_position_get(&w->app_src, &group, &exists) != STREAM_OK)
 		return false;
 	bool ahead;
 	uint64_t start = apply_engine_start_offset(&w->target.cp, group, exists, &ahead);
-	if (stream_reader_seek(w->reader, start) != STREAM_OK)
+	if (frame_source_seek(&w->app_src, start) != STREAM_OK)
 		return false; /* not published yet: try again later */
 	apply_engine_start(w->engine, start);
 	return true;
@@ -596,10 +596,9 @@ static void applyd_start(struct world *w)
 	struct stream_fs_stat st;
 	if (w->app_fs->stat(w->app_fs, STREAM_DIR "/meta", &st) < 0)
 		return; /* the stream does not exist yet: wait for capture */
-	if (stream_reader_open_fs(w->app_fs, STREAM_DIR, &w->reader) != STREAM_OK)
+	if (frame_source_local_open(w->app_fs, STREAM_DIR, GROUP, &w->app_src) != STREAM_OK)
 		return;
-	w->engine = apply_engine_new(&w->cfg, &model_target_ops, model_target_session(&w->target, 0), w->reader,
-				     w->app_fs);
+	w->engine = apply_engine_new(&w->cfg, &model_target_ops, model_target_session(&w->target, 0), &w->app_src);
 	for (int i = 1; i < w->target.n_sessions; i++)
 		apply_engine_add_worker(w->engine, model_target_session(&w->target, i));
 	w->app_up = true;
@@ -608,8 +607,7 @@ static void applyd_start(struct world *w)
 		bool q = w->app_stopped_by_quarantine;
 		apply_engine_free(w->engine);
 		w->engine = NULL;
-		stream_reader_close(w->reader);
-		w->reader = NULL;
+		frame_source_close(&w->app_src);
 		w->app_up = false;
 		w->app_stopped_by_quarantine = q;
 		w->app_down_steps = 2;
@@ -1442,7 +1440,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 		capture_core_close(w.cc);
 	if (w.app_up) {
 		apply_engine_free(w.engine);
-		stream_reader_close(w.reader);
+		frame_source_close(&w.app_src);
 	}
 	model_target_free(&w.target);
 	apply_tables_free(&w.defs);

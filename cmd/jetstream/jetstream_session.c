@@ -225,3 +225,101 @@ int jetstream_session_stream_info(const struct jetstream_session *s, const char 
 	return EXIT_UNAVAILABLE;
 }
 
+
+/* ---- the consumer groups' positions (stream "<name>-groups") ---- */
+
+char *jetstream_groups_stream(const struct flow_config *c)
+{
+	return xasprintf("%s-groups", c->jetstream_stream);
+}
+
+char *jetstream_group_subject(const struct flow_config *c, const char *group)
+{
+	return xasprintf("%s.groups.%s", c->jetstream_subject, group ? group : "*");
+}
+
+int jetstream_groups_ensure(const struct jetstream_session *s, const struct flow_config *c)
+{
+	char *name = jetstream_groups_stream(c);
+	char *subject = jetstream_group_subject(c, NULL);
+	const char *subjects[1] = { subject };
+	jsStreamConfig sc;
+	jsStreamConfig_Init(&sc);
+	sc.Name = name;
+	sc.Description = "trellara: each consumer group's next offset (retention keeps every frame from there)";
+	sc.Subjects = subjects;
+	sc.SubjectsLen = 1;
+	sc.Storage = js_FileStorage;
+	sc.Retention = js_LimitsPolicy;
+	sc.Replicas = (int64_t)c->jetstream_replicas;
+	sc.MaxMsgsPerSubject = 1;
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = JETSTREAM_API_WAIT_MS;
+	jsErrCode jerr = 0;
+	jsStreamInfo *si = NULL;
+	natsStatus st = js_AddStream(&si, s->js, &sc, &jo, &jerr);
+	int code = EXIT_OK;
+	if (st != NATS_OK && jerr != JSStreamNameExistErr)
+		code = jetstream_session_request_failed(s, name, "the consumer groups' stream cannot be created", st,
+							jerr);
+	if (si)
+		jsStreamInfo_Destroy(si);
+	free(subject);
+	free(name);
+	return code;
+}
+
+int jetstream_group_get(const struct jetstream_session *s, const struct flow_config *c, const char *group,
+			uint64_t *position, bool *exists)
+{
+	*position = 0;
+	*exists = false;
+	char *name = jetstream_groups_stream(c);
+	char *subject = jetstream_group_subject(c, group);
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = JETSTREAM_API_WAIT_MS;
+	jsErrCode jerr = 0;
+	natsMsg *m = NULL;
+	natsStatus st = js_GetLastMsg(&m, s->js, name, subject, &jo, &jerr);
+	int code = EXIT_OK;
+	if (st == NATS_OK) {
+		char text[32];
+		int len = natsMsg_GetDataLength(m);
+		char *end = NULL;
+		snprintf(text, sizeof text, "%.*s", len < 31 ? len : 31, natsMsg_GetData(m));
+		unsigned long long v = strtoull(text, &end, 10);
+		if (!text[0] || *end) {
+			log_error("JetStream stream \"%s\": the position of group \"%s\" is not a number: \"%s\"", name,
+				  group, text);
+			code = EXIT_DATAERR;
+		} else {
+			*position = v;
+			*exists = true;
+		}
+	} else if (!(st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr || jerr == JSStreamNotFoundErr)) {
+		code = jetstream_session_request_failed(s, name, "a consumer group's position cannot be read", st, jerr);
+	}
+	natsMsg_Destroy(m);
+	free(subject);
+	free(name);
+	return code;
+}
+
+int jetstream_group_set(const struct jetstream_session *s, const struct flow_config *c, const char *group,
+			uint64_t position)
+{
+	char *subject = jetstream_group_subject(c, group);
+	char text[32];
+	snprintf(text, sizeof text, "%" PRIu64, position);
+	jsPubOptions po;
+	jsPubOptions_Init(&po);
+	po.MaxWait = JETSTREAM_API_WAIT_MS;
+	jsErrCode jerr = 0;
+	jsPubAck *pa = NULL;
+	natsStatus st = js_Publish(&pa, s->js, subject, text, (int)strlen(text), &po, &jerr);
+	jsPubAck_Destroy(pa);
+	free(subject);
+	return st == NATS_OK ? EXIT_OK : EXIT_UNAVAILABLE;
+}

@@ -11,6 +11,7 @@
  */
 #include "applyd.h"
 #include "target_pg.h"
+#include "applyd_jetstream.h"
 
 #include "trellara/apply_engine.h"
 #include "trellara/backoff.h"
@@ -51,7 +52,8 @@ struct applyd {
 	struct target_pg wtarget[MAX_APPLY_WORKERS];
 	int n_workers;
 	struct apply_engine *engine; /* owned */
-	struct stream_reader *reader;
+	struct frame_source src;     /* owned: the stream, local or JetStream */
+	const char *stream_name;     /* names it in messages */
 	struct apply_checkpoint cp;  /* as read at connect */
 	struct notify_watchdog watchdog;
 	struct metrics_publisher metrics; /* observability.metrics_dir/applyd.prom */
@@ -106,7 +108,7 @@ static struct apply_outcome apply_loop(struct applyd *a)
 		if (!apply_is_ok(rc))
 			return rc;
 		if (what == APPLY_STEP_IDLE) {
-			stream_reader_wait(a->reader, 200);
+			frame_source_wait(&a->src, 200);
 		} else if (what == APPLY_STEP_HELD) {
 			struct timespec ts = { 0, 100 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
@@ -155,13 +157,13 @@ static struct apply_outcome set_replica_role(struct applyd *a, PGconn *conn)
 static struct apply_outcome bind_stream(struct applyd *a, const struct stream_meta *meta)
 {
 	struct apply_checkpoint *cp = &a->cp;
-	const char *path = a->cfg->stream_path;
+	const char *path = a->stream_name;
 	if (!meta->stream_id)
 		return apply_ok(); /* no writer opened it since streams had ids */
 	if (cp->stream_id[0] && strcmp(cp->stream_id, meta->stream_id) == 0)
 		return apply_ok();
 	if (cp->slot_name[0] && meta->slot && strcmp(cp->slot_name, meta->slot) != 0) {
-		log_error("the target's checkpoint of group \"%s\" was applied from replication slot \"%s\", but stream \"%s\" follows slot \"%s\"",
+		log_error("the target's checkpoint of group \"%s\" was applied from replication slot \"%s\", but stream %s follows slot \"%s\"",
 			  a->cfg->consumer_group, cp->slot_name, path, meta->slot);
 		log_hint("point source.slot and stream.path back at the slot and stream this target was applied from");
 		return apply_exit(EXIT_CONFIG);
@@ -176,12 +178,12 @@ static struct apply_outcome bind_stream(struct applyd *a, const struct stream_me
 					   meta->system_identifier, timeline, false) < 0)
 			return apply_reconnect();
 		snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
-		log_info("checkpoint of group \"%s\" bound to stream \"%s\" (id %s)", a->cfg->consumer_group, path,
+		log_info("checkpoint of group \"%s\" bound to stream %s (id %s)", a->cfg->consumer_group, path,
 			 meta->stream_id);
 		return apply_ok();
 	}
 	if (!meta->slot) {
-		log_info("stream \"%s\" (id %s) is not bound to a slot yet: waiting for capture", path, meta->stream_id);
+		log_info("stream %s (id %s) is not bound to a slot yet: waiting for capture", path, meta->stream_id);
 		return apply_reconnect();
 	}
 	uint64_t start = 0, covered = 0;
@@ -200,7 +202,7 @@ static struct apply_outcome bind_stream(struct applyd *a, const struct stream_me
 	free(lsns);
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN], l3[LSN_FORMAT_LEN];
 	if (!known || (cp->applied_through_lsn < start && covered < start)) {
-		log_error("the target's checkpoint of group \"%s\" (offset %" PRIu64 ", applied through %s) belongs to stream instance %s, but stream \"%s\" is instance %s, starting at %s: its offsets are not the checkpoint's, and the changes in between would be skipped",
+		log_error("the target's checkpoint of group \"%s\" (offset %" PRIu64 ", applied through %s) belongs to stream instance %s, but stream %s is instance %s, starting at %s: its offsets are not the checkpoint's, and the changes in between would be skipped",
 			  a->cfg->consumer_group, cp->stream_offset, lsn_format(cp->applied_through_lsn, l1), cp->stream_id,
 			  path, meta->stream_id, known ? lsn_format(start, l2) : "an unknown position");
 		char *config = strbuf_shell_quote(a->cfg->path);
@@ -212,7 +214,7 @@ static struct apply_outcome bind_stream(struct applyd *a, const struct stream_me
 	if (checkpoint_bind_stream(a->conn, a->cfg->checkpoint_schema, &a->ids, meta->stream_id, meta->slot,
 				   meta->system_identifier, timeline, true) < 0)
 		return apply_reconnect();
-	log_warn("stream \"%s\" was replaced (instance %s, was %s); it starts at %s, and the target is applied through %s with copies through %s: reading it from its start, skipping what is applied by commit LSN",
+	log_warn("stream %s was replaced (instance %s, was %s); it starts at %s, and the target is applied through %s with copies through %s: reading it from its start, skipping what is applied by commit LSN",
 		 path, meta->stream_id, cp->stream_id, lsn_format(start, l1), lsn_format(cp->applied_through_lsn, l2),
 		 lsn_format(covered, l3));
 	snprintf(cp->stream_id, sizeof cp->stream_id, "%s", meta->stream_id);
@@ -292,7 +294,10 @@ static struct apply_outcome connect_target(struct applyd *a)
 		return apply_exit(EXIT_TEMPFAIL);
 	}
 	struct stream_meta meta;
-	if (stream_meta_read(a->cfg->stream_path, &meta) < 0)
+	int meta_st = frame_source_meta(&a->src, &meta);
+	if (meta_st == STREAM_EUNAVAILABLE)
+		return apply_reconnect();
+	if (meta_st != STREAM_OK)
 		return apply_exit(EXIT_DATAERR);
 	struct apply_outcome rc = apply_ok();
 	if (meta.system_identifier) {
@@ -362,7 +367,9 @@ static struct apply_outcome position_reader(struct applyd *a)
 {
 	uint64_t group_pos;
 	bool exists;
-	int st = stream_group_get(a->cfg->stream_path, a->cfg->consumer_group, &group_pos, &exists);
+	int st = frame_source_position_get(&a->src, &group_pos, &exists);
+	if (st == STREAM_EUNAVAILABLE)
+		return apply_reconnect();
 	if (st != STREAM_OK)
 		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	bool ahead;
@@ -370,15 +377,17 @@ static struct apply_outcome position_reader(struct applyd *a)
 	if (ahead)
 		log_warn("consumer group \"%s\" is at %" PRIu64 ", ahead of the target's checkpoint (%" PRIu64 "): reading from the checkpoint",
 			 a->cfg->consumer_group, group_pos, a->cp.stream_offset);
-	st = stream_reader_seek(a->reader, start);
+	st = frame_source_seek(&a->src, start);
 	/* Past the published end: frames a killed capture made durable but
 	 * did not index yet are published again once its successor has
 	 * recovered the stream; wait for that (bounded) before failing. */
 	for (int waited = 0; st == STREAM_ERANGE && waited < 300 && !*a->o->stop; waited++) {
 		notify_watchdog_tick(&a->watchdog);
-		stream_reader_wait(a->reader, 200);
-		st = stream_reader_seek(a->reader, start);
+		frame_source_wait(&a->src, 200);
+		st = frame_source_seek(&a->src, start);
 	}
+	if (st == STREAM_EUNAVAILABLE)
+		return apply_reconnect();
 	if (st != STREAM_OK) {
 		if (st == STREAM_ERANGE)
 			log_hint("the stream does not hold offset %" PRIu64 " that the target needs next (removed by retention, or not published)",
@@ -390,6 +399,23 @@ static struct apply_outcome position_reader(struct applyd *a)
 	log_info("applying from stream offset %" PRIu64 " (checkpoint: commit %s, %" PRIu64 " transactions applied)", start,
 		 lsn_format(a->cp.last_commit_lsn, l), a->cp.applied_transactions);
 	return apply_ok();
+}
+
+/* The stream of the flow's kind: STREAM_OK, STREAM_END or
+ * STREAM_EUNAVAILABLE (not there yet: try again), STREAM_EINVAL (refused,
+ * logged).  The one place applyd knows the kinds apart. */
+static int open_source(struct applyd *a, bool quiet)
+{
+	if (a->cfg->stream_kind == STREAM_KIND_JETSTREAM)
+		return applyd_jetstream_open(a->cfg, &a->src, quiet);
+	char *segments = xasprintf("%s/segments", a->cfg->stream_path);
+	char *meta = xasprintf("%s/meta", a->cfg->stream_path);
+	int st = STREAM_END;
+	if (access(meta, F_OK) == 0 && access(segments, F_OK) == 0)
+		st = frame_source_local_open(stream_fs_posix(), a->cfg->stream_path, a->cfg->consumer_group, &a->src);
+	free(segments);
+	free(meta);
+	return st == STREAM_OK ? STREAM_OK : STREAM_END;
 }
 
 static void tick_watchdog(void *arg)
@@ -420,25 +446,29 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 	notify_watchdog_init(&a.watchdog);
 	struct apply_outcome code = apply_ok();
 	/* the stream may not exist before capture first ran: wait for it */
+	char *local_name = a.cfg->stream_path ? xasprintf("\"%s\"", a.cfg->stream_path) : NULL;
+	char *js_name = a.cfg->jetstream_stream ? xasprintf("JetStream \"%s\"", a.cfg->jetstream_stream) : NULL;
+	a.stream_name = local_name ? local_name : js_name;
 	bool said = false;
-	char *segments = xasprintf("%s/segments", a.cfg->stream_path);
-	char *meta = xasprintf("%s/meta", a.cfg->stream_path);
 	while (!*o->stop) {
-		if (access(meta, F_OK) == 0 && access(segments, F_OK) == 0 &&
-		    stream_reader_open(a.cfg->stream_path, &a.reader) == STREAM_OK)
+		int st = open_source(&a, said);
+		if (st == STREAM_OK)
 			break;
+		if (st == STREAM_EINVAL) {
+			code = apply_exit(EXIT_CONFIG);
+			goto out;
+		}
 		if (!said)
-			log_info("waiting for the stream \"%s\" to appear", a.cfg->stream_path);
+			log_info("waiting for the stream %s to appear%s", a.stream_name,
+				 st == STREAM_EUNAVAILABLE ? " (its servers do not answer)" : "");
 		said = true;
 		notify_watchdog_tick(&a.watchdog);
 		sleep(1);
 	}
-	free(segments);
-	free(meta);
-	if (!a.reader)
+	if (!a.src.ops)
 		goto out;
 	a.target = (struct target_pg){ .cfg = a.cfg, .ids = a.ids };
-	a.engine = apply_engine_new(a.cfg, &target_pg_ops, &a.target, a.reader, stream_fs_posix());
+	a.engine = apply_engine_new(a.cfg, &target_pg_ops, &a.target, &a.src);
 	a.n_workers = (int)a.cfg->apply_workers - 1;
 	for (int i = 0; i < a.n_workers; i++) {
 		a.wtarget[i] = (struct target_pg){ .cfg = a.cfg, .ids = a.ids };
@@ -517,7 +547,9 @@ out:
 	if (a.conn)
 		disconnect_target(&a);
 	apply_engine_free(a.engine);
-	stream_reader_close(a.reader);
+	frame_source_close(&a.src);
+	free(local_name);
+	free(js_name);
 	free(a.flow);
 	return code;
 }

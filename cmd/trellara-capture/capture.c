@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct capture {
 	const struct capture_options *o;
@@ -89,6 +90,8 @@ static void fill_metrics(struct metrics *m, int64_t now, void *arg)
 	metrics_add_u64(m, "trellara_capture_batches_total", "fdatasync batches", METRIC_COUNTER, NULL, NULL, st->batches);
 	metrics_add_u64(m, "trellara_capture_reconnects_total", "source reconnects", METRIC_COUNTER, NULL, NULL, st->reconnects);
 	pgconn_failures_metrics(m, "capture", "source", &c->failures);
+	if (c->js)
+		capture_jetstream_metrics(c->js, m);
 	metrics_add_u64(m, "trellara_capture_promotions_total", "source timeline changes (promotions) capture followed", METRIC_COUNTER, NULL, NULL, c->promotions);
 	if (c->slot_verdict != SLOT_USE && c->slot_verdict != SLOT_CREATE)
 		metrics_add_u64(m, "trellara_capture_slot_unusable", "1: capture stopped because of its slot (verdict: not_created, wrong_kind, gone, lost_at_promotion, invalidated)", METRIC_GAUGE, "verdict", slot_policy_name(c->slot_verdict), 1);
@@ -450,13 +453,51 @@ static int start_streaming(struct capture *c)
 	return rc;
 }
 
+/* The stream holds capture back (capture_core_held: a JetStream stream
+ * without a quorum, or full): nothing more is read from the source, the
+ * session is kept alive with status updates (they acknowledge only what
+ * is durable), and the flush is tried again after a pause that doubles
+ * from 250 ms to 5 s.  EXIT_OK (maybe still held), or an exit code. */
+static int held_back(struct capture *c, int *pause_ms)
+{
+	const char *why = c->js ? capture_jetstream_held(c->js) : NULL;
+	notify_status("cannot progress: %s", why ? why : "the stream takes nothing now");
+	write_metrics(c, true);
+	if (capture_core_status_due(c->core, clock_mono_us()) && send_status(c) < 0) {
+		/* a new session would resend what the held frames hold */
+		log_error("the source connection failed while the stream held capture back: exiting, the restart resumes from what the stream stored");
+		return EXIT_UNAVAILABLE;
+	}
+	for (int waited = 0; waited < *pause_ms && !*c->o->stop; waited += 100) {
+		notify_watchdog_tick(&c->watchdog);
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	*pause_ms = *pause_ms * 2 > 5000 ? 5000 : *pause_ms * 2;
+	if (flush_batch(c) != EXIT_OK)
+		return flush_failed(c);
+	if (!capture_core_held(c->core)) {
+		*pause_ms = 250;
+		notify_status("streaming slot %s", c->cfg->slot);
+		write_metrics(c, true);
+	}
+	return EXIT_OK;
+}
+
 /* Stream until stopped or the connection fails.  Returns an exit code,
  * or -1 for "reconnect". */
 static int stream_loop(struct capture *c, bool *made_progress)
 {
+	int pause_ms = 250;
 	for (;;) {
 		notify_watchdog_tick(&c->watchdog);
 		write_metrics(c, false);
+		if (!*c->o->stop && capture_core_held(c->core)) {
+			int rc = held_back(c, &pause_ms);
+			if (rc != EXIT_OK)
+				return rc;
+			continue;
+		}
 		if (*c->o->stop) {
 			notify_send("STOPPING=1");
 			if (flush_batch(c) != EXIT_OK)
@@ -700,6 +741,13 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		c.conn = NULL;
 		if (result >= 0) {
 			code = result;
+			goto out;
+		}
+		if (capture_core_held(c.core)) {
+			/* frames of this session wait in the sink: a new session
+			 * would resend them */
+			log_error("the source connection was lost while the stream held capture back: exiting, the restart resumes from what the stream stored");
+			code = EXIT_UNAVAILABLE;
 			goto out;
 		}
 		if (progress)

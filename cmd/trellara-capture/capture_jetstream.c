@@ -10,6 +10,7 @@
 #include "trellara/defaults.h"
 #include "trellara/jetstream_policy.h"
 #include "trellara/log.h"
+#include "trellara/metrics.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
@@ -49,18 +50,45 @@ struct capture_jetstream {
 	pthread_cond_t cv;
 	size_t answered, failed;
 	char failure[512];
+	int64_t ok_max;             /* the highest offset stored (-1: none) this attempt */
+	uint64_t fail_offset;       /* the lowest offset refused this attempt */
+	int fail_class;             /* its exit code, or 0: the stream may take it later */
+	char fail_text[512];
+	/* back-pressure and its metrics (capture_jetstream_metrics) */
+	bool held;                  /* the last sync could not store everything: retrying */
+	uint64_t retries, published, held_total;
+	double last_publish_seconds;
+	char held_reason[512];
 };
 
 static void set_failure(struct capture_jetstream *js, int exit_code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Why the sink is poisoned: the first reason stays. */
 static void set_failure(struct capture_jetstream *js, int exit_code, const char *fmt, ...)
 {
-	if (js->failed++ == 0) {
+	if (js->exit_code == 0) {
 		va_list ap;
 		va_start(ap, fmt);
 		vsnprintf(js->failure, sizeof js->failure, fmt, ap);
 		va_end(ap);
 		js->exit_code = exit_code;
+	}
+}
+
+/* A frame refused at offset: the lowest refusal of an attempt says what
+ * the attempt's first unstored frame met (later ones fail only because
+ * it did: each expects the one before it). */
+static void note_refusal(struct capture_jetstream *js, uint64_t offset, int exit_code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void note_refusal(struct capture_jetstream *js, uint64_t offset, int exit_code, const char *fmt, ...)
+{
+	if (js->failed++ == 0 || offset < js->fail_offset) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(js->fail_text, sizeof js->fail_text, fmt, ap);
+		va_end(ap);
+		js->fail_offset = offset;
+		js->fail_class = exit_code;
 	}
 }
 
@@ -76,18 +104,20 @@ static void on_ack(jsCtx *ctx, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, voi
 		offset = strtoull(expected, NULL, 10);
 	pthread_mutex_lock(&js->mu);
 	if (pae) {
+		const char *text = pae->ErrText && *pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
 		if (pae->ErrCode == JSStreamWrongLastSequenceErr)
-			set_failure(js, EXIT_TEMPFAIL,
-				    "frame %" PRIu64 " refused: the stream's last message is not %" PRIu64
-				    " (another writer appended to it: %s)",
-				    offset, offset, pae->ErrText ? pae->ErrText : "wrong last sequence");
-		else
-			set_failure(js, EXIT_UNAVAILABLE, "frame %" PRIu64 " not stored: %s (JetStream error %d)", offset,
-				    pae->ErrText && *pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err),
-				    (int)pae->ErrCode);
+			note_refusal(js, offset, EXIT_TEMPFAIL,
+				     "frame %" PRIu64 " refused: the stream's last message is not %" PRIu64
+				     " (another writer appended to it: %s)",
+				     offset, offset, text);
+		else /* a full stream, no quorum, no answer: not stored, not yet */
+			note_refusal(js, offset, 0, "frame %" PRIu64 " not stored: %s (JetStream error %d)", offset, text,
+				     (int)pae->ErrCode);
 	} else if (!pa || pa->Sequence != offset + 1) {
-		set_failure(js, EXIT_TEMPFAIL, "frame %" PRIu64 " stored as message %" PRIu64 ", not %" PRIu64, offset,
-			    pa ? pa->Sequence : 0, offset + 1);
+		note_refusal(js, offset, EXIT_TEMPFAIL, "frame %" PRIu64 " stored as message %" PRIu64 ", not %" PRIu64,
+			     offset, pa ? pa->Sequence : 0, offset + 1);
+	} else if ((int64_t)offset > js->ok_max) {
+		js->ok_max = (int64_t)offset;
 	}
 	js->answered++;
 	pthread_cond_broadcast(&js->cv);
@@ -115,10 +145,8 @@ static int sink_append(void *impl, int type, const uint8_t *payload, size_t len)
 		return -1;
 	size_t size = FRAME_HEADER_SIZE + len;
 	if (len > MAX_FRAME_PAYLOAD || (js->max_payload > 0 && size > (size_t)js->max_payload)) {
-		pthread_mutex_lock(&js->mu);
 		set_failure(js, EXIT_CANTCREAT, "a %s frame of %zu bytes is larger than the servers accept (%" PRId64 ")",
 			    frame_type_name(type) ? frame_type_name(type) : "?", size, js->max_payload);
-		pthread_mutex_unlock(&js->mu);
 		poison(js);
 		log_hint("raise max_payload of the NATS servers, or lower the chunk size of big transactions");
 		return -1;
@@ -176,8 +204,37 @@ static natsStatus frame_message(struct capture_jetstream *js, const struct queue
 	return st;
 }
 
+/* Drop the queued frames at or below offset (stored). */
+static void drop_stored(struct capture_jetstream *js, int64_t through)
+{
+	size_t n = 0;
+	while (n < js->n_queued && (int64_t)js->queue[n].offset <= through)
+		free(js->queue[n++].bytes);
+	memmove(js->queue, js->queue + n, (js->n_queued - n) * sizeof *js->queue);
+	js->n_queued -= n;
+}
+
+/* Wait until every handler of the sent PubAcks ran, at most
+ * JETSTREAM_PUBLISH_WAIT_MS (the mutex held). */
+static void wait_handlers(struct capture_jetstream *js, size_t sent)
+{
+	int64_t deadline = clock_mono_us() + JETSTREAM_PUBLISH_WAIT_MS * INT64_C(1000);
+	while (js->answered < sent && clock_mono_us() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&js->cv, &js->mu, &ts);
+	}
+}
+
 /* Publish every queued frame (at most JETSTREAM_PUBLISH_WINDOW without
- * a PubAck), then wait for every PubAck. */
+ * a PubAck), then wait for every PubAck.  0: all stored; 1: held back
+ * (what was stored is dropped from the queue, the rest stays for the
+ * next sync: a full stream, no quorum, no answer); -1: poisoned. */
 static int sink_sync(void *impl)
 {
 	struct capture_jetstream *js = impl;
@@ -185,8 +242,21 @@ static int sink_sync(void *impl)
 		return -1;
 	if (js->n_queued == 0)
 		return 0;
+	if (js->held) {
+		/* publishes of the attempt before still waiting in libnats are
+		 * dropped: their frames go again (the server drops a repeat as a
+		 * duplicate by its Nats-Msg-Id) */
+		natsMsgList left = { 0 };
+		if (js_PublishAsyncGetPendingList(&left, js->s.js) == NATS_OK)
+			natsMsgList_Destroy(&left);
+		js->retries++;
+	}
+	int64_t started = clock_mono_us();
 	pthread_mutex_lock(&js->mu);
 	js->answered = js->failed = 0;
+	js->ok_max = -1;
+	js->fail_offset = UINT64_MAX;
+	js->fail_class = 0;
 	pthread_mutex_unlock(&js->mu);
 	size_t sent = 0;
 	natsStatus st = NATS_OK;
@@ -199,41 +269,52 @@ static int sink_sync(void *impl)
 		if (st != NATS_OK)
 			break;
 	}
-	if (st == NATS_OK) {
-		jsPubOptions po;
-		jsPubOptions_Init(&po);
-		po.MaxWait = JETSTREAM_PUBLISH_WAIT_MS;
-		st = js_PublishAsyncComplete(js->s.js, &po);
-	}
+	jsPubOptions po;
+	jsPubOptions_Init(&po);
+	po.MaxWait = JETSTREAM_PUBLISH_WAIT_MS;
+	natsStatus done = sent ? js_PublishAsyncComplete(js->s.js, &po) : NATS_OK;
 	pthread_mutex_lock(&js->mu);
-	if (st == NATS_OK) {
-		/* every PubAck arrived; their handlers may still be running */
-		int64_t deadline = clock_mono_us() + JETSTREAM_PUBLISH_WAIT_MS * INT64_C(1000);
-		while (js->answered < sent && clock_mono_us() < deadline) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 10 * 1000 * 1000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&js->cv, &js->mu, &ts);
-		}
-		if (js->answered < sent)
-			set_failure(js, EXIT_UNAVAILABLE, "%zu of %zu PubAcks never handled", sent - js->answered, sent);
-	} else {
-		set_failure(js, EXIT_UNAVAILABLE, "publishing %zu frames from offset %" PRIu64 ": %s%s", js->n_queued,
-			    js->queue[0].offset, jetstream_session_error_text(st),
-			    st == NATS_TIMEOUT ? " (no PubAck in time: quorum lost, or servers down)" : "");
-	}
-	bool ok = js->failed == 0;
+	wait_handlers(js, sent);
+	int64_t ok_max = js->ok_max;
+	uint64_t fail_offset = js->fail_offset;
+	int fail_class = js->fail_class;
+	char text[512];
+	snprintf(text, sizeof text, "%s", js->fail_text);
 	pthread_mutex_unlock(&js->mu);
-	if (!ok) {
+	js->published += ok_max >= 0 ? (uint64_t)(ok_max - (int64_t)js->queue[0].offset + 1) : 0;
+	drop_stored(js, ok_max);
+	if (js->n_queued == 0) {
+		js->last_publish_seconds = (double)(clock_mono_us() - started) / 1e6;
+		if (js->held)
+			log_info("%s: stored again; acknowledging the source resumes", js->name);
+		js->held = false;
+		return 0;
+	}
+	uint64_t first = js->queue[0].offset;
+	if (fail_offset == first && fail_class) {
+		set_failure(js, fail_class, "%s", text);
 		poison(js);
 		return -1;
 	}
-	drop_queue(js);
-	return 0;
+	if (fail_offset == first)
+		snprintf(js->held_reason, sizeof js->held_reason, "%s", text);
+	else if (st != NATS_OK || done != NATS_OK)
+		snprintf(js->held_reason, sizeof js->held_reason, "frame %" PRIu64 ": %s%s", first,
+			 jetstream_session_error_text(st != NATS_OK ? st : done),
+			 (st != NATS_OK ? st : done) == NATS_TIMEOUT ? " (no PubAck in time: quorum lost, or servers down)"
+								     : "");
+	else
+		snprintf(js->held_reason, sizeof js->held_reason, "frame %" PRIu64 ": no PubAck", first);
+	if (!js->held) {
+		js->held_total++;
+		log_warn("%s: %s; %zu frames wait, and nothing past the last stored transaction is acknowledged to the source until they are stored",
+			 js->name, js->held_reason, js->n_queued);
+		log_hint("a majority of the stream's replicas must run, with room for the messages (a full stream: "
+			 "\"trellara stream retention --config %s --apply\" removes what every protected group applied)",
+			 js->cfg->path);
+	}
+	js->held = true;
+	return 1;
 }
 
 static void sink_close(void *impl)
@@ -431,6 +512,21 @@ void capture_jetstream_bind(struct capture_jetstream *js, const struct stream_me
 	b.timeline = dup_or_null(meta->timeline);
 	stream_meta_free(&js->binding);
 	js->binding = b;
+}
+
+void capture_jetstream_metrics(const struct capture_jetstream *js, struct metrics *m)
+{
+	metrics_add_u64(m, "trellara_capture_broker_available", "1 while the JetStream stream stores what capture publishes; 0 while it holds capture back (quorum lost, servers down, stream full) or refused it", METRIC_GAUGE, NULL, NULL, js->held || js->poisoned ? 0 : 1);
+	metrics_add_u64(m, "trellara_capture_broker_pending_acks", "frames published or queued without their PubAck", METRIC_GAUGE, NULL, NULL, js->n_queued);
+	metrics_add_double(m, "trellara_capture_broker_publish_seconds", "time from the first publish of the last stored batch to its last PubAck", METRIC_GAUGE, NULL, NULL, js->last_publish_seconds);
+	metrics_add_u64(m, "trellara_capture_broker_published_frames_total", "frames the stream stored (PubAck with the right sequence)", METRIC_COUNTER, NULL, NULL, js->published);
+	metrics_add_u64(m, "trellara_capture_broker_retries_total", "publishes of held-back frames tried again", METRIC_COUNTER, NULL, NULL, js->retries);
+	metrics_add_u64(m, "trellara_capture_broker_holds_total", "times the stream held capture back", METRIC_COUNTER, NULL, NULL, js->held_total);
+}
+
+const char *capture_jetstream_held(const struct capture_jetstream *js)
+{
+	return js->held ? js->held_reason : NULL;
 }
 
 int capture_jetstream_exit_code(const struct capture_jetstream *js)

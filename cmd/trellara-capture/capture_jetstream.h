@@ -17,10 +17,16 @@
  *    makes the next publish of one of them fail (the writer lock's
  *    analogue); a gap can never be stored.
  *  - sync returns success only when every queued frame has its PubAck
- *    (stored by the stream's quorum) with the sequence it must have; any
- *    failure (no PubAck within JETSTREAM_PUBLISH_WAIT_MS, a wrong last
- *    sequence, no responders, a lost connection) poisons the sink: that
- *    sync and every later one fail, nothing more is acknowledged.
+ *    (stored by the stream's quorum) with the sequence it must have.
+ *    Back-pressure: when the stream cannot store them now (no PubAck
+ *    within JETSTREAM_PUBLISH_WAIT_MS, no quorum, no responders, a full
+ *    stream, a lost connection) sync drops the frames that were stored
+ *    from its queue, keeps the rest and says "held back" (1): nothing
+ *    past them is acknowledged, and the next sync publishes them again
+ *    (a repeat of a stored one is dropped by its Nats-Msg-Id).  A refusal
+ *    that waiting cannot cure (a wrong last sequence: another writer; a
+ *    wrong sequence in a PubAck) poisons the sink: that sync and every
+ *    later one fail.
  *  - The restart point is read from the stream itself: its last messages
  *    by sequence, backwards, until a committed transaction, summarised by
  *    capture_core_restart_point_add_frame as the local stream's segments
@@ -69,6 +75,13 @@ void capture_jetstream_binding(const struct capture_jetstream *js, struct stream
 /* Sets the binding every later message carries (it is durable with the
  * next synced frame). */
 void capture_jetstream_bind(struct capture_jetstream *js, const struct stream_meta *meta);
+
+/* The broker's samples of capture.prom: available, pending acks,
+ * publish latency, frames stored, retries, holds. */
+struct metrics;
+void capture_jetstream_metrics(const struct capture_jetstream *js, struct metrics *m);
+/* While the stream holds capture back: why (borrowed); else NULL. */
+const char *capture_jetstream_held(const struct capture_jetstream *js);
 
 /* After a failed sync: the exit code that says why (see above). */
 int capture_jetstream_exit_code(const struct capture_jetstream *js);

@@ -28,6 +28,7 @@
 #include "trellara/defaults.h"
 #include "trellara/envelope.h"
 #include "trellara/fault.h"
+#include "trellara/frame_source.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/stream.h"
@@ -50,15 +51,22 @@ void apply_engine_clear_error(struct apply_engine *a)
 	a->ops->clear_error(a->t);
 }
 
+struct apply_outcome apply_engine_seek(struct apply_engine *a, uint64_t offset)
+{
+	int st = frame_source_seek(a->src, offset);
+	if (st == STREAM_OK)
+		return apply_ok();
+	return st == STREAM_EUNAVAILABLE ? apply_reconnect() : apply_exit(EXIT_DATAERR);
+}
+
 struct apply_engine *apply_engine_new(const struct flow_config *cfg, const struct apply_target_ops *ops, void *t,
-				      struct stream_reader *reader, struct stream_fs *fs)
+				      struct frame_source *src)
 {
 	struct apply_engine *e = xcalloc(1, sizeof *e);
 	e->cfg = cfg;
 	e->ops = ops;
 	e->t = t;
-	e->reader = reader;
-	e->fs = fs;
+	e->src = src;
 	plan_stmt_init(&e->stmt);
 	e->fold = fold_new();
 	e->deps = apply_deps_new();
@@ -214,12 +222,14 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 	if (a->fence.holding)
 		return apply_engine_fence_poll(a, what);
 	struct stream_frame f;
-	int st = stream_reader_next(a->reader, &f);
+	int st = frame_source_next(a->src, &f);
 	if (st == STREAM_END) {
 		struct apply_outcome rc = idle_duties(a);
 		*what = a->fence.holding ? APPLY_STEP_HELD : APPLY_STEP_IDLE;
 		return rc;
 	}
+	if (st == STREAM_EUNAVAILABLE)
+		return apply_reconnect(); /* the stream's servers: back off, read again */
 	if (st != STREAM_OK)
 		return apply_exit(stream_exit_code(st, STREAM_FROM_DATA));
 	struct apply_outcome rc = apply_ok();

@@ -141,7 +141,7 @@ int apply_engine_group_flush(struct apply_engine *a)
 {
 	if (!a->group_pending)
 		return 0;
-	if (stream_group_set_fs(a->fs, a->cfg->stream_path, a->cfg->consumer_group, a->cp.stream_offset) != STREAM_OK)
+	if (frame_source_position_set(a->src, a->cp.stream_offset) != STREAM_OK)
 		return -1;
 	a->group_pending = false;
 	a->last_group_write_us = a->now_us;
@@ -170,7 +170,7 @@ static struct apply_outcome rewind_batch(struct apply_engine *a, uint64_t to)
 	a->seen_lsn = a->cp.applied_through_lsn;
 	a->next_offset = to;
 	apply_engine_clear_error(a);
-	return stream_reader_seek(a->reader, to) == STREAM_OK ? apply_ok() : apply_exit(EXIT_DATAERR);
+	return apply_engine_seek(a, to);
 }
 
 /* Changes to a table outside dataset.tables are not applied; say so

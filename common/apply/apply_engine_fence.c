@@ -88,9 +88,9 @@ struct apply_outcome apply_engine_fence_check(struct apply_engine *a, uint64_t c
 	struct apply_outcome rc = apply_engine_fence_hold(a);
 	if (!apply_is_ok(rc))
 		return rc;
-	if (stream_reader_seek(a->reader, frame_offset) != STREAM_OK)
-		return apply_exit(EXIT_DATAERR);
-	a->next_offset = frame_offset;
-	return apply_ok();
+	rc = apply_engine_seek(a, frame_offset);
+	if (apply_is_ok(rc))
+		a->next_offset = frame_offset;
+	return rc;
 }
 

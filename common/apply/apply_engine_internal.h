@@ -29,6 +29,7 @@
 #include "trellara/apply_fold.h"
 #include "trellara/apply_fence.h"
 #include "trellara/envelope.h"
+#include "trellara/frame_source.h"
 #include "trellara/stream.h"
 
 #include <stdbool.h>
@@ -61,8 +62,7 @@ struct apply_engine {
 	const struct flow_config *cfg;
 	const struct apply_target_ops *ops;
 	void *t;
-	struct stream_reader *reader;
-	struct stream_fs *fs;
+	struct frame_source *src; /* borrowed */
 	struct apply_engine_stats stats;
 	struct apply_checkpoint cp; /* as last committed */
 	struct apply_tables tables;
@@ -141,6 +141,9 @@ int apply_engine_begin_txn(struct apply_engine *a, uint64_t offset, bool may_ove
 struct apply_outcome apply_engine_commit_batch(struct apply_engine *a);
 /* Moves the consumer group to the checkpoint when it lags. */
 int apply_engine_group_flush(struct apply_engine *a);
+/* Position the source at offset: APPLY_OK, APPLY_RECONNECT when its
+ * servers do not answer, else APPLY_EXIT (65: an offset it does not hold). */
+struct apply_outcome apply_engine_seek(struct apply_engine *a, uint64_t offset);
 /* Commit what is open; a failure goes to apply_engine_handle_failure (culprit hunt,
  * quarantine or reconnect). */
 struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a);

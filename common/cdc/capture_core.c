@@ -32,6 +32,7 @@ struct capture_core {
 	struct pgoutput_message msg;
 	struct ack_policy ack; /* what may be reported, when a watermark is due */
 	bool storage_failed;
+	bool held; /* the sink's last sync was held back (capture_core_held) */
 	unsigned messages_since_check;
 	struct capture_core_stats stats;
 };
@@ -89,9 +90,13 @@ static size_t sink_pending(const struct capture_core *c)
 	return c->sink.ops->pending(c->sink.impl);
 }
 
+/* 0: durable; 1: held back (the sink keeps the frames: the next flush
+ * tries again); -1: failed for good. */
 static int sink_sync(struct capture_core *c)
 {
-	return c->sink.ops->sync(c->sink.impl);
+	int rc = c->sink.ops->sync(c->sink.impl);
+	c->held = rc == 1;
+	return rc;
 }
 
 static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
@@ -105,12 +110,13 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 	/* A big transaction must not hold all its frames in the writer's
 	 * batch: make them durable as we go (nothing is acknowledged to
 	 * the source before its commit marker is durable). */
-	if (sink_pending(c) >= c->max_batch_messages) {
-		if (sink_sync(c) < 0) {
+	if (!c->held && sink_pending(c) >= c->max_batch_messages) {
+		int rc = sink_sync(c);
+		if (rc < 0) {
 			c->storage_failed = true;
 			return -1;
 		}
-		if (type == FRAME_CHUNK) {
+		if (rc == 0 && type == FRAME_CHUNK) {
 			/* tests: a chunk set durable in part, its commit not yet */
 			fault_point("capture.after_chunk_sync");
 			fault_pause("capture.after_chunk_sync");
@@ -146,10 +152,13 @@ static int flush_batch(struct capture_core *c, int64_t now_us, int64_t wall_us)
 	if (ack_policy_watermark_needed(&c->ack, &watermark_lsn) &&
 	    append_watermark(c, watermark_lsn, now_us, wall_us) < 0)
 		return -1;
-	if (sink_sync(c) < 0) {
+	int rc = sink_sync(c);
+	if (rc < 0) {
 		c->storage_failed = true;
 		return -1;
 	}
+	if (rc == 1)
+		return 0; /* held back: nothing more is durable, nothing more acknowledged */
 	c->stats.batches++;
 	c->stats.durable_lsn = ack_policy_on_durable(&c->ack);
 	fault_point("capture.after_append_before_ack");
@@ -386,6 +395,11 @@ enum capture_core_quiet capture_core_quiet(const struct capture_core *c, int64_t
 int capture_core_flush(struct capture_core *c, int64_t now_us, int64_t wall_us)
 {
 	return flush_batch(c, now_us, wall_us) < 0 ? EXIT_CANTCREAT : EXIT_OK;
+}
+
+bool capture_core_held(const struct capture_core *c)
+{
+	return c->held;
 }
 
 bool capture_core_status_due(const struct capture_core *c, int64_t now_us)

@@ -16,6 +16,8 @@ int stream_exit_code(int status, enum stream_origin origin)
 		return EXIT_CANTCREAT;
 	case STREAM_ELOCKED:
 		return EXIT_TEMPFAIL;
+	case STREAM_EUNAVAILABLE:
+		return EXIT_UNAVAILABLE;
 	case STREAM_EINVAL:
 		return origin == STREAM_FROM_ARGUMENT ? EXIT_USAGE : origin == STREAM_FROM_CONFIG ? EXIT_CONFIG : EXIT_DATAERR;
 	case STREAM_ERANGE:

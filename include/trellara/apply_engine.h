@@ -42,8 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct stream_fs;
-struct stream_reader;
+struct frame_source;
 
 /* The first error of the open target transaction. */
 struct apply_target_error {
@@ -131,10 +130,10 @@ struct apply_engine_stats {
 
 struct apply_engine;
 
-/* A new engine for cfg over target (ops, t), reading frames from reader,
- * the consumer group file on fs. */
+/* A new engine for cfg over target (ops, t), reading frames from src
+ * (borrowed: frame_source.h), where it also mirrors its position. */
 struct apply_engine *apply_engine_new(const struct flow_config *cfg, const struct apply_target_ops *ops, void *t,
-				      struct stream_reader *reader, struct stream_fs *fs);
+				      struct frame_source *src);
 void apply_engine_free(struct apply_engine *e);
 /* One more target connection (apply.workers): batches run on up to 1 +
  * the added ones at a time, committed in order (PARALLEL APPLY in

@@ -64,9 +64,11 @@ struct stream_fs;
 
 /* Where frames go.  append queues one frame (0, or -1 logged); pending
  * counts the frames queued since the last sync; sync returns 0 only when
- * every queued frame is durable (-1 logged: the sink is poisoned, nothing
- * queued is acknowledged, every later sync fails); close drops what is
- * not synced and frees the sink. */
+ * every queued frame is durable, 1 when the sink cannot store them now
+ * and keeps them for the next sync (back-pressure: a JetStream stream
+ * without a quorum, or full), -1 (logged) when the sink is poisoned
+ * (nothing queued is acknowledged, every later sync fails); close drops
+ * what is not synced and frees the sink. */
 struct capture_sink_ops {
 	int (*append)(void *impl, int type, const uint8_t *payload, size_t len);
 	size_t (*pending)(const void *impl);
@@ -137,6 +139,12 @@ enum capture_core_quiet capture_core_quiet(const struct capture_core *cc, int64_
 /* Make the pending batch durable (a watermark first when a position
  * passed without a frame).  EXIT_OK or EXIT_CANTCREAT. */
 int capture_core_flush(struct capture_core *cc, int64_t now_us, int64_t wall_us);
+
+/* The sink held the last flush back (its sync said 1): nothing queued is
+ * durable; the caller stops reading the source, keeps sending status
+ * updates (they acknowledge only what is durable) and flushes again
+ * after a pause. */
+bool capture_core_held(const struct capture_core *cc);
 
 /* Idle: the durable position moved past what was reported, or the
  * status interval passed. */

@@ -99,7 +99,8 @@ enum stream_status {
 	STREAM_ECORRUPT,  /* an invalid frame before the tail */
 	STREAM_ELOCKED,   /* another writer holds the lock */
 	STREAM_ERANGE,    /* offset removed by retention or not yet written */
-	STREAM_EINVAL     /* bad argument (too large a payload, bad name) */
+	STREAM_EINVAL,    /* bad argument (too large a payload, bad name) */
+	STREAM_EUNAVAILABLE /* a remote stream's servers cannot answer now (frame_source.h) */
 };
 
 struct frame_header {

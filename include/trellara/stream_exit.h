@@ -11,6 +11,8 @@
  *   STREAM_EIO             73   (EXIT_CANTCREAT: a system call on the stream failed)
  *   STREAM_ENOSPC          73   (EXIT_CANTCREAT: below min_free_bytes)
  *   STREAM_ELOCKED         75   (EXIT_TEMPFAIL: another writer holds the lock)
+ *   STREAM_EUNAVAILABLE    69   (EXIT_UNAVAILABLE: a JetStream stream's servers
+ *                                do not answer, or have no quorum)
  *
  * STREAM_EINVAL and STREAM_ERANGE say that something the caller handed to
  * the stream was wrong; whose mistake that is depends on where the value

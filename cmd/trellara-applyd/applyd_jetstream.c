@@ -1,0 +1,347 @@
+/*
+ * applyd_jetstream.c - a JetStream stream as applyd's frame source
+ * (frame_source.h, applyd_jetstream.h).  The one file of trellara-applyd
+ * on libnats.
+ *
+ * Reading.  An ephemeral pull consumer with no acknowledgements, made at
+ * the sequence after the last frame handed out (frame offset o is
+ * message o + 1), fetched in batches of JETSTREAM_FETCH_BATCH; a seek
+ * makes a new one.  Every message must be a valid frame (length, header,
+ * CRC) at exactly the next offset: a gap or a foreign message fails
+ * closed (STREAM_ECORRUPT, logged), never skipped.  The consumer lives on
+ * one server: a fetch that fails makes a new consumer once, then says
+ * STREAM_EUNAVAILABLE (applyd backs off and reads again).
+ *
+ * Position.  The checkpoint holds it; position_set mirrors it into the
+ * groups' stream (jetstream_group_set) at most every
+ * JETSTREAM_GROUP_MIRROR_US, for retention and trellara stream inspect.
+ * A mirror that cannot be written now is only late (retention keeps
+ * more), so it is a warning, not a failure.
+ */
+#include "applyd_jetstream.h"
+
+#include "../jetstream/jetstream_session.h"
+
+#include "trellara/clock.h"
+#include "trellara/defaults.h"
+#include "trellara/log.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define JETSTREAM_FETCH_BATCH 512
+/* an abandoned consumer (applyd killed) is removed by the servers */
+#define JETSTREAM_CONSUMER_INACTIVE_NS (60 * INT64_C(1000000000))
+#define JETSTREAM_GROUP_MIRROR_US (2 * INT64_C(1000000))
+
+#define HDR_SYSTEM "Trellara-System-Identifier"
+#define HDR_DATABASE "Trellara-Database"
+#define HDR_SLOT "Trellara-Slot"
+#define HDR_TIMELINE "Trellara-Timeline"
+
+struct js_source {
+	struct jetstream_session s;
+	const struct flow_config *cfg;
+	char *name;               /* owned: for messages */
+	natsSubscription *sub;    /* owned: the consumer from next_offset */
+	natsMsgList batch;        /* owned: fetched, not yet handed out */
+	int batch_pos;
+	natsMsg *current;         /* owned: the frame handed out last */
+	uint64_t next_offset;     /* the offset the next frame must have */
+	bool groups_ready;
+	uint64_t mirrored;        /* the position last mirrored */
+	int64_t last_mirror_us;
+	bool warned_mirror;
+};
+
+static void drop_batch(struct js_source *j)
+{
+	natsMsgList_Destroy(&j->batch);
+	memset(&j->batch, 0, sizeof j->batch);
+	j->batch_pos = 0;
+}
+
+static void drop_consumer(struct js_source *j)
+{
+	drop_batch(j);
+	if (j->sub) {
+		natsSubscription_Unsubscribe(j->sub); /* deletes the ephemeral consumer */
+		natsSubscription_Destroy(j->sub);
+		j->sub = NULL;
+	}
+}
+
+static int subscribe(struct js_source *j)
+{
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = JETSTREAM_API_WAIT_MS;
+	jsSubOptions so;
+	jsSubOptions_Init(&so);
+	so.Stream = j->cfg->jetstream_stream;
+	so.Config.DeliverPolicy = js_DeliverByStartSequence;
+	so.Config.OptStartSeq = j->next_offset + 1;
+	so.Config.AckPolicy = js_AckNone;
+	so.Config.InactiveThreshold = JETSTREAM_CONSUMER_INACTIVE_NS;
+	jsErrCode jerr = 0;
+	natsStatus st = js_PullSubscribe(&j->sub, j->s.js, j->cfg->jetstream_subject, NULL, &jo, &so, &jerr);
+	if (st == NATS_OK)
+		return STREAM_OK;
+	j->sub = NULL;
+	jetstream_session_request_failed(&j->s, j->cfg->jetstream_stream, "no consumer can read it", st, jerr);
+	return STREAM_EUNAVAILABLE;
+}
+
+/* Fetch the next messages: STREAM_OK (maybe none), or
+ * STREAM_EUNAVAILABLE (logged). */
+static int fetch(struct js_source *j, int timeout_ms)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!j->sub && subscribe(j) != STREAM_OK)
+			return STREAM_EUNAVAILABLE;
+		drop_batch(j);
+		jsFetchRequest req;
+		jsFetchRequest_Init(&req);
+		req.Batch = JETSTREAM_FETCH_BATCH;
+		req.MaxBytes = 0;
+		req.NoWait = timeout_ms <= 0;
+		req.Expires = (int64_t)(timeout_ms > 0 ? timeout_ms : JETSTREAM_API_WAIT_MS) * 1000000;
+		jsErrCode jerr = 0;
+		natsStatus st = natsSubscription_FetchRequest(&j->batch, j->sub, &req);
+		if (st == NATS_OK || st == NATS_TIMEOUT || st == NATS_NOT_FOUND)
+			return STREAM_OK; /* timeout or 404: nothing more now */
+		(void)jerr;
+		log_warn("%s: reading from offset %" PRIu64 " failed (%s): reading through a new consumer", j->name,
+			 j->next_offset, jetstream_session_error_text(st));
+		drop_consumer(j);
+	}
+	log_error("%s: no server answers for the stream from offset %" PRIu64 ": quorum lost, or servers down",
+		  j->name, j->next_offset);
+	return STREAM_EUNAVAILABLE;
+}
+
+/* Message m as the frame at next_offset. */
+static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
+{
+	const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
+	size_t len = (size_t)natsMsg_GetDataLength(m);
+	const char *reason = NULL;
+	struct frame_header h;
+	if (len < FRAME_HEADER_SIZE)
+		reason = "shorter than a frame header";
+	else if (!frame_decode_header(data, &h, &reason))
+		;
+	else if (FRAME_HEADER_SIZE + (size_t)h.payload_length != len)
+		reason = "its length differs from its frame's";
+	else if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h.payload_length))
+		reason = "bad frame checksum";
+	else if (h.offset != j->next_offset)
+		reason = h.offset > j->next_offset ? "frames are missing before it (a gap in the stream)"
+						   : "it repeats an earlier frame";
+	if (reason) {
+		log_error("%s: the message after offset %" PRIu64 " is not the next trellara frame: %s", j->name,
+			  j->next_offset, reason);
+		log_hint("the stream's messages were deleted or written by another: reseed the flow (\"trellara snapshot --config %s --force\")",
+			 j->cfg->path);
+		natsMsg_Destroy(m);
+		return STREAM_ECORRUPT;
+	}
+	natsMsg_Destroy(j->current);
+	j->current = m;
+	f->header = h;
+	f->payload = data + FRAME_HEADER_SIZE;
+	f->segment = j->cfg->jetstream_stream;
+	f->position = h.offset + 1; /* the message's sequence */
+	j->next_offset++;
+	return STREAM_OK;
+}
+
+static int js_next(void *impl, struct stream_frame *f)
+{
+	struct js_source *j = impl;
+	if (j->batch_pos >= j->batch.Count) {
+		int st = fetch(j, 0);
+		if (st != STREAM_OK)
+			return st;
+		if (j->batch.Count == 0)
+			return STREAM_END;
+	}
+	natsMsg *m = j->batch.Msgs[j->batch_pos];
+	j->batch.Msgs[j->batch_pos++] = NULL;
+	return take(j, m, f);
+}
+
+static int js_wait(void *impl, int timeout_ms)
+{
+	struct js_source *j = impl;
+	if (j->batch_pos < j->batch.Count)
+		return STREAM_OK;
+	int st = fetch(j, timeout_ms > 0 ? timeout_ms : 1);
+	if (st != STREAM_OK) {
+		/* applyd's next read says so again; do not spin meanwhile */
+		struct timespec ts = { 0, (long)(timeout_ms > 0 ? timeout_ms : 1) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	return STREAM_OK;
+}
+
+static int js_seek(void *impl, uint64_t offset)
+{
+	struct js_source *j = impl;
+	jsStreamInfo *si = NULL;
+	if (jetstream_session_stream_info(&j->s, j->cfg->jetstream_stream, &si) != EXIT_OK)
+		return STREAM_EUNAVAILABLE;
+	if (!si) {
+		log_error("%s does not exist", j->name);
+		return STREAM_ERANGE;
+	}
+	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	if (offset + 1 < first || offset > last) {
+		log_error("%s holds offsets %" PRIu64 " to %" PRIu64 ", not %" PRIu64, j->name, first ? first - 1 : 0,
+			  last, offset);
+		return STREAM_ERANGE;
+	}
+	if (offset != j->next_offset || !j->sub) {
+		drop_consumer(j);
+		j->next_offset = offset;
+	}
+	return STREAM_OK;
+}
+
+static int js_position_get(void *impl, uint64_t *position, bool *exists)
+{
+	struct js_source *j = impl;
+	int code = jetstream_group_get(&j->s, j->cfg, j->cfg->consumer_group, position, exists);
+	if (code == EXIT_OK)
+		return STREAM_OK;
+	return code == EXIT_UNAVAILABLE ? STREAM_EUNAVAILABLE : STREAM_ECORRUPT;
+}
+
+static int js_position_set(void *impl, uint64_t position)
+{
+	struct js_source *j = impl;
+	int64_t now = clock_mono_us();
+	if (position == j->mirrored || now - j->last_mirror_us < JETSTREAM_GROUP_MIRROR_US)
+		return STREAM_OK;
+	j->last_mirror_us = now;
+	if (!j->groups_ready)
+		j->groups_ready = jetstream_groups_ensure(&j->s, j->cfg) == EXIT_OK;
+	if (j->groups_ready && jetstream_group_set(&j->s, j->cfg, j->cfg->consumer_group, position) == EXIT_OK) {
+		j->mirrored = position;
+		j->warned_mirror = false;
+	} else if (!j->warned_mirror) {
+		log_warn("%s: group \"%s\"'s position %" PRIu64 " cannot be recorded in stream \"%s-groups\" now; retention keeps what is behind it",
+			 j->name, j->cfg->consumer_group, position, j->cfg->jetstream_stream);
+		j->warned_mirror = true;
+	}
+	return STREAM_OK;
+}
+
+static char *header_copy(natsMsg *m, const char *key)
+{
+	const char *v = NULL;
+	return m && natsMsgHeader_Get(m, key, &v) == NATS_OK && v && *v ? xstrdup(v) : NULL;
+}
+
+static int js_meta(void *impl, struct stream_meta *meta)
+{
+	struct js_source *j = impl;
+	memset(meta, 0, sizeof *meta);
+	jsStreamInfo *si = NULL;
+	if (jetstream_session_stream_info(&j->s, j->cfg->jetstream_stream, &si) != EXIT_OK)
+		return STREAM_EUNAVAILABLE;
+	if (!si) {
+		log_error("%s does not exist", j->name);
+		return STREAM_ERANGE;
+	}
+	meta->format_version = STREAM_FORMAT_VERSION;
+	/* a stream deleted and created again has another creation time */
+	meta->stream_id = xasprintf("jetstream:%s:%" PRId64, j->cfg->jetstream_stream, si->Created);
+	uint64_t msgs = si->State.Msgs;
+	jsStreamInfo_Destroy(si);
+	if (msgs == 0)
+		return STREAM_OK;
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = JETSTREAM_API_WAIT_MS;
+	jsErrCode jerr = 0;
+	natsMsg *m = NULL;
+	natsStatus st = js_GetLastMsg(&m, j->s.js, j->cfg->jetstream_stream, j->cfg->jetstream_subject, &jo, &jerr);
+	if (st != NATS_OK) {
+		stream_meta_free(meta);
+		jetstream_session_request_failed(&j->s, j->cfg->jetstream_stream, "its last message cannot be read", st,
+						 jerr);
+		return STREAM_EUNAVAILABLE;
+	}
+	meta->system_identifier = header_copy(m, HDR_SYSTEM);
+	meta->database = header_copy(m, HDR_DATABASE);
+	meta->slot = header_copy(m, HDR_SLOT);
+	meta->timeline = header_copy(m, HDR_TIMELINE);
+	natsMsg_Destroy(m);
+	return STREAM_OK;
+}
+
+static void js_close(void *impl)
+{
+	struct js_source *j = impl;
+	drop_consumer(j);
+	natsMsg_Destroy(j->current);
+	jetstream_session_close(&j->s);
+	free(j->name);
+	free(j);
+}
+
+static const struct frame_source_ops js_ops = {
+	.next = js_next,
+	.seek = js_seek,
+	.wait = js_wait,
+	.position_get = js_position_get,
+	.position_set = js_position_set,
+	.meta = js_meta,
+	.close = js_close,
+};
+
+int applyd_jetstream_open(const struct flow_config *cfg, struct frame_source *src, bool quiet)
+{
+	*src = (struct frame_source){ 0 };
+	struct js_source *j = xcalloc(1, sizeof *j);
+	j->cfg = cfg;
+	log_set_quiet(quiet); /* applyd retries every second: it says so once */
+	int code = jetstream_session_open(cfg, "trellara-applyd", true, &j->s);
+	j->name = xasprintf("JetStream stream \"%s\" on %s", cfg->jetstream_stream, j->s.servers ? j->s.servers : "");
+	jsStreamInfo *si = NULL;
+	if (code == EXIT_OK)
+		code = jetstream_session_stream_info(&j->s, cfg->jetstream_stream, &si);
+	log_set_quiet(false);
+	int st = STREAM_OK;
+	if (code != EXIT_OK) {
+		st = STREAM_EUNAVAILABLE;
+	} else if (!si) {
+		st = STREAM_END; /* not created yet: wait for it */
+	} else {
+		struct jetstream_wanted want;
+		struct jetstream_stream_settings observed;
+		struct jetstream_refusal why;
+		jetstream_session_wanted(cfg, &want);
+		jetstream_session_settings(si->Config, &observed);
+		if (jetstream_policy_decide(&want, &observed, &why) != JETSTREAM_ACCEPT) {
+			log_error("%s: %s", j->name, why.reason);
+			log_hint("\"trellara stream init --config %s\" says what the stream's settings must be (setting \"%s\")",
+				 cfg->path, why.setting);
+			st = STREAM_EINVAL;
+		}
+	}
+	if (si)
+		jsStreamInfo_Destroy(si);
+	if (st != STREAM_OK) {
+		js_close(j);
+		return st;
+	}
+	*src = (struct frame_source){ .ops = &js_ops, .impl = j };
+	return STREAM_OK;
+}
