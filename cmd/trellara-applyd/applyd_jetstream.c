@@ -52,6 +52,9 @@ struct js_source {
 	int batch_pos;
 	natsMsg *current;         /* owned: the frame handed out last */
 	uint64_t next_offset;     /* the offset the next frame must have */
+	int64_t last_check_us;    /* the stream's end last compared with next_offset */
+	bool gap_retried;         /* a later frame came: read once more through a new consumer */
+	uint64_t redelivered;     /* repeats dropped */
 	bool groups_ready;
 	uint64_t mirrored;        /* the position last mirrored */
 	int64_t last_mirror_us;
@@ -124,7 +127,11 @@ static int fetch(struct js_source *j, int timeout_ms)
 	return STREAM_EUNAVAILABLE;
 }
 
-/* Message m as the frame at next_offset. */
+/* Message m as the frame at next_offset: STREAM_OK (handed out),
+ * STREAM_END (a repeat of a frame already handed out: a consumer that
+ * moved to another server may deliver again; dropped), STREAM_ERANGE (a
+ * later frame: the caller reads again through a new consumer), or
+ * STREAM_ECORRUPT (logged). */
 static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
 {
 	const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
@@ -139,16 +146,21 @@ static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
 		reason = "its length differs from its frame's";
 	else if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h.payload_length))
 		reason = "bad frame checksum";
-	else if (h.offset != j->next_offset)
-		reason = h.offset > j->next_offset ? "frames are missing before it (a gap in the stream)"
-						   : "it repeats an earlier frame";
 	if (reason) {
-		log_error("%s: the message after offset %" PRIu64 " is not the next trellara frame: %s", j->name,
+		log_error("%s: the message after offset %" PRIu64 " is not a valid trellara frame: %s", j->name,
 			  j->next_offset, reason);
-		log_hint("the stream's messages were deleted or written by another: reseed the flow (\"trellara snapshot --config %s --force\")",
+		log_hint("the stream holds messages capture did not write: give the flow a stream of its own (stream.name) and reseed it (\"trellara snapshot --config %s --force\")",
 			 j->cfg->path);
 		natsMsg_Destroy(m);
 		return STREAM_ECORRUPT;
+	}
+	if (h.offset != j->next_offset) {
+		natsMsg_Destroy(m);
+		if (h.offset < j->next_offset) {
+			j->redelivered++;
+			return STREAM_END;
+		}
+		return STREAM_ERANGE;
 	}
 	natsMsg_Destroy(j->current);
 	j->current = m;
@@ -157,22 +169,66 @@ static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
 	f->segment = j->cfg->jetstream_stream;
 	f->position = h.offset + 1; /* the message's sequence */
 	j->next_offset++;
+	j->gap_retried = false;
 	return STREAM_OK;
 }
 
 static int js_next(void *impl, struct stream_frame *f)
 {
 	struct js_source *j = impl;
-	if (j->batch_pos >= j->batch.Count) {
-		int st = fetch(j, 0);
-		if (st != STREAM_OK)
+	for (;;) {
+		if (j->batch_pos >= j->batch.Count) {
+			int st = fetch(j, 0);
+			if (st != STREAM_OK)
+				return st;
+			if (j->batch.Count == 0)
+				return STREAM_END;
+		}
+		natsMsg *m = j->batch.Msgs[j->batch_pos];
+		j->batch.Msgs[j->batch_pos++] = NULL;
+		int st = take(j, m, f);
+		if (st == STREAM_END)
+			continue; /* a repeat */
+		if (st != STREAM_ERANGE)
 			return st;
-		if (j->batch.Count == 0)
-			return STREAM_END;
+		/* a later frame than the next: once through a new consumer,
+		 * then it is a gap in the stream */
+		if (j->gap_retried) {
+			log_error("%s: the frame after offset %" PRIu64 " is missing: the stream has a gap", j->name,
+				  j->next_offset);
+			log_hint("messages were deleted from the stream: what they held is lost to applyd; reseed the flow (\"trellara snapshot --config %s --force\")",
+				 j->cfg->path);
+			return STREAM_ECORRUPT;
+		}
+		j->gap_retried = true;
+		drop_consumer(j);
 	}
-	natsMsg *m = j->batch.Msgs[j->batch_pos];
-	j->batch.Msgs[j->batch_pos++] = NULL;
-	return take(j, m, f);
+}
+
+/* A consumer lives on one server: one that died (or lost its stream's
+ * leader) answers nothing, not an error.  When fetches bring nothing
+ * while the stream holds messages past next_offset, read through a new
+ * consumer; checked at most every JETSTREAM_STALE_CHECK_US. */
+#define JETSTREAM_STALE_CHECK_US (2 * INT64_C(1000000))
+static void check_stale(struct js_source *j)
+{
+	int64_t now = clock_mono_us();
+	if (now - j->last_check_us < JETSTREAM_STALE_CHECK_US)
+		return;
+	j->last_check_us = now;
+	jsStreamInfo *si = NULL;
+	log_set_quiet(true);
+	int code = jetstream_session_stream_info(&j->s, j->cfg->jetstream_stream, &si);
+	log_set_quiet(false);
+	if (code != EXIT_OK || !si)
+		return;
+	uint64_t last = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	if (last > j->next_offset) {
+		log_warn("%s: its consumer brings nothing while the stream holds offsets up to %" PRIu64 " (next %" PRIu64 "): reading through a new consumer",
+			 j->name, last - 1, j->next_offset);
+		drop_consumer(j);
+	}
 }
 
 static int js_wait(void *impl, int timeout_ms)
@@ -181,6 +237,8 @@ static int js_wait(void *impl, int timeout_ms)
 	if (j->batch_pos < j->batch.Count)
 		return STREAM_OK;
 	int st = fetch(j, timeout_ms > 0 ? timeout_ms : 1);
+	if (st == STREAM_OK && j->batch.Count == 0)
+		check_stale(j);
 	if (st != STREAM_OK) {
 		/* applyd's next read says so again; do not spin meanwhile */
 		struct timespec ts = { 0, (long)(timeout_ms > 0 ? timeout_ms : 1) * 1000000L };

@@ -137,6 +137,9 @@ int stream_cli_jetstream_init(const struct flow_config *c, bool json)
 			goto out;
 		}
 	}
+	/* the groups' positions, which retention and inspect read */
+	if ((code = jetstream_groups_ensure(&s, c)) != EXIT_OK)
+		goto out;
 	const char *action = created ? "created" : "accepted";
 	if (json) {
 		struct jsonw w;

@@ -1,0 +1,189 @@
+#!/usr/bin/env bats
+#
+# The whole flow with stream.kind jetstream, on a 3-node JetStream
+# cluster (helpers/nats.bash): trellara-snapshot copies the pgbench
+# tables, trellara-capture publishes to the replicated stream,
+# trellara-applyd reads it back by sequence, under pgbench load, with
+# processes and broker nodes killed.  The end is always the same proof:
+# every table identical (sorted COPY) and trellara verify CONVERGED.
+
+bats_require_minimum_version 1.5.0
+
+load helpers/common
+load helpers/nats
+
+TABLES="public.pgbench_accounts,public.pgbench_branches,public.pgbench_tellers,public.pgbench_history"
+
+setup_file() {
+	trellara_setup_file || return 1
+	trellara_nats_cluster_start
+}
+
+teardown_file() {
+	trellara_nats_cluster_stop
+	trellara_teardown_file
+}
+
+setup() {
+	trellara_setup
+	export JS_STREAM=TRELLARA_FLOW$BATS_TEST_NUMBER JS_SUBJECT=trellara.flow$BATS_TEST_NUMBER
+	export METRICS_DIR="$TEST_DIR/metrics"
+	export TRELLARA_STATUS_INTERVAL_MS=200 TRELLARA_RECONNECT_BASE_MS=100
+	mkdir -p "$METRICS_DIR"
+	pgbench -q -i -s 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
+	# pgbench_history has no key: FULL identity (pgbench only inserts into it)
+	psql_source "ALTER TABLE pgbench_history REPLICA IDENTITY FULL" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
+	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set observability.metrics_dir="\"$METRICS_DIR\"" \
+		"$(nats_stream_yaml "$JS_STREAM" "$JS_SUBJECT")"
+	run -0 trellara stream init --config "$FLOW_FILE"
+	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+}
+
+teardown() {
+	local i
+	trellara_teardown
+	for ((i = 1; i <= NATS_NODES; i++)); do
+		_nats_pid "$i" >/dev/null || trellara_nats_node_start "$i"
+	done
+	trellara_nats_wait_ready 30
+}
+
+source_load() {
+	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
+}
+
+slot_active() {
+	[ "$(psql_source "SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = t ]
+}
+
+slot_flush_lsn() {
+	psql_source "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'"
+}
+
+start_flow() {
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	wait_for -t 60 -m "capture streams" slot_active
+}
+
+# restart_killed NAME...: kill -9 each, start each again, wait until
+# capture streams and applyd applies again
+restart_killed() {
+	local name applied
+	applied=$(applied_transactions)
+	for name in "$@"; do
+		bg_stop "$name" KILL
+		[ "$BG_STATUS" -eq 137 ]
+	done
+	for name in "$@"; do
+		bg_start "$name" trellara-"$name" --config "$FLOW_FILE"
+	done
+	wait_for -t 60 -m "capture streams again" slot_active
+	wait_for -t 60 -m "applyd applies again" "[ \"\$(applied_transactions)\" -gt $applied ]"
+}
+
+pgbench_compare() {
+	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history
+}
+
+# metric NAME [LABEL]: a sample of capture's or applyd's metrics file
+metric() {
+	cat "$METRICS_DIR"/capture.prom "$METRICS_DIR"/applyd.prom 2>/dev/null |
+		awk -v name="$1" '$1 == name || index($1, name "{") == 1 { print $NF; exit }'
+}
+
+converged() {
+	run -0 trellara verify --config "$FLOW_FILE"
+	[[ $output == *CONVERGED* ]]
+}
+
+@test "kind jetstream: capture and applyd under pgbench, each killed -9 three times and both together: identical, CONVERGED, nothing quarantined" {
+	start_flow
+	bg_start load source_load 40
+	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
+	for _ in 1 2 3; do
+		restart_killed capture
+		restart_killed applyd
+		restart_killed capture applyd
+	done
+	bg_wait load 120
+	[ "$BG_STATUS" -eq 0 ]
+	grep -q "number of transactions actually processed" "$TEST_DIR/pgbench.log"
+	caught_up 180
+	pgbench_compare
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	converged
+	# applyd read the JetStream stream, by sequence, from its checkpoint
+	grep -q "applying from stream offset [1-9]" "$TEST_DIR/applyd.log"
+	[[ $(psql_target "SELECT stream_id FROM trellara.apply_checkpoint") == "jetstream:$JS_STREAM:"* ]]
+	# the stream holds what was applied: the checkpoint's offset is a
+	# sequence of the stream, and the group's mirror is at most there
+	local offset
+	offset=$(psql_target "SELECT stream_offset FROM trellara.apply_checkpoint")
+	run -0 --separate-stderr trellara stream inspect --config "$FLOW_FILE" --format json
+	(($(jq '.last_sequence' <<<"$output") >= offset))
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
+
+@test "kind jetstream: one node killed mid-load, the flow goes on; two killed, the slot's confirmed position stands still and capture says the broker holds it back, without exiting; nodes back: caught up, identical, CONVERGED" {
+	start_flow
+	bg_start load source_load 60
+	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
+	# one of three: a quorum remains, the flow continues
+	trellara_nats_node_stop 1
+	local applied
+	applied=$(applied_transactions)
+	wait_for -t 60 -m "applyd applies with one node down" "[ \"\$(applied_transactions)\" -gt $((applied + 100)) ]"
+	# two of three: no quorum; capture holds, acknowledges nothing more
+	local holds
+	holds=$(grep -c 'nothing past the last stored transaction is acknowledged' "$TEST_DIR/capture.log" || true)
+	trellara_nats_node_stop 2
+	wait_for -t 60 -m "capture says the broker holds it back" \
+		"[ \"\$(grep -c 'nothing past the last stored transaction is acknowledged' '$TEST_DIR/capture.log')\" -gt $holds ]"
+	wait_for -t 30 -m "capture's metrics say the broker is unavailable" '[ "$(metric trellara_capture_broker_available)" = 0 ]'
+	local held_lsn
+	held_lsn=$(slot_flush_lsn)
+	sleep 5
+	[ "$(slot_flush_lsn)" = "$held_lsn" ]
+	# nothing crashed: the same processes, still running
+	kill -0 "$(bg_pid capture)"
+	kill -0 "$(bg_pid applyd)"
+	(($(metric trellara_capture_broker_retries_total) >= 1))
+	# the nodes return: the held frames are stored, the flow catches up
+	trellara_nats_node_start 1
+	trellara_nats_node_start 2
+	trellara_nats_wait_ready 60
+	wait_for -t 60 -m "capture stores again" "grep -q 'stored again; acknowledging the source resumes' '$TEST_DIR/capture.log'"
+	bg_wait load 120
+	[ "$BG_STATUS" -eq 0 ]
+	caught_up 180
+	[ "$(metric trellara_capture_broker_available)" = 1 ]
+	pgbench_compare
+	converged
+	kill -0 "$(bg_pid capture)"
+	kill -0 "$(bg_pid applyd)"
+}
+
+@test "kind jetstream: capture killed between the PubAcks and the source acknowledgement under load: what the source sends again is skipped and counted, applyd applies each transaction once" {
+	TRELLARA_FAULT=capture.after_append_before_ack:40 bg_start capture trellara-capture --config "$FLOW_FILE"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	bg_start load source_load 20
+	bg_wait capture 60
+	[ "$BG_STATUS" -eq 137 ]
+	grep -q 'fault point "capture.after_append_before_ack" reached' "$TEST_DIR/capture.log"
+	bg_start capture2 trellara-capture --config "$FLOW_FILE"
+	bg_wait load 120
+	caught_up 180
+	grep -Eq "[1-9][0-9]* skipped as duplicates|skipped transaction [0-9]* \(commit [0-9A-F/]*\): already in the stream" \
+		"$TEST_DIR/capture2.log" || {
+		bg_stop capture2 TERM
+		grep -Eq "[1-9][0-9]* skipped as duplicates" "$TEST_DIR/capture2.log"
+	}
+	pgbench_compare
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	converged
+}
