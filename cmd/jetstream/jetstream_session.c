@@ -159,6 +159,7 @@ void jetstream_session_wanted(const struct flow_config *c, struct jetstream_want
 	want->subject = c->jetstream_subject;
 	want->replicas = c->jetstream_replicas;
 	want->duplicate_window_seconds = c->jetstream_duplicate_window_seconds;
+	want->max_bytes = c->jetstream_max_bytes;
 }
 
 /* A replica the leader has not heard from for this long is gone, for the

@@ -36,7 +36,7 @@
 #define JETSTREAM_FETCH_BATCH 512
 /* an abandoned consumer (applyd killed) is removed by the servers */
 #define JETSTREAM_CONSUMER_INACTIVE_NS (60 * INT64_C(1000000000))
-#define JETSTREAM_GROUP_MIRROR_US (2 * INT64_C(1000000))
+#define JETSTREAM_GROUP_MIRROR_US INT64_C(1000000)
 
 #define HDR_SYSTEM "Trellara-System-Identifier"
 #define HDR_DATABASE "Trellara-Database"
@@ -56,10 +56,14 @@ struct js_source {
 	bool gap_retried;         /* a later frame came: read once more through a new consumer */
 	uint64_t redelivered;     /* repeats dropped */
 	bool groups_ready;
+	uint64_t wanted;          /* the position to mirror */
+	bool have_wanted;
 	uint64_t mirrored;        /* the position last mirrored */
 	int64_t last_mirror_us;
 	bool warned_mirror;
 };
+
+static void mirror(struct js_source *j);
 
 static void drop_batch(struct js_source *j)
 {
@@ -236,6 +240,7 @@ static int js_wait(void *impl, int timeout_ms)
 	struct js_source *j = impl;
 	if (j->batch_pos < j->batch.Count)
 		return STREAM_OK;
+	mirror(j);
 	int st = fetch(j, timeout_ms > 0 ? timeout_ms : 1);
 	if (st == STREAM_OK && j->batch.Count == 0)
 		check_stale(j);
@@ -280,12 +285,13 @@ static int js_position_get(void *impl, uint64_t *position, bool *exists)
 	return code == EXIT_UNAVAILABLE ? STREAM_EUNAVAILABLE : STREAM_ECORRUPT;
 }
 
-static int js_position_set(void *impl, uint64_t position)
+/* Mirror j->wanted when it moved and the last mirror is old enough. */
+static void mirror(struct js_source *j)
 {
-	struct js_source *j = impl;
 	int64_t now = clock_mono_us();
-	if (position == j->mirrored || now - j->last_mirror_us < JETSTREAM_GROUP_MIRROR_US)
-		return STREAM_OK;
+	uint64_t position = j->wanted;
+	if (!j->have_wanted || position == j->mirrored || now - j->last_mirror_us < JETSTREAM_GROUP_MIRROR_US)
+		return;
 	j->last_mirror_us = now;
 	if (!j->groups_ready)
 		j->groups_ready = jetstream_groups_ensure(&j->s, j->cfg) == EXIT_OK;
@@ -297,6 +303,15 @@ static int js_position_set(void *impl, uint64_t position)
 			 j->name, j->cfg->consumer_group, position, j->cfg->jetstream_stream);
 		j->warned_mirror = true;
 	}
+}
+
+/* Rate-limited: what it cannot mirror now, an idle wait mirrors later. */
+static int js_position_set(void *impl, uint64_t position)
+{
+	struct js_source *j = impl;
+	j->wanted = position;
+	j->have_wanted = true;
+	mirror(j);
 	return STREAM_OK;
 }
 

@@ -457,7 +457,7 @@ static int start_streaming(struct capture *c)
  * without a quorum, or full): nothing more is read from the source, the
  * session is kept alive with status updates (they acknowledge only what
  * is durable), and the flush is tried again after a pause that doubles
- * from 250 ms to 5 s.  EXIT_OK (maybe still held), or an exit code. */
+ * from 250 ms to 2 s.  EXIT_OK (maybe still held), or an exit code. */
 static int held_back(struct capture *c, int *pause_ms)
 {
 	const char *why = c->js ? capture_jetstream_held(c->js) : NULL;
@@ -473,7 +473,7 @@ static int held_back(struct capture *c, int *pause_ms)
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
-	*pause_ms = *pause_ms * 2 > 5000 ? 5000 : *pause_ms * 2;
+	*pause_ms = *pause_ms * 2 > 2000 ? 2000 : *pause_ms * 2;
 	if (flush_batch(c) != EXIT_OK)
 		return flush_failed(c);
 	if (!capture_core_held(c->core)) {

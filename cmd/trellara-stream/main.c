@@ -23,11 +23,14 @@ static const char usage_text[] =
 	"  inspect-local   report segments, offsets, torn tail, index state, groups (never modifies)\n"
 	"  read            print frames: [--from N] [--count N] [--follow] [--raw]\n"
 	"  locate          where a frame lives: --offset N | --lsn LSN\n"
-	"  retention       segments no protected group needs: [--apply] [--protect GROUP]...\n"
+	"  retention       segments no protected group needs: [--apply] [--protect GROUP]...;\n"
+	"                  with stream.kind jetstream (--config): the messages every group of\n"
+	"                  stream.protected_groups has passed, never the last one [--apply]\n"
 	"  append          append JSON lines from stdin, print each acknowledged offset\n"
 	"  init            stream.kind jetstream: create the flow's JetStream stream, or check the\n"
 	"                  existing one's settings (--config only)\n"
-	"  inspect         stream.kind jetstream: stream state, replicas and leader, consumers\n"
+	"  inspect         stream.kind jetstream: stream state, replicas and leader, protected\n"
+	"                  groups' positions and pending frames, consumers\n"
 	"                  (--config only; never modifies)\n"
 	"\n"
 	"options:\n"
@@ -156,15 +159,24 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	bool jetstream_command = strcmp(command, "init") == 0 || strcmp(command, "inspect") == 0;
+	/* retention works on either kind, by the flow file's */
+	bool either_kind = strcmp(command, "retention") == 0;
 	if (jetstream_command && !config_path) {
 		code = cli_usage_error(&cli, "%s needs --config FILE (a flow with stream.kind jetstream)", command);
 		goto out;
 	}
 	if (config_path) {
-		cli.jetstream_ok = jetstream_command;
+		cli.jetstream_ok = jetstream_command || either_kind;
 		if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 			goto out;
 		config_loaded = true;
+		if (either_kind && config.stream_kind == STREAM_KIND_JETSTREAM) {
+			if (n_protect || o.no_groups_ok)
+				code = cli_usage_error(&cli, "--protect and --no-groups-ok go with a local stream; a JetStream stream's protected groups are stream.protected_groups");
+			else
+				code = stream_cli_jetstream_retention(&config, o.apply, format == FORMAT_JSON);
+			goto out;
+		}
 		if (jetstream_command) {
 			if (config.stream_kind != STREAM_KIND_JETSTREAM) {
 				log_error("%s: stream.kind is \"%s\": \"trellara stream %s\" is for a JetStream stream",

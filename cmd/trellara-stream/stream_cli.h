@@ -45,5 +45,9 @@ int stream_cli_append(const struct stream_cli_options *o);
 struct flow_config;
 int stream_cli_jetstream_init(const struct flow_config *config, bool json);
 int stream_cli_jetstream_inspect(const struct flow_config *config, bool json);
+/* retention of a JetStream stream: removes the messages every protected
+ * group (stream.protected_groups, mirrored positions) has passed, never
+ * the last one; only reports unless apply. */
+int stream_cli_jetstream_retention(const struct flow_config *config, bool apply, bool json);
 
 #endif

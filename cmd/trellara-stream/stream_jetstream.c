@@ -196,8 +196,34 @@ static size_t peers_of(const jsStreamInfo *si, struct peer_view *out, size_t max
 	return n;
 }
 
+/* A consumer group's position as the groups' stream mirrors it. */
+struct group_view {
+	const char *name; /* borrowed from the flow config */
+	bool exists;
+	uint64_t position; /* the next offset it needs */
+	uint64_t pending;  /* frames from there to the stream's end */
+};
+
+/* The flow's protected groups (stream.protected_groups, by default
+ * apply.consumer_group).  EXIT_OK, or the failure (logged). */
+static int groups_of(const struct jetstream_session *s, const struct flow_config *c, uint64_t last_seq,
+		     struct group_view *out, size_t *n)
+{
+	*n = 0;
+	for (size_t i = 0; i < c->n_protected_groups; i++) {
+		struct group_view *g = &out[(*n)++];
+		*g = (struct group_view){ .name = c->protected_groups[i] };
+		int code = jetstream_group_get(s, c, g->name, &g->position, &g->exists);
+		if (code != EXIT_OK)
+			return code;
+		g->pending = g->exists && last_seq > g->position ? last_seq - g->position : g->exists ? 0 : last_seq;
+	}
+	return EXIT_OK;
+}
+
 static void print_inspect_json(const struct jetstream_session *s, const jsStreamInfo *si, const struct peer_view *peers,
-			       size_t n_peers, const jsConsumerInfoList *consumers)
+			       size_t n_peers, const jsConsumerInfoList *consumers, const struct group_view *groups,
+			       size_t n_groups)
 {
 	const jsStreamState *st = &si->State;
 	struct jsonw w;
@@ -224,6 +250,16 @@ static void print_inspect_json(const struct jetstream_session *s, const jsStream
 		jsonw_close(&w, '}');
 	}
 	jsonw_close(&w, ']');
+	jsonw_open(&w, "groups", '[');
+	for (size_t i = 0; i < n_groups; i++) {
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "name", groups[i].name);
+		jsonw_bool(&w, "protected", true);
+		jsonw_u64(&w, "position", groups[i].exists, groups[i].position);
+		jsonw_u64(&w, "pending", true, groups[i].pending);
+		jsonw_close(&w, '}');
+	}
+	jsonw_close(&w, ']');
 	jsonw_open(&w, "consumers", '[');
 	for (int i = 0; consumers && i < consumers->Count; i++) {
 		const jsConsumerInfo *ci = consumers->List[i];
@@ -242,7 +278,8 @@ static void print_inspect_json(const struct jetstream_session *s, const jsStream
 }
 
 static void print_inspect_text(const struct jetstream_session *s, const jsStreamInfo *si, const struct peer_view *peers,
-			       size_t n_peers, const jsConsumerInfoList *consumers)
+			       size_t n_peers, const jsConsumerInfoList *consumers, const struct group_view *groups,
+			       size_t n_groups)
 {
 	const jsStreamState *st = &si->State;
 	printf("stream:            %s (JetStream, answered by %s)\n", si->Config->Name, s->connected);
@@ -258,6 +295,14 @@ static void print_inspect_text(const struct jetstream_session *s, const jsStream
 		printf("replica %s: %s%s, lag %" PRIu64 ", active %.3f s ago\n", peers[i].name,
 		       peers[i].current ? "current" : "not current", peers[i].offline ? " (offline)" : "", peers[i].lag,
 		       peers[i].active_seconds);
+	}
+	for (size_t i = 0; i < n_groups; i++) {
+		if (groups[i].exists)
+			printf("group %s (protected): at offset %" PRIu64 ", %" PRIu64 " frames pending\n", groups[i].name,
+			       groups[i].position, groups[i].pending);
+		else
+			printf("group %s (protected): no position recorded yet, %" PRIu64 " frames pending\n",
+			       groups[i].name, groups[i].pending);
 	}
 	for (int i = 0; consumers && i < consumers->Count; i++) {
 		const jsConsumerInfo *ci = consumers->List[i];
@@ -296,10 +341,17 @@ int stream_cli_jetstream_inspect(const struct flow_config *c, bool json)
 	}
 	struct peer_view peers[MAX_JETSTREAM_REPLICAS + 1];
 	size_t n_peers = peers_of(si, peers, sizeof peers / sizeof *peers);
+	struct group_view *groups = xcalloc(c->n_protected_groups + 1, sizeof *groups);
+	size_t n_groups = 0;
+	if ((code = groups_of(&s, c, si->State.LastSeq, groups, &n_groups)) != EXIT_OK) {
+		free(groups);
+		goto out;
+	}
 	if (json)
-		print_inspect_json(&s, si, peers, n_peers, consumers);
+		print_inspect_json(&s, si, peers, n_peers, consumers, groups, n_groups);
 	else
-		print_inspect_text(&s, si, peers, n_peers, consumers);
+		print_inspect_text(&s, si, peers, n_peers, consumers, groups, n_groups);
+	free(groups);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		log_error("cannot write to standard output: %m");
 		code = EXIT_CANTCREAT;
@@ -307,6 +359,86 @@ int stream_cli_jetstream_inspect(const struct flow_config *c, bool json)
 out:
 	if (consumers)
 		jsConsumerInfoList_Destroy(consumers);
+	if (si)
+		jsStreamInfo_Destroy(si);
+	jetstream_session_close(&s);
+	return code;
+}
+
+/* ---- retention ---- */
+
+int stream_cli_jetstream_retention(const struct flow_config *c, bool apply, bool json)
+{
+	struct jetstream_session s;
+	jsStreamInfo *si = NULL;
+	struct group_view *groups = xcalloc(c->n_protected_groups + 1, sizeof *groups);
+	size_t n_groups = 0;
+	int code = jetstream_session_open(c, "trellara-stream", false, &s);
+	if (code != EXIT_OK)
+		goto out;
+	if ((code = jetstream_session_stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
+		goto out;
+	if (!si) {
+		log_error("JetStream stream \"%s\" does not exist on %s", c->jetstream_stream, s.servers);
+		code = EXIT_NOINPUT;
+		goto out;
+	}
+	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+	if ((code = groups_of(&s, c, last, groups, &n_groups)) != EXIT_OK)
+		goto out;
+	/* keep from the lowest protected position; a group with none keeps
+	 * everything; the last message always stays (capture's restart
+	 * point is read from the stream's end) */
+	uint64_t keep_from = last ? last - 1 : 0;
+	char limited_by[512] = "the stream's last message (capture's restart point)";
+	if (n_groups == 0) {
+		keep_from = first ? first - 1 : 0;
+		snprintf(limited_by, sizeof limited_by, "no consumer group to protect (stream.protected_groups is empty)");
+	}
+	for (size_t i = 0; i < n_groups; i++) {
+		uint64_t need = groups[i].exists ? groups[i].position : 0;
+		if (need < keep_from) {
+			keep_from = need;
+			snprintf(limited_by, sizeof limited_by, "group \"%s\" %s", groups[i].name,
+				 groups[i].exists ? "at that offset" : "with no position recorded");
+		}
+	}
+	uint64_t removable = first && keep_from + 1 > first ? keep_from + 1 - first : 0;
+	if (apply && removable) {
+		jsOptions jo;
+		jsOptions_Init(&jo);
+		jo.Wait = JETSTREAM_API_WAIT_MS;
+		jo.Stream.Purge.Sequence = keep_from + 1; /* removes the messages before it */
+		jsErrCode jerr = 0;
+		natsStatus st = js_PurgeStream(s.js, c->jetstream_stream, &jo, &jerr);
+		if (st != NATS_OK) {
+			code = jetstream_session_request_failed(&s, c->jetstream_stream, "the messages cannot be removed",
+								st, jerr);
+			goto out;
+		}
+	}
+	if (json) {
+		struct jsonw w;
+		jsonw_init(&w, stdout, false);
+		jsonw_open(&w, NULL, '{');
+		jsonw_bool(&w, "apply", apply);
+		jsonw_u64(&w, "keep_from", true, keep_from);
+		jsonw_str(&w, "limited_by", limited_by);
+		jsonw_u64(&w, "messages", true, removable);
+		jsonw_u64(&w, "first_sequence", true, first);
+		jsonw_u64(&w, "last_sequence", true, last);
+		jsonw_close(&w, '}');
+		putchar('\n');
+	} else {
+		printf("%" PRIu64 " messages (offsets below %" PRIu64 ") %s; oldest kept offset limited by %s\n", removable,
+		       keep_from, apply ? "removed" : "removable", limited_by);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		log_error("cannot write to standard output: %m");
+		code = EXIT_CANTCREAT;
+	}
+out:
+	free(groups);
 	if (si)
 		jsStreamInfo_Destroy(si);
 	jetstream_session_close(&s);

@@ -102,6 +102,7 @@ static const struct field stream_fields[] = {
 	{ .name = "credentials", .kind = K_SECRET, .offset = CFG(jetstream_credentials) },
 	{ .name = "duplicate_window_seconds", .kind = K_UINT, .offset = CFG(jetstream_duplicate_window_seconds),
 	  .min = 1 },
+	{ .name = "max_bytes", .kind = K_UINT, .offset = CFG(jetstream_max_bytes), .min = 1 },
 	{ .name = "durability", .kind = K_CHOICE, .choice = "fsync" },
 	{ .name = "segment_bytes", .kind = K_UINT, .offset = CFG(segment_bytes),
 	  .min = MIN_SEGMENT_BYTES },
@@ -177,7 +178,7 @@ static int check_stream(const struct loader *ld, const yaml_node_t *mapping, con
 	struct flow_config *config = base;
 	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", NULL };
 	static const char *const jetstream_keys[] = { "servers", "name", "subject", "replicas", "credentials",
-						      "duplicate_window_seconds", NULL };
+						      "duplicate_window_seconds", "max_bytes", NULL };
 	yaml_node_t *kind_node = config_mapping_value(ld, mapping, "kind", NULL);
 	bool local = strcmp(config->stream_kind_name, "local") == 0;
 	if (!local && strcmp(config->stream_kind_name, "jetstream") != 0) {

@@ -21,7 +21,7 @@ void jetstream_policy_settings(const struct jetstream_wanted *want, struct jetst
 	out->retention = JETSTREAM_RETENTION_LIMITS;
 	out->discard = JETSTREAM_DISCARD_NEW;
 	out->max_msgs = -1;
-	out->max_bytes = -1;
+	out->max_bytes = want->max_bytes ? (int64_t)want->max_bytes : -1;
 	out->max_msgs_per_subject = -1;
 	out->max_age_ns = 0;
 	out->duplicate_window_ns = (int64_t)want->duplicate_window_seconds * NS_PER_S;

@@ -23,11 +23,12 @@
 #include <stdint.h>
 
 /* What the flow file asks for (stream.subject, stream.replicas,
- * stream.duplicate_window_seconds). */
+ * stream.duplicate_window_seconds, stream.max_bytes: 0 for none). */
 struct jetstream_wanted {
 	const char *subject; /* borrowed */
 	uint64_t replicas;
 	uint64_t duplicate_window_seconds;
+	uint64_t max_bytes;
 };
 
 enum jetstream_storage { JETSTREAM_STORAGE_FILE = 0, JETSTREAM_STORAGE_MEMORY };

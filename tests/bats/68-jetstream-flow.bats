@@ -53,6 +53,11 @@ source_load() {
 	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
 }
 
+# source_load_count N: N pgbench transactions on each of 2 clients
+source_load_count() {
+	pgbench -n -c 2 -t "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
+}
+
 slot_active() {
 	[ "$(psql_source "SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'")" = t ]
 }
@@ -186,4 +191,59 @@ converged() {
 	pgbench_compare
 	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
 	converged
+}
+
+@test "kind jetstream: a full stream (stream.max_bytes) holds capture back, the slot stands still and nothing is lost; stream retention removes only what applyd applied, and capture goes on: identical, CONVERGED" {
+	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set observability.metrics_dir="\"$METRICS_DIR\"" \
+		"$(nats_stream_yaml "${JS_STREAM}S" "${JS_SUBJECT}s" "max_bytes: 400000")"
+	run -0 trellara stream init --config "$FLOW_FILE"
+	run -0 --separate-stderr trellara stream init --config "$FLOW_FILE" --format json
+	[ "$(jq .max_bytes <<<"$output")" -eq 400000 ]
+	bg_start capture trellara-capture --config "$FLOW_FILE"
+	wait_for -t 60 -m "capture streams" slot_active
+	# about twice what the stream holds
+	bg_start load source_load_count 400
+	wait_for -t 60 -m "capture held back by the full stream" \
+		"grep -q 'maximum bytes exceeded.*nothing past the last stored transaction is acknowledged' '$TEST_DIR/capture.log'"
+	# nothing applied yet: no group position, retention removes nothing
+	run -0 --separate-stderr trellara stream retention --config "$FLOW_FILE" --apply --format json
+	[ "$(jq .messages <<<"$output")" -eq 0 ]
+	[[ $(jq -r .limited_by <<<"$output") == *'"applyd" with no position recorded'* ]]
+	local held_lsn
+	held_lsn=$(slot_flush_lsn)
+	sleep 3
+	[ "$(slot_flush_lsn)" = "$held_lsn" ]
+	[ "$(metric trellara_capture_broker_available)" = 0 ]
+	kill -0 "$(bg_pid capture)"
+	# applyd applies what the stream holds; its position is mirrored
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	wait_for -t 60 -m "applyd's position mirrored" \
+		"trellara stream inspect --config '$FLOW_FILE' --format json 2>/dev/null | jq -e '.groups[0].position > 0' >/dev/null"
+	run -0 --separate-stderr trellara stream inspect --config "$FLOW_FILE" --format json
+	local position first
+	position=$(jq '.groups[0].position' <<<"$output")
+	(($(psql_target "SELECT stream_offset FROM trellara.apply_checkpoint") >= position))
+	# retention removes what the group passed, nothing it still needs
+	run -0 --separate-stderr trellara stream retention --config "$FLOW_FILE" --apply --format json
+	(($(jq .messages <<<"$output") > 0))
+	(($(jq .keep_from <<<"$output") <= position))
+	run -0 --separate-stderr trellara stream inspect --config "$FLOW_FILE" --format json
+	first=$(jq '.first_sequence' <<<"$output")
+	((first <= position + 1))
+	wait_for -t 60 -m "capture stores again" "grep -q 'stored again; acknowledging the source resumes' '$TEST_DIR/capture.log'"
+	# the stream fills again under the load: retention keeps pace with applyd
+	bg_wait load 60
+	[ "$BG_STATUS" -eq 0 ]
+	local i target
+	target=$(source_flushed_lsn)
+	for ((i = 0; i < 240; i++)); do
+		[ "$(psql_target "SELECT applied_through_lsn >= '$target' FROM trellara.apply_checkpoint")" = t ] && break
+		trellara stream retention --config "$FLOW_FILE" --apply >/dev/null 2>&1 || true
+		sleep 0.5
+	done
+	caught_up 10
+	pgbench_compare
+	converged
+	kill -0 "$(bg_pid capture)"
+	kill -0 "$(bg_pid applyd)"
 }

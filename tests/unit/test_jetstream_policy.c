@@ -114,6 +114,17 @@ int main(void)
 	s.storage = JETSTREAM_STORAGE_MEMORY;
 	expect_refusal(&want, &s, "storage", "memory");
 
+	/* stream.max_bytes sizes a new stream; an existing one may be sized
+	 * otherwise (discard new: a full stream is back-pressure, not loss) */
+	struct jetstream_wanted sized = want;
+	sized.max_bytes = 64 << 20;
+	jetstream_policy_settings(&sized, &s);
+	CHECK(s.max_bytes == 64 << 20);
+	CHECK(s.discard == JETSTREAM_DISCARD_NEW);
+	CHECK(jetstream_policy_decide(&sized, &s, NULL) == JETSTREAM_ACCEPT);
+	CHECK(jetstream_policy_decide(&sized, &created, NULL) == JETSTREAM_ACCEPT);
+	CHECK(jetstream_policy_decide(&want, &s, NULL) == JETSTREAM_ACCEPT);
+
 	/* names and durations */
 	CHECK_STR(jetstream_policy_discard_name(JETSTREAM_DISCARD_NEW), "new");
 	CHECK_STR(jetstream_policy_retention_name(JETSTREAM_RETENTION_LIMITS), "limits");
