@@ -113,6 +113,16 @@ static void evaluate_identity(const struct flow_config *cfg, struct check_report
 	const struct check_identity *id = &r->identity;
 	char *who = xasprintf("system identifier %s, database \"%s\", timeline %" PRIu32, id->system_identifier,
 			      id->database, id->timeline);
+	if (cfg->stream_kind == STREAM_KIND_JETSTREAM) {
+		/* check has no NATS client: the binding is in the stream's last
+		 * message, which capture compares before it publishes anything */
+		check_add_item(r, "identity", "source_identity", NULL, CHECK_OK,
+			       xasprintf("%s (the JetStream stream \"%s\" records its source in every message: trellara-capture refuses another source before publishing)",
+					 who, cfg->jetstream_stream),
+			       NULL, false);
+		free(who);
+		return;
+	}
 	char *meta_path = xasprintf("%s/meta", cfg->stream_path);
 	struct stream_meta meta = { 0 };
 	if (access(meta_path, F_OK) != 0) {

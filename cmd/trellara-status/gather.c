@@ -241,6 +241,13 @@ static void scan_tail(struct status_stream *s, const char *dir, struct stream_re
 
 static void gather_stream(struct status_stream *s, const struct flow_config *cfg)
 {
+	if (cfg->stream_kind == STREAM_KIND_JETSTREAM) {
+		s->jetstream = true;
+		set_error(s->error, sizeof s->error,
+			  "JetStream stream \"%s\": status reads no NATS server (\"trellara stream inspect --config %s\" does); the broker's state below is capture's",
+			  cfg->jetstream_stream, cfg->path);
+		return;
+	}
 	const char *dir = cfg->stream_path;
 	char *segments = xasprintf("%s/segments", dir);
 	struct stat st;
@@ -448,10 +455,11 @@ static int schema_present(PGconn *conn, const struct flow_config *cfg, struct st
 /* ---- supervisor files ---- */
 
 /* The sum of the samples of metric name in a .prom file's text (those
- * with label="value" when label is set). */
-static uint64_t prom_sum(const char *text, const char *name, const char *label, const char *value)
+ * with label="value" when label is set); *found when there is one. */
+static double prom_sum_found(const char *text, const char *name, const char *label, const char *value, bool *found)
 {
-	uint64_t sum = 0;
+	double sum = 0;
+	*found = false;
 	size_t n = strlen(name);
 	char want[160] = "";
 	if (label)
@@ -466,10 +474,19 @@ static uint64_t prom_sum(const char *text, const char *name, const char *label, 
 		if (label && !strstr(sample, want))
 			continue;
 		const char *space = strrchr(sample, ' ');
-		if (space)
-			sum += strtoull(space + 1, NULL, 10);
+		if (space) {
+			sum += strtod(space + 1, NULL);
+			*found = true;
+		}
 	}
 	return sum;
+}
+
+static uint64_t prom_sum(const char *text, const char *name, const char *label, const char *value)
+{
+	bool found;
+	double v = prom_sum_found(text, name, label, value, &found);
+	return v > 0 ? (uint64_t)v : 0;
 }
 
 /* What the daemon's .prom file says about its connections. */
@@ -490,6 +507,18 @@ static void read_daemon_file(struct status_daemon_file *d, const char *path)
 		d->disconnects[i] = prom_sum(text, name, "cause", sqlstate_end_name((enum sqlstate_end)i));
 	snprintf(name, sizeof name, "trellara_%s_promotions_total", d->program);
 	d->promotions = prom_sum(text, name, NULL, NULL);
+	bool found;
+	double available = prom_sum_found(text, "trellara_capture_broker_available", NULL, NULL, &found);
+	if (found && strcmp(d->program, "capture") == 0) {
+		d->has_broker = true;
+		d->broker_available = available > 0;
+		d->broker_pending_acks = prom_sum(text, "trellara_capture_broker_pending_acks", NULL, NULL);
+		d->broker_retries = prom_sum(text, "trellara_capture_broker_retries_total", NULL, NULL);
+		d->broker_holds = prom_sum(text, "trellara_capture_broker_holds_total", NULL, NULL);
+		d->broker_published = prom_sum(text, "trellara_capture_broker_published_frames_total", NULL, NULL);
+		d->broker_publish_seconds = prom_sum_found(text, "trellara_capture_broker_publish_seconds", NULL, NULL,
+							   &found);
+	}
 	free(text);
 }
 

@@ -102,7 +102,18 @@ static void text_report(FILE *out, const struct status_report *r)
 		}
 	}
 
-	if (!st->available) {
+	if (st->jetstream) {
+		const struct status_daemon_file *d = &r->supervisor.daemons[0];
+		fprintf(out, "stream      JetStream \"%s\" on %zu server%s\n", cfg->jetstream_stream, cfg->n_jetstream_servers,
+			cfg->n_jetstream_servers == 1 ? "" : "s");
+		if (d->exists && d->has_broker)
+			fprintf(out, "  broker    %s (capture: %" PRIu64 " frames stored, %" PRIu64 " waiting for a PubAck, last batch %.3f s, %" PRIu64 " holds, %" PRIu64 " retries)\n",
+				d->broker_available ? "available" : "UNAVAILABLE: it holds capture back", d->broker_published,
+				d->broker_pending_acks, d->broker_publish_seconds, d->broker_holds, d->broker_retries);
+		else
+			fprintf(out, "  broker    unknown: no capture.prom with broker samples (observability.metrics_dir)\n");
+		fprintf(out, "  servers   \"trellara stream inspect --config %s\" reads the replicas, leader and groups\n", cfg->path);
+	} else if (!st->available) {
 		fprintf(out, "stream      unavailable: %s\n", st->error);
 	} else {
 		fprintf(out, "stream      %s: writer %s%s", cfg->stream_path, st->writer_active ? "active" : "not running",
@@ -276,7 +287,23 @@ static void json_stream(struct jsonw *w, const struct status_report *r)
 	jsonw_open(w, "stream", '{');
 	jsonw_bool(w, "available", a);
 	jsonw_str(w, "error", a ? NULL : s->error);
+	jsonw_str(w, "kind", r->cfg->stream_kind_name);
 	jsonw_str(w, "dir", r->cfg->stream_path);
+	if (s->jetstream) {
+		/* what capture.prom says of the broker; null when unknown */
+		const struct status_daemon_file *d = &r->supervisor.daemons[0];
+		bool b = d->exists && d->has_broker;
+		jsonw_open(w, "broker", '{');
+		jsonw_str(w, "name", r->cfg->jetstream_stream);
+		jsonw_key(w, "available");
+		fputs(b ? (d->broker_available ? "true" : "false") : "null", w->out);
+		jsonw_u64(w, "pending_acks", b, d->broker_pending_acks);
+		jsonw_num(w, "publish_seconds", b, d->broker_publish_seconds);
+		jsonw_u64(w, "published_frames", b, d->broker_published);
+		jsonw_u64(w, "holds", b, d->broker_holds);
+		jsonw_u64(w, "retries", b, d->broker_retries);
+		jsonw_close(w, '}');
+	}
 	jsonw_key(w, "writer_active");
 	fputs(a ? (s->writer_active ? "true" : "false") : "null", w->out);
 	jsonw_key(w, "corrupt");

@@ -142,6 +142,19 @@ static void stream_problems(struct status_report *r, const char *config)
 	const struct status_stream *s = &r->stream;
 	const struct status_target *t = &r->target;
 	char action[768];
+	if (s->jetstream) {
+		/* the servers are not read here: capture.prom says what capture saw */
+		const struct status_daemon_file *d = &r->supervisor.daemons[0];
+		if (d->exists && d->has_broker && !d->broker_available) {
+			snprintf(action, sizeof action,
+				 "bring back a majority of the stream's servers (stream.servers); if the stream is full (stream.max_bytes), \"trellara stream retention --config %s --apply\" removes what every protected group applied; \"trellara stream inspect --config %s\" shows the replicas and the groups",
+				 config, config);
+			add(r, STATUS_ALERT, "broker_unavailable", action,
+			    "the JetStream stream \"%s\" holds capture back (no quorum, servers down, or full): %llu frames wait for their PubAck and nothing past the last stored transaction is acknowledged to the source (capture.prom updated %.0f s ago)",
+			    r->cfg->jetstream_stream, (unsigned long long)d->broker_pending_acks, d->age_seconds);
+		}
+		return;
+	}
 	if (!s->available) {
 		if (t->available && t->checkpoint_exists && t->stream_offset > 0) {
 			snprintf(action, sizeof action,

@@ -26,6 +26,10 @@ int status_metrics(const struct status_report *r, struct metrics *m)
 	rc |= metrics_add_u64(m, "trellara_status_up", up, G, "component", "stream", st->available);
 	rc |= metrics_add_u64(m, "trellara_status_up", up, G, "component", "target", t->available);
 	rc |= metrics_add_u64(m, "trellara_status_up", up, G, "component", "supervisor", sv->available);
+	if (st->jetstream && sv->daemons[0].exists && sv->daemons[0].has_broker)
+		rc |= metrics_add_u64(m, "trellara_stream_broker_available",
+				      "JetStream: 1 while the stream stores what capture publishes, 0 while it holds capture back (capture.prom)",
+				      G, NULL, NULL, sv->daemons[0].broker_available);
 
 	if (s->available) {
 		rc |= metrics_add_u64(m, "trellara_source_wal_position_bytes", "the source's current WAL position (LSN as a byte number)",

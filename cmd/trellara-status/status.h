@@ -82,6 +82,10 @@ struct status_stream {
 	bool has_pending_age; /* age of the oldest frame the group has not read */
 	double oldest_pending_age_seconds;
 	uint32_t timeline; /* the source timeline the stream follows (its meta; 0: not bound yet) */
+	/* stream.kind jetstream: status reads no servers (it has no NATS
+	 * client); the part is unavailable and the broker's state is what
+	 * capture.prom says (struct status_daemon_file's broker fields) */
+	bool jetstream;
 };
 
 struct status_quarantine_entry {
@@ -135,6 +139,11 @@ struct status_daemon_file {
 	uint64_t auth_failures, other_failures; /* *_connect_failures_total{cause} */
 	uint64_t disconnects[SQLSTATE_END_COUNT]; /* *_disconnects_total{cause} */
 	uint64_t promotions;                 /* capture: trellara_capture_promotions_total */
+	/* capture on a JetStream stream: trellara_capture_broker_* */
+	bool has_broker;
+	bool broker_available;
+	uint64_t broker_pending_acks, broker_retries, broker_holds, broker_published;
+	double broker_publish_seconds;
 };
 
 struct status_supervisor {

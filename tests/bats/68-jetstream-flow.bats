@@ -32,10 +32,11 @@ setup() {
 	mkdir -p "$METRICS_DIR"
 	pgbench -q -i -s 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
 	# pgbench_history has no key: FULL identity (pgbench only inserts into it)
-	psql_source "ALTER TABLE pgbench_history REPLICA IDENTITY FULL" \
-		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
+	psql_source "ALTER TABLE pgbench_history REPLICA IDENTITY FULL"
 	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set observability.metrics_dir="\"$METRICS_DIR\"" \
 		"$(nats_stream_yaml "$JS_STREAM" "$JS_SUBJECT")"
+	# check and its fixes (the publication) are the same for either kind
+	run -0 trellara-check --config "$FLOW_FILE" --fix
 	run -0 trellara stream init --config "$FLOW_FILE"
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
 }
@@ -158,6 +159,12 @@ converged() {
 	kill -0 "$(bg_pid capture)"
 	kill -0 "$(bg_pid applyd)"
 	(($(metric trellara_capture_broker_retries_total) >= 1))
+	# status says so, from capture's metrics, as an alert
+	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
+	[ "$(jq .stream.kind <<<"$output")" = '"jetstream"' ]
+	[ "$(jq .stream.broker.available <<<"$output")" = false ]
+	(($(jq .stream.broker.pending_acks <<<"$output") > 0))
+	jq -e '.problems[] | select(.code == "broker_unavailable" and .severity == "alert")' <<<"$output" >/dev/null
 	# the nodes return: the held frames are stored, the flow catches up
 	trellara_nats_node_start 1
 	trellara_nats_node_start 2
@@ -167,6 +174,9 @@ converged() {
 	[ "$BG_STATUS" -eq 0 ]
 	caught_up 180
 	[ "$(metric trellara_capture_broker_available)" = 1 ]
+	run --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
+	[ "$(jq .stream.broker.available <<<"$output")" = true ]
+	jq -e '[.problems[].code] | index("broker_unavailable") == null' <<<"$output" >/dev/null
 	pgbench_compare
 	converged
 	kill -0 "$(bg_pid capture)"
