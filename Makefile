@@ -78,7 +78,7 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 # The simulation itself (models, world, scenarios' presets), linked into
 # the unit tests too; the command line, run file and report are only the
 # binary's.
-SIM_LIB_SRC := $(addprefix sim/,model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
+SIM_LIB_SRC := $(addprefix sim/,model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 
@@ -155,7 +155,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
+NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_broker model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
