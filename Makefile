@@ -306,7 +306,8 @@ sim-check: $(SIM_BIN)
 
 # The deliberately broken variants: one binary per tests/mutants/NAME.patch,
 # the patched file compiled in place of the original object (the archives'
-# member is then never pulled in).  The simulator must catch each within
+# member is then never pulled in; a patched sim/ file's own object is left
+# out of the link).  The simulator must catch each within
 # the schedules make check runs, naming the invariant tests/mutants/NAME.expect
 # gives.
 MUTANTS := $(basename $(notdir $(wildcard tests/mutants/*.patch)))
@@ -317,7 +318,8 @@ build/mutants/%/trellara-sim: tests/mutants/%.patch $(filter-out build/obj/sim/e
 	$(Q)file=$$(sed -n '1s|^--- a/||p' $<); patch -s -o $(@D)/mutant.c $$file < $< && \
 	$(CC) $(ALL_CFLAGS) -I$$(dirname $$file) -c $(@D)/mutant.c -o $(@D)/mutant.o && \
 	$(CC) $(ALL_CFLAGS) -Isim '-DTRELLARA_SIM_VARIANT="$*"' -c sim/explore.c -o $(@D)/explore.o && \
-	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $(filter-out build/obj/sim/explore.o,$(SIM_OBJ)) $(NOLIBPQ_A)
+	objs=$$(for o in $(filter-out build/obj/sim/explore.o,$(SIM_OBJ)); do [ "$$o" = "build/obj/$${file%.c}.o" ] || echo "$$o"; done) && \
+	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $$objs $(NOLIBPQ_A)
 
 sim-variants: $(MUTANT_BINS)
 
