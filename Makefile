@@ -78,7 +78,7 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 # The simulation itself (models, world, scenarios' presets), linked into
 # the unit tests too; the command line, run file and report are only the
 # binary's.
-SIM_LIB_SRC := $(addprefix sim/,model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
+SIM_LIB_SRC := $(addprefix sim/,model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 
@@ -155,7 +155,7 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # The decision cores and the stream link without libpq (DESIGN §2): these
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
 # call into libpq (or into anything that needs it) fails the build.
-NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_source sim_json sim_world tabledef
+NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_broker model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
@@ -306,7 +306,8 @@ sim-check: $(SIM_BIN)
 
 # The deliberately broken variants: one binary per tests/mutants/NAME.patch,
 # the patched file compiled in place of the original object (the archives'
-# member is then never pulled in).  The simulator must catch each within
+# member is then never pulled in; a patched sim/ file's own object is left
+# out of the link).  The simulator must catch each within
 # the schedules make check runs, naming the invariant tests/mutants/NAME.expect
 # gives.
 MUTANTS := $(basename $(notdir $(wildcard tests/mutants/*.patch)))
@@ -317,7 +318,8 @@ build/mutants/%/trellara-sim: tests/mutants/%.patch $(filter-out build/obj/sim/e
 	$(Q)file=$$(sed -n '1s|^--- a/||p' $<); patch -s -o $(@D)/mutant.c $$file < $< && \
 	$(CC) $(ALL_CFLAGS) -I$$(dirname $$file) -c $(@D)/mutant.c -o $(@D)/mutant.o && \
 	$(CC) $(ALL_CFLAGS) -Isim '-DTRELLARA_SIM_VARIANT="$*"' -c sim/explore.c -o $(@D)/explore.o && \
-	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $(filter-out build/obj/sim/explore.o,$(SIM_OBJ)) $(NOLIBPQ_A)
+	objs=$$(for o in $(filter-out build/obj/sim/explore.o,$(SIM_OBJ)); do [ "$$o" = "build/obj/$${file%.c}.o" ] || echo "$$o"; done) && \
+	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $$objs $(NOLIBPQ_A)
 
 sim-variants: $(MUTANT_BINS)
 

@@ -44,12 +44,6 @@ static bool e_point_and_resend(const struct sim_world_result *r, char *why, size
 	return true;
 }
 
-static void p_crash_before_ack_power(struct sim_world_options *o)
-{
-	p_crash_before_ack(o);
-	o->kill_point_power = true;
-}
-
 static void p_failover_before_ack(struct sim_world_options *o)
 {
 	p_crash_before_ack(o);
@@ -363,9 +357,86 @@ static void p_missing_table(struct sim_world_options *o)
 	o->target_missing_table = 1;
 }
 
-static void p_broker_failure(struct sim_world_options *o)
+/* ---- on the replicated broker (model_broker.h) ---- */
+
+static bool e_on_broker(const struct sim_world_result *r, char *why, size_t n)
 {
-	o->p_fsync_eio = 6;
+	if (r->broker_stored == 0)
+		return snprintf(why, n, "the broker stored nothing"), false;
+	return true;
+}
+static bool e_held_and_resumed(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (r->broker_holds == 0)
+		return snprintf(why, n, "the broker never held capture back"), false;
+	if (r->broker_resumes == 0)
+		return snprintf(why, n, "capture was held back and never resumed (%" PRIu64 " holds)", r->broker_holds),
+		       false;
+	return true;
+}
+
+/* capture killed with a batch's frames handed to its sink, none published */
+static void p_broker_before_publish(struct sim_world_options *o)
+{
+	o->broker = true;
+	o->kill_point = "capture.before_sync";
+	o->kill_nth = 3;
+}
+static bool e_broker_point_hit(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_on_broker(r, why, n) && e_point_hit(r, why, n);
+}
+
+/* capture killed after the PubAcks of a batch, before the status update */
+static void p_broker_after_publish(struct sim_world_options *o)
+{
+	o->broker = true;
+	p_crash_before_ack(o);
+}
+static bool e_broker_point_and_resend(const struct sim_world_result *r, char *why, size_t n)
+{
+	return e_on_broker(r, why, n) && e_point_and_resend(r, why, n);
+}
+
+/* publishes refused, or stored with their PubAck lost, for a few steps
+ * at a time */
+static void p_broker_publish_failure(struct sim_world_options *o)
+{
+	o->broker = true;
+	o->p_publish_fail = 8;
+}
+static bool e_broker_publish_failure(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_on_broker(r, why, n) || !e_held_and_resumed(r, why, n))
+		return false;
+	if (r->broker_publish_failures == 0)
+		return snprintf(why, n, "no publish failed"), false;
+	if (r->broker_msgid_duplicates == 0)
+		return snprintf(why, n, "no stored message was published again and dropped by its Nats-Msg-Id"), false;
+	return true;
+}
+
+/* one node down (the flow goes on), two down (the quorum lost: capture
+ * held back, applyd unable to read), each for a while, then back */
+static void p_broker_outage(struct sim_world_options *o)
+{
+	o->broker = true;
+	o->p_broker_outage = 4;
+}
+static bool e_broker_outage(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_on_broker(r, why, n))
+		return false;
+	if (r->broker_quorum_losses == 0)
+		return snprintf(why, n, "the broker's quorum was never lost"), false;
+	if (!e_held_and_resumed(r, why, n))
+		return false;
+	if (r->broker_node_losses == 0 || r->broker_stored_during_node_loss == 0)
+		return snprintf(why, n, "no node was lost with the quorum kept while the flow went on (%" PRIu64
+			 " such outages, %" PRIu64 " messages committed meanwhile)",
+			 r->broker_node_losses, r->broker_stored_during_node_loss),
+		       false;
+	return true;
 }
 
 static const struct sim_preset presets[] = {
@@ -392,14 +463,15 @@ static const struct sim_preset presets[] = {
 	/* simulations: qualification */
 	{ "qualification_source_promotion_while_relay_disconnected", p_promotion_disconnected, e_promoted },
 	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
+	{ "qualification_broker_outage_quorum_loss", p_broker_outage, e_broker_outage },
 	/* curated rows */
-	{ "relay_before_broker_publish", p_crash_before_ack_power, e_point_hit },
+	{ "relay_before_broker_publish", p_broker_before_publish, e_broker_point_hit },
 	{ "source_failover_slot_unsynced", p_promoted_without_slot, e_lost_at_promotion },
 	{ "source_failover_slot_disabled", p_promoted_without_slot, e_lost_at_promotion },
 	{ "source_slot_abandoned_idle_timeout", p_slot_idle_timeout, e_invalidated },
-	{ "relay_after_broker_publish_before_source_feedback", p_crash_before_ack, e_point_and_resend },
+	{ "relay_after_broker_publish_before_source_feedback", p_broker_after_publish, e_broker_point_and_resend },
 	{ "source_failover_after_publish_before_ack", p_failover_before_ack, e_point_and_promoted },
-	{ "broker_publish_failure", p_broker_failure, e_crashed },
+	{ "broker_publish_failure", p_broker_publish_failure, e_broker_publish_failure },
 	{ "local_stream_index_rebuild", p_index_rebuild, e_point_hit },
 	{ "local_stream_publish_ack_after_fsync_durability", p_local_fsync, e_power },
 	{ "applier_before_target_commit", p_target_before_commit, e_point_hit },

@@ -84,6 +84,8 @@
 	"a slot the source invalidated (max_slot_wal_keep_size, wal_status lost): capture stops at once with 65, status alerts slot_invalidated"
 #define LIVE_BIG_TRANSACTION "tests/bats/20-capture.bats", \
 	"a 200 000-row transaction arrives whole, once, with bounded capture memory"
+#define LIVE_JETSTREAM_APPEND_ACK "tests/bats/67-jetstream-capture.bats", \
+	"capture killed between the PubAcks and the source acknowledgement (capture.after_append_before_ack): the restart skips what the stream holds, counted, each transaction once"
 #define LIVE_CUTOVER_KILLED_WAITING "tests/bats/63-cutover.bats", \
 	"cutover killed (SIGKILL) while waiting for applyd, source locked: run again, it finishes; CONVERGED"
 #define LIVE_CUTOVER_KILLED_AFTER_LOCK "tests/bats/63-cutover.bats", \
@@ -106,17 +108,17 @@
 	", or copy again: trellara snapshot --config FILE --force"
 #define SNAPSHOT_RESUME "trellara snapshot --config FILE (resumes the run; nothing copied is copied twice)"
 #define SLOT_POSTURE_CHECK "trellara check --config FILE (its failover_slots item names the fix)"
+#define BROKER_QUORUM_BACK                                                                                    \
+	"none needed: automatic once a majority of the stream's nodes runs again (capture publishes what it held " \
+	"back, applyd reads again; trellara stream inspect --config FILE shows the leader and the replicas)"
 
 /* Reasons a row does not apply to this project. */
 #define NA_PARTITIONED                                                                                      \
 	"Trellara has no partitioned scale mode: each transaction is applied by one applier in stream order, " \
 	"and its only multi-frame form, the strict chunk set (chunks, manifest, commit marker), is rows 39 to 47."
 #define NA_FLEET                                                                                            \
-	"Trellara has no fleet fan-in: a flow is one source, one slot, one local stream and one target, with no " \
+	"Trellara has no fleet fan-in: a flow is one source, one slot, one stream and one target, with no " \
 	"stores, epochs or lake to merge."
-#define NA_BROKER                                                                                      \
-	"Trellara has no broker: the stream is a local append-only log on one file system, so there is no " \
-	"quorum to lose; its durability boundary (acknowledge only after fdatasync) is row 9."
 #define NA_OBJECT_STORE                                                                                  \
 	"Trellara writes to no object store and publishes no catalog: the target is a PostgreSQL database, " \
 	"whose COMMIT alone makes a transaction visible."
@@ -234,7 +236,14 @@ const struct sim_scenario sim_scenarios[] = {
 	    "position the stream made durable, with nothing missing and nothing applied twice.",
 	    LIVE_FAILOVER_AWAY, PROMOTED_SOURCE, APPLICABLE),
 	SIM("qualification_broker_outage_quorum_loss", "qualification", 54, "source_ack_waits_for_broker_quorum",
-	    "The source is acknowledged only after a broker quorum holds the transaction.", NO_LIVE, NULL, NA_BROKER),
+	    "The stream is the replicated broker model (3 nodes, quorum 2); one node, or two, go down for a while and "
+	    "come back.  With one down the flow goes on, each publish stored by a majority.  With two down the leader "
+	    "stores publishes alone, without a PubAck, until it steps down; capture's JetStream sink holds its batch "
+	    "back, capture stops reading the source, and the slot's confirmed position stays within what a quorum "
+	    "held when it was lost; applyd's reads fail (STREAM_EUNAVAILABLE) and it reconnects later.  Once the "
+	    "nodes are back (replicas catch up from the leader, a lone leader's tail is committed or dropped), every "
+	    "transaction arrives once.",
+	    NO_LIVE, BROKER_QUORUM_BACK, APPLICABLE),
 	SIM("qualification_target_restart_during_apply", "qualification", 55, "target_restart_replays_uncheckpointed_apply",
 	    "The target restarts while batches are in flight; the applier reconnects, replays what its checkpoint does "
 	    "not cover, and the target ends equal to the source with every transaction applied once.",
@@ -266,14 +275,18 @@ const struct sim_scenario sim_scenarios[] = {
 
 	/* ---- the curated matrix ---- */
 	ROW(1, "relay_before_broker_publish", "strict_transaction_order", "source_checkpoint_after_broker_ack",
-	    "Capture dies before a decoded transaction is appended to the stream; the source is not acknowledged past "
-	    "it and the slot's resend brings it in whole.",
+	    "On the replicated broker model, capture is killed at capture.before_sync: a batch's frames are queued in "
+	    "its JetStream sink and none is published.  The slot's confirmed position never passes a transaction a "
+	    "majority of the nodes does not hold; the restarted capture reads the stream's end from its last messages "
+	    "and publishes the slot's resend whole, once.",
 	    NO_LIVE, RESTART_CAPTURE, APPLICABLE),
 	ROW(2, "relay_after_broker_publish_before_source_feedback", "strict_transaction_order",
 	    "source_checkpoint_after_broker_ack",
-	    "Capture dies after the append is durable and before the standby status update; the resend is skipped and "
-	    "the transaction is applied once.",
-	    LIVE_CAPTURE_APPEND_ACK, RESTART_CAPTURE, APPLICABLE),
+	    "On the replicated broker model, capture is killed at capture.after_append_before_ack: every frame of the "
+	    "batch has its PubAck (a majority of the nodes holds it) and the standby status update is not sent; the "
+	    "restart reads the stream's end from the broker, skips the slot's resend, and the target gets each "
+	    "transaction once.",
+	    LIVE_JETSTREAM_APPEND_ACK, RESTART_CAPTURE, APPLICABLE),
 	ROW(3, "source_failover_after_publish_before_ack", "strict_transaction_order_with_failover_slot",
 	    "failover_slot_replay_preserves_transaction_boundary",
 	    "After a promotion whose slot lags the stream, resent transactions are skipped whole by commit LSN and no "
@@ -303,9 +316,15 @@ const struct sim_scenario sim_scenarios[] = {
 	    "after an invalidation: trellara snapshot --config FILE --force",
 	    APPLICABLE),
 	ROW(7, "broker_publish_failure", "strict_transaction_order", "source_checkpoint_after_broker_ack",
-	    "An append or fdatasync of the stream fails; capture acknowledges nothing of it, stops failing closed, and "
-	    "after the restart nothing is missing.",
-	    LIVE_FSYNC_FAILURE, "fix the stream's storage, then trellara capture --config FILE", APPLICABLE),
+	    "On the replicated broker model, publishes are refused (nothing stored) or stored with their PubAck lost, "
+	    "a few steps at a time.  Capture's JetStream sink holds the batch back, capture stops reading the source "
+	    "and acknowledges nothing past the last stored transaction, then publishes the batch again: a repeat of a "
+	    "stored message is answered as a duplicate of it by its Nats-Msg-Id, so nothing is missing and nothing is "
+	    "stored twice.",
+	    LIVE_FSYNC_FAILURE,
+	    "none needed: automatic (capture publishes again until the stream stores; a full stream: trellara stream "
+	    "retention --config FILE --apply)",
+	    APPLICABLE),
 	ROW(8, "local_stream_index_rebuild", "brokerless_local_stream", "local_index_rebuild_preserves_replay_offsets",
 	    "After a crash or power loss that loses or tears a segment's index, recovery rebuilds it from the frames "
 	    "and every acknowledged offset reads back the same frame.",
@@ -501,7 +520,10 @@ const struct sim_scenario sim_scenarios[] = {
 	    "missing or doubled.",
 	    LIVE_FAILOVER_AWAY, PROMOTED_SOURCE, APPLICABLE),
 	ROW(54, "qualification_broker_outage_quorum_loss", "broker_quorum_publish_ack", "source_ack_waits_for_broker_quorum",
-	    "The source is acknowledged only after a broker quorum holds the transaction.", NO_LIVE, NULL, NA_BROKER),
+	    "On the replicated broker model (3 nodes), one node and then two are lost for a while: the flow goes on "
+	    "with one lost; with the quorum lost no publish gets a PubAck, capture is held back and the slot's "
+	    "confirmed position stays within what a quorum held; once the nodes are back everything arrives once.",
+	    NO_LIVE, BROKER_QUORUM_BACK, APPLICABLE),
 	ROW(55, "qualification_target_restart_during_apply", "target_apply_transaction_commit",
 	    "target_restart_replays_uncheckpointed_apply",
 	    "A target restart during apply loses and doubles nothing: what the checkpoint does not cover is applied "

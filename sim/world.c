@@ -7,10 +7,16 @@
  * library on stream_fs_sim; only the source (model_source) and the
  * target database (model_target) are models.  capture and applyd each
  * see the disk through a view of their own, so that one can die while
- * the other goes on; a power loss takes both.
+ * the other goes on; a power loss takes both.  With options.broker the
+ * stream is the replicated broker model (model_broker) instead, which
+ * capture publishes to and applyd reads from through the JetStream
+ * clients' rules (model_broker_client); the views then only say whether
+ * the process is alive.
  */
 #include "world.h"
 
+#include "model_broker.h"
+#include "model_broker_client.h"
 #include "model_source.h"
 #include "model_target.h"
 #include "sim_db.h"
@@ -45,6 +51,10 @@
 static const char *const capture_points[] = {
 	"capture.after_append_before_ack", "capture.after_chunk_sync", "capture.mid_frame_write",
 	"capture.after_write_before_sync", "capture.after_sync_before_index",
+};
+/* capture's points on the broker: the stream writer's are the local stream's */
+static const char *const broker_capture_points[] = {
+	"capture.after_append_before_ack", "capture.after_chunk_sync", "capture.before_sync",
 };
 static const char *const applyd_points[] = {
 	"applyd.before_target_commit",
@@ -108,6 +118,17 @@ struct world {
 	/* a reseed in progress: the table, and the fence it waits behind */
 	int reseed_phase; /* 0 none, 1 fence set, 2 done */
 	size_t reseed_table;
+	/* the broker (options.broker), NULL for the local stream */
+	struct model_broker *broker;
+	int outage_until;       /* the step the nodes down come back at (0: no outage) */
+	int publish_fail_until; /* the step publishes stop failing at (0: they do not fail) */
+	bool quorum_lost;       /* fewer nodes up than a quorum */
+	uint64_t ack_bound;     /* while quorum_lost: what the source may be told */
+	uint64_t slot_created_lsn; /* the confirmed position of the slot created last (not an acknowledgement) */
+	bool node_lost;         /* nodes down, the quorum kept */
+	uint64_t committed_mark; /* the broker's committed messages, last counted */
+	uint64_t checked_confirmed; /* the slot's confirmed position last checked against the broker */
+	bool cap_held;          /* capture is held back by the broker (capture_core_held) */
 	bool healing;
 	bool failed;
 };
@@ -245,27 +266,82 @@ static void on_target_commit(void *ctx, struct model_target *t)
 	trace(w, "target_commit", t->cp.last_commit_lsn, t->cp.applied_transactions);
 }
 
+/* The stream as the harness reads it (no component: it sees everything):
+ * the local stream's files through the operator's view, or the broker's
+ * committed messages whatever is up. */
+struct ops_reader {
+	struct world *w;
+	struct stream_reader *rd; /* owned: the local stream's */
+	uint64_t next_seq;        /* the broker's next message */
+};
+
+static int ops_open(struct world *w, struct ops_reader *o)
+{
+	*o = (struct ops_reader){ .w = w, .next_seq = 1 };
+	return w->broker ? STREAM_OK : stream_reader_open_fs(w->ops_fs, STREAM_DIR, &o->rd);
+}
+
+static int ops_seek(struct ops_reader *o, uint64_t offset)
+{
+	if (!o->w->broker)
+		return stream_reader_seek(o->rd, offset);
+	if (offset > model_broker_committed(o->w->broker))
+		return STREAM_ERANGE;
+	o->next_seq = offset + 1;
+	return STREAM_OK;
+}
+
+static int ops_next(struct ops_reader *o, struct stream_frame *f)
+{
+	if (!o->w->broker)
+		return stream_reader_next(o->rd, f);
+	size_t len;
+	const uint8_t *data = model_broker_committed_entry(o->w->broker, o->next_seq, &len);
+	if (!data)
+		return STREAM_END;
+	const char *reason;
+	if (len < FRAME_HEADER_SIZE || !frame_decode_header(data, &f->header, &reason) ||
+	    FRAME_HEADER_SIZE + (size_t)f->header.payload_length != len || f->header.offset != o->next_seq - 1) {
+		violated(o->w, "stream_frames_decode", "broker message %" PRIu64 " is not the frame at offset %" PRIu64,
+			 o->next_seq, o->next_seq - 1);
+		return STREAM_ECORRUPT;
+	}
+	f->payload = data + FRAME_HEADER_SIZE;
+	f->segment = "broker";
+	f->position = o->next_seq++;
+	return STREAM_OK;
+}
+
+static void ops_close(struct ops_reader *o)
+{
+	if (o->rd)
+		stream_reader_close(o->rd);
+	o->rd = NULL;
+}
+
 /* The stream, read from its start: each commit once, in commit order;
  * how many transactions commit at or below through_lsn. */
 static uint64_t stream_transactions(struct world *w, uint64_t through_lsn, bool *from_start)
 {
-	struct stream_reader *rd = NULL;
+	struct ops_reader rd;
 	uint64_t n = 0, last = 0;
 	*from_start = false;
-	if (stream_reader_open_fs(w->ops_fs, STREAM_DIR, &rd) != STREAM_OK)
+	if (ops_open(w, &rd) != STREAM_OK)
 		return 0;
 	uint64_t *bases = NULL;
 	size_t nb = 0;
-	if (stream_segment_bases_fs(w->ops_fs, STREAM_DIR, &bases, &nb) == STREAM_OK && nb)
+	if (w->broker)
+		*from_start = true; /* nothing removes the broker's messages */
+	else if (stream_segment_bases_fs(w->ops_fs, STREAM_DIR, &bases, &nb) == STREAM_OK && nb)
 		*from_start = bases[0] == 0;
 	uint64_t start = nb ? bases[0] : 0;
 	free(bases);
-	if (stream_reader_seek(rd, start) != STREAM_OK) {
-		stream_reader_close(rd);
+	if (ops_seek(&rd, start) != STREAM_OK) {
+		ops_close(&rd);
 		return 0;
 	}
 	struct stream_frame f;
-	while (stream_reader_next(rd, &f) == STREAM_OK) {
+	while (ops_next(&rd, &f) == STREAM_OK) {
 		if (f.header.type == FRAME_CHUNK)
 			w->r->chunks++;
 		if (f.header.type != FRAME_TXN && f.header.type != FRAME_COMMIT_MARKER)
@@ -284,7 +360,7 @@ static uint64_t stream_transactions(struct world *w, uint64_t through_lsn, bool 
 		if (s.commit_lsn <= through_lsn)
 			n++;
 	}
-	stream_reader_close(rd);
+	ops_close(&rd);
 	return n;
 }
 
@@ -337,6 +413,7 @@ static void capture_down(struct world *w, const char *why)
 	capture_core_close(w->cc);
 	w->cc = NULL;
 	w->cap_up = false;
+	w->cap_held = false;
 	w->cap_down_steps = (int)sim_rng_between(&w->rng, 1, 6);
 	model_source_disconnect(w->src);
 	w->r->crashes++;
@@ -389,6 +466,7 @@ static bool capture_slot_decides(struct world *w)
 	switch (v) {
 	case SLOT_CREATE:
 		model_source_create_slot(w->src);
+		w->slot_created_lsn = model_source_confirmed_flush(w->src);
 		/* fall through */
 	case SLOT_USE:
 		w->stream_timeline = f.source_timeline; /* the binding follows the timeline */
@@ -438,6 +516,23 @@ static void capture_start(struct world *w)
 	struct capture_core_options co;
 	sim_capture_options(&co, w->cap_fs, STREAM_DIR, model_source_proto_version(w->src), w->o.chunk_changes,
 			    w->o.capture_batch, w->o.capture_batch_messages);
+	if (w->broker) {
+		/* capture_jetstream_open: the restart point from the stream's
+		 * last messages, through the leader */
+		int brc = model_broker_sink_open(w->broker, w->cap_fs, &w->now_us, "sim:sim", &co.sink, &co.sink_restart,
+						 &co.sink_next_offset);
+		if (brc == EXIT_UNAVAILABLE) {
+			/* exit 69: the supervisor starts it again a little later */
+			w->cap_down_steps = (int)sim_rng_between(&w->rng, 1, 6);
+			trace(w, "capture_broker_unavailable", 0, 0);
+			return;
+		}
+		if (brc != EXIT_OK) {
+			violated(w, "capture_restarts", "capture could not read the broker's stream (exit %d)", brc);
+			return;
+		}
+		co.sink_name = "broker";
+	}
 	int rc = capture_core_open(&w->cc, &co);
 	if (rc != EXIT_OK) {
 		capture_core_close(w->cc);
@@ -451,7 +546,7 @@ static void capture_start(struct world *w)
 	 * acknowledgement of anything) */
 	uint64_t durable = st.durable_lsn > w->consistent_lsn ? st.durable_lsn : w->consistent_lsn;
 	if (model_source_highest_flushed(w->src) > durable)
-		violated(w, "source_ack_after_local_fsync_durability",
+		violated(w, w->broker ? "source_checkpoint_after_broker_ack" : "source_ack_after_local_fsync_durability",
 			 "the source was told %" PRIX64 " is flushed, but after the crash the stream ends at %" PRIX64,
 			 model_source_highest_flushed(w->src), st.durable_lsn);
 	w->cap_up = true;
@@ -486,10 +581,50 @@ static void capture_failed(struct world *w, int rc, const char *where)
 	violated(w, "capture_runs", "capture failed in %s with exit %d", where, rc);
 }
 
+/* Whether the sink holds capture back now (only the broker's does):
+ * counted when it starts and when it ends. */
+static void note_held(struct world *w)
+{
+	bool held = w->cap_up && capture_core_held(w->cc);
+	if (held && !w->cap_held) {
+		w->r->broker_holds++;
+		trace(w, "capture_held", 0, 0);
+	} else if (!held && w->cap_held && w->cap_up) {
+		w->r->broker_resumes++;
+		trace(w, "capture_resumed", 0, 0);
+	}
+	w->cap_held = held;
+}
+
+/* capture.c's held_back: nothing is read from the source; a status
+ * update when due (acknowledging only what is durable; a source
+ * connection found lost then makes capture exit 69, and the restart
+ * resumes from what the stream stored); the flush tried again. */
+static void capture_held_step(struct world *w)
+{
+	if (capture_core_status_due(w->cc, w->now_us)) {
+		if (!model_source_connected(w->src)) {
+			capture_down(w, "capture_held_source_lost");
+			return;
+		}
+		capture_send_status(w, false);
+	}
+	int rc = capture_core_flush(w->cc, w->now_us, w->now_us);
+	if (w->kill_capture || w->power_now || rc != EXIT_OK) {
+		capture_failed(w, rc == EXIT_OK ? EXIT_CANTCREAT : rc, "flush");
+		return;
+	}
+	note_held(w);
+}
+
 static void capture_step(struct world *w)
 {
 	if (!w->cap_up)
 		return;
+	if (capture_core_held(w->cc)) {
+		capture_held_step(w);
+		return;
+	}
 	for (int k = (int)sim_rng_between(&w->rng, 1, 8); k > 0 && w->cap_up && !w->failed; k--) {
 		const uint8_t *buf;
 		size_t len;
@@ -505,6 +640,7 @@ static void capture_step(struct world *w)
 				capture_failed(w, rc, "flush");
 				return;
 			}
+			note_held(w);
 			if (capture_core_status_due(w->cc, w->now_us))
 				capture_send_status(w, false);
 			return;
@@ -518,12 +654,20 @@ static void capture_step(struct world *w)
 		if (reply)
 			capture_send_status(w, false);
 		w->now_us += 50;
+		if (capture_core_held(w->cc)) {
+			/* capture.c stops reading the source */
+			note_held(w);
+			return;
+		}
 	}
 	if (w->cap_up && capture_core_quiet(w->cc, w->now_us) == CAPTURE_CORE_FLUSH) {
 		int rc = capture_core_flush(w->cc, w->now_us, w->now_us);
-		if (w->kill_capture || w->power_now || rc != EXIT_OK)
+		if (w->kill_capture || w->power_now || rc != EXIT_OK) {
 			capture_failed(w, rc == EXIT_OK ? EXIT_CANTCREAT : rc, "flush");
-		else if (capture_core_status_due(w->cc, w->now_us))
+			return;
+		}
+		note_held(w);
+		if (capture_core_status_due(w->cc, w->now_us))
 			capture_send_status(w, false);
 	}
 }
@@ -593,11 +737,17 @@ static void applyd_start(struct world *w)
 	if (w->snapshot && !handed_off(w))
 		return; /* the snapshot holds the flow's lock until its handoff is recorded */
 	stream_fs_sim_view_restart(w->app_fs);
-	struct stream_fs_stat st;
-	if (w->app_fs->stat(w->app_fs, STREAM_DIR "/meta", &st) < 0)
-		return; /* the stream does not exist yet: wait for capture */
-	if (frame_source_local_open(w->app_fs, STREAM_DIR, GROUP, &w->app_src) != STREAM_OK)
-		return;
+	if (w->broker) {
+		/* applyd_jetstream_open: no leader, no reader (applyd retries) */
+		if (model_broker_source_open(w->broker, w->app_fs, &w->app_src) != STREAM_OK)
+			return;
+	} else {
+		struct stream_fs_stat st;
+		if (w->app_fs->stat(w->app_fs, STREAM_DIR "/meta", &st) < 0)
+			return; /* the stream does not exist yet: wait for capture */
+		if (frame_source_local_open(w->app_fs, STREAM_DIR, GROUP, &w->app_src) != STREAM_OK)
+			return;
+	}
 	w->engine = apply_engine_new(&w->cfg, &model_target_ops, model_target_session(&w->target, 0), &w->app_src);
 	for (int i = 1; i < w->target.n_sessions; i++)
 		apply_engine_add_worker(w->engine, model_target_session(&w->target, i));
@@ -911,6 +1061,7 @@ static void snapshot_create_slot(struct world *w)
 	 * slot's confirmed position is the consistent point */
 	w->consistent_lsn = model_source_wal_end(w->src);
 	model_source_create_slot(w->src);
+	w->slot_created_lsn = model_source_confirmed_flush(w->src);
 	snapshot_export(w, false);
 	trace(w, "snapshot_consistent_point", w->consistent_lsn, 0);
 }
@@ -1008,6 +1159,8 @@ static void power_loss(struct world *w)
 
 static void retention(struct world *w)
 {
+	if (w->broker)
+		return; /* the broker model keeps every message (no limits) */
 	const char *groups[1] = { GROUP };
 	struct retention_plan plan;
 	if (stream_retention_plan_fs(w->ops_fs, STREAM_DIR, groups, 1, false, &plan) != STREAM_OK)
@@ -1035,16 +1188,16 @@ static void retention(struct world *w)
  * Returns whether it was done (else: try again at a later step). */
 static bool inject_divergence(struct world *w)
 {
-	struct stream_reader *rd = NULL;
+	struct ops_reader rd;
 	bool done = false;
-	if (stream_reader_open_fs(w->ops_fs, STREAM_DIR, &rd) != STREAM_OK)
+	if (ops_open(w, &rd) != STREAM_OK)
 		return false;
-	if (stream_reader_seek(rd, w->target.cp.stream_offset) != STREAM_OK) {
-		stream_reader_close(rd);
+	if (ops_seek(&rd, w->target.cp.stream_offset) != STREAM_OK) {
+		ops_close(&rd);
 		return false;
 	}
 	struct stream_frame f;
-	while (!done && stream_reader_next(rd, &f) == STREAM_OK) {
+	while (!done && ops_next(&rd, &f) == STREAM_OK) {
 		if (f.header.type != FRAME_TXN)
 			continue;
 		struct env_decoder d;
@@ -1087,7 +1240,7 @@ static bool inject_divergence(struct world *w)
 		}
 		env_decoder_free(&d);
 	}
-	stream_reader_close(rd);
+	ops_close(&rd);
 	return done;
 }
 
@@ -1123,12 +1276,15 @@ static void operator_repairs(struct world *w)
 
 static void arm_random_point(struct world *w)
 {
-	size_t nc = sizeof capture_points / sizeof *capture_points, na = sizeof applyd_points / sizeof *applyd_points;
+	const char *const *cp = w->broker ? broker_capture_points : capture_points;
+	size_t nc = w->broker ? sizeof broker_capture_points / sizeof *broker_capture_points
+			      : sizeof capture_points / sizeof *capture_points;
+	size_t na = sizeof applyd_points / sizeof *applyd_points;
 	/* trellara-snapshot's points while it runs (after_slot_before_record
 	 * only by name: the slot exists before the scheduler starts) */
 	size_t ns = w->snapshot && !handed_off(w) ? sizeof snapshot_points / sizeof *snapshot_points : 0;
 	size_t k = (size_t)sim_rng_below(&w->rng, nc + na + ns);
-	w->armed_point = k < nc ? capture_points[k] : k < nc + na ? applyd_points[k - nc] : snapshot_points[k - nc - na];
+	w->armed_point = k < nc ? cp[k] : k < nc + na ? applyd_points[k - nc] : snapshot_points[k - nc - na];
 	w->armed_nth = (unsigned)sim_rng_between(&w->rng, 1, 3);
 	w->armed_hits = 0;
 	w->armed_power = sim_rng_chance(&w->rng, 30);
@@ -1169,7 +1325,175 @@ static void lose_slot(struct world *w)
 	}
 }
 
-static void random_faults(struct world *w)
+/* ---- the broker's faults and invariants ---- */
+
+/* The highest source position a frame in the stream's first n messages
+ * records (node's copy of them). */
+static uint64_t broker_position(struct world *w, int node, uint64_t n)
+{
+	uint64_t at = 0;
+	for (uint64_t seq = 1; seq <= n; seq++) {
+		size_t len;
+		struct model_broker_note note;
+		if (model_broker_log_entry(w->broker, node, seq, &len, &note) && note.position > at)
+			at = note.position;
+	}
+	return at;
+}
+
+/* Whether fewer nodes than a quorum are up, or some are down with the
+ * quorum kept; at the loss, what the source may be told until it ends:
+ * what it was told, or what a quorum held then. */
+static void broker_watch(struct world *w)
+{
+	int up = model_broker_nodes_up(w->broker), quorum = model_broker_quorum(w->broker);
+	bool lost = up < quorum;
+	if (lost && !w->quorum_lost) {
+		int node;
+		uint64_t held = model_broker_quorum_prefix(w->broker, &node);
+		uint64_t confirmed = model_source_confirmed_flush(w->src);
+		uint64_t position = node >= 0 ? broker_position(w, node, held) : 0;
+		w->ack_bound = confirmed > position ? confirmed : position;
+		w->r->broker_quorum_losses++;
+		trace(w, "broker_quorum_lost", up, w->ack_bound);
+	}
+	w->quorum_lost = lost;
+	bool node_lost = !lost && up < model_broker_nodes(w->broker);
+	if (node_lost && !w->node_lost) {
+		w->r->broker_node_losses++;
+		w->committed_mark = model_broker_committed(w->broker);
+	}
+	w->node_lost = node_lost;
+}
+
+/* Nodes down for a while (1 or 2 of 3: the flow goes on, or the quorum
+ * is lost), and publishes that fail for a while. */
+static void broker_faults(struct world *w, int step)
+{
+	struct sim_rng *g = &w->rng;
+	if (!w->outage_until && sim_rng_chance(g, w->o.p_broker_outage)) {
+		int n = w->o.broker_outage_nodes ? w->o.broker_outage_nodes : (int)sim_rng_between(g, 1, 2);
+		if (n > model_broker_nodes(w->broker))
+			n = model_broker_nodes(w->broker);
+		for (int k = 0; k < n; k++) {
+			int node = (int)sim_rng_below(g, (uint64_t)model_broker_nodes(w->broker));
+			while (!model_broker_node_is_up(w->broker, node))
+				node = (node + 1) % model_broker_nodes(w->broker);
+			model_broker_node_down(w->broker, node);
+		}
+		w->outage_until = step + (int)sim_rng_between(g, 5, 40);
+		trace(w, "broker_outage", (uint64_t)n, (uint64_t)(model_broker_leader(w->broker) + 1));
+	}
+	if (!w->publish_fail_until && sim_rng_chance(g, w->o.p_publish_fail)) {
+		bool lose_ack = sim_rng_chance(g, 50);
+		model_broker_fail_publishes(w->broker, lose_ack ? MODEL_BROKER_FAIL_LOSE_ACK : MODEL_BROKER_FAIL_REFUSE);
+		w->publish_fail_until = step + (int)sim_rng_between(g, 2, 15);
+		w->r->broker_publish_failures++;
+		trace(w, lose_ack ? "broker_loses_pubacks" : "broker_refuses", 0, 0);
+	}
+	broker_watch(w);
+}
+
+/* Before each step: what is over comes back (everything, once healing),
+ * then the servers' time passes. */
+static void broker_before_step(struct world *w, int step)
+{
+	if (w->outage_until && (w->healing || step >= w->outage_until)) {
+		for (int i = 0; i < model_broker_nodes(w->broker); i++)
+			model_broker_node_up(w->broker, i);
+		w->outage_until = 0;
+		trace(w, "broker_nodes_back", 0, 0);
+	}
+	if (w->publish_fail_until && (w->healing || step >= w->publish_fail_until)) {
+		model_broker_fail_publishes(w->broker, MODEL_BROKER_FAIL_NONE);
+		w->publish_fail_until = 0;
+		trace(w, "broker_publishes_again", 0, 0);
+	}
+	model_broker_tick(w->broker);
+	broker_watch(w);
+}
+
+/* source_checkpoint_after_broker_ack: every non-empty transaction the
+ * slot will not send again (it commits below the confirmed position)
+ * is in the prefix of the stream a majority of the nodes holds, unless
+ * the latest copy of the flow covers it. */
+static void check_broker_ack(struct world *w, uint64_t confirmed)
+{
+	int node;
+	uint64_t held = model_broker_quorum_prefix(w->broker, &node);
+	uint64_t seq = 1;
+	for (size_t i = 0; i < model_source_txns(w->src); i++) {
+		const struct model_source_txn *t = model_source_txn(w->src, i);
+		if (t->commit_lsn >= confirmed)
+			return;
+		if (t->changes == 0 || t->commit_lsn < w->consistent_lsn)
+			continue;
+		struct model_broker_note note = { 0 };
+		size_t len;
+		for (; seq <= held; seq++) {
+			model_broker_log_entry(w->broker, node, seq, &len, &note);
+			if (note.commit_lsn >= t->commit_lsn)
+				break;
+		}
+		if (seq > held || note.commit_lsn != t->commit_lsn) {
+			violated(w, "source_checkpoint_after_broker_ack",
+				 "the slot confirmed %" PRIX64 ", past transaction %u (commit %" PRIX64
+				 "), which no quorum of the broker's nodes holds (%d of %d up; a quorum holds %" PRIu64
+				 " messages, the leader's commit is %" PRIu64 ")",
+				 confirmed, t->xid, t->commit_lsn, model_broker_nodes_up(w->broker),
+				 model_broker_nodes(w->broker), held, model_broker_committed(w->broker));
+			return;
+		}
+	}
+}
+
+/* After each step. */
+static void broker_after_step(struct world *w)
+{
+	if (model_broker_error(w->broker)[0])
+		violated(w, "model_broker", "%s", model_broker_error(w->broker));
+	uint64_t confirmed = model_source_confirmed_flush(w->src);
+	if (w->quorum_lost && confirmed > w->ack_bound && confirmed > w->slot_created_lsn)
+		violated(w, "source_ack_waits_for_broker_quorum",
+			 "the slot confirmed %" PRIX64 " while only %d of %d nodes were up; when the quorum was lost, a "
+			 "quorum held the stream through %" PRIX64,
+			 confirmed, model_broker_nodes_up(w->broker), model_broker_nodes(w->broker), w->ack_bound);
+	if (confirmed != w->checked_confirmed) {
+		check_broker_ack(w, confirmed);
+		w->checked_confirmed = confirmed;
+	}
+	if (w->node_lost) {
+		uint64_t committed = model_broker_committed(w->broker);
+		w->r->broker_stored_during_node_loss += committed - w->committed_mark;
+		w->committed_mark = committed;
+	}
+}
+
+/* The simulator's note on each message the broker stores: the commit LSN
+ * of a transaction's frame (txn or commit marker), and the position the
+ * frame records (its end, a watermark's LSN). */
+static void annotate_frame(void *ctx, const uint8_t *data, size_t len, struct model_broker_note *note)
+{
+	(void)ctx;
+	*note = (struct model_broker_note){ 0 };
+	struct frame_header h;
+	const char *reason;
+	if (len < FRAME_HEADER_SIZE || !frame_decode_header(data, &h, &reason) ||
+	    FRAME_HEADER_SIZE + (size_t)h.payload_length != len)
+		return;
+	struct env_frame_summary s;
+	char err[256];
+	if (env_frame_summary(h.type, data + FRAME_HEADER_SIZE, h.payload_length, &s, err, sizeof err) < 0)
+		return;
+	if (h.type == FRAME_TXN || h.type == FRAME_COMMIT_MARKER) {
+		note->commit_lsn = s.commit_lsn;
+		note->position = s.end_lsn;
+	} else if (h.type == FRAME_WATERMARK) {
+		note->position = s.lsn;
+	}
+}
+
+static void random_faults(struct world *w, int step)
 {
 	struct sim_rng *g = &w->rng;
 	if (w->cap_up && sim_rng_chance(g, w->o.p_kill_capture)) {
@@ -1214,6 +1538,8 @@ static void random_faults(struct world *w)
 		retention(w);
 	if (!w->armed_point && sim_rng_chance(g, w->o.p_fault_point))
 		arm_random_point(w);
+	if (w->broker)
+		broker_faults(w, step);
 }
 
 /* ---- the run ---- */
@@ -1239,7 +1565,7 @@ static bool drained(struct world *w)
 	return w->app_up && !model_target_in_txn(&w->target) && through >= end && model_source_confirmed_flush(w->src) >= end;
 }
 
-static void one_step(struct world *w, int step)
+static void one_step_inner(struct world *w, int step)
 {
 	w->r->steps++;
 	w->now_us += 1000;
@@ -1257,7 +1583,7 @@ static void one_step(struct world *w, int step)
 			model_target_fence_release(&w->target);
 			trace(w, "fence_released", 0, 0);
 		}
-		random_faults(w);
+		random_faults(w, step);
 	} else {
 		reseed_step(w, step);
 		if (w->target.fence_present && w->reseed_phase != 1)
@@ -1315,6 +1641,15 @@ static void one_step(struct world *w, int step)
 	}
 }
 
+static void one_step(struct world *w, int step)
+{
+	if (w->broker)
+		broker_before_step(w, step);
+	one_step_inner(w, step);
+	if (w->broker && !w->failed)
+		broker_after_step(w);
+}
+
 static void setup_config(struct world *w)
 {
 	struct flow_config *c = &w->cfg;
@@ -1349,6 +1684,15 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	w.cap_fs = stream_fs_sim_view(w.disk);
 	w.app_fs = stream_fs_sim_view(w.disk);
 	w.ops_fs = stream_fs_sim_view(w.disk);
+	if (o->broker) {
+		/* the stream exists (trellara stream init), with a leader */
+		struct model_broker_options bo;
+		model_broker_options_default(&bo);
+		if (o->broker_dedup_window_us > 0)
+			bo.duplicate_window_us = o->broker_dedup_window_us;
+		w.broker = model_broker_new(&bo);
+		model_broker_set_annotator(w.broker, annotate_frame, NULL);
+	}
 	struct sim_db *tdb = sim_db_new();
 	if (o->target_missing_table) {
 		/* the target as created without one of the flow's tables */
@@ -1395,6 +1739,8 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 		one_step(&w, o->steps + step);
 	}
 	check_target_model(&w);
+	if (w.broker && !w.failed)
+		check_broker_ack(&w, model_source_confirmed_flush(w.src));
 	if (!w.failed && !drained(&w))
 		violated(&w, "drained", "after healing, %zu transactions at the source ending at %" PRIX64
 			 ", confirmed %" PRIX64 ", the target applied through %" PRIX64 " (last commit %" PRIX64
@@ -1429,6 +1775,12 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	r->commits_behind = w.target.commits_behind;
 	if (w.cc)
 		r->capture_skipped += capture_core_stats(w.cc).skipped_duplicates;
+	if (w.broker) {
+		const struct model_broker_stats *bs = model_broker_stats(w.broker);
+		r->broker_stored = bs->stored;
+		r->broker_msgid_duplicates = bs->duplicates;
+		r->broker_elections = bs->elections;
+	}
 	if (w.engine) {
 		r->overlapped += apply_engine_stats(w.engine)->overlapped;
 		r->serial_fallbacks += apply_engine_stats(w.engine)->serial_fallbacks;
@@ -1445,6 +1797,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	model_target_free(&w.target);
 	apply_tables_free(&w.defs);
 	model_source_free(w.src);
+	model_broker_free(w.broker);
 	stream_fs_sim_free(w.ops_fs);
 	stream_fs_sim_free(w.app_fs);
 	stream_fs_sim_free(w.cap_fs);
@@ -1523,4 +1876,14 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 		o->p_slot_idle_timeout = 2;
 	else if (sim_rng_chance(&g, 5))
 		o->p_slot_dropped = 1;
+	/* last: one schedule in four streams through the replicated broker,
+	 * its nodes lost and back, its publishes failing now and then, its
+	 * duplicate window sometimes short enough to pass */
+	if (sim_rng_chance(&g, 25)) {
+		o->broker = true;
+		o->p_broker_outage = (int)sim_rng_between(&g, 0, 3);
+		o->p_publish_fail = (int)sim_rng_between(&g, 0, 3);
+		if (sim_rng_chance(&g, 20))
+			o->broker_dedup_window_us = (int64_t)sim_rng_between(&g, 2, 40) * 1000;
+	}
 }

@@ -11,6 +11,10 @@
  * (trellara snapshot --force: a new slot, every table copied at its
  * consistent point through the run state machine, new watermarks).
  *
+ * The stream is the local stream on that simulated disk, or
+ * (options.broker) a replicated broker model whose nodes go down and come
+ * back, whose publishes fail or lose their PubAck.
+ *
  * Invariants, checked after every step and at the end (the names are
  * those of ../shared/CHAOS-MATRIX.md where one applies):
  *   target_equals_source_at_applied_lsn  after every target commit, the
@@ -28,6 +32,16 @@
  *   no_committed_transaction_skipped  a session never starts from a slot
  *       position that passes a committed transaction which is neither in
  *       the stream nor below the consistent point of the latest copy;
+ *   source_checkpoint_after_broker_ack  (options.broker) the slot's
+ *       confirmed position never passes a non-empty transaction that a
+ *       majority of the broker's replicas does not hold (unless the latest
+ *       copy of the flow covers it); after capture's restart, the
+ *       broker's stream still holds every position the source was told;
+ *   source_ack_waits_for_broker_quorum  (options.broker) while fewer
+ *       than a quorum of nodes is up, the confirmed position stays within
+ *       what a quorum held when the quorum was lost;
+ *   model_broker  the broker model keeps its own rules (a leader holds
+ *       every committed message; a majority always does);
  *   parallel_batches_write_disjoint_rows, checkpoint_lock_waits_on_idle_transaction
  *       (apply.workers > 1) what the engine must guarantee the target
  *       model (model_target.h): no two uncommitted batches write one row,
@@ -92,6 +106,19 @@ struct sim_world_options {
 	/* a reseed of one table at this step (-1: never): fence, hold,
 	 * copy at a later position, watermark, release */
 	int reseed_at_step;
+	/* the stream on a replicated broker instead of the local stream:
+	 * model_broker.h (NATS JetStream as Trellara uses it, 3 nodes), with
+	 * capture publishing through its sink and applyd reading through its
+	 * frame source (model_broker_client.h) */
+	bool broker;
+	/* an outage starts: broker_outage_nodes nodes (0: 1 or 2 at random)
+	 * are down for 5 to 40 steps, then back */
+	int p_broker_outage;
+	int broker_outage_nodes;
+	/* publishes fail for 2 to 15 steps: refused (nothing stored), or
+	 * stored with their PubAck lost */
+	int p_publish_fail;
+	int64_t broker_dedup_window_us; /* 0: JetStream's default, 2 minutes */
 	/* trace: print every step to stderr */
 	bool trace;
 };
@@ -112,6 +139,13 @@ struct sim_world_result {
 	/* capture stopped by its slot (exit 65), by slot_policy verdict, and
 	 * the operator's copies of the whole flow that were handed off */
 	uint64_t slot_stops_lost_at_promotion, slot_stops_gone, slot_stops_invalidated, recopies;
+	/* the broker: messages it stored; capture held back by it
+	 * (capture_core_held) and resumed; publishes it dropped as repeats of
+	 * a stored message id; outages that lost the quorum, and those that
+	 * did not (with what was committed meanwhile); elections; windows of
+	 * failing publishes */
+	uint64_t broker_stored, broker_holds, broker_resumes, broker_msgid_duplicates, broker_quorum_losses,
+		broker_node_losses, broker_stored_during_node_loss, broker_elections, broker_publish_failures;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

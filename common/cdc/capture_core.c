@@ -94,6 +94,12 @@ static size_t sink_pending(const struct capture_core *c)
  * tries again); -1: failed for good. */
 static int sink_sync(struct capture_core *c)
 {
+	/* tests: frames handed to the sink, none of them made durable yet
+	 * (a JetStream sink has published none of them) */
+	if (sink_pending(c) > 0) {
+		fault_point("capture.before_sync");
+		fault_pause("capture.before_sync");
+	}
 	int rc = c->sink.ops->sync(c->sink.impl);
 	c->held = rc == 1;
 	return rc;

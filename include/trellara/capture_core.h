@@ -13,9 +13,9 @@
  * publisher) and the acknowledgement policy (ack_policy.h).  No libpq, no socket, no clock:
  * every time is an argument (now_us: one monotonic clock, for intervals;
  * wall_us: microseconds since the Unix epoch, for watermark frames and
- * status updates).  The fault points capture.after_chunk_sync,
- * capture.after_append_before_ack and capture.before_commit are reached
- * here (fault.h).
+ * status updates).  The fault points capture.before_sync,
+ * capture.after_chunk_sync, capture.after_append_before_ack and
+ * capture.before_commit are reached here (fault.h).
  *
  * Guarantees.
  *  - Never past durable: the flushed (and written, applied) position of

@@ -30,7 +30,7 @@ PREFIXES=(
 	# cmd/
 	applyd_ capture_ check_ copy_ cutcmd_ executor_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
 	# sim/
-	sim_ model_source_ model_target_
+	sim_ model_broker_ model_source_ model_target_
 )
 
 # unprefixed OBJECT...: "object: symbol" for each global symbol defined

@@ -169,6 +169,35 @@ int main(void)
 		CHECK(ok);
 		CHECK(r.steps > 0);
 	}
+	/* on the replicated broker: nodes lost (one: the flow goes on; two:
+	 * the quorum lost), publishes refused or their PubAcks lost, capture
+	 * killed now and then; every invariant kept, capture held back and
+	 * resumed, repeats answered by their Nats-Msg-Id */
+	{
+		uint64_t holds = 0, resumes = 0, quorum_losses = 0, node_losses = 0, duplicates = 0;
+		for (uint64_t seed = 1; seed <= 8; seed++) {
+			struct sim_world_options o;
+			sim_world_defaults(&o, seed);
+			o.broker = true;
+			o.p_broker_outage = 4;
+			o.p_publish_fail = 3;
+			o.p_kill_capture = 2;
+			struct sim_world_result r;
+			bool ok = sim_world_run(&o, &r);
+			if (!ok)
+				fprintf(stderr, "broker seed %llu: %s: %s\n", (unsigned long long)seed, r.invariant, r.detail);
+			CHECK(ok);
+			CHECK(r.broker_stored > 0);
+			holds += r.broker_holds;
+			resumes += r.broker_resumes;
+			quorum_losses += r.broker_quorum_losses;
+			node_losses += r.broker_node_losses;
+			duplicates += r.broker_msgid_duplicates;
+		}
+		CHECK(holds > 0 && resumes > 0);
+		CHECK(quorum_losses > 0 && node_losses > 0);
+		CHECK(duplicates > 0);
+	}
 	/* trellara-snapshot killed at each of its fault points (as
 	 * TRELLARA_FAULT names them), then run again: the run keeps every
 	 * invariant, the point was reached, and the run was resumed
