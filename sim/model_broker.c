@@ -40,6 +40,7 @@ struct model_broker {
 	int quorum;
 	struct node nodes[MODEL_BROKER_MAX_NODES];
 	int leader;          /* -1: none */
+	unsigned runs;       /* capture runs that opened a sink (model_broker_next_run) */
 	int ticks_without_quorum; /* the leader's, while it is up */
 	uint64_t term;
 	uint64_t term_start; /* the leader's log length when elected: its no-op follows it */
@@ -514,4 +515,9 @@ const struct model_broker_stats *model_broker_stats(const struct model_broker *b
 const char *model_broker_error(const struct model_broker *b)
 {
 	return b->error;
+}
+
+unsigned model_broker_next_run(struct model_broker *b)
+{
+	return ++b->runs;
 }

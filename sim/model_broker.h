@@ -94,6 +94,9 @@ typedef void (*model_broker_annotate_fn)(void *ctx, const uint8_t *data, size_t 
 struct model_broker;
 
 struct model_broker *model_broker_new(const struct model_broker_options *o);
+/* A new capture run's number (1, 2, ...): its Nats-Msg-Id namespace, as
+ * capture_jetstream.c draws a random one at open. */
+unsigned model_broker_next_run(struct model_broker *b);
 void model_broker_free(struct model_broker *b);
 /* Every message published from now on is annotated (NULL: none). */
 void model_broker_set_annotator(struct model_broker *b, model_broker_annotate_fn fn, void *ctx);

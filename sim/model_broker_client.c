@@ -29,6 +29,7 @@ struct broker_sink {
 	struct stream_fs *process;  /* borrowed: dead once the process is killed */
 	const int64_t *clock_us;    /* borrowed */
 	char *flow_id;              /* owned: the Nats-Msg-Id prefix */
+	unsigned run;               /* this run's id namespace (model_broker_next_run) */
 	uint64_t next_offset;       /* the offset the next appended frame gets */
 	struct queued_frame *queue; /* owned */
 	size_t n_queued, cap_queued;
@@ -89,7 +90,7 @@ static void drop_stored(struct broker_sink *s, int64_t through)
 static void publish_one(struct broker_sink *s, const struct queued_frame *q)
 {
 	char id[160];
-	snprintf(id, sizeof id, "%s:%" PRIu64, s->flow_id, q->offset);
+	snprintf(id, sizeof id, "%s:%u:%" PRIu64, s->flow_id, s->run, q->offset);
 	uint64_t seq = 0;
 	enum model_broker_answer a = model_broker_publish(s->b, q->bytes, q->len, id, q->offset, *s->clock_us, &seq);
 	switch (a) {
@@ -216,6 +217,7 @@ int model_broker_sink_open(struct model_broker *b, struct stream_fs *process, co
 	s->process = process;
 	s->clock_us = clock_us;
 	s->flow_id = xstrdup(flow_id);
+	s->run = model_broker_next_run(b);
 	s->next_offset = last;
 	*next_offset = last;
 	*sink = (struct capture_sink){ .ops = &broker_sink_ops, .impl = s };

@@ -229,20 +229,20 @@ int jetstream_session_stream_info(const struct jetstream_session *s, const char 
 
 /* ---- the consumer groups' positions (stream "<name>-groups") ---- */
 
-char *jetstream_groups_stream(const struct flow_config *c)
+char *jetstream_session_groups_stream(const struct flow_config *c)
 {
 	return xasprintf("%s-groups", c->jetstream_stream);
 }
 
-char *jetstream_group_subject(const struct flow_config *c, const char *group)
+char *jetstream_session_group_subject(const struct flow_config *c, const char *group)
 {
 	return xasprintf("%s.groups.%s", c->jetstream_subject, group ? group : "*");
 }
 
-int jetstream_groups_ensure(const struct jetstream_session *s, const struct flow_config *c)
+int jetstream_session_groups_ensure(const struct jetstream_session *s, const struct flow_config *c)
 {
-	char *name = jetstream_groups_stream(c);
-	char *subject = jetstream_group_subject(c, NULL);
+	char *name = jetstream_session_groups_stream(c);
+	char *subject = jetstream_session_group_subject(c, NULL);
 	const char *subjects[1] = { subject };
 	jsStreamConfig sc;
 	jsStreamConfig_Init(&sc);
@@ -271,13 +271,13 @@ int jetstream_groups_ensure(const struct jetstream_session *s, const struct flow
 	return code;
 }
 
-int jetstream_group_get(const struct jetstream_session *s, const struct flow_config *c, const char *group,
+int jetstream_session_group_get(const struct jetstream_session *s, const struct flow_config *c, const char *group,
 			uint64_t *position, bool *exists)
 {
 	*position = 0;
 	*exists = false;
-	char *name = jetstream_groups_stream(c);
-	char *subject = jetstream_group_subject(c, group);
+	char *name = jetstream_session_groups_stream(c);
+	char *subject = jetstream_session_group_subject(c, group);
 	jsOptions jo;
 	jsOptions_Init(&jo);
 	jo.Wait = JETSTREAM_API_WAIT_MS;
@@ -308,10 +308,10 @@ int jetstream_group_get(const struct jetstream_session *s, const struct flow_con
 	return code;
 }
 
-int jetstream_group_set(const struct jetstream_session *s, const struct flow_config *c, const char *group,
+int jetstream_session_group_set(const struct jetstream_session *s, const struct flow_config *c, const char *group,
 			uint64_t position)
 {
-	char *subject = jetstream_group_subject(c, group);
+	char *subject = jetstream_session_group_subject(c, group);
 	char text[32];
 	snprintf(text, sizeof text, "%" PRIu64, position);
 	jsPubOptions po;

@@ -69,16 +69,16 @@ enum jetstream_retention jetstream_session_retention(jsRetentionPolicy p);
  * position only (the next offset it needs, as decimal text).  They
  * mirror the target checkpoints for retention and inspection; the
  * checkpoint stays the truth.  Both strings newly allocated. */
-char *jetstream_groups_stream(const struct flow_config *c);
-char *jetstream_group_subject(const struct flow_config *c, const char *group); /* NULL: the wildcard */
+char *jetstream_session_groups_stream(const struct flow_config *c);
+char *jetstream_session_group_subject(const struct flow_config *c, const char *group); /* NULL: the wildcard */
 /* Creates the groups' stream unless it exists: EXIT_OK, else logged. */
-int jetstream_groups_ensure(const struct jetstream_session *s, const struct flow_config *c);
+int jetstream_session_groups_ensure(const struct jetstream_session *s, const struct flow_config *c);
 /* EXIT_OK (*exists false when the group has no position yet),
  * EXIT_DATAERR or EXIT_UNAVAILABLE (logged). */
-int jetstream_group_get(const struct jetstream_session *s, const struct flow_config *c, const char *group,
+int jetstream_session_group_get(const struct jetstream_session *s, const struct flow_config *c, const char *group,
 			uint64_t *position, bool *exists);
 /* EXIT_OK once a quorum stored it, else EXIT_UNAVAILABLE (not logged). */
-int jetstream_group_set(const struct jetstream_session *s, const struct flow_config *c, const char *group,
+int jetstream_session_group_set(const struct jetstream_session *s, const struct flow_config *c, const char *group,
 			uint64_t position);
 
 #endif

@@ -13,7 +13,7 @@
  * STREAM_EUNAVAILABLE (applyd backs off and reads again).
  *
  * Position.  The checkpoint holds it; position_set mirrors it into the
- * groups' stream (jetstream_group_set) at most every
+ * groups' stream (jetstream_session_group_set) at most every
  * JETSTREAM_GROUP_MIRROR_US, for retention and trellara stream inspect.
  * A mirror that cannot be written now is only late (retention keeps
  * more), so it is a warning, not a failure.
@@ -265,8 +265,11 @@ static int js_seek(void *impl, uint64_t offset)
 	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
 	jsStreamInfo_Destroy(si);
 	if (offset + 1 < first || offset > last) {
-		log_error("%s holds offsets %" PRIu64 " to %" PRIu64 ", not %" PRIu64, j->name, first ? first - 1 : 0,
-			  last, offset);
+		if (last >= first && last > 0)
+			log_error("%s holds offsets %" PRIu64 " to %" PRIu64 ", not %" PRIu64, j->name, first - 1, last - 1,
+				  offset);
+		else
+			log_error("%s holds no frame (its next is offset %" PRIu64 "), not %" PRIu64, j->name, last, offset);
 		return STREAM_ERANGE;
 	}
 	if (offset != j->next_offset || !j->sub) {
@@ -279,7 +282,7 @@ static int js_seek(void *impl, uint64_t offset)
 static int js_position_get(void *impl, uint64_t *position, bool *exists)
 {
 	struct js_source *j = impl;
-	int code = jetstream_group_get(&j->s, j->cfg, j->cfg->consumer_group, position, exists);
+	int code = jetstream_session_group_get(&j->s, j->cfg, j->cfg->consumer_group, position, exists);
 	if (code == EXIT_OK)
 		return STREAM_OK;
 	return code == EXIT_UNAVAILABLE ? STREAM_EUNAVAILABLE : STREAM_ECORRUPT;
@@ -294,8 +297,8 @@ static void mirror(struct js_source *j)
 		return;
 	j->last_mirror_us = now;
 	if (!j->groups_ready)
-		j->groups_ready = jetstream_groups_ensure(&j->s, j->cfg) == EXIT_OK;
-	if (j->groups_ready && jetstream_group_set(&j->s, j->cfg, j->cfg->consumer_group, position) == EXIT_OK) {
+		j->groups_ready = jetstream_session_groups_ensure(&j->s, j->cfg) == EXIT_OK;
+	if (j->groups_ready && jetstream_session_group_set(&j->s, j->cfg, j->cfg->consumer_group, position) == EXIT_OK) {
 		j->mirrored = position;
 		j->warned_mirror = false;
 	} else if (!j->warned_mirror) {

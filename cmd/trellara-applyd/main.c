@@ -46,7 +46,6 @@ int main(int argc, char **argv)
 				MAX_RECONNECT_BASE_MS, &reconnect_base_ms)) != EXIT_OK)
 		return code;
 	struct flow_config config;
-	cli.jetstream_ok = true; /* reads the stream through its kind */
 	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 		return code;
 	struct applyd_options options = {

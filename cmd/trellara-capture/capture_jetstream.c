@@ -38,6 +38,7 @@ struct capture_jetstream {
 	const struct flow_config *cfg;
 	char *name;                 /* owned: for messages */
 	char *flow_id;              /* owned: the Nats-Msg-Id prefix */
+	char run_id[17];            /* this run's Nats-Msg-Id namespace: random at open */
 	uint64_t next_offset;       /* the offset the next appended frame gets */
 	int64_t max_payload;        /* the servers' limit on a message */
 	struct queued_frame *queue; /* owned */
@@ -186,7 +187,7 @@ static natsStatus set_header(natsMsg *m, const char *key, const char *value)
 static natsStatus frame_message(struct capture_jetstream *js, const struct queued_frame *q, natsMsg **m)
 {
 	char id[512], expected[24];
-	snprintf(id, sizeof id, "%s:%" PRIu64, js->flow_id, q->offset);
+	snprintf(id, sizeof id, "%s:%s:%" PRIu64, js->flow_id, js->run_id, q->offset);
 	snprintf(expected, sizeof expected, "%" PRIu64, q->offset);
 	natsStatus st = natsMsg_Create(m, js->cfg->jetstream_subject, NULL, (const char *)q->bytes, (int)q->len);
 	if (st == NATS_OK)
@@ -418,6 +419,21 @@ int capture_jetstream_open(const struct flow_config *cfg, struct capture_sink *s
 	struct capture_jetstream *js = xcalloc(1, sizeof *js);
 	js->cfg = cfg;
 	js->flow_id = config_flow_id(cfg);
+	/* A run's own repeats are dropped by their id; another run's message
+	 * at the same offset never is: it meets the expected last sequence
+	 * instead (a message a leader without quorum stored before a crash,
+	 * committed after the restart read the stream's end, makes this run's
+	 * next publish fail closed: 75, and the next run reads the end again) */
+	char *nonce = stream_id_generate();
+	if (!nonce) {
+		free(js->flow_id);
+		free(js);
+		*jsp = NULL;
+		*sink = (struct capture_sink){ 0 };
+		return EXIT_UNAVAILABLE;
+	}
+	snprintf(js->run_id, sizeof js->run_id, "%.16s", nonce);
+	free(nonce);
 	pthread_mutex_init(&js->mu, NULL);
 	pthread_cond_init(&js->cv, NULL);
 	jsStreamInfo *si = NULL;

@@ -56,7 +56,6 @@ int main(int argc, char **argv)
 				MAX_RECONNECT_BASE_MS, &reconnect_base_ms)) != EXIT_OK)
 		return code;
 	struct flow_config config;
-	cli.jetstream_ok = true; /* capture publishes to a JetStream stream too */
 	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 		return code;
 	struct capture_options options = {

@@ -64,7 +64,6 @@ int main(int argc, char **argv)
 	if (create_slot && !fix)
 		return cli_usage_error(&cli, "--create-slot needs --fix");
 	struct flow_config config;
-	cli.jetstream_ok = true; /* the source and target checks are the same for either kind */
 	if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 		return code;
 	struct check_options options = { .config = &config, .fix = fix, .create_slot = create_slot };

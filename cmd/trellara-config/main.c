@@ -76,7 +76,6 @@ int main(int argc, char **argv)
 		break;
 	}
 	struct flow_config cfg;
-	cli.jetstream_ok = true; /* validate and get read any flow */
 	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
 		return code;
 	code = key_print(&cfg, name);

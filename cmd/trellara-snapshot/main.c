@@ -74,7 +74,6 @@ int main(int argc, char **argv)
 		return cli_usage_error(&cli, "--table SCHEMA.TABLE goes with reseed, and reseed needs it");
 	o.json = format == FORMAT_JSON;
 	struct flow_config cfg;
-	cli.jetstream_ok = true; /* reads the stream through its kind */
 	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
 		return code;
 	signal(SIGPIPE, SIG_IGN);

@@ -78,7 +78,6 @@ int main(int argc, char **argv)
 	enum status_view view = (enum status_view)view_index;
 	bool json = format == FORMAT_JSON, prometheus = format == FORMAT_PROMETHEUS;
 	struct flow_config cfg;
-	cli.jetstream_ok = true; /* a JetStream stream: the broker as capture sees it */
 	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
 		return code;
 	struct status_report report;

@@ -166,7 +166,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (config_path) {
-		cli.jetstream_ok = jetstream_command || either_kind;
+		cli.local_only = !(jetstream_command || either_kind);
 		if ((code = cli_load_config(&cli, &config)) != EXIT_OK)
 			goto out;
 		config_loaded = true;

@@ -138,7 +138,7 @@ int stream_cli_jetstream_init(const struct flow_config *c, bool json)
 		}
 	}
 	/* the groups' positions, which retention and inspect read */
-	if ((code = jetstream_groups_ensure(&s, c)) != EXIT_OK)
+	if ((code = jetstream_session_groups_ensure(&s, c)) != EXIT_OK)
 		goto out;
 	const char *action = created ? "created" : "accepted";
 	if (json) {
@@ -213,7 +213,7 @@ static int groups_of(const struct jetstream_session *s, const struct flow_config
 	for (size_t i = 0; i < c->n_protected_groups; i++) {
 		struct group_view *g = &out[(*n)++];
 		*g = (struct group_view){ .name = c->protected_groups[i] };
-		int code = jetstream_group_get(s, c, g->name, &g->position, &g->exists);
+		int code = jetstream_session_group_get(s, c, g->name, &g->position, &g->exists);
 		if (code != EXIT_OK)
 			return code;
 		g->pending = g->exists && last_seq > g->position ? last_seq - g->position : g->exists ? 0 : last_seq;

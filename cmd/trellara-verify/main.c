@@ -77,7 +77,6 @@ int main(int argc, char **argv)
 		return code;
 	o.retry_base_ms = (int)retry_base_ms;
 	struct flow_config cfg;
-	cli.jetstream_ok = true; /* reads the stream through its kind */
 	if ((code = cli_load_config(&cli, &cfg)) != EXIT_OK)
 		return code;
 	o.stop = cli_catch_stop_signals();

@@ -157,11 +157,11 @@ int cli_load_config(const struct cli *cli, struct flow_config *config)
 {
 	if (config_load(cli->config_path, config) < 0)
 		return EXIT_CONFIG;
-	if (config->stream_kind == STREAM_KIND_JETSTREAM && !cli->jetstream_ok) {
-		log_error("%s: stream.kind \"jetstream\" is not supported by %s yet", config->path, cli->program);
-		log_hint("so far only \"trellara stream init\", \"trellara stream inspect\" and \"trellara config\" read a jetstream "
-			 "flow (trellara.yml(5)); "
-			 "use stream.kind local");
+	if (config->stream_kind == STREAM_KIND_JETSTREAM && cli->local_only) {
+		log_error("%s: stream.kind is \"jetstream\": this %s command reads a local stream's files", config->path,
+			  cli->program);
+		log_hint("for a JetStream stream: \"trellara stream inspect --config %s\" (state, replicas, groups) and \"trellara stream retention --config %s\"",
+			 config->path, config->path);
 		config_free(config);
 		return EXIT_CONFIG;
 	}

@@ -58,7 +58,7 @@ struct cli {
 	const char *arg;               /* the current option's argument, or NULL */
 	char option[CLI_OPTION_NAME_LEN]; /* the current option's name: "--fence-timeout" */
 	int exit_code;                 /* with CLI_EXIT: what main returns */
-	bool jetstream_ok;             /* the program reads a stream.kind jetstream flow */
+	bool local_only;               /* the command reads a local stream's files only */
 };
 
 /* Starts parsing: sets up logging for PROGRAM at the default level (the
@@ -92,9 +92,8 @@ bool cli_arg_choice(const struct cli *cli, const char *const *choices, int *out)
 
 /* Loads cli->config_path (see config_load): EXIT_OK, or EXIT_CONFIG
  * (reported by config_load).  A flow with stream.kind jetstream is
- * refused (EXIT_CONFIG, said here) unless cli->jetstream_ok: so far only
- * trellara stream init, trellara stream inspect and trellara config read
- * one. */
+ * refused (EXIT_CONFIG, said here) when cli->local_only: trellara
+ * stream's commands on a local stream's files. */
 int cli_load_config(const struct cli *cli, struct flow_config *config);
 
 /* SIGINT and SIGTERM set the returned flag (the process has one; it is

@@ -175,16 +175,17 @@ node_of() { echo "${1#n}"; }
 		"trellara stream inspect --config '$FLOW_FILE' --format json | jq -e '.last_sequence == 3 and .leader != null'"
 }
 
-@test "a program without JetStream support refuses a jetstream flow (78); a local flow gets init's and inspect's hints (78)" {
+@test "the local stream's commands refuse a jetstream flow (78) naming inspect and retention; a local flow gets init's and inspect's hints (78)" {
 	jetstream_flow "$FLOW_FILE"
 	# capture reads a jetstream flow: a stream not created is 78, with init's hint
 	run -78 trellara-capture --config "$FLOW_FILE" --start-now
 	[[ $output == *"JetStream stream \"$JS_STREAM\" on nats://"*"does not exist"* ]]
 	[[ $output == *"trellara stream init --config"* ]]
-	run -78 trellara-applyd --config "$FLOW_FILE"
-	[[ $output == *'stream.kind "jetstream" is not supported by trellara-applyd yet'* ]]
 	run -78 trellara stream inspect-local --config "$FLOW_FILE"
-	[[ $output == *'stream.kind "jetstream" is not supported by trellara-stream yet'* ]]
+	[[ $output == *"stream.kind is \"jetstream\": this trellara-stream command reads a local stream's files"* ]]
+	[[ $output == *"trellara stream inspect --config $FLOW_FILE"* ]]
+	run -78 trellara stream read --config "$FLOW_FILE"
+	[[ $output == *"reads a local stream's files"* ]]
 	# trellara config reads it
 	run -0 trellara config get stream.name --config "$FLOW_FILE"
 	[[ $output == *"$JS_STREAM"* ]]

@@ -2,8 +2,8 @@
 #
 # trellara-capture into a JetStream stream (stream.kind jetstream) on a
 # 3-node cluster (helpers/nats.bash) from a real PostgreSQL source
-# (helpers/common).  applyd does not read JetStream yet: these tests read
-# the stream back with build/tests/jetstream_publish dump, which decodes
+# (helpers/common).  These tests read the stream back with
+# build/tests/jetstream_publish dump (68-jetstream-flow has applyd), which decodes
 # every message by sequence as a frame (and fails on one that is not a
 # valid frame at offset = sequence - 1).
 #
@@ -222,7 +222,7 @@ stream_recorded_lsn() {
 	[ -z "$(slot_flush_lsn)" ]
 }
 
-@test "two of three nodes killed: the slot's confirmed position does not move, capture exits 69; nodes back: it catches up, each transaction once" {
+@test "two of three nodes killed: capture holds, the slot's confirmed position does not move, SIGTERM stops it (0) and a new start exits 69; nodes back: it catches up, each transaction once" {
 	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
 	wait_for slot_active
 	load_rows 1 10
@@ -236,11 +236,16 @@ stream_recorded_lsn() {
 	trellara_nats_node_stop 2
 	trellara_nats_node_stop 3
 	load_rows 11 20
-	# no PubAck without a quorum: capture gives up within its publish wait
-	bg_wait capture 60
-	[ "$BG_STATUS" -eq 69 ]
+	# no PubAck without a quorum: capture holds the frames and waits
+	wait_for -t 60 -m "capture held back" \
+		"grep -q 'nothing past the last stored transaction is acknowledged to the source' '$TEST_DIR/capture.log'"
+	sleep 2
 	[ "$(slot_flush_lsn)" = "$before" ]
-	grep -q "nothing more is acknowledged to the source" "$TEST_DIR/capture.log"
+	kill -0 "$(bg_pid capture)"
+	# stopped while held: it drops what is not stored and exits 0
+	bg_stop capture TERM 60
+	[ "$BG_STATUS" -eq 0 ]
+	[ "$(slot_flush_lsn)" = "$before" ]
 	# started again while the quorum is still lost: 69 within seconds
 	run -69 timeout 60 trellara-capture --config "$FLOW_FILE" --start-now
 	[ "$(slot_flush_lsn)" = "$before" ]
