@@ -32,6 +32,12 @@
 #define APPLICABLE NULL
 
 /* Live tests used by more than one entry. */
+#define LIVE_BROKER_QUORUM "tests/bats/68-jetstream-flow.bats", \
+	"kind jetstream: one node killed mid-load, the flow goes on; two killed, the slot's confirmed position stands still and capture says the broker holds it back, without exiting; nodes back: caught up, identical, CONVERGED"
+#define LIVE_BROKER_FULL "tests/bats/68-jetstream-flow.bats", \
+	"kind jetstream: a full stream (stream.max_bytes) holds capture back, the slot stands still and nothing is lost; stream retention removes only what applyd applied, and capture goes on: identical, CONVERGED"
+#define LIVE_BROKER_KILLED "tests/bats/67-jetstream-capture.bats", \
+	"capture killed -9 mid-load and restarted: every source transaction exactly once in the stream"
 #define LIVE_CAPTURE_APPEND_ACK "tests/bats/20-capture.bats", \
 	"capture.after_append_before_ack then restart: nothing missing, the duplicate skipped and counted"
 #define LIVE_CONFIRMED_DURABLE "tests/bats/20-capture.bats", \
@@ -243,7 +249,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "held when it was lost; applyd's reads fail (STREAM_EUNAVAILABLE) and it reconnects later.  Once the "
 	    "nodes are back (replicas catch up from the leader, a lone leader's tail is committed or dropped), every "
 	    "transaction arrives once.",
-	    NO_LIVE, BROKER_QUORUM_BACK, APPLICABLE),
+	    LIVE_BROKER_QUORUM, BROKER_QUORUM_BACK, APPLICABLE),
 	SIM("qualification_target_restart_during_apply", "qualification", 55, "target_restart_replays_uncheckpointed_apply",
 	    "The target restarts while batches are in flight; the applier reconnects, replays what its checkpoint does "
 	    "not cover, and the target ends equal to the source with every transaction applied once.",
@@ -279,7 +285,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "its JetStream sink and none is published.  The slot's confirmed position never passes a transaction a "
 	    "majority of the nodes does not hold; the restarted capture reads the stream's end from its last messages "
 	    "and publishes the slot's resend whole, once.",
-	    NO_LIVE, RESTART_CAPTURE, APPLICABLE),
+	    LIVE_BROKER_KILLED, RESTART_CAPTURE, APPLICABLE),
 	ROW(2, "relay_after_broker_publish_before_source_feedback", "strict_transaction_order",
 	    "source_checkpoint_after_broker_ack",
 	    "On the replicated broker model, capture is killed at capture.after_append_before_ack: every frame of the "
@@ -321,7 +327,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "and acknowledges nothing past the last stored transaction, then publishes the batch again: a repeat of a "
 	    "stored message is answered as a duplicate of it by its Nats-Msg-Id, so nothing is missing and nothing is "
 	    "stored twice.",
-	    LIVE_FSYNC_FAILURE,
+	    LIVE_BROKER_FULL,
 	    "none needed: automatic (capture publishes again until the stream stores; a full stream: trellara stream "
 	    "retention --config FILE --apply)",
 	    APPLICABLE),
@@ -523,7 +529,7 @@ const struct sim_scenario sim_scenarios[] = {
 	    "On the replicated broker model (3 nodes), one node and then two are lost for a while: the flow goes on "
 	    "with one lost; with the quorum lost no publish gets a PubAck, capture is held back and the slot's "
 	    "confirmed position stays within what a quorum held; once the nodes are back everything arrives once.",
-	    NO_LIVE, BROKER_QUORUM_BACK, APPLICABLE),
+	    LIVE_BROKER_QUORUM, BROKER_QUORUM_BACK, APPLICABLE),
 	ROW(55, "qualification_target_restart_during_apply", "target_apply_transaction_commit",
 	    "target_restart_replays_uncheckpointed_apply",
 	    "A target restart during apply loses and doubles nothing: what the checkpoint does not cover is applied "

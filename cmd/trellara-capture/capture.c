@@ -669,6 +669,8 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			goto out;
 		c.stream_name = capture_jetstream_name(c.js);
 		co.sink_name = c.stream_name;
+		/* a transaction larger than a message goes in chunks that fit */
+		co.assembler.target_frame_payload = capture_jetstream_frame_target(c.js);
 	}
 	if ((code = capture_core_open(&c.core, &co)) != EXIT_OK)
 		goto out;

@@ -499,6 +499,12 @@ out:
 	return code;
 }
 
+size_t capture_jetstream_frame_target(const struct capture_jetstream *js)
+{
+	int64_t room = js->max_payload - FRAME_HEADER_SIZE - JETSTREAM_HEADERS_ROOM;
+	return room > JETSTREAM_MIN_FRAME_TARGET ? (size_t)room : JETSTREAM_MIN_FRAME_TARGET;
+}
+
 const char *capture_jetstream_name(const struct capture_jetstream *js)
 {
 	return js->name;

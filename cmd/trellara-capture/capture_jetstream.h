@@ -66,6 +66,15 @@ struct capture_jetstream;
 int capture_jetstream_open(const struct flow_config *cfg, struct capture_sink *sink, struct capture_jetstream **jsp,
 			   struct ack_restart_point *restart, uint64_t *next_offset);
 
+/* The payload a frame is packed up to (the assembler's
+ * target_frame_payload): the servers' max_payload less room for the
+ * frame header and the message headers, at least
+ * JETSTREAM_MIN_FRAME_TARGET.  A single change larger than that still
+ * gets a frame of its own, and one larger than max_payload exits 73. */
+#define JETSTREAM_HEADERS_ROOM 4096
+#define JETSTREAM_MIN_FRAME_TARGET (64 * 1024)
+size_t capture_jetstream_frame_target(const struct capture_jetstream *js);
+
 /* "JetStream stream "NAME" on SERVERS", for messages. */
 const char *capture_jetstream_name(const struct capture_jetstream *js);
 

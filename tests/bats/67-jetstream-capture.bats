@@ -168,6 +168,25 @@ stream_recorded_lsn() {
 	grep -Eq "[1-9][0-9]* skipped as duplicates" "$TEST_DIR/capture2.log"
 }
 
+@test "a transaction larger than the servers' max_payload goes in chunks that fit it: no exit, every message under 1 MiB, the transaction once" {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for slot_active
+	# one transaction of 60000 rows: several MiB of changes
+	psql_source "INSERT INTO events (id) SELECT g FROM generate_series(1, 60000) g"
+	load_rows 60001 60001
+	wait_for -t 60 -m "2 transactions in the stream" '[ "$(txn_count)" -eq 2 ]'
+	kill -0 "$(bg_pid capture)"
+	local frames
+	frames=$(dump)
+	# chunked: several chunk messages, a manifest and a commit marker
+	(($(jq -s '[.[] | select(.type == "chunk")] | length' <<<"$frames") >= 2))
+	[ "$(jq -s '[.[] | select(.type == "commit_marker")] | length' <<<"$frames")" -eq 1 ]
+	# each message within the servers' default max_payload (1 MiB)
+	jq -s -e 'map(.bytes) | max <= 1048576' <<<"$frames" >/dev/null
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
+
 @test "another writer appends to the stream: capture's next publish fails closed (75), and a restart refuses the foreign message (65)" {
 	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
 	wait_for slot_active

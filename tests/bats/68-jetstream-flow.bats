@@ -106,7 +106,7 @@ converged() {
 
 @test "kind jetstream: capture and applyd under pgbench, each killed -9 three times and both together: identical, CONVERGED, nothing quarantined" {
 	start_flow
-	bg_start load source_load 40
+	bg_start load source_load 30
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
 	for _ in 1 2 3; do
 		restart_killed capture
@@ -137,7 +137,7 @@ converged() {
 
 @test "kind jetstream: one node killed mid-load, the flow goes on; two killed, the slot's confirmed position stands still and capture says the broker holds it back, without exiting; nodes back: caught up, identical, CONVERGED" {
 	start_flow
-	bg_start load source_load 60
+	bg_start load source_load 45
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
 	# one of three: a quorum remains, the flow continues
 	trellara_nats_node_stop 1
@@ -186,7 +186,7 @@ converged() {
 @test "kind jetstream: capture killed between the PubAcks and the source acknowledgement under load: what the source sends again is skipped and counted, applyd applies each transaction once" {
 	TRELLARA_FAULT=capture.after_append_before_ack:40 bg_start capture trellara-capture --config "$FLOW_FILE"
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
-	bg_start load source_load 20
+	bg_start load source_load 10
 	bg_wait capture 60
 	[ "$BG_STATUS" -eq 137 ]
 	grep -q 'fault point "capture.after_append_before_ack" reached' "$TEST_DIR/capture.log"

@@ -165,8 +165,9 @@ static int dump(jsCtx *js, char **argv)
 			return 1;
 		}
 		printf("{\"seq\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"type\":\"%s\",\"xid\":%" PRIu32
-		       ",\"commit_lsn\":%" PRIu64 ",\"end_lsn\":%" PRIu64 ",\"lsn\":%" PRIu64 "}\n",
-		       seq, h.offset, frame_type_name(h.type), sum.has_xid ? sum.xid : 0, sum.commit_lsn, sum.end_lsn, sum.lsn);
+		       ",\"commit_lsn\":%" PRIu64 ",\"end_lsn\":%" PRIu64 ",\"lsn\":%" PRIu64 ",\"bytes\":%zu}\n",
+		       seq, h.offset, frame_type_name(h.type), sum.has_xid ? sum.xid : 0, sum.commit_lsn, sum.end_lsn, sum.lsn,
+		       len);
 	}
 	return fflush(stdout) == 0 ? 0 : 1;
 }
