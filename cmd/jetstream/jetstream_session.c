@@ -227,6 +227,27 @@ int jetstream_session_stream_info(const struct jetstream_session *s, const char 
 }
 
 
+int jetstream_session_accept(const struct flow_config *c, const jsStreamInfo *si, const char *name)
+{
+	struct jetstream_wanted want;
+	struct jetstream_stream_settings observed;
+	struct jetstream_refusal why;
+	jetstream_session_wanted(c, &want);
+	jetstream_session_settings(si->Config, &observed);
+	if (jetstream_policy_decide(&want, &observed, &why) == JETSTREAM_ACCEPT)
+		return EXIT_OK;
+	log_error("%s: %s", name, why.reason);
+	log_hint("\"trellara stream init --config %s\" says what the stream's settings must be (setting \"%s\")", c->path,
+		 why.setting);
+	return EXIT_CONFIG;
+}
+
+char *jetstream_session_header(natsMsg *m, const char *key)
+{
+	const char *v = NULL;
+	return m && natsMsgHeader_Get(m, key, &v) == NATS_OK && v && *v ? xstrdup(v) : NULL;
+}
+
 /* ---- the consumer groups' positions (stream "<name>-groups") ---- */
 
 char *jetstream_session_groups_stream(const struct flow_config *c)

@@ -64,6 +64,18 @@ void jetstream_session_wanted(const struct flow_config *c, struct jetstream_want
 enum jetstream_storage jetstream_session_storage(jsStorageType t);
 enum jetstream_retention jetstream_session_retention(jsRetentionPolicy p);
 
+/* An existing stream's settings against the policy: EXIT_OK, or
+ * EXIT_CONFIG (logged with name, naming the setting and init's hint). */
+int jetstream_session_accept(const struct flow_config *c, const jsStreamInfo *si, const char *name);
+
+/* The stream's binding, in every message capture publishes. */
+#define JETSTREAM_HDR_SYSTEM "Trellara-System-Identifier"
+#define JETSTREAM_HDR_DATABASE "Trellara-Database"
+#define JETSTREAM_HDR_SLOT "Trellara-Slot"
+#define JETSTREAM_HDR_TIMELINE "Trellara-Timeline"
+/* A header's value, newly allocated; NULL when m has none or it is empty. */
+char *jetstream_session_header(natsMsg *m, const char *key);
+
 /* The consumer groups' positions: stream "<stream.name>-groups", one
  * subject "<stream.subject>.groups.<group>" a group, holding its last
  * position only (the next offset it needs, as decimal text).  They

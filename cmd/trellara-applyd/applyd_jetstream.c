@@ -38,11 +38,6 @@
 #define JETSTREAM_CONSUMER_INACTIVE_NS (60 * INT64_C(1000000000))
 #define JETSTREAM_GROUP_MIRROR_US INT64_C(1000000)
 
-#define HDR_SYSTEM "Trellara-System-Identifier"
-#define HDR_DATABASE "Trellara-Database"
-#define HDR_SLOT "Trellara-Slot"
-#define HDR_TIMELINE "Trellara-Timeline"
-
 struct js_source {
 	struct jetstream_session s;
 	const struct flow_config *cfg;
@@ -318,12 +313,6 @@ static int js_position_set(void *impl, uint64_t position)
 	return STREAM_OK;
 }
 
-static char *header_copy(natsMsg *m, const char *key)
-{
-	const char *v = NULL;
-	return m && natsMsgHeader_Get(m, key, &v) == NATS_OK && v && *v ? xstrdup(v) : NULL;
-}
-
 static int js_meta(void *impl, struct stream_meta *meta)
 {
 	struct js_source *j = impl;
@@ -354,10 +343,10 @@ static int js_meta(void *impl, struct stream_meta *meta)
 						 jerr);
 		return STREAM_EUNAVAILABLE;
 	}
-	meta->system_identifier = header_copy(m, HDR_SYSTEM);
-	meta->database = header_copy(m, HDR_DATABASE);
-	meta->slot = header_copy(m, HDR_SLOT);
-	meta->timeline = header_copy(m, HDR_TIMELINE);
+	meta->system_identifier = jetstream_session_header(m, JETSTREAM_HDR_SYSTEM);
+	meta->database = jetstream_session_header(m, JETSTREAM_HDR_DATABASE);
+	meta->slot = jetstream_session_header(m, JETSTREAM_HDR_SLOT);
+	meta->timeline = jetstream_session_header(m, JETSTREAM_HDR_TIMELINE);
 	natsMsg_Destroy(m);
 	return STREAM_OK;
 }
@@ -399,18 +388,8 @@ int applyd_jetstream_open(const struct flow_config *cfg, struct frame_source *sr
 		st = STREAM_EUNAVAILABLE;
 	} else if (!si) {
 		st = STREAM_END; /* not created yet: wait for it */
-	} else {
-		struct jetstream_wanted want;
-		struct jetstream_stream_settings observed;
-		struct jetstream_refusal why;
-		jetstream_session_wanted(cfg, &want);
-		jetstream_session_settings(si->Config, &observed);
-		if (jetstream_policy_decide(&want, &observed, &why) != JETSTREAM_ACCEPT) {
-			log_error("%s: %s", j->name, why.reason);
-			log_hint("\"trellara stream init --config %s\" says what the stream's settings must be (setting \"%s\")",
-				 cfg->path, why.setting);
-			st = STREAM_EINVAL;
-		}
+	} else if (jetstream_session_accept(cfg, si, j->name) != EXIT_OK) {
+		st = STREAM_EINVAL;
 	}
 	if (si)
 		jsStreamInfo_Destroy(si);

@@ -21,12 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-/* The binding, in every message's headers. */
-#define HDR_SYSTEM "Trellara-System-Identifier"
-#define HDR_DATABASE "Trellara-Database"
-#define HDR_SLOT "Trellara-Slot"
-#define HDR_TIMELINE "Trellara-Timeline"
-
 struct queued_frame {
 	uint8_t *bytes; /* owned: header and payload */
 	size_t len;
@@ -195,13 +189,13 @@ static natsStatus frame_message(struct capture_jetstream *js, const struct queue
 	if (st == NATS_OK)
 		st = natsMsgHeader_Set(*m, "Nats-Expected-Last-Sequence", expected);
 	if (st == NATS_OK)
-		st = set_header(*m, HDR_SYSTEM, js->binding.system_identifier);
+		st = set_header(*m, JETSTREAM_HDR_SYSTEM, js->binding.system_identifier);
 	if (st == NATS_OK)
-		st = set_header(*m, HDR_DATABASE, js->binding.database);
+		st = set_header(*m, JETSTREAM_HDR_DATABASE, js->binding.database);
 	if (st == NATS_OK)
-		st = set_header(*m, HDR_SLOT, js->binding.slot);
+		st = set_header(*m, JETSTREAM_HDR_SLOT, js->binding.slot);
 	if (st == NATS_OK)
-		st = set_header(*m, HDR_TIMELINE, js->binding.timeline);
+		st = set_header(*m, JETSTREAM_HDR_TIMELINE, js->binding.timeline);
 	return st;
 }
 
@@ -336,12 +330,6 @@ static const struct capture_sink_ops jetstream_sink_ops = {
 	.append = sink_append, .pending = sink_pending, .sync = sink_sync, .close = sink_close
 };
 
-static char *header_copy(natsMsg *m, const char *key)
-{
-	const char *v = NULL;
-	return natsMsgHeader_Get(m, key, &v) == NATS_OK && v && *v ? xstrdup(v) : NULL;
-}
-
 /* Message seq as a frame: valid, at offset seq - 1.  EXIT_OK or
  * EXIT_DATAERR (logged). */
 static int check_frame(const struct capture_jetstream *js, uint64_t seq, const uint8_t *data, size_t len,
@@ -394,10 +382,10 @@ static int read_restart_point(struct capture_jetstream *js, uint64_t first, uint
 		struct frame_header h;
 		int code = check_frame(js, seq, data, len, &h);
 		if (code == EXIT_OK && seq == last) {
-			js->binding.system_identifier = header_copy(m, HDR_SYSTEM);
-			js->binding.database = header_copy(m, HDR_DATABASE);
-			js->binding.slot = header_copy(m, HDR_SLOT);
-			js->binding.timeline = header_copy(m, HDR_TIMELINE);
+			js->binding.system_identifier = jetstream_session_header(m, JETSTREAM_HDR_SYSTEM);
+			js->binding.database = jetstream_session_header(m, JETSTREAM_HDR_DATABASE);
+			js->binding.slot = jetstream_session_header(m, JETSTREAM_HDR_SLOT);
+			js->binding.timeline = jetstream_session_header(m, JETSTREAM_HDR_TIMELINE);
 		}
 		bool committed = false;
 		if (code == EXIT_OK &&
@@ -449,18 +437,8 @@ int capture_jetstream_open(const struct flow_config *cfg, struct capture_sink *s
 		code = EXIT_CONFIG;
 		goto out;
 	}
-	struct jetstream_wanted want;
-	struct jetstream_stream_settings observed;
-	struct jetstream_refusal why;
-	jetstream_session_wanted(cfg, &want);
-	jetstream_session_settings(si->Config, &observed);
-	if (jetstream_policy_decide(&want, &observed, &why) != JETSTREAM_ACCEPT) {
-		log_error("%s: %s", js->name, why.reason);
-		log_hint("\"trellara stream init --config %s\" says what the stream's settings must be (setting \"%s\")",
-			 cfg->path, why.setting);
-		code = EXIT_CONFIG;
+	if ((code = jetstream_session_accept(cfg, si, js->name)) != EXIT_OK)
 		goto out;
-	}
 	/* the window: PubAcks go to this sink's handler */
 	jsCtx_Destroy(js->s.js);
 	js->s.js = NULL;
