@@ -242,6 +242,11 @@ int jetstream_session_accept(const struct flow_config *c, const jsStreamInfo *si
 	return EXIT_CONFIG;
 }
 
+char *jetstream_session_stream_id(const struct flow_config *c, const jsStreamInfo *si)
+{
+	return xasprintf("jetstream:%s:%" PRId64, c->jetstream_stream, si->Created);
+}
+
 char *jetstream_session_header(natsMsg *m, const char *key)
 {
 	const char *v = NULL;
@@ -257,7 +262,13 @@ char *jetstream_session_groups_stream(const struct flow_config *c)
 
 char *jetstream_session_group_subject(const struct flow_config *c, const char *group)
 {
-	return xasprintf("%s.groups.%s", c->jetstream_subject, group ? group : "*");
+	/* a group name may hold ".", a subject token may not: "." is "%"
+	 * there (a group name never holds "%") */
+	char *s = xasprintf("%s.groups.%s", c->jetstream_subject, group ? group : "*");
+	for (char *p = s + strlen(c->jetstream_subject) + strlen(".groups."); *p; p++)
+		if (*p == '.')
+			*p = '%';
+	return s;
 }
 
 int jetstream_session_groups_ensure(const struct jetstream_session *s, const struct flow_config *c)

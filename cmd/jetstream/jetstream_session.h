@@ -73,6 +73,10 @@ int jetstream_session_accept(const struct flow_config *c, const jsStreamInfo *si
 #define JETSTREAM_HDR_DATABASE "Trellara-Database"
 #define JETSTREAM_HDR_SLOT "Trellara-Slot"
 #define JETSTREAM_HDR_TIMELINE "Trellara-Timeline"
+#define JETSTREAM_HDR_START_LSN "Trellara-Start-LSN" /* where the stream's data begins in the source */
+/* A JetStream stream's instance id ("jetstream:NAME:CREATED", the
+ * creation time in ns): a stream deleted and created again is another. */
+char *jetstream_session_stream_id(const struct flow_config *c, const jsStreamInfo *si);
 /* A header's value, newly allocated; NULL when m has none or it is empty. */
 char *jetstream_session_header(natsMsg *m, const char *key);
 

@@ -478,7 +478,8 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 	while (!*o->stop) {
 		if (attempt > 0) {
 			if (attempt > o->max_reconnect_attempts) {
-				log_error("target unavailable after %d reconnect attempts", o->max_reconnect_attempts);
+				log_error("target or stream unavailable after %d reconnect attempts (the log above says which)",
+					  o->max_reconnect_attempts);
 				code = apply_exit(EXIT_UNAVAILABLE);
 				goto out;
 			}

@@ -326,7 +326,7 @@ static int js_meta(void *impl, struct stream_meta *meta)
 	}
 	meta->format_version = STREAM_FORMAT_VERSION;
 	/* a stream deleted and created again has another creation time */
-	meta->stream_id = xasprintf("jetstream:%s:%" PRId64, j->cfg->jetstream_stream, si->Created);
+	meta->stream_id = jetstream_session_stream_id(j->cfg, si);
 	uint64_t msgs = si->State.Msgs;
 	jsStreamInfo_Destroy(si);
 	if (msgs == 0)
@@ -347,6 +347,7 @@ static int js_meta(void *impl, struct stream_meta *meta)
 	meta->database = jetstream_session_header(m, JETSTREAM_HDR_DATABASE);
 	meta->slot = jetstream_session_header(m, JETSTREAM_HDR_SLOT);
 	meta->timeline = jetstream_session_header(m, JETSTREAM_HDR_TIMELINE);
+	meta->start_lsn = jetstream_session_header(m, JETSTREAM_HDR_START_LSN);
 	natsMsg_Destroy(m);
 	return STREAM_OK;
 }

@@ -1,5 +1,5 @@
 /*
- * trellara-applyd - apply the local stream to the target PostgreSQL,
+ * trellara-applyd - apply the flow's stream to the target PostgreSQL,
  * exactly once.  See trellara-applyd(1).
  */
 #include "applyd.h"
@@ -10,7 +10,7 @@
 static const char usage_text[] =
 	"usage: trellara-applyd --config FILE\n"
 	"\n"
-	"Applies the flow's local stream to the target database, whole source\n"
+	"Applies the flow's stream (local, or JetStream) to the target database, whole source\n"
 	"transactions in source order, exactly once (dedup + checkpoint in the same\n"
 	"target transaction).  Tails the stream until SIGTERM/SIGINT.\n"
 	"\n"
@@ -22,8 +22,9 @@ static const char usage_text[] =
 	"\n"
 	"exit codes: 0 stopped by SIGTERM/SIGINT after finishing the current target\n"
 	"transaction, 1 a transaction is quarantined (see \"trellara quarantine list\"),\n"
-	"64 usage, 65 corrupt stream or tampered chunked transaction, 69 target\n"
-	"unavailable (or failing with transient errors) after bounded retries, 73\n"
+	"64 usage, 65 corrupt stream or tampered chunked transaction, 69 target (or a\n"
+	"JetStream stream's servers) unavailable, or the target failing with transient\n"
+	"errors, after bounded retries, 73\n"
 	"stream storage failure, 75 another applyd holds this flow, 78 configuration\n"
 	"error, source identity mismatch, or a target role that may not set\n"
 	"session_replication_role\n";

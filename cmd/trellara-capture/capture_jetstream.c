@@ -196,6 +196,8 @@ static natsStatus frame_message(struct capture_jetstream *js, const struct queue
 		st = set_header(*m, JETSTREAM_HDR_SLOT, js->binding.slot);
 	if (st == NATS_OK)
 		st = set_header(*m, JETSTREAM_HDR_TIMELINE, js->binding.timeline);
+	if (st == NATS_OK)
+		st = set_header(*m, JETSTREAM_HDR_START_LSN, js->binding.start_lsn);
 	return st;
 }
 
@@ -386,6 +388,7 @@ static int read_restart_point(struct capture_jetstream *js, uint64_t first, uint
 			js->binding.database = jetstream_session_header(m, JETSTREAM_HDR_DATABASE);
 			js->binding.slot = jetstream_session_header(m, JETSTREAM_HDR_SLOT);
 			js->binding.timeline = jetstream_session_header(m, JETSTREAM_HDR_TIMELINE);
+			js->binding.start_lsn = jetstream_session_header(m, JETSTREAM_HDR_START_LSN);
 		}
 		bool committed = false;
 		if (code == EXIT_OK &&
@@ -457,6 +460,7 @@ int capture_jetstream_open(const struct flow_config *cfg, struct capture_sink *s
 	}
 	js->max_payload = natsConnection_GetMaxPayload(js->s.nc);
 	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+	js->binding.stream_id = jetstream_session_stream_id(cfg, si);
 	if ((code = read_restart_point(js, first, last, restart)) != EXIT_OK)
 		goto out;
 	js->next_offset = last;
@@ -501,6 +505,8 @@ void capture_jetstream_binding(const struct capture_jetstream *js, struct stream
 	meta->database = dup_or_null(js->binding.database);
 	meta->slot = dup_or_null(js->binding.slot);
 	meta->timeline = dup_or_null(js->binding.timeline);
+	meta->start_lsn = dup_or_null(js->binding.start_lsn);
+	meta->stream_id = dup_or_null(js->binding.stream_id);
 }
 
 void capture_jetstream_bind(struct capture_jetstream *js, const struct stream_meta *meta)
@@ -510,6 +516,8 @@ void capture_jetstream_bind(struct capture_jetstream *js, const struct stream_me
 	b.database = dup_or_null(meta->database);
 	b.slot = dup_or_null(meta->slot);
 	b.timeline = dup_or_null(meta->timeline);
+	b.start_lsn = dup_or_null(meta->start_lsn);
+	b.stream_id = dup_or_null(js->binding.stream_id); /* the servers', never capture's */
 	stream_meta_free(&js->binding);
 	js->binding = b;
 }

@@ -56,7 +56,7 @@ static const char usage_text[] =
 	"  -V, --version           print the version\n"
 	"\n"
 	"exit codes: 0 ok, 64 usage, 65 corrupt stream or bad input, 66 no such JetStream\n"
-	"stream (inspect), 69 JetStream servers or the stream's quorum unavailable, 73 storage\n"
+	"stream (inspect, retention), 69 JetStream servers or the stream's quorum unavailable, 73 storage\n"
 	"failure or low disk, 75 locked by another writer (retry), 78 configuration error\n"
 	"(init: an existing JetStream stream's setting refused)\n";
 
@@ -148,6 +148,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	const char *command = argv[optind++];
+	static const char *const commands[] = { "inspect-local", "read", "locate", "retention", "append", "init", "inspect" };
+	bool known = false;
+	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+		known = known || strcmp(command, commands[i]) == 0;
+	if (!known) {
+		code = cli_usage_error(&cli, "unknown command \"%s\"", command);
+		goto out;
+	}
 	if (optind < argc) {
 		code = cli_extra_operand(&cli, optind);
 		goto out;

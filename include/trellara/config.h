@@ -24,8 +24,8 @@
 enum dataset_mode { DATASET_STRICT_TRANSACTION_ORDER = 0 };
 enum stream_durability { STREAM_DURABILITY_FSYNC = 0 };
 /* stream.kind: local (segment files, the default) or jetstream (a NATS
- * JetStream stream; so far only trellara stream init, trellara stream
- * inspect and trellara config read such a flow: cli_load_config refuses it elsewhere) */
+ * JetStream stream: every program reads such a flow; trellara stream's
+ * commands on a local stream's files refuse it, cli.h local_only) */
 enum stream_kind { STREAM_KIND_LOCAL = 0, STREAM_KIND_JETSTREAM };
 
 struct table_config {
