@@ -257,3 +257,27 @@ converged() {
 	kill -0 "$(bg_pid capture)"
 	kill -0 "$(bg_pid applyd)"
 }
+
+@test "kind jetstream: the stream deleted and created again: capture stops on it (65) naming snapshot --force; after it, applyd binds the new instance by its start LSN and reads it from its start: identical, CONVERGED" {
+	trellara_nats_need_publish
+	start_flow
+	source_load_count 100
+	caught_up 60
+	bg_stop capture TERM
+	bg_stop applyd TERM
+	run -0 "$PUBLISH" "$NATS_URLS" delete "$JS_STREAM"
+	run -0 trellara stream init --config "$FLOW_FILE"
+	source_load_count 50
+	# the slot confirmed past the new, empty stream and past the copies
+	run -65 trellara-capture --config "$FLOW_FILE"
+	[[ $output == *"the stream that received those changes is gone"* ]]
+	[[ $output == *"trellara snapshot --config"*"--force"* ]]
+	run -0 trellara-snapshot --config "$FLOW_FILE" --force
+	start_flow
+	source_load_count 50
+	caught_up 60
+	grep -q "was replaced (instance jetstream:$JS_STREAM:" "$TEST_DIR/applyd.log"
+	[[ $(psql_target "SELECT stream_id FROM trellara.apply_checkpoint") == "jetstream:$JS_STREAM:"* ]]
+	pgbench_compare
+	converged
+}

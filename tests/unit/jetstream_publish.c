@@ -14,10 +14,12 @@
  *   jetstream_publish URLS ack STREAM SUBJECT CONSUMER K
  *       creates durable pull consumer CONSUMER (explicit ack) if needed,
  *       fetches K messages and acknowledges each (synchronously)
+ *   jetstream_publish URLS delete STREAM
+ *       deletes STREAM (as an operator's mistake would)
  *   jetstream_publish URLS dump STREAM
  *       reads every message of STREAM by sequence (js get-message) and
  *       decodes it as a trellara frame: one JSON object a line, {"seq",
- *       "offset", "type", "xid", "commit_lsn", "end_lsn", "lsn"} (the LSNs
+ *       "offset", "type", "xid", "commit_lsn", "end_lsn", "lsn", "bytes"} (the LSNs
  *       as numbers, 0 where the type has none); exits 1 at a message that
  *       is not a valid frame (bad header or CRC, or an offset that is not
  *       its sequence - 1)
@@ -124,6 +126,13 @@ static int ack(jsCtx *js, char **argv)
 	return 0;
 }
 
+static int delete_stream(jsCtx *js, char **argv)
+{
+	jsErrCode jerr = 0;
+	natsStatus st = js_DeleteStream(js, argv[0], NULL, &jerr);
+	return st == NATS_OK ? 0 : fail("delete", st, jerr);
+}
+
 static int dump(jsCtx *js, char **argv)
 {
 	jsStreamInfo *si = NULL;
@@ -178,7 +187,8 @@ int main(int argc, char **argv)
 		const char *name;
 		int nargs;
 		int (*run)(jsCtx *, char **);
-	} commands[] = { { "create", 5, create }, { "publish", 2, publish }, { "ack", 4, ack }, { "dump", 1, dump } };
+	} commands[] = { { "create", 5, create }, { "publish", 2, publish }, { "ack", 4, ack }, { "dump", 1, dump },
+			{ "delete", 1, delete_stream } };
 	int code = 2;
 	for (size_t i = 0; argc >= 3 && i < sizeof commands / sizeof *commands; i++)
 		if (strcmp(argv[2], commands[i].name) == 0 && argc == 3 + commands[i].nargs)
@@ -187,7 +197,8 @@ int main(int argc, char **argv)
 		fputs("usage: jetstream_publish URLS create STREAM SUBJECT REPLICAS old|new MAX_AGE_SECONDS\n"
 		      "       jetstream_publish URLS publish SUBJECT N\n"
 		      "       jetstream_publish URLS ack STREAM SUBJECT CONSUMER K\n"
-		      "       jetstream_publish URLS dump STREAM\n",
+		      "       jetstream_publish URLS dump STREAM\n"
+		      "       jetstream_publish URLS delete STREAM\n",
 		      stderr);
 		return 2;
 	}
