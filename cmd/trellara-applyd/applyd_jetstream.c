@@ -110,8 +110,10 @@ static int fetch(struct js_source *j, int timeout_ms)
 		jsFetchRequest_Init(&req);
 		req.Batch = JETSTREAM_FETCH_BATCH;
 		req.MaxBytes = 0;
+		/* NoWait: answered at once (404) when nothing is there; with an
+		 * expiry the servers (2.9) hold it until it expires instead */
 		req.NoWait = timeout_ms <= 0;
-		req.Expires = (int64_t)(timeout_ms > 0 ? timeout_ms : JETSTREAM_API_WAIT_MS) * 1000000;
+		req.Expires = timeout_ms > 0 ? (int64_t)timeout_ms * 1000000 : 0;
 		jsErrCode jerr = 0;
 		natsStatus st = natsSubscription_FetchRequest(&j->batch, j->sub, &req);
 		if (st == NATS_OK || st == NATS_TIMEOUT || st == NATS_NOT_FOUND)
