@@ -3,14 +3,17 @@
  * (frame_source.h, applyd_jetstream.h).  The one file of trellara-applyd
  * on libnats.
  *
- * Reading.  An ephemeral pull consumer with no acknowledgements, made at
- * the sequence after the last frame handed out (frame offset o is
- * message o + 1), fetched in batches of JETSTREAM_FETCH_BATCH; a seek
- * makes a new one.  Every message must be a valid frame (length, header,
+ * Reading.  An ordered push consumer (ephemeral, no acknowledgements,
+ * flow control and heartbeats, made again by libnats from the last
+ * sequence received when its server is lost), made at the sequence after
+ * the last frame handed out (frame offset o is message o + 1); a seek
+ * makes a new one.  (A pull consumer's fetch in libnats 3.4.1 overruns
+ * its message array when a timed-out fetch's messages arrive late:
+ * ASan found it.)  Every message must be a valid frame (length, header,
  * CRC) at exactly the next offset: a gap or a foreign message fails
- * closed (STREAM_ECORRUPT, logged), never skipped.  The consumer lives on
- * one server: a fetch that fails makes a new consumer once, then says
- * STREAM_EUNAVAILABLE (applyd backs off and reads again).
+ * closed (STREAM_ECORRUPT, logged), never skipped.  A read that fails
+ * makes a new consumer once, then says STREAM_EUNAVAILABLE (applyd backs
+ * off and reads again).
  *
  * Position.  The checkpoint holds it; position_set mirrors it into the
  * groups' stream (jetstream_session_group_set) at most every
@@ -33,18 +36,17 @@
 #include <string.h>
 #include <time.h>
 
-#define JETSTREAM_FETCH_BATCH 512
-/* an abandoned consumer (applyd killed) is removed by the servers */
-#define JETSTREAM_CONSUMER_INACTIVE_NS (60 * INT64_C(1000000000))
+/* next: how long a read at the stream's end waits for more before it
+ * says "nothing now" (the engine then commits what is open) */
+#define JETSTREAM_NEXT_WAIT_MS 20
 #define JETSTREAM_GROUP_MIRROR_US INT64_C(1000000)
 
 struct js_source {
 	struct jetstream_session s;
 	const struct flow_config *cfg;
 	char *name;               /* owned: for messages */
-	natsSubscription *sub;    /* owned: the consumer from next_offset */
-	natsMsgList batch;        /* owned: fetched, not yet handed out */
-	int batch_pos;
+	natsSubscription *sub;    /* owned: the ordered consumer from next_offset */
+	natsMsg *waiting;         /* owned: received by a wait, not handed out yet */
 	natsMsg *current;         /* owned: the frame handed out last */
 	uint64_t next_offset;     /* the offset the next frame must have */
 	int64_t last_check_us;    /* the stream's end last compared with next_offset */
@@ -60,16 +62,10 @@ struct js_source {
 
 static void mirror(struct js_source *j);
 
-static void drop_batch(struct js_source *j)
-{
-	natsMsgList_Destroy(&j->batch);
-	memset(&j->batch, 0, sizeof j->batch);
-	j->batch_pos = 0;
-}
-
 static void drop_consumer(struct js_source *j)
 {
-	drop_batch(j);
+	natsMsg_Destroy(j->waiting);
+	j->waiting = NULL;
 	if (j->sub) {
 		natsSubscription_Unsubscribe(j->sub); /* deletes the ephemeral consumer */
 		natsSubscription_Destroy(j->sub);
@@ -77,6 +73,9 @@ static void drop_consumer(struct js_source *j)
 	}
 }
 
+/* An ordered consumer: ephemeral, no acknowledgements, flow control and
+ * heartbeats; libnats makes it again (from the last sequence received)
+ * when the server that held it is lost or a delivery is missed. */
 static int subscribe(struct js_source *j)
 {
 	jsOptions jo;
@@ -85,12 +84,11 @@ static int subscribe(struct js_source *j)
 	jsSubOptions so;
 	jsSubOptions_Init(&so);
 	so.Stream = j->cfg->jetstream_stream;
+	so.Ordered = true;
 	so.Config.DeliverPolicy = js_DeliverByStartSequence;
 	so.Config.OptStartSeq = j->next_offset + 1;
-	so.Config.AckPolicy = js_AckNone;
-	so.Config.InactiveThreshold = JETSTREAM_CONSUMER_INACTIVE_NS;
 	jsErrCode jerr = 0;
-	natsStatus st = js_PullSubscribe(&j->sub, j->s.js, j->cfg->jetstream_subject, NULL, &jo, &so, &jerr);
+	natsStatus st = js_SubscribeSync(&j->sub, j->s.js, j->cfg->jetstream_subject, &jo, &so, &jerr);
 	if (st == NATS_OK)
 		return STREAM_OK;
 	j->sub = NULL;
@@ -98,27 +96,25 @@ static int subscribe(struct js_source *j)
 	return STREAM_EUNAVAILABLE;
 }
 
-/* Fetch the next messages: STREAM_OK (maybe none), or
- * STREAM_EUNAVAILABLE (logged). */
-static int fetch(struct js_source *j, int timeout_ms)
+/* The next message, waiting up to timeout_ms: STREAM_OK with *m (NULL:
+ * none came), or STREAM_EUNAVAILABLE (logged). */
+static int receive(struct js_source *j, int timeout_ms, natsMsg **m)
 {
+	*m = NULL;
+	if (j->waiting) {
+		*m = j->waiting;
+		j->waiting = NULL;
+		return STREAM_OK;
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!j->sub && subscribe(j) != STREAM_OK)
 			return STREAM_EUNAVAILABLE;
-		drop_batch(j);
-		jsFetchRequest req;
-		jsFetchRequest_Init(&req);
-		req.Batch = JETSTREAM_FETCH_BATCH;
-		req.MaxBytes = 0;
-		/* NoWait: answered at once (404) when nothing is there; with an
-		 * expiry the servers (2.9) hold it until it expires instead */
-		req.NoWait = timeout_ms <= 0;
-		req.Expires = timeout_ms > 0 ? (int64_t)timeout_ms * 1000000 : 0;
-		jsErrCode jerr = 0;
-		natsStatus st = natsSubscription_FetchRequest(&j->batch, j->sub, &req);
-		if (st == NATS_OK || st == NATS_TIMEOUT || st == NATS_NOT_FOUND)
-			return STREAM_OK; /* timeout or 404: nothing more now */
-		(void)jerr;
+		natsStatus st = natsSubscription_NextMsg(m, j->sub, timeout_ms > 0 ? timeout_ms : 1);
+		if (st == NATS_OK)
+			return STREAM_OK;
+		*m = NULL;
+		if (st == NATS_TIMEOUT)
+			return STREAM_OK; /* nothing more now */
 		log_warn("%s: reading from offset %" PRIu64 " failed (%s): reading through a new consumer", j->name,
 			 j->next_offset, jetstream_session_error_text(st));
 		drop_consumer(j);
@@ -178,16 +174,13 @@ static int js_next(void *impl, struct stream_frame *f)
 {
 	struct js_source *j = impl;
 	for (;;) {
-		if (j->batch_pos >= j->batch.Count) {
-			int st = fetch(j, 0);
-			if (st != STREAM_OK)
-				return st;
-			if (j->batch.Count == 0)
-				return STREAM_END;
-		}
-		natsMsg *m = j->batch.Msgs[j->batch_pos];
-		j->batch.Msgs[j->batch_pos++] = NULL;
-		int st = take(j, m, f);
+		natsMsg *m = NULL;
+		int st = receive(j, JETSTREAM_NEXT_WAIT_MS, &m);
+		if (st != STREAM_OK)
+			return st;
+		if (!m)
+			return STREAM_END;
+		st = take(j, m, f);
 		if (st == STREAM_END)
 			continue; /* a repeat */
 		if (st != STREAM_ERANGE)
@@ -207,7 +200,7 @@ static int js_next(void *impl, struct stream_frame *f)
 }
 
 /* A consumer lives on one server: one that died (or lost its stream's
- * leader) answers nothing, not an error.  When fetches bring nothing
+ * leader) may answer nothing, not an error.  When reads bring nothing
  * while the stream holds messages past next_offset, read through a new
  * consumer; checked at most every JETSTREAM_STALE_CHECK_US. */
 #define JETSTREAM_STALE_CHECK_US (2 * INT64_C(1000000))
@@ -235,11 +228,13 @@ static void check_stale(struct js_source *j)
 static int js_wait(void *impl, int timeout_ms)
 {
 	struct js_source *j = impl;
-	if (j->batch_pos < j->batch.Count)
+	if (j->waiting)
 		return STREAM_OK;
 	mirror(j);
-	int st = fetch(j, timeout_ms > 0 ? timeout_ms : 1);
-	if (st == STREAM_OK && j->batch.Count == 0)
+	natsMsg *m = NULL;
+	int st = receive(j, timeout_ms > 0 ? timeout_ms : 1, &m);
+	j->waiting = m;
+	if (st == STREAM_OK && !m)
 		check_stale(j);
 	if (st != STREAM_OK) {
 		/* applyd's next read says so again; do not spin meanwhile */
