@@ -247,6 +247,20 @@ char *jetstream_session_stream_id(const struct flow_config *c, const jsStreamInf
 	return xasprintf("jetstream:%s:%" PRId64, c->jetstream_stream, si->Created);
 }
 
+const char *jetstream_session_frame(const uint8_t *data, size_t len, struct frame_header *h)
+{
+	const char *reason = NULL;
+	if (len < FRAME_HEADER_SIZE)
+		return "shorter than a frame header";
+	if (!frame_decode_header(data, h, &reason))
+		return reason;
+	if (FRAME_HEADER_SIZE + (size_t)h->payload_length != len)
+		return "its length differs from its frame's";
+	if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h->payload_length))
+		return "bad frame checksum";
+	return NULL;
+}
+
 char *jetstream_session_header(natsMsg *m, const char *key)
 {
 	const char *v = NULL;

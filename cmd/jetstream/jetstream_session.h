@@ -20,6 +20,7 @@
 
 #include "trellara/config.h"
 #include "trellara/jetstream_policy.h"
+#include "trellara/stream.h"
 
 #include <nats/nats.h>
 #include <stdbool.h>
@@ -67,6 +68,10 @@ enum jetstream_retention jetstream_session_retention(jsRetentionPolicy p);
 /* An existing stream's settings against the policy: EXIT_OK, or
  * EXIT_CONFIG (logged with name, naming the setting and init's hint). */
 int jetstream_session_accept(const struct flow_config *c, const jsStreamInfo *si, const char *name);
+
+/* A message's data as a trellara frame: NULL when it is one (*h
+ * decoded: header, length, CRC), else why not (a static string). */
+const char *jetstream_session_frame(const uint8_t *data, size_t len, struct frame_header *h);
 
 /* The stream's binding, in every message capture publishes. */
 #define JETSTREAM_HDR_SYSTEM "Trellara-System-Identifier"

@@ -133,16 +133,8 @@ static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
 {
 	const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
 	size_t len = (size_t)natsMsg_GetDataLength(m);
-	const char *reason = NULL;
 	struct frame_header h;
-	if (len < FRAME_HEADER_SIZE)
-		reason = "shorter than a frame header";
-	else if (!frame_decode_header(data, &h, &reason))
-		;
-	else if (FRAME_HEADER_SIZE + (size_t)h.payload_length != len)
-		reason = "its length differs from its frame's";
-	else if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h.payload_length))
-		reason = "bad frame checksum";
+	const char *reason = jetstream_session_frame(data, len, &h);
 	if (reason) {
 		log_error("%s: the message after offset %" PRIu64 " is not a valid trellara frame: %s", j->name,
 			  j->next_offset, reason);
@@ -244,16 +236,26 @@ static int js_wait(void *impl, int timeout_ms)
 	return STREAM_OK;
 }
 
+/* The stream's info: STREAM_OK with *si, STREAM_EUNAVAILABLE, or
+ * STREAM_ERANGE when it does not exist (both logged). */
+static int stream_info(struct js_source *j, jsStreamInfo **si)
+{
+	if (jetstream_session_stream_info(&j->s, j->cfg->jetstream_stream, si) != EXIT_OK)
+		return STREAM_EUNAVAILABLE;
+	if (!*si) {
+		log_error("%s does not exist", j->name);
+		return STREAM_ERANGE;
+	}
+	return STREAM_OK;
+}
+
 static int js_seek(void *impl, uint64_t offset)
 {
 	struct js_source *j = impl;
 	jsStreamInfo *si = NULL;
-	if (jetstream_session_stream_info(&j->s, j->cfg->jetstream_stream, &si) != EXIT_OK)
-		return STREAM_EUNAVAILABLE;
-	if (!si) {
-		log_error("%s does not exist", j->name);
-		return STREAM_ERANGE;
-	}
+	int st = stream_info(j, &si);
+	if (st != STREAM_OK)
+		return st;
 	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
 	jsStreamInfo_Destroy(si);
 	if (offset + 1 < first || offset > last) {
@@ -315,12 +317,9 @@ static int js_meta(void *impl, struct stream_meta *meta)
 	struct js_source *j = impl;
 	memset(meta, 0, sizeof *meta);
 	jsStreamInfo *si = NULL;
-	if (jetstream_session_stream_info(&j->s, j->cfg->jetstream_stream, &si) != EXIT_OK)
-		return STREAM_EUNAVAILABLE;
-	if (!si) {
-		log_error("%s does not exist", j->name);
-		return STREAM_ERANGE;
-	}
+	int st = stream_info(j, &si);
+	if (st != STREAM_OK)
+		return st;
 	meta->format_version = STREAM_FORMAT_VERSION;
 	/* a stream deleted and created again has another creation time */
 	meta->stream_id = jetstream_session_stream_id(j->cfg, si);
@@ -333,10 +332,10 @@ static int js_meta(void *impl, struct stream_meta *meta)
 	jo.Wait = JETSTREAM_API_WAIT_MS;
 	jsErrCode jerr = 0;
 	natsMsg *m = NULL;
-	natsStatus st = js_GetLastMsg(&m, j->s.js, j->cfg->jetstream_stream, j->cfg->jetstream_subject, &jo, &jerr);
-	if (st != NATS_OK) {
+	natsStatus ns = js_GetLastMsg(&m, j->s.js, j->cfg->jetstream_stream, j->cfg->jetstream_subject, &jo, &jerr);
+	if (ns != NATS_OK) {
 		stream_meta_free(meta);
-		jetstream_session_request_failed(&j->s, j->cfg->jetstream_stream, "its last message cannot be read", st,
+		jetstream_session_request_failed(&j->s, j->cfg->jetstream_stream, "its last message cannot be read", ns,
 						 jerr);
 		return STREAM_EUNAVAILABLE;
 	}

@@ -337,16 +337,8 @@ static const struct capture_sink_ops jetstream_sink_ops = {
 static int check_frame(const struct capture_jetstream *js, uint64_t seq, const uint8_t *data, size_t len,
 		       struct frame_header *h)
 {
-	const char *reason = NULL;
-	if (len < FRAME_HEADER_SIZE)
-		reason = "shorter than a frame header";
-	else if (!frame_decode_header(data, h, &reason))
-		;
-	else if (FRAME_HEADER_SIZE + (size_t)h->payload_length != len)
-		reason = "its length differs from its frame's";
-	else if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h->payload_length))
-		reason = "bad frame checksum";
-	else if (h->offset != seq - 1)
+	const char *reason = jetstream_session_frame(data, len, h);
+	if (!reason && h->offset != seq - 1)
 		reason = "its frame's offset is not its sequence - 1";
 	if (!reason)
 		return EXIT_OK;
