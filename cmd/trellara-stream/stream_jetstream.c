@@ -312,22 +312,30 @@ static void print_inspect_text(const struct jetstream_session *s, const jsStream
 	}
 }
 
+/* Connects and looks the flow's stream up: EXIT_OK with *si, or why not
+ * (logged; EXIT_NOINPUT when it does not exist).  Close s whatever the
+ * result. */
+static int open_existing(const struct flow_config *c, struct jetstream_session *s, jsStreamInfo **si)
+{
+	int code = jetstream_session_open(c, "trellara-stream", false, s);
+	if (code == EXIT_OK)
+		code = jetstream_session_stream_info(s, c->jetstream_stream, si);
+	if (code == EXIT_OK && !*si) {
+		log_error("JetStream stream \"%s\" does not exist on %s", c->jetstream_stream, s->servers);
+		log_hint("create it with \"trellara stream init --config %s\"", c->path);
+		code = EXIT_NOINPUT;
+	}
+	return code;
+}
+
 int stream_cli_jetstream_inspect(const struct flow_config *c, bool json)
 {
 	struct jetstream_session s;
 	jsStreamInfo *si = NULL;
 	jsConsumerInfoList *consumers = NULL;
-	int code = jetstream_session_open(c, "trellara-stream", false, &s);
+	int code = open_existing(c, &s, &si);
 	if (code != EXIT_OK)
 		goto out;
-	if ((code = jetstream_session_stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
-		goto out;
-	if (!si) {
-		log_error("JetStream stream \"%s\" does not exist on %s", c->jetstream_stream, s.servers);
-		log_hint("create it with \"trellara stream init --config %s\"", c->path);
-		code = EXIT_NOINPUT;
-		goto out;
-	}
 	jsOptions jo;
 	jsOptions_Init(&jo);
 	jo.Wait = JETSTREAM_API_WAIT_MS;
@@ -373,16 +381,9 @@ int stream_cli_jetstream_retention(const struct flow_config *c, bool apply, bool
 	jsStreamInfo *si = NULL;
 	struct group_view *groups = xcalloc(c->n_protected_groups + 1, sizeof *groups);
 	size_t n_groups = 0;
-	int code = jetstream_session_open(c, "trellara-stream", false, &s);
+	int code = open_existing(c, &s, &si);
 	if (code != EXIT_OK)
 		goto out;
-	if ((code = jetstream_session_stream_info(&s, c->jetstream_stream, &si)) != EXIT_OK)
-		goto out;
-	if (!si) {
-		log_error("JetStream stream \"%s\" does not exist on %s", c->jetstream_stream, s.servers);
-		code = EXIT_NOINPUT;
-		goto out;
-	}
 	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
 	if ((code = groups_of(&s, c, last, groups, &n_groups)) != EXIT_OK)
 		goto out;
