@@ -4,6 +4,7 @@
 #include "copy.h"
 
 #include "trellara/checkpoint.h"
+#include "trellara/checksum.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
@@ -20,10 +21,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One piece of work: a whole table, one range of a split table, or the
+ * progress row of a split table whose ranges are all in already. */
+struct copy_item {
+	size_t table;
+	int range; /* index into the table's ranges; ITEM_WHOLE, ITEM_FINISH */
+};
+enum { ITEM_WHOLE = -1, ITEM_FINISH = -2 };
+
 struct copy_shared {
 	struct copy_job *job;
 	pthread_mutex_t lock;
-	size_t next; /* next table to take */
+	struct copy_item *items; /* owned */
+	size_t n_items;
+	size_t next; /* next item to take */
 };
 
 char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
@@ -49,8 +60,9 @@ char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 
 /* The column list and whether binary COPY is safe, as the snapshot sees
  * the table. */
-static int columns_at_snapshot(PGconn *src, const char *qualified, char **cols, bool *binary)
+int copy_columns_at_snapshot(void *src_pgconn, const char *qualified, char **cols, bool *binary)
 {
+	PGconn *src = src_pgconn;
 	const char *p[1] = { qualified };
 	PGresult *res = pgconn_query(src,
 				     "SELECT quote_ident(attname), t.oid < 16384 AND t.typtype IN ('b', 'r', 'm') AND"
@@ -209,8 +221,8 @@ int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_
 		char *qualified = xasprintf("%s.%s", qs, qn);
 		free(qs);
 		free(qn);
-		char kind = copy_relkind(dst, qualified);
-		if (!kind) { /* a missing table fails its own copy */
+		char kind = tables[i].keep_rows ? '\0' : copy_relkind(dst, qualified);
+		if (!kind) { /* a missing table fails its own copy; a kept split table stays */
 			free(qualified);
 			continue;
 		}
@@ -294,7 +306,25 @@ static void fail_table(struct copy_table *t, const char *what, const char *detai
 	log_error("table %s.%s: %s", t->schema, t->name, t->error);
 }
 
-static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PGconn *dst, PGconn *meta, bool replica)
+/* pg_relation_filenode of the table now is the one its split was planned
+ * at: no rewrite (VACUUM FULL, CLUSTER, TRUNCATE, a type change) moved
+ * its rows to other ctids between its ranges.  Called after a range's
+ * read, while its lock still keeps rewrites out.  1 same, 0 not, -1. */
+static int same_filenode(PGconn *src, const char *qualified, const char *filenode)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(src, "SELECT pg_relation_filenode(to_regclass($1))::text", 1, p);
+	if (!res)
+		return -1;
+	int rc = !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), filenode) == 0;
+	PQclear(res);
+	return rc;
+}
+
+/* Copies table t whole (r NULL), or its range r (t is then the range's
+ * own record, split the table's filenode). */
+static void copy_one(struct copy_job *job, struct copy_table *t, const struct snapshot_range *r, const char *filenode,
+		     PGconn *src, PGconn *dst, PGconn *meta, bool replica)
 {
 	const struct flow_config *cfg = job->cfg;
 	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
@@ -318,8 +348,12 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		fail_table(t, "cannot import the exported snapshot", NULL);
 		goto out;
 	}
+	/* a range's rows come in block order, so its hash is the same when
+	 * read again (copy_range.c): no parallel scan */
+	if (r && pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
+		goto failed;
 	fp_snap = copy_table_fingerprint(src, t->schema, t->name);
-	if (columns_at_snapshot(src, qualified, &cols, &t->binary) < 0) {
+	if (copy_columns_at_snapshot(src, qualified, &cols, &t->binary) < 0) {
 		fail_table(t, "cannot read the table's columns at the snapshot", NULL);
 		goto out;
 	}
@@ -358,7 +392,8 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	dst_open = true;
 	/* a run has emptied its tables together already (copy_empty_targets);
 	 * a reseed empties its table here, in the copy's transaction */
-	int full = has_rows(dst, qualified, dst_kind);
+	/* a range goes into a table emptied before its first range */
+	int full = r ? 0 : has_rows(dst, qualified, dst_kind);
 	if (full < 0)
 		goto failed;
 	if (full) {
@@ -410,7 +445,10 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	}
 	PQclear(res);
 	free(sql);
-	sql = xasprintf("COPY (SELECT %s FROM %s%s) TO STDOUT%s", cols, only_for(src_kind), qualified, fmt);
+	if (r)
+		sql = copy_range_sql(cols, qualified, r, fmt);
+	else
+		sql = xasprintf("COPY (SELECT %s FROM %s%s) TO STDOUT%s", cols, only_for(src_kind), qualified, fmt);
 	res = PQexec(src, sql);
 	if (PQresultStatus(res) != PGRES_COPY_OUT) {
 		fail_table(t, "source COPY failed", PQerrorMessage(src));
@@ -422,7 +460,10 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	char *buf;
 	int n;
 	bool faulted = false;
+	struct copy_hash hash = { 0 };
 	while ((n = PQgetCopyData(src, &buf, 0)) > 0) {
+		if (r)
+			copy_hash_add(&hash, buf, (size_t)n);
 		if (PQputCopyData(dst, buf, n) != 1) {
 			PQfreemem(buf);
 			fail_table(t, "sending to the target failed", PQerrorMessage(dst));
@@ -464,6 +505,17 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	PQclear(res);
 	while ((res = PQgetResult(dst)) != NULL)
 		PQclear(res);
+	if (r) {
+		int same = same_filenode(src, qualified, filenode);
+		if (same < 0)
+			goto failed;
+		if (!same) {
+			fail_table(t, "the source table was rewritten (VACUUM FULL, CLUSTER, TRUNCATE or a column type change)"
+				      " during its split copy",
+				   NULL);
+			goto out;
+		}
+	}
 	pgconn_command(src, "COMMIT");
 	src_open = false;
 	fp_after = copy_table_fingerprint(meta, t->schema, t->name);
@@ -476,11 +528,15 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 		free(config);
 		goto out; /* the target transaction rolls back below */
 	}
-	/* the progress row commits with the data */
+	/* the progress row (the table's or the range's) commits with the data */
 	char *relation = xasprintf("%s.%s", t->schema, t->name);
 	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
-	int recorded = checkpoint_progress_copied(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, t->rows,
-						  job->watermark_lsn, fp_after);
+	char hash_text[40];
+	copy_hash_format(&hash, hash_text, sizeof hash_text);
+	int recorded = r ? checkpoint_range_copied(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, r->range_no,
+						   t->rows, hash_text, job->watermark_lsn)
+			 : checkpoint_progress_copied(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, t->rows,
+						      job->watermark_lsn, fp_after);
 	free(relation);
 	if (recorded < 0)
 		goto failed;
@@ -489,8 +545,14 @@ static void copy_one(struct copy_job *job, struct copy_table *t, PGconn *src, PG
 	dst_open = false;
 	t->outcome = COPY_DONE;
 	t->seconds = (double)(clock_mono_us() - t0_us) / 1e6;
-	log_info("table %s.%s: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name, t->rows,
-		 t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
+	if (r) {
+		log_info("table %s.%s: range %d/%d: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name,
+			 r->range_no, r->n_ranges, t->rows, t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
+		fault_point("snapshot.after_range_commit");
+	} else {
+		log_info("table %s.%s: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name, t->rows,
+			 t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
+	}
 	goto out;
 failed:
 	if (t->outcome == COPY_PENDING)
@@ -508,6 +570,56 @@ out:
 	free(fp_snap);
 	free(fp_after);
 	free(sql);
+}
+
+/* Counts a range's outcome in its table; true when it was the last range
+ * and every range is in (the caller writes the table's progress row). */
+static bool range_done(struct copy_shared *sh, struct copy_table *t, const struct copy_table *part, bool finish_only)
+{
+	pthread_mutex_lock(&sh->lock);
+	if (!finish_only) {
+		t->ranges_left--;
+		t->binary = part->binary;
+		t->bytes += part->bytes;
+		if (part->outcome == COPY_DONE) {
+			t->rows += part->rows;
+			t->ranges_copied++;
+		} else if (t->outcome == COPY_PENDING) {
+			t->outcome = part->outcome;
+			memcpy(t->error, part->error, sizeof t->error);
+		}
+	}
+	bool last = t->ranges_left == 0 && t->outcome == COPY_PENDING;
+	pthread_mutex_unlock(&sh->lock);
+	return last;
+}
+
+/* Every range of split table t is in: its progress row, with the
+ * watermark of this invocation's snapshot, at which every range reads as
+ * it is in the target (copy_range.c). */
+static void finish_split_table(struct copy_job *job, struct copy_table *t, PGconn *dst, PGconn *meta)
+{
+	const struct flow_config *cfg = job->cfg;
+	char *relation = xasprintf("%s.%s", t->schema, t->name);
+	char *fp = meta ? copy_table_fingerprint(meta, t->schema, t->name) : NULL;
+	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	if (!dst || !fp || pgconn_command(dst, "BEGIN") < 0 ||
+	    checkpoint_progress_copied(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, t->rows, job->watermark_lsn,
+				       fp) < 0 ||
+	    pgconn_command(dst, "COMMIT") < 0) {
+		if (dst)
+			pgconn_command(dst, "ROLLBACK");
+		fail_table(t, "its ranges are copied, but its progress row could not be written", NULL);
+		goto out;
+	}
+	t->outcome = COPY_DONE;
+	t->seconds = (double)(clock_mono_us() - t->t0_us) / 1e6;
+	log_info("table %s.%s: %" PRIu64 " rows copied in %d ranges (%d copied now, %d kept from an earlier invocation,"
+		 " %.1f MB, %.2f s)",
+		 t->schema, t->name, t->rows, t->n_ranges, t->ranges_copied, t->ranges_kept, (double)t->bytes / 1e6, t->seconds);
+out:
+	free(fp);
+	free(relation);
 }
 
 static void *worker(void *arg)
@@ -533,19 +645,38 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&sh->lock);
 		size_t i = sh->next++;
 		pthread_mutex_unlock(&sh->lock);
-		if (i >= job->n_tables)
+		if (i >= sh->n_items)
 			break;
-		struct copy_table *t = &job->tables[i];
-		if (!src || !dst || !meta) {
-			snprintf(t->error, sizeof t->error, "no connection");
-			t->outcome = COPY_FAILED;
+		struct copy_item *item = &sh->items[i];
+		struct copy_table *t = &job->tables[item->table];
+		if (item->range == ITEM_WHOLE) {
+			if (!src || !dst || !meta) {
+				snprintf(t->error, sizeof t->error, "no connection");
+				t->outcome = COPY_FAILED;
+				continue;
+			}
+			if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
+				t->outcome = COPY_FAILED;
+				continue;
+			}
+			copy_one(job, t, NULL, NULL, src, dst, meta, replica);
 			continue;
 		}
-		if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
-			t->outcome = COPY_FAILED;
-			continue;
+		/* a range: copied as a table of its own, then counted in its table */
+		struct copy_table part = { .schema = t->schema, .name = t->name };
+		if (item->range == ITEM_FINISH) {
+			part.outcome = COPY_DONE;
+		} else if (!src || !dst || !meta) {
+			snprintf(part.error, sizeof part.error, "no connection");
+			part.outcome = COPY_FAILED;
+		} else if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
+			snprintf(part.error, sizeof part.error, "target: cannot set synchronous_commit");
+			part.outcome = COPY_FAILED;
+		} else {
+			copy_one(job, &part, &t->ranges[item->range], t->filenode, src, dst, meta, replica);
 		}
-		copy_one(job, t, src, dst, meta, replica);
+		if (range_done(sh, t, &part, item->range == ITEM_FINISH))
+			finish_split_table(job, t, dst, meta);
 	}
 	PQfinish(src);
 	PQfinish(meta);
@@ -557,9 +688,33 @@ int copy_tables(struct copy_job *job)
 {
 	struct copy_shared sh = { .job = job, .next = 0 };
 	pthread_mutex_init(&sh.lock, NULL);
+	/* the ranges of split tables first (the biggest work), then the
+	 * tables copied whole */
+	size_t cap = job->n_tables;
+	for (size_t i = 0; i < job->n_tables; i++)
+		cap += (size_t)job->tables[i].n_ranges;
+	sh.items = xcalloc(cap ? cap : 1, sizeof *sh.items);
+	int64_t now_us = clock_mono_us();
+	for (size_t i = 0; i < job->n_tables; i++) {
+		struct copy_table *t = &job->tables[i];
+		if (!t->ranges)
+			continue;
+		t->t0_us = now_us;
+		t->ranges_left = 0;
+		for (int k = 0; k < t->n_ranges; k++)
+			if (!t->ranges[k].copied) {
+				sh.items[sh.n_items++] = (struct copy_item){ i, k };
+				t->ranges_left++;
+			}
+		if (t->ranges_left == 0)
+			sh.items[sh.n_items++] = (struct copy_item){ i, ITEM_FINISH };
+	}
+	for (size_t i = 0; i < job->n_tables; i++)
+		if (!job->tables[i].ranges)
+			sh.items[sh.n_items++] = (struct copy_item){ i, ITEM_WHOLE };
 	unsigned n = job->workers ? job->workers : 1;
-	if (n > job->n_tables)
-		n = (unsigned)job->n_tables;
+	if (n > sh.n_items)
+		n = (unsigned)sh.n_items;
 	pthread_t *threads = xcalloc(n ? n : 1, sizeof *threads);
 	unsigned started = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -572,6 +727,7 @@ int copy_tables(struct copy_job *job)
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	free(threads);
+	free(sh.items);
 	pthread_mutex_destroy(&sh.lock);
 	if (started == 0 && job->n_tables > 0)
 		return -1;

@@ -17,6 +17,12 @@
  * is rolled back and marked schema_changed: it is not handed off until a
  * later run copies it again.  Fault point snapshot.mid_table_copy (after
  * the first rows went to the target); pause point snapshot.before_table_copy.
+ *
+ * A plain table larger than the job's split_bytes is split (copy_range.c):
+ * copied in ranges of ctid blocks, each range's rows and its progress row
+ * (snapshot_range_progress) in one target transaction, several ranges at
+ * once; the table's own progress row (and so its watermark) is written
+ * once every range is in.  Fault point snapshot.after_range_commit.
  */
 #ifndef TRELLARA_SNAPSHOT_COPY_H
 #define TRELLARA_SNAPSHOT_COPY_H
@@ -28,6 +34,8 @@
 
 enum copy_outcome { COPY_PENDING = 0, COPY_DONE, COPY_SCHEMA_CHANGED, COPY_FAILED };
 
+struct snapshot_range;
+
 struct copy_table {
 	const char *schema, *name; /* borrowed from the flow file */
 	enum copy_outcome outcome;
@@ -36,6 +44,15 @@ struct copy_table {
 	double seconds;
 	bool binary;
 	char error[512];
+	/* a split table (copy_plan_splits); ranges NULL: copied whole */
+	struct snapshot_range *ranges; /* owned: the plan, by range_no */
+	int n_ranges;
+	char *filenode;    /* owned: pg_relation_filenode when planned */
+	bool keep_rows;    /* ranges of an earlier invocation kept: not emptied */
+	int ranges_kept;   /* copied earlier, unchanged at this snapshot */
+	int ranges_copied; /* by this invocation */
+	int ranges_left;   /* still to copy (under the job's lock) */
+	int64_t t0_us;     /* when its first range started */
 };
 
 struct copy_job {
@@ -46,7 +63,21 @@ struct copy_job {
 	struct copy_table *tables;   /* borrowed */
 	size_t n_tables;
 	unsigned workers;
+	uint64_t split_bytes;        /* 0: no table is split */
 };
+
+/* Before copy_empty_targets: which tables are split, and in which ranges
+ * (DESIGN §6).  A table with ranges of this run planned before keeps
+ * that plan when split_bytes is the same; its ranges copied by an
+ * earlier invocation are read again at this snapshot and kept (the table
+ * is not emptied) only when every one of them reads exactly as it did
+ * then (hash of the COPY bytes); otherwise, or with another split_bytes,
+ * the table is planned anew and copied whole again.  The plans are
+ * recorded in the target.  0, or -1 (logged). */
+int copy_plan_splits(struct copy_job *job, void *dst_pgconn);
+
+/* Frees the plans copy_plan_splits made. */
+void copy_tables_release(struct copy_table *tables, size_t n);
 
 /* Copies every table; returns 0 when each has an outcome (look at them),
  * -1 when workers could not even start (logged). */
@@ -66,5 +97,25 @@ char copy_relkind(void *pgconn, const char *qualified);
 /* md5 of a table's columns (name, type, not null) as the given
  * connection's snapshot sees them; NULL when the table does not exist. */
 char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name);
+
+/* ---- shared by copy.c and copy_range.c ---- */
+
+/* The column list and whether binary COPY is safe, as src's snapshot
+ * sees the table.  0, or -1 (logged). */
+int copy_columns_at_snapshot(void *src_pgconn, const char *qualified, char **cols, bool *binary);
+
+/* A running hash of a range's COPY bytes: CRC-32C and zlib's CRC-32 (two
+ * polynomials) and the length. */
+struct copy_hash {
+	uint32_t crc32c, crc32;
+	uint64_t len;
+};
+void copy_hash_add(struct copy_hash *h, const void *buf, size_t len);
+/* "crc32c-crc32-len" in hex into buf[40] */
+void copy_hash_format(const struct copy_hash *h, char *buf, size_t len);
+
+/* COPY (SELECT cols FROM ONLY qualified WHERE ctid in the range) TO STDOUT
+ * with fmt; owned. */
+char *copy_range_sql(const char *cols, const char *qualified, const struct snapshot_range *r, const char *fmt);
 
 #endif

@@ -382,18 +382,26 @@ int snapshot_run(const struct snapshot_options *o)
 		snprintf(first, sizeof first, "%s.%s", tables[0].schema, tables[0].name);
 		if (move(dst, cfg, run_id, RUN_COPYING_TABLE, NULL, 0, NULL, first) != 0)
 			goto out;
+		struct copy_job job = {
+			.cfg = cfg, .run_id = run_id, .snapshot_name = ex.snapshot_name, .watermark_lsn = watermark,
+			.tables = tables, .n_tables = n, .workers = (unsigned)cfg->snapshot_workers,
+			.split_bytes = cfg->snapshot_split_bytes,
+		};
+		/* which tables are split, and what an earlier invocation's ranges
+		 * still hold, before anything is emptied */
+		if (copy_plan_splits(&job, dst) < 0) {
+			record_failure(dst, cfg, run_id, "the split of the tables could not be planned");
+			code = EXIT_TEMPFAIL;
+			goto out;
+		}
 		/* the tables to copy, emptied together: foreign keys among them
-		 * do not stop it */
+		 * do not stop it (a split table whose ranges are kept is not) */
 		int emptied = copy_empty_targets(cfg, dst, tables, n);
 		if (emptied) {
 			record_failure(dst, cfg, run_id, "the target tables could not be emptied before the copy");
 			code = emptied > 0 ? EXIT_CONFIG : EXIT_TEMPFAIL;
 			goto out;
 		}
-		struct copy_job job = {
-			.cfg = cfg, .run_id = run_id, .snapshot_name = ex.snapshot_name, .watermark_lsn = watermark,
-			.tables = tables, .n_tables = n, .workers = (unsigned)cfg->snapshot_workers,
-		};
 		if (copy_tables(&job) < 0) {
 			record_failure(dst, cfg, run_id, "the copy workers could not start");
 			goto out;
@@ -406,7 +414,11 @@ int snapshot_run(const struct snapshot_options *o)
 	struct strbuf why = STRBUF_INIT;
 	for (size_t i = 0; i < n; i++) {
 		if (tables[i].outcome == COPY_DONE) {
-			printf("copied %s.%s: %" PRIu64 " rows\n", tables[i].schema, tables[i].name, tables[i].rows);
+			if (tables[i].ranges)
+				printf("copied %s.%s: %" PRIu64 " rows in %d ranges (%d copied now, %d kept)\n", tables[i].schema,
+				       tables[i].name, tables[i].rows, tables[i].n_ranges, tables[i].ranges_copied, tables[i].ranges_kept);
+			else
+				printf("copied %s.%s: %" PRIu64 " rows\n", tables[i].schema, tables[i].name, tables[i].rows);
 			continue;
 		}
 		char relation[300];
@@ -490,6 +502,7 @@ out:
 	PQfinish(src);
 	free(copied);
 	free(created);
+	copy_tables_release(tables, cfg->n_tables);
 	free(tables);
 	sequences_free(&seqs);
 	return code;

@@ -72,6 +72,7 @@ static void set_defaults(struct flow_config *config)
 	config->max_batch_messages = DEFAULT_MAX_BATCH_MESSAGES;
 	config->min_free_bytes = DEFAULT_MIN_FREE_BYTES;
 	config->snapshot_workers = DEFAULT_SNAPSHOT_WORKERS;
+	config->snapshot_split_bytes = DEFAULT_SNAPSHOT_SPLIT_BYTES;
 	config->apply_batch_transactions = 0; /* unset: set_late_defaults */
 	config->apply_compaction = true;
 	config->apply_workers = DEFAULT_APPLY_WORKERS;

@@ -125,6 +125,7 @@ static const struct field target_fields[] = {
 
 static const struct field snapshot_fields[] = {
 	{ .name = "workers", .kind = K_UINT, .offset = CFG(snapshot_workers), .min = 1 },
+	{ .name = "split_bytes", .kind = K_UINT, .offset = CFG(snapshot_split_bytes) },
 	{ 0 }
 };
 

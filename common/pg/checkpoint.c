@@ -102,7 +102,21 @@ static const char *const migration_3[] = {
 	NULL
 };
 
-static const char *const *const migrations[] = { migration_1, migration_2, migration_3 };
+/* Migration 4: the ranges of a split table's copy (DESIGN §6), each
+ * planned before the copy and marked copied in the transaction of its
+ * rows, so a resumed run knows which ranges it may keep. */
+static const char *const migration_4[] = {
+	"CREATE TABLE @.snapshot_range_progress ("
+	" source_id text NOT NULL, dataset_id text NOT NULL, run_id text NOT NULL, relation text NOT NULL,"
+	" range_no integer NOT NULL, n_ranges integer NOT NULL, first_block bigint NOT NULL, end_block bigint,"
+	" split_bytes bigint NOT NULL, state text NOT NULL CHECK (state IN ('planned','copied')),"
+	" copied_rows bigint NOT NULL DEFAULT 0, content_hash text, watermark_lsn pg_lsn,"
+	" updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (source_id, dataset_id, run_id, relation, range_no))",
+	NULL
+};
+
+static const char *const *const migrations[] = { migration_1, migration_2, migration_3, migration_4 };
 
 static int exec_schema_sql(PGconn *conn, const char *sql, const char *schema)
 {
@@ -624,6 +638,101 @@ int checkpoint_progress_clear(PGconn *conn, const char *schema, const struct flo
 	if (!res)
 		return -1;
 	PQclear(res);
+	res = query_schema(conn, schema,
+			   "DELETE FROM @.snapshot_range_progress WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3", 3, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_ranges_list(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			   const char *relation, struct snapshot_range **ranges, int *n)
+{
+	*ranges = NULL;
+	*n = 0;
+	const char *p[4] = { ids->source_id, ids->dataset_id, run_id, relation };
+	PGresult *res = query_schema(conn, schema,
+				     "SELECT range_no, n_ranges, first_block, end_block, split_bytes, state, copied_rows,"
+				     " content_hash, watermark_lsn FROM @.snapshot_range_progress"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3 AND relation = $4 ORDER BY range_no",
+				     4, p);
+	if (!res)
+		return -1;
+	*n = PQntuples(res);
+	*ranges = xcalloc(*n ? (size_t)*n : 1, sizeof **ranges);
+	for (int i = 0; i < *n; i++) {
+		struct snapshot_range *r = &(*ranges)[i];
+		r->range_no = atoi(PQgetvalue(res, i, 0));
+		r->n_ranges = atoi(PQgetvalue(res, i, 1));
+		r->first_block = strtoull(PQgetvalue(res, i, 2), NULL, 10);
+		r->open_end = PQgetisnull(res, i, 3);
+		r->end_block = r->open_end ? 0 : strtoull(PQgetvalue(res, i, 3), NULL, 10);
+		r->split_bytes = strtoull(PQgetvalue(res, i, 4), NULL, 10);
+		r->copied = strcmp(PQgetvalue(res, i, 5), "copied") == 0;
+		r->copied_rows = strtoull(PQgetvalue(res, i, 6), NULL, 10);
+		snprintf(r->content_hash, sizeof r->content_hash, "%s", PQgetvalue(res, i, 7));
+		r->has_watermark = !PQgetisnull(res, i, 8) && lsn_parse(PQgetvalue(res, i, 8), &r->watermark_lsn);
+	}
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_ranges_plan(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			   const char *relation, const struct snapshot_range *ranges, int n)
+{
+	const char *p[4] = { ids->source_id, ids->dataset_id, run_id, relation };
+	PGresult *res = query_schema(conn, schema,
+				     "DELETE FROM @.snapshot_range_progress"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3 AND relation = $4",
+				     4, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	for (int i = 0; i < n; i++) {
+		char no[16], count[16], first[24], end[24], split[24];
+		snprintf(no, sizeof no, "%d", ranges[i].range_no);
+		snprintf(count, sizeof count, "%d", ranges[i].n_ranges);
+		snprintf(first, sizeof first, "%" PRIu64, ranges[i].first_block);
+		snprintf(end, sizeof end, "%" PRIu64, ranges[i].end_block);
+		snprintf(split, sizeof split, "%" PRIu64, ranges[i].split_bytes);
+		const char *q[9] = { ids->source_id, ids->dataset_id, run_id, relation, no, count, first,
+				     ranges[i].open_end ? NULL : end, split };
+		res = query_schema(conn, schema,
+				   "INSERT INTO @.snapshot_range_progress (source_id, dataset_id, run_id, relation, range_no,"
+				   " n_ranges, first_block, end_block, split_bytes, state)"
+				   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'planned')",
+				   9, q);
+		if (!res)
+			return -1;
+		PQclear(res);
+	}
+	return 0;
+}
+
+int checkpoint_range_copied(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			    const char *relation, int range_no, uint64_t rows, const char *content_hash,
+			    uint64_t watermark_lsn)
+{
+	char no[16], rows_text[24], lsn[LSN_FORMAT_LEN];
+	snprintf(no, sizeof no, "%d", range_no);
+	snprintf(rows_text, sizeof rows_text, "%" PRIu64, rows);
+	lsn_format(watermark_lsn, lsn);
+	const char *p[8] = { ids->source_id, ids->dataset_id, run_id, relation, no, rows_text, content_hash, lsn };
+	PGresult *res = query_schema(conn, schema,
+				     "UPDATE @.snapshot_range_progress SET state = 'copied', copied_rows = $6, content_hash = $7,"
+				     " watermark_lsn = $8, updated_at = now()"
+				     " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3 AND relation = $4 AND range_no = $5"
+				     " AND state = 'planned'",
+				     8, p);
+	if (!res)
+		return -1;
+	bool one = strcmp(PQcmdTuples(res), "1") == 0;
+	PQclear(res);
+	if (!one) {
+		log_error("snapshot range %d of %s: no planned progress row to mark copied", range_no, relation);
+		return -1;
+	}
 	return 0;
 }
 

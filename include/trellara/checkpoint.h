@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHECKPOINT_SCHEMA_VERSION 3
+#define CHECKPOINT_SCHEMA_VERSION 4
 
 /* The SQLSTATEs its expect_one() raises: apply_core.h. */
 
@@ -167,8 +167,36 @@ int checkpoint_progress_copied(PGconn *conn, const char *schema, const struct fl
 /* Records that relation's schema changed during its copy (not handed off). */
 int checkpoint_progress_schema_changed(PGconn *conn, const char *schema, const struct flow_ids *ids,
 				       const char *run_id, const char *relation);
-/* Forgets every table copy of the run (a forced re-copy). */
+/* Forgets every table copy of the run, and its ranges (a forced re-copy). */
 int checkpoint_progress_clear(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id);
+
+/* One range of a split table's copy (snapshot_range_progress): blocks
+ * [first_block, end_block), or from first_block on when open_end. */
+struct snapshot_range {
+	int range_no;            /* 1..n_ranges */
+	int n_ranges;
+	uint64_t first_block, end_block;
+	bool open_end;
+	uint64_t split_bytes;    /* snapshot.split_bytes the plan was made with */
+	bool copied;
+	uint64_t copied_rows;
+	char content_hash[40];   /* of the range's COPY bytes, when copied */
+	bool has_watermark;
+	uint64_t watermark_lsn;
+};
+
+/* The ranges of relation in the run, by range_no; *ranges newly allocated. */
+int checkpoint_ranges_list(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			   const char *relation, struct snapshot_range **ranges, int *n);
+/* Replaces relation's ranges in the run by these, all planned (n 0:
+ * forgets them).  In the caller's transaction. */
+int checkpoint_ranges_plan(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			   const char *relation, const struct snapshot_range *ranges, int n);
+/* Marks a planned range copied, in the caller's transaction (the one of
+ * its rows); -1 (logged) when no planned row matched. */
+int checkpoint_range_copied(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
+			    const char *relation, int range_no, uint64_t rows, const char *content_hash,
+			    uint64_t watermark_lsn);
 
 /* One immutable handoff event for each copied table of the run that has
  * none yet at its current watermark. */

@@ -95,6 +95,7 @@ struct flow_config {
 
 	/* snapshot, apply, observability */
 	uint64_t snapshot_workers;
+	uint64_t snapshot_split_bytes; /* 0: never split */
 	char *consumer_group; /* owned; default "applyd" */
 	uint64_t apply_batch_transactions;
 	bool apply_compaction; /* apply.compaction, default true: batches folded to their net changes */

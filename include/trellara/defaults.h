@@ -108,6 +108,9 @@ enum trellara_exit {
  * again on one connection, where waits are not bounded */
 #define APPLY_PARALLEL_LOCK_TIMEOUT_MS 5000
 #define DEFAULT_SNAPSHOT_WORKERS 2
+/* snapshot.split_bytes: a plain table larger than this is copied in
+ * ranges of about this size (0: never split) */
+#define DEFAULT_SNAPSHOT_SPLIT_BYTES (1024ULL * 1024 * 1024)
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
 #define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
 #define DEFAULT_WAL_RETENTION_WARN_BYTES (1024ULL * 1024 * 1024)

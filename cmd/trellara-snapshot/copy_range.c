@@ -1,0 +1,292 @@
+/*
+ * copy_range.c - splitting a big table's copy into ranges of ctid blocks
+ * (copy.h, DESIGN §6): the plan, and what a resumed run may keep of an
+ * earlier invocation's ranges.
+ *
+ * Ranges of one invocation are all read at its one exported snapshot, so
+ * together they are the table at that snapshot.  An earlier invocation's
+ * ranges were read at another snapshot: a row updated in between may have
+ * moved into another range, or changed in place.  Such a range is kept
+ * only when it reads, at this invocation's snapshot, exactly the bytes it
+ * read then (the hash of its COPY output): then its target rows are the
+ * range at this snapshot too, and the table, with the remaining ranges
+ * copied now, is the table at this snapshot, with its watermark.  Any
+ * difference, or another split_bytes, and the table is copied whole
+ * again, with a new plan.
+ */
+#include "copy.h"
+
+#include "trellara/checkpoint.h"
+#include "trellara/checksum.h"
+#include "trellara/log.h"
+#include "trellara/pgconn.h"
+#include "trellara/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+void copy_hash_add(struct copy_hash *h, const void *buf, size_t len)
+{
+	h->crc32c = crc32c(h->crc32c, buf, len);
+	/* zlib takes an unsigned int length */
+	const unsigned char *p = buf;
+	for (size_t left = len; left > 0;) {
+		unsigned int n = left > (1u << 30) ? (1u << 30) : (unsigned int)left;
+		h->crc32 = (uint32_t)crc32(h->crc32, p, n);
+		p += n;
+		left -= n;
+	}
+	h->len += len;
+}
+
+void copy_hash_format(const struct copy_hash *h, char *buf, size_t len)
+{
+	snprintf(buf, len, "%08" PRIx32 "-%08" PRIx32 "-%" PRIx64, h->crc32c, h->crc32, h->len);
+}
+
+char *copy_range_sql(const char *cols, const char *qualified, const struct snapshot_range *r, const char *fmt)
+{
+	/* the bounds are numbers of ours, not data */
+	if (r->open_end)
+		return xasprintf("COPY (SELECT %s FROM ONLY %s WHERE ctid >= '(%" PRIu64 ",0)'::tid) TO STDOUT%s", cols,
+				 qualified, r->first_block, fmt);
+	return xasprintf("COPY (SELECT %s FROM ONLY %s WHERE ctid >= '(%" PRIu64 ",0)'::tid AND ctid < '(%" PRIu64
+			 ",0)'::tid) TO STDOUT%s",
+			 cols, qualified, r->first_block, r->end_block, fmt);
+}
+
+/* The hash of what sql (a COPY TO STDOUT) sends.  0, or -1 (logged). */
+static int read_hash(PGconn *src, const char *sql, struct copy_hash *h)
+{
+	memset(h, 0, sizeof *h);
+	PGresult *res = PQexec(src, sql);
+	if (PQresultStatus(res) != PGRES_COPY_OUT) {
+		log_error("source: %s", PQerrorMessage(src));
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	char *buf;
+	int n;
+	while ((n = PQgetCopyData(src, &buf, 0)) > 0) {
+		copy_hash_add(h, buf, (size_t)n);
+		PQfreemem(buf);
+	}
+	int rc = 0;
+	while ((res = PQgetResult(src)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			log_error("source: %s", PQerrorMessage(src));
+			rc = -1;
+		}
+		PQclear(res);
+	}
+	return n == -2 ? -1 : rc;
+}
+
+/* The ranges of a table of n_blocks blocks, about split_bytes each (the
+ * last one open: blocks added after the plan hold no row of the snapshot). */
+static struct snapshot_range *make_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, int *n_out)
+{
+	uint64_t n_blocks = size / block_size;
+	uint64_t n = (size + split_bytes - 1) / split_bytes;
+	if (n < 2)
+		n = 2;
+	if (n > n_blocks)
+		n = n_blocks;
+	if (n > 10000)
+		n = 10000;
+	uint64_t per = (n_blocks + n - 1) / n;
+	struct snapshot_range *r = xcalloc(n, sizeof *r);
+	int k = 0;
+	for (uint64_t first = 0; first < n_blocks && (uint64_t)k < n; first += per, k++) {
+		r[k].range_no = k + 1;
+		r[k].first_block = first;
+		r[k].end_block = first + per;
+		r[k].split_bytes = split_bytes;
+	}
+	r[k - 1].open_end = true;
+	for (int i = 0; i < k; i++)
+		r[i].n_ranges = k;
+	*n_out = k;
+	return r;
+}
+
+/* Records t's plan (n 0: forgets an earlier one) in one target transaction. */
+static int record_plan(PGconn *dst, const struct copy_job *job, const char *relation, const struct snapshot_range *r, int n)
+{
+	struct flow_ids ids = { job->cfg->source_id, job->cfg->dataset_id, job->cfg->consumer_group };
+	if (pgconn_command(dst, "BEGIN") < 0)
+		return -1;
+	if (checkpoint_ranges_plan(dst, job->cfg->checkpoint_schema, &ids, job->run_id, relation, r, n) < 0 ||
+	    pgconn_command(dst, "COMMIT") < 0) {
+		pgconn_command(dst, "ROLLBACK");
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether every range copied earlier reads now as it did then: 1 yes (the
+ * kept ones counted in t), 0 no (logged), -1 on error. */
+static int earlier_ranges_hold(PGconn *src, struct copy_table *t, const char *qualified)
+{
+	char *cols = NULL;
+	bool binary;
+	int rc = -1;
+	if (copy_columns_at_snapshot(src, qualified, &cols, &binary) < 0)
+		goto out;
+	const char *fmt = binary ? " (FORMAT binary)" : "";
+	int kept = 0;
+	uint64_t rows = 0;
+	for (int i = 0; i < t->n_ranges; i++) {
+		struct snapshot_range *r = &t->ranges[i];
+		if (!r->copied)
+			continue;
+		char *sql = copy_range_sql(cols, qualified, r, fmt);
+		struct copy_hash h;
+		int read = read_hash(src, sql, &h);
+		free(sql);
+		if (read < 0)
+			goto out;
+		char now[40];
+		copy_hash_format(&h, now, sizeof now);
+		if (strcmp(now, r->content_hash) != 0) {
+			log_warn("table %s.%s: range %d/%d, copied by an earlier invocation, reads differently at this snapshot"
+				 " (rows changed or moved since): the table is copied whole again",
+				 t->schema, t->name, r->range_no, r->n_ranges);
+			rc = 0;
+			goto out;
+		}
+		kept++;
+		rows += r->copied_rows;
+	}
+	t->ranges_kept = kept;
+	t->keep_rows = kept > 0;
+	t->rows = rows;
+	rc = 1;
+out:
+	free(cols);
+	return rc;
+}
+
+/* Plans table t (see copy.h).  0, or -1 (logged). */
+static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct copy_table *t, uint64_t block_size)
+{
+	const struct flow_config *cfg = job->cfg;
+	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	char *relation = xasprintf("%s.%s", t->schema, t->name);
+	struct snapshot_range *earlier = NULL;
+	int n_earlier = 0, rc = -1;
+	PGresult *res = NULL;
+	if (checkpoint_ranges_list(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, &earlier, &n_earlier) < 0)
+		goto out;
+	/* only a plain table is split: a partitioned one is copied through its
+	 * parent, whole (each of its partitions is no table of the flow) */
+	char kind = copy_relkind(src, qualified);
+	const char *p[1] = { qualified };
+	res = pgconn_query(src, "SELECT pg_relation_size(to_regclass($1)), pg_relation_filenode(to_regclass($1))", 1, p);
+	if (!res)
+		goto out;
+	if (kind != 'r' || job->split_bytes == 0 || PQgetisnull(res, 0, 0)) {
+		if (n_earlier > 0) {
+			log_info("table %s.%s: not split now: its ranges of an earlier invocation are dropped, it is copied whole",
+				 t->schema, t->name);
+			rc = record_plan(dst, job, relation, NULL, 0);
+		} else {
+			rc = 0;
+		}
+		goto out;
+	}
+	uint64_t size = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+	t->filenode = xstrdup(PQgetvalue(res, 0, 1));
+	if (n_earlier > 0) {
+		if (earlier[0].split_bytes != job->split_bytes) {
+			log_warn("table %s.%s: split with snapshot.split_bytes %" PRIu64 " by an earlier invocation, %" PRIu64
+				 " now: its ranges are dropped, it is copied whole again",
+				 t->schema, t->name, earlier[0].split_bytes, job->split_bytes);
+		} else {
+			t->ranges = earlier;
+			t->n_ranges = n_earlier;
+			earlier = NULL;
+			int hold = earlier_ranges_hold(src, t, qualified);
+			if (hold < 0)
+				goto out;
+			if (hold) {
+				if (t->ranges_kept)
+					log_info("table %s.%s: %d of its %d ranges copied earlier read the same at this snapshot: kept",
+						 t->schema, t->name, t->ranges_kept, t->n_ranges);
+				rc = 0;
+				goto out;
+			}
+			free(t->ranges);
+			t->ranges = NULL;
+			t->n_ranges = 0;
+			t->ranges_kept = 0;
+			t->keep_rows = false;
+			t->rows = 0;
+		}
+	}
+	if (size <= job->split_bytes) {
+		rc = n_earlier > 0 ? record_plan(dst, job, relation, NULL, 0) : 0;
+		goto out;
+	}
+	t->ranges = make_plan(size, block_size, job->split_bytes, &t->n_ranges);
+	if (record_plan(dst, job, relation, t->ranges, t->n_ranges) < 0)
+		goto out;
+	log_info("table %s.%s: %.1f MB, split into %d ranges of about %" PRIu64 " blocks", t->schema, t->name,
+		 (double)size / 1e6, t->n_ranges, t->ranges[0].end_block - t->ranges[0].first_block);
+	rc = 0;
+out:
+	PQclear(res);
+	free(earlier);
+	free(qualified);
+	free(relation);
+	free(qs);
+	free(qn);
+	return rc;
+}
+
+int copy_plan_splits(struct copy_job *job, void *dst_pgconn)
+{
+	PGconn *dst = dst_pgconn;
+	PGconn *src = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
+	PGresult *res = NULL;
+	int rc = -1;
+	if (!src || pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto out;
+	char *lit = pgconn_quote_literal(src, job->snapshot_name);
+	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
+	free(lit);
+	int imported = pgconn_command(src, set);
+	free(set);
+	if (imported < 0 || pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
+		goto out;
+	res = pgconn_query(src, "SELECT current_setting('block_size')::bigint", 0, NULL);
+	if (!res)
+		goto out;
+	uint64_t block_size = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+	for (size_t i = 0; i < job->n_tables; i++)
+		if (plan_table(src, dst, job, &job->tables[i], block_size) < 0)
+			goto out;
+	rc = 0;
+out:
+	if (rc < 0)
+		log_error("the split of the tables to copy could not be planned");
+	PQclear(res);
+	PQfinish(src);
+	return rc;
+}
+
+void copy_tables_release(struct copy_table *tables, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(tables[i].ranges);
+		tables[i].ranges = NULL;
+		free(tables[i].filenode);
+		tables[i].filenode = NULL;
+	}
+}
