@@ -451,26 +451,33 @@ int snapshot_run(const struct snapshot_options *o)
 	}
 	/* indexes and constraints after the data: for the tables this run
 	 * created, and for those a killed earlier invocation created without
-	 * them (no index on the target, some on the source) */
+	 * them (no index on the target, some on the source); the foreign keys
+	 * likewise (none on the target, some on the source: the keys of each
+	 * table commit on their own, the foreign keys after them) */
 	if (o->create_tables) {
+		bool *fkeys = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *fkeys);
 		for (size_t i = 0; i < cfg->n_tables; i++) {
-			if (created[i])
-				continue;
-			char name[300];
-			snapshot_table_names(cfg, i, name, sizeof name);
 			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
 			char *qualified = xasprintf("%s.%s", qs, qn);
 			const char *p[1] = { qualified };
-			PGresult *rt = pgconn_query(dst, "SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)", 1, p);
-			PGresult *rs = pgconn_query(src, "SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)", 1, p);
-			created[i] = rt && rs && atoi(PQgetvalue(rt, 0, 0)) == 0 && atoi(PQgetvalue(rs, 0, 0)) > 0;
+			static const char count_sql[] =
+				"SELECT (SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)),"
+				" (SELECT count(*) FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'f')";
+			PGresult *rt = pgconn_query(dst, count_sql, 1, p);
+			PGresult *rs = pgconn_query(src, count_sql, 1, p);
+			bool counted = rt && rs;
+			if (!created[i])
+				created[i] = counted && atoi(PQgetvalue(rt, 0, 0)) == 0 && atoi(PQgetvalue(rs, 0, 0)) > 0;
+			fkeys[i] = created[i] || (counted && atoi(PQgetvalue(rt, 0, 1)) == 0 && atoi(PQgetvalue(rs, 0, 1)) > 0);
 			PQclear(rt);
 			PQclear(rs);
 			free(qualified);
 			free(qs);
 			free(qn);
 		}
-		if (snapshot_create_missing_tables(src, dst, cfg, "post-data", false, created) < 0) {
+		int built = snapshot_build_post_data(src, dst, cfg, created, fkeys);
+		free(fkeys);
+		if (built < 0) {
 			code = EXIT_CONFIG;
 			goto out;
 		}

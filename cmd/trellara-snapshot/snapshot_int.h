@@ -18,13 +18,20 @@
 void snapshot_table_names(const struct flow_config *cfg, size_t i, char *buf, size_t len);
 struct flow_ids snapshot_flow_ids(const struct flow_config *cfg);
 
-/* --create-tables: the tables marked in created[] (indexed like
- * cfg->tables) from the source's catalogs (tabledef.h), in one target
- * transaction; with only_missing, created[] is first set to the tables
- * the target lacks.  "pre-data" creates the tables and their partitions
- * before the copy, "post-data" their keys, indexes and foreign keys
- * after it.  0, or -1 (logged). */
+/* --create-tables before the copy: the tables marked in created[]
+ * (indexed like cfg->tables) and their partitions, from the source's
+ * catalogs (tabledef.h), in one target transaction; with only_missing,
+ * created[] is first set to the tables the target lacks.  section names
+ * the step in messages ("pre-data").  0, or -1 (logged). */
 int snapshot_create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
 				   bool only_missing, bool *created);
+
+/* --create-tables after the copy: the keys, indexes and replica identity
+ * of the tables marked in keys[], each table in a target transaction of
+ * its own, snapshot.workers tables at once; then, in one transaction,
+ * the foreign keys (into flow tables) of the tables marked in fkeys[].
+ * 0, or -1 (logged). */
+int snapshot_build_post_data(PGconn *src, PGconn *dst, const struct flow_config *cfg, const bool *keys,
+			     const bool *fkeys);
 
 #endif

@@ -19,11 +19,13 @@
 #include "snapshot_int.h"
 #include "tabledef.h"
 
+#include "trellara/clock.h"
 #include "trellara/log.h"
 #include "trellara/pgconn.h"
 #include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,29 +272,23 @@ static int begin(PGconn *conn, const char *mode)
 	return 0;
 }
 
-/* The set's statements, made and run in one target transaction: all
- * or none.  Before the tables, the types and collations their columns
+/* The pre-data statements of the set, made and run in one target
+ * transaction: all or none.  Before the tables, the types and collations their columns
  * need are looked up on the target, in that transaction. */
-static int create_on_target(PGconn *dst, struct tabledef_set *set, const char *section, const char *const *flow,
-			    size_t n_flow)
+static int create_on_target(PGconn *dst, struct tabledef_set *set, const char *section)
 {
-	bool pre_data = strcmp(section, "pre-data") == 0;
 	struct tabledef_stmts s = { 0 };
 	if (begin(dst, "") < 0)
 		return -1;
 	int rc = -1;
-	if (pre_data) {
-		char err[1024];
-		if (mark_missing_types(dst, set) < 0)
-			goto out;
-		if (tabledef_pre_data(set, &s, err, sizeof err) < 0) {
-			log_error("%s", err);
-			log_hint("create it on the target first (CREATE TYPE, CREATE DOMAIN, CREATE EXTENSION, CREATE COLLATION),"
-				 " or the table");
-			goto out;
-		}
-	} else {
-		tabledef_post_data(set, flow, n_flow, &s);
+	char err[1024];
+	if (mark_missing_types(dst, set) < 0)
+		goto out;
+	if (tabledef_pre_data(set, &s, err, sizeof err) < 0) {
+		log_error("%s", err);
+		log_hint("create it on the target first (CREATE TYPE, CREATE DOMAIN, CREATE EXTENSION, CREATE COLLATION),"
+			 " or the table");
+		goto out;
 	}
 	for (size_t i = 0; i < s.n; i++) {
 		if (!s.items[i].sql) {
@@ -362,7 +358,7 @@ int snapshot_create_missing_tables(PGconn *src, PGconn *dst, const struct flow_c
 		rc = 0;
 		goto out;
 	}
-	if (create_on_target(dst, &set, section, (const char *const *)flow, cfg->n_tables) < 0)
+	if (create_on_target(dst, &set, section) < 0)
 		goto out;
 	for (size_t i = 0; i < cfg->n_tables; i++)
 		if (created[i])
@@ -375,5 +371,186 @@ out:
 	for (size_t i = 0; i < cfg->n_tables; i++)
 		free(flow[i]);
 	free(flow);
+	return rc;
+}
+
+/* ---- post-data: each table's keys and indexes in parallel ---- */
+
+/* One flow table's keys, indexes and replica identity (its tree's). */
+struct build_group {
+	const char *display;       /* the flow table, "schema.name" */
+	struct tabledef_stmts stmts; /* owned */
+	bool failed;
+};
+
+struct build_shared {
+	const struct flow_config *cfg;
+	struct build_group *groups;
+	size_t n_groups;
+	size_t next;
+	pthread_mutex_t lock;
+};
+
+/* The statements of group g in one transaction of conn: all or none. */
+static int build_one(PGconn *conn, struct build_group *g)
+{
+	int64_t t0_us = clock_mono_us();
+	if (begin(conn, "") < 0)
+		return -1;
+	for (size_t i = 0; i < g->stmts.n; i++) {
+		log_debug("--create-tables post-data: %s", g->stmts.items[i].sql);
+		if (pgconn_command(conn, g->stmts.items[i].sql) < 0) {
+			log_error("cannot create target table %s (post-data): %s failed", g->stmts.items[i].table_display,
+				  g->stmts.items[i].sql);
+			pgconn_command(conn, "ROLLBACK");
+			return -1;
+		}
+	}
+	if (pgconn_command(conn, "COMMIT") < 0)
+		return -1;
+	log_info("target table %s: keys and indexes built (%zu statements, %.2f s)", g->display, g->stmts.n,
+		 (double)(clock_mono_us() - t0_us) / 1e6);
+	return 0;
+}
+
+static void *build_worker(void *arg)
+{
+	struct build_shared *sh = arg;
+	PGconn *conn = pgconn_connect(sh->cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
+	for (;;) {
+		pthread_mutex_lock(&sh->lock);
+		size_t i = sh->next++;
+		pthread_mutex_unlock(&sh->lock);
+		if (i >= sh->n_groups)
+			break;
+		sh->groups[i].failed = !conn || build_one(conn, &sh->groups[i]) < 0;
+	}
+	PQfinish(conn);
+	return NULL;
+}
+
+/* The groups, snapshot.workers at a time, each on a target connection of
+ * its own.  0 when every group is built, -1 (logged) otherwise. */
+static int build_in_parallel(const struct flow_config *cfg, struct build_group *groups, size_t n)
+{
+	struct build_shared sh = { .cfg = cfg, .groups = groups, .n_groups = n };
+	pthread_mutex_init(&sh.lock, NULL);
+	size_t workers = cfg->snapshot_workers ? (size_t)cfg->snapshot_workers : 1;
+	if (workers > n)
+		workers = n;
+	pthread_t *threads = xcalloc(workers ? workers : 1, sizeof *threads);
+	size_t started = 0;
+	for (size_t i = 0; i < workers; i++) {
+		if (pthread_create(&threads[i], NULL, build_worker, &sh) != 0) {
+			log_error("cannot start index build worker %zu", i + 1);
+			break;
+		}
+		started++;
+	}
+	for (size_t i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	free(threads);
+	pthread_mutex_destroy(&sh.lock);
+	int rc = started > 0 || n == 0 ? 0 : -1;
+	for (size_t i = 0; i < n; i++)
+		if (groups[i].failed || started == 0)
+			rc = -1;
+	return rc;
+}
+
+int snapshot_build_post_data(PGconn *src, PGconn *dst, const struct flow_config *cfg, const bool *keys,
+			     const bool *fkeys)
+{
+	int rc = -1;
+	struct tabledef_set set = { 0 };
+	size_t n = cfg->n_tables;
+	char **flow = xcalloc(n ? n : 1, sizeof *flow);
+	size_t *from = xcalloc(n ? n : 1, sizeof *from), *to = xcalloc(n ? n : 1, sizeof *to);
+	struct build_group *groups = xcalloc(n ? n : 1, sizeof *groups);
+	size_t n_groups = 0;
+	struct tabledef_stmts fk = { 0 };
+	bool src_open = false, dst_open = false;
+	for (size_t i = 0; i < n; i++) {
+		char name[300];
+		snapshot_table_names(cfg, i, name, sizeof name);
+		flow[i] = xstrdup(name);
+	}
+	/* the source's catalogs at one point in time */
+	if (begin(src, " ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto out;
+	src_open = true;
+	for (size_t i = 0; i < n; i++) {
+		from[i] = to[i] = set.n_tables;
+		if (!keys[i] && !fkeys[i])
+			continue;
+		char *qs = pgconn_quote_ident(src, cfg->tables[i].schema), *qn = pgconn_quote_ident(src, cfg->tables[i].name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		int r = read_tree(src, qualified, flow[i], &set);
+		free(qualified);
+		free(qs);
+		free(qn);
+		if (r < 0)
+			goto out;
+		to[i] = set.n_tables;
+	}
+	src_open = false;
+	if (pgconn_command(src, "COMMIT") < 0)
+		goto out;
+	/* keys and indexes: one transaction per flow table, tables in parallel */
+	for (size_t i = 0; i < n; i++) {
+		if (!keys[i])
+			continue;
+		struct build_group *g = &groups[n_groups];
+		g->display = flow[i];
+		tabledef_post_data_keys(&set, from[i], to[i], &g->stmts);
+		if (g->stmts.n)
+			n_groups++;
+	}
+	if (build_in_parallel(cfg, groups, n_groups) < 0)
+		goto out;
+	/* then the foreign keys into flow tables, together: each needs the
+	 * key it references */
+	for (size_t i = 0; i < n; i++)
+		if (fkeys[i])
+			tabledef_post_data_fkeys(&set, from[i], to[i], (const char *const *)flow, n, &fk);
+	if (fk.n) {
+		if (begin(dst, "") < 0)
+			goto out;
+		dst_open = true;
+		for (size_t i = 0; i < fk.n; i++) {
+			if (!fk.items[i].sql) {
+				log_warn("%s", fk.items[i].note);
+				continue;
+			}
+			log_debug("--create-tables post-data: %s", fk.items[i].sql);
+			if (pgconn_command(dst, fk.items[i].sql) < 0) {
+				log_error("cannot create target table %s (post-data): %s failed", fk.items[i].table_display,
+					  fk.items[i].sql);
+				goto out;
+			}
+		}
+		dst_open = false;
+		if (pgconn_command(dst, "COMMIT") < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (keys[i])
+			log_info("target table %s: post-data created from the source's catalogs", flow[i]);
+	rc = 0;
+out:
+	if (src_open)
+		pgconn_command(src, "ROLLBACK");
+	if (dst_open)
+		pgconn_command(dst, "ROLLBACK");
+	for (size_t i = 0; i < n_groups; i++)
+		tabledef_stmts_free(&groups[i].stmts);
+	free(groups);
+	tabledef_stmts_free(&fk);
+	tabledef_set_free(&set);
+	for (size_t i = 0; i < n; i++)
+		free(flow[i]);
+	free(flow);
+	free(from);
+	free(to);
 	return rc;
 }

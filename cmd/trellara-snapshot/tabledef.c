@@ -276,7 +276,13 @@ static bool in_flow(const char *display, const char *const *flow_display, size_t
 void tabledef_post_data(const struct tabledef_set *set, const char *const *flow_display, size_t n_flow,
 			struct tabledef_stmts *out)
 {
-	for (size_t i = 0; i < set->n_tables; i++) {
+	tabledef_post_data_keys(set, 0, set->n_tables, out);
+	tabledef_post_data_fkeys(set, 0, set->n_tables, flow_display, n_flow, out);
+}
+
+void tabledef_post_data_keys(const struct tabledef_set *set, size_t from, size_t to, struct tabledef_stmts *out)
+{
+	for (size_t i = from; i < to && i < set->n_tables; i++) {
 		const struct tabledef_table *t = &set->tables[i];
 		bool partition = t->parent >= 0;
 		for (size_t k = 0; k < t->n_keys; k++)
@@ -294,8 +300,12 @@ void tabledef_post_data(const struct tabledef_set *set, const char *const *flow_
 					    t->replident_index),
 				  NULL);
 	}
-	/* after every key: a foreign key needs the referenced table's */
-	for (size_t i = 0; i < set->n_tables; i++) {
+}
+
+void tabledef_post_data_fkeys(const struct tabledef_set *set, size_t from, size_t to, const char *const *flow_display,
+			      size_t n_flow, struct tabledef_stmts *out)
+{
+	for (size_t i = from; i < to && i < set->n_tables; i++) {
 		const struct tabledef_table *t = &set->tables[i];
 		for (size_t k = 0; k < t->n_fkeys; k++) {
 			const struct tabledef_constraint *f = &t->fkeys[k];

@@ -124,6 +124,12 @@ int tabledef_pre_data(const struct tabledef_set *set, struct tabledef_stmts *out
  * is one of flow_display[] ("schema.name"); the others become notes. */
 void tabledef_post_data(const struct tabledef_set *set, const char *const *flow_display, size_t n_flow,
 			struct tabledef_stmts *out);
+/* Its two parts, for the set's tables [from, to): keys, indexes and
+ * replica identity (a table's tree can be built on its own, in parallel
+ * with the others'), and the foreign keys, which need every key first. */
+void tabledef_post_data_keys(const struct tabledef_set *set, size_t from, size_t to, struct tabledef_stmts *out);
+void tabledef_post_data_fkeys(const struct tabledef_set *set, size_t from, size_t to, const char *const *flow_display,
+			      size_t n_flow, struct tabledef_stmts *out);
 
 /* pg_get_indexdef() of a partitioned table's index says "ON ONLY", which
  * would create it on the parent alone, invalid; this is the statement
