@@ -3,7 +3,9 @@
  * is in snapshot_tables.c, status in snapshot_status.c.
  *
  * Fault points, in order: snapshot.after_slot_before_record,
- * snapshot.after_export_before_copy, snapshot.mid_table_copy (copy.c),
+ * snapshot.after_export_before_copy, snapshot.mid_table_copy and
+ * snapshot.after_range_commit (copy.c),
+ * snapshot.after_keys_before_foreign_keys (snapshot_tables.c),
  * snapshot.after_copy_before_handoff, snapshot.after_handoff_before_stream.
  */
 #include "snapshot_int.h"

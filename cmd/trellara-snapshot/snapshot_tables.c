@@ -20,6 +20,7 @@
 #include "tabledef.h"
 
 #include "trellara/clock.h"
+#include "trellara/fault.h"
 #include "trellara/log.h"
 #include "trellara/pgconn.h"
 #include "trellara/strbuf.h"
@@ -508,6 +509,7 @@ int snapshot_build_post_data(PGconn *src, PGconn *dst, const struct flow_config 
 	}
 	if (build_in_parallel(cfg, groups, n_groups) < 0)
 		goto out;
+	fault_point("snapshot.after_keys_before_foreign_keys");
 	/* then the foreign keys into flow tables, together: each needs the
 	 * key it references */
 	for (size_t i = 0; i < n; i++)

@@ -15,7 +15,7 @@ setup() {
 }
 
 source_init() {
-	pgbench -q -i -s "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
+	pgbench -q -i -s "$1" ${FOREIGN_KEYS:+--foreign-keys} -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
 	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
 	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set stream.min_free_bytes=1048576 \
 		--set snapshot.split_bytes="${2:-$SPLIT}" --set snapshot.workers=2
@@ -121,6 +121,25 @@ stream_compare_verify() {
 	kill -TERM "$load"
 	wait "$load" || true
 	[ "$(psql_source "SELECT count(*) FROM pgbench_history")" -gt 100 ]
+	stream_compare_verify
+}
+
+@test "--create-tables killed after the tables' keys, before their foreign keys: the resume creates only the foreign keys" {
+	FOREIGN_KEYS=1 source_init 1
+	fkeys='SELECT count(*) FROM pg_constraint WHERE contype = '"'f'"' AND conrelid::regclass::text LIKE '"'pgbench_%'"
+	source_fkeys=$(psql_source "$fkeys")
+	[ "$source_fkeys" -ge 3 ]
+	TRELLARA_FAULT=snapshot.after_keys_before_foreign_keys run -137 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	[[ "$output" == *"pgbench_accounts: keys and indexes built"* ]]
+	[[ "$output" == *"pgbench_tellers: keys and indexes built"* ]]
+	[ "$(psql_target "$fkeys")" -eq 0 ]
+	pkeys=$(psql_target "SELECT string_agg(conname || ':' || oid, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'p'")
+	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	[[ "$output" != *"copied public."* ]]
+	[[ "$output" != *"keys and indexes built"* ]]
+	[ "$(psql_target "$fkeys")" -eq "$source_fkeys" ]
+	# the keys are those of the first invocation, not built again
+	[ "$(psql_target "SELECT string_agg(conname || ':' || oid, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'p'")" = "$pkeys" ]
 	stream_compare_verify
 }
 
