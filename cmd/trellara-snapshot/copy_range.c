@@ -86,9 +86,7 @@ static int read_hash(PGconn *src, const char *sql, struct copy_hash *h)
 	return n == -2 ? -1 : rc;
 }
 
-/* The ranges of a table of n_blocks blocks, about split_bytes each (the
- * last one open: blocks added after the plan hold no row of the snapshot). */
-static struct snapshot_range *make_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, int *n_out)
+struct snapshot_range *copy_range_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, int *n_out)
 {
 	uint64_t n_blocks = size / block_size;
 	uint64_t n = (size + split_bytes - 1) / split_bytes;
@@ -234,7 +232,7 @@ static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct cop
 		rc = n_earlier > 0 ? record_plan(dst, job, relation, NULL, 0) : 0;
 		goto out;
 	}
-	t->ranges = make_plan(size, block_size, job->split_bytes, &t->n_ranges);
+	t->ranges = copy_range_plan(size, block_size, job->split_bytes, &t->n_ranges);
 	if (record_plan(dst, job, relation, t->ranges, t->n_ranges) < 0)
 		goto out;
 	log_info("table %s.%s: %.1f MB, split into %d ranges of about %" PRIu64 " blocks", t->schema, t->name,
