@@ -4,7 +4,6 @@
 #include "copy.h"
 
 #include "trellara/checkpoint.h"
-#include "trellara/checksum.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
@@ -391,8 +390,9 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 		goto failed;
 	dst_open = true;
 	/* a run has emptied its tables together already (copy_empty_targets);
-	 * a reseed empties its table here, in the copy's transaction */
-	/* a range goes into a table emptied before its first range */
+	 * a reseed empties its table here, in the copy's transaction; a range
+	 * goes into its table as it is (emptied before, or holding the ranges
+	 * kept from an earlier invocation) */
 	int full = r ? 0 : has_rows(dst, qualified, dst_kind);
 	if (full < 0)
 		goto failed;
