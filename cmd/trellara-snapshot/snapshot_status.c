@@ -107,13 +107,29 @@ int snapshot_status(const struct snapshot_options *o)
 		snprintf(copied_rows, sizeof copied_rows, "%" PRIu64, r ? r->copied_rows : 0);
 		if (r && r->has_watermark)
 			lsn_format(r->watermark_lsn, watermark);
+		/* a split table's ranges (snapshot_range_progress), when it has a plan */
+		struct snapshot_range *ranges = NULL;
+		int n_ranges = 0, ranges_copied = 0;
+		if (run.exists &&
+		    checkpoint_ranges_list(dst, cfg->checkpoint_schema, &ids, run.run_id, name, &ranges, &n_ranges) < 0) {
+			free(rows);
+			goto out;
+		}
+		for (int k = 0; k < n_ranges; k++)
+			ranges_copied += ranges[k].copied;
+		free(ranges);
 		if (o->json) {
 			jsonw_open(&w, NULL, '{');
 			jsonw_str(&w, "table", name);
 			jsonw_str(&w, "state", state);
 			jsonw_u64(&w, "rows", true, r ? r->copied_rows : 0);
 			jsonw_str(&w, "watermark_lsn", *watermark ? watermark : NULL);
+			jsonw_u64(&w, "ranges", n_ranges > 0, (uint64_t)n_ranges);
+			jsonw_u64(&w, "ranges_copied", n_ranges > 0, (uint64_t)ranges_copied);
 			jsonw_close(&w, '}');
+		} else if (n_ranges > 0) {
+			printf("  %-40s %-15s rows %-10s watermark %s ranges %d/%d\n", name, state, copied_rows,
+			       *watermark ? watermark : "-", ranges_copied, n_ranges);
 		} else {
 			printf("  %-40s %-15s rows %-10s watermark %s\n", name, state, copied_rows, *watermark ? watermark : "-");
 		}

@@ -62,6 +62,10 @@ stream_compare_verify() {
 	[ "$done_before" -lt "$n" ]
 	[ -z "$(table_watermark)" ]
 	first_watermark=$(ranges "min(watermark_lsn)")
+	run -0 --separate-stderr trellara-snapshot status --config "$FLOW_FILE" --format json
+	[ "$(jq -r '.tables[0] | "\(.table) \(.state) \(.ranges) \(.ranges_copied)"' <<<"$output")" = \
+		"public.pgbench_accounts pending $n $done_before" ]
+	[ "$(jq -r '.tables[1].ranges' <<<"$output")" = null ]
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
 	redone=$((n - done_before))
 	[[ "$output" == *"copied public.pgbench_accounts: 200000 rows in $n ranges ($redone copied now, $done_before kept)"* ]]

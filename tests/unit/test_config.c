@@ -318,6 +318,7 @@ static void test_defaults(struct fixture *fx)
 	CHECK(c.min_free_bytes == DEFAULT_MIN_FREE_BYTES);
 	CHECK_STR(c.checkpoint_schema, DEFAULT_CHECKPOINT_SCHEMA);
 	CHECK(c.snapshot_workers == DEFAULT_SNAPSHOT_WORKERS);
+	CHECK(c.snapshot_split_bytes == DEFAULT_SNAPSHOT_SPLIT_BYTES);
 	CHECK_STR(c.consumer_group, DEFAULT_CONSUMER_GROUP);
 	CHECK(c.apply_batch_transactions == DEFAULT_APPLY_BATCH_TRANSACTIONS);
 	CHECK(c.apply_compaction);
@@ -408,6 +409,7 @@ static void test_example_file(struct fixture *fx)
 		CHECK_STR(c.source_id, "main-db");
 		CHECK(c.n_tables >= 1);
 		CHECK(c.strict_chunking);
+		CHECK(c.snapshot_split_bytes == DEFAULT_SNAPSHOT_SPLIT_BYTES);
 		config_free(&c);
 	}
 	free(log);
@@ -644,6 +646,24 @@ static void test_errors(struct fixture *fx)
 			     "\"stream.segment_bytes\" must be at least 65536, got \"4096\"");
 	EXPECT_VARIANT_ERROR(fx, "workers: 8", "workers: 0", "line 43",
 			     "\"snapshot.workers\" must be at least 1");
+	EXPECT_VARIANT_ERROR(fx, "workers: 8", "workers: 8\n  split_bytes: 1GB", "line 44",
+			     "snapshot.split_bytes");
+	EXPECT_VARIANT_ERROR(fx, "workers: 8", "workers: 8\n  split_bytes: -1", "line 44",
+			     "snapshot.split_bytes");
+	{
+		/* 0 is allowed: never split */
+		struct flow_config c;
+		char *text = variant(full_flow, "workers: 8", "workers: 8\n  split_bytes: 0");
+		CHECK(load_ok(fx, text, &c) == 0);
+		CHECK(c.snapshot_split_bytes == 0);
+		config_free(&c);
+		free(text);
+		text = variant(full_flow, "workers: 8", "workers: 8\n  split_bytes: 67108864");
+		CHECK(load_ok(fx, text, &c) == 0);
+		CHECK(c.snapshot_split_bytes == 67108864);
+		config_free(&c);
+		free(text);
+	}
 	EXPECT_VARIANT_ERROR(fx, "max_changes_per_chunk: 500", "max_changes_per_chunk: 0", "line 18",
 			     "\"dataset.strict_chunking.max_changes_per_chunk\" must be at least 1");
 	EXPECT_VARIANT_ERROR(fx, "  id: orders", "  id: \"\"", "line 15",
