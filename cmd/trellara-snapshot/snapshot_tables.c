@@ -20,6 +20,7 @@
 #include "tabledef.h"
 
 #include "trellara/clock.h"
+#include "trellara/defaults.h"
 #include "trellara/fault.h"
 #include "trellara/log.h"
 #include "trellara/pgconn.h"
@@ -418,6 +419,15 @@ static void *build_worker(void *arg)
 {
 	struct build_shared *sh = arg;
 	PGconn *conn = pgconn_connect(sh->cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
+	/* an index build sorts its table's keys: in memory rather than in
+	 * runs on disk when the server's setting is small (never lowered) */
+	PGresult *res = conn ? PQexec(conn, "SELECT set_config('maintenance_work_mem', '" SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "', false)"
+					    " WHERE pg_size_bytes(current_setting('maintenance_work_mem'))"
+					    " < pg_size_bytes('" SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "')")
+			     : NULL;
+	if (conn && PQresultStatus(res) != PGRES_TUPLES_OK)
+		log_debug("target: maintenance_work_mem left as it is: %s", PQresultErrorMessage(res));
+	PQclear(res);
 	for (;;) {
 		pthread_mutex_lock(&sh->lock);
 		size_t i = sh->next++;

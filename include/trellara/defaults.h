@@ -111,6 +111,9 @@ enum trellara_exit {
 /* snapshot.split_bytes: a plain table larger than this is copied in
  * ranges of about this size (0: never split) */
 #define DEFAULT_SNAPSHOT_SPLIT_BYTES (1024ULL * 1024 * 1024)
+/* maintenance_work_mem of the sessions that build the keys and indexes
+ * of --create-tables, when the target's is smaller (never lowered) */
+#define SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "256MB"
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
 #define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
 #define DEFAULT_WAL_RETENTION_WARN_BYTES (1024ULL * 1024 * 1024)
