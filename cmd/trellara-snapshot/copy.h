@@ -115,10 +115,13 @@ void copy_hash_add(struct copy_hash *h, const void *buf, size_t len);
 void copy_hash_format(const struct copy_hash *h, char *buf, size_t len);
 
 /* The ranges of a table of size bytes (size / block_size blocks) of
- * about split_bytes each, at least 2 (1 for a table of one block), at most
- * 10000, disjoint and covering every block from 0; the last one open (blocks added
- * after the plan hold no row of the snapshot).  *n_out ranges, owned. */
-struct snapshot_range *copy_range_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, int *n_out);
+ * about split_bytes each, at least 2 (1 for a table of one block), a
+ * multiple of workers when there are more ranges than workers, at most
+ * 10000 and no more than blocks; disjoint and covering every block from
+ * 0, the last one open (blocks added after the plan hold no row of the
+ * snapshot).  *n_out ranges, owned. */
+struct snapshot_range *copy_range_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, unsigned workers,
+				       int *n_out);
 
 /* COPY (SELECT cols FROM ONLY qualified WHERE ctid in the range) TO STDOUT
  * with fmt; owned. */

@@ -86,12 +86,17 @@ static int read_hash(PGconn *src, const char *sql, struct copy_hash *h)
 	return n == -2 ? -1 : rc;
 }
 
-struct snapshot_range *copy_range_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, int *n_out)
+struct snapshot_range *copy_range_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, unsigned workers,
+				       int *n_out)
 {
 	uint64_t n_blocks = size / block_size;
 	uint64_t n = (size + split_bytes - 1) / split_bytes;
 	if (n < 2)
 		n = 2;
+	/* a multiple of the workers, so that they end together instead of one
+	 * copying the last range alone */
+	if (workers > 1 && n > workers && n % workers)
+		n += workers - n % workers;
 	if (n > n_blocks)
 		n = n_blocks;
 	if (n > 10000)
@@ -232,7 +237,7 @@ static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct cop
 		rc = n_earlier > 0 ? record_plan(dst, job, relation, NULL, 0) : 0;
 		goto out;
 	}
-	t->ranges = copy_range_plan(size, block_size, job->split_bytes, &t->n_ranges);
+	t->ranges = copy_range_plan(size, block_size, job->split_bytes, job->workers, &t->n_ranges);
 	if (record_plan(dst, job, relation, t->ranges, t->n_ranges) < 0)
 		goto out;
 	log_info("table %s.%s: %.1f MB, split into %d ranges of about %" PRIu64 " blocks", t->schema, t->name,

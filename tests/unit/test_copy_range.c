@@ -12,10 +12,10 @@
 #include <stdlib.h>
 
 /* the plan covers blocks 0.. without gap or overlap, numbered 1..n */
-static void check_plan(uint64_t size, uint64_t split, int want_n)
+static void check_plan(uint64_t size, uint64_t split, unsigned workers, int want_n)
 {
 	int n = -1;
-	struct snapshot_range *r = copy_range_plan(size, 8192, split, &n);
+	struct snapshot_range *r = copy_range_plan(size, 8192, split, workers, &n);
 	CHECK(n == want_n);
 	uint64_t next = 0;
 	for (int i = 0; i < n; i++) {
@@ -37,16 +37,21 @@ static void check_plan(uint64_t size, uint64_t split, int want_n)
 
 int main(void)
 {
-	/* 26 MB in 4 MiB ranges: 7 */
-	check_plan(3200 * 8192, 4u << 20, 7);
+	/* 26 MB in 4 MiB ranges: 7; 8 for 2 workers, 9 for 3 */
+	check_plan(3200 * 8192, 4u << 20, 1, 7);
+	check_plan(3200 * 8192, 4u << 20, 2, 8);
+	check_plan(3200 * 8192, 4u << 20, 3, 9);
+	/* as many ranges as workers or fewer: not rounded up */
+	check_plan(3200 * 8192, 4u << 20, 7, 7);
+	check_plan(3200 * 8192, 4u << 20, 16, 7);
 	/* exactly two ranges' worth, and barely more than one: 2 */
-	check_plan(2 * (64u << 20), 64u << 20, 2);
-	check_plan((64u << 20) + 8192, 64u << 20, 2);
+	check_plan(2 * (64u << 20), 64u << 20, 2, 2);
+	check_plan((64u << 20) + 8192, 64u << 20, 2, 2);
 	/* a table of one block bigger than split_bytes: one range, open */
-	check_plan(8192, 100, 1);
+	check_plan(8192, 100, 2, 1);
 	/* no more ranges than blocks, and never more than 10000 */
-	check_plan(3 * 8192, 1, 3);
-	check_plan(20000ULL * 8192, 8192, 10000);
+	check_plan(3 * 8192, 1, 2, 3);
+	check_plan(20000ULL * 8192, 8192, 2, 10000);
 
 	struct snapshot_range closed = { .first_block = 10, .end_block = 20 };
 	struct snapshot_range open = { .first_block = 20, .open_end = true };
