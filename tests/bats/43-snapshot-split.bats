@@ -7,7 +7,7 @@
 load helpers/common
 
 TABLES="public.pgbench_accounts,public.pgbench_branches,public.pgbench_tellers,public.pgbench_history"
-SPLIT=4194304 # 4 MiB: pgbench_accounts of scale 2 (26 MB) in 7 ranges, the others whole
+SPLIT=4194304 # 4 MiB: pgbench_accounts of scale 2 (26 MB) in 8 ranges with 2 workers, the others whole
 
 setup() {
 	trellara_setup
