@@ -653,6 +653,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.spill_threshold_changes = cfg->stream_spill_threshold_changes,
 			.strict_chunking = cfg->strict_chunking,
 			.max_changes_per_chunk = cfg->max_changes_per_chunk,
+			.spill_streamed = true, /* until applyd reads pending chunks */
 		},
 		.ack = {
 			.status_interval_us = (int64_t)o->status_interval_ms * 1000,
@@ -661,6 +662,14 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.max_batch_messages = cfg->max_batch_messages,
 		},
 	};
+	/* this run's id, in every pending_chunk frame it writes */
+	char *nonce = stream_id_generate();
+	if (!nonce) {
+		code = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	co.assembler.run = strtoull(nonce, NULL, 16);
+	free(nonce);
 	c.stream_name = cfg->stream_path;
 	if (cfg->stream_kind == STREAM_KIND_JETSTREAM) {
 		co.fs = NULL;
