@@ -653,7 +653,6 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.spill_threshold_changes = cfg->stream_spill_threshold_changes,
 			.strict_chunking = cfg->strict_chunking,
 			.max_changes_per_chunk = cfg->max_changes_per_chunk,
-			.spill_streamed = true, /* until applyd reads pending chunks */
 		},
 		.ack = {
 			.status_interval_us = (int64_t)o->status_interval_ms * 1000,

@@ -264,6 +264,27 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 		a->next_offset = f.header.offset + 1;
 		break;
 	}
+	case FRAME_PENDING_CHUNK: {
+		/* part of a streamed transaction not committed yet: its manifest
+		 * lists it and applyd reads it back then (apply_engine_chunks.c) */
+		struct env_frame_summary s;
+		char err[256];
+		if (env_frame_summary(FRAME_PENDING_CHUNK, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+			log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
+			return apply_exit(EXIT_DATAERR);
+		}
+		if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
+			log_error("stream offset %" PRIu64 ": frame of source \"%.*s\" in the stream of source \"%s\"",
+				  f.header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
+			return apply_exit(EXIT_DATAERR);
+		}
+		/* inside a set (chunks, or a manifest before its marker) only
+		 * after a capture restart: the set's transaction comes again */
+		if (a->chunk.active && !apply_is_ok(rc = apply_engine_chunk_abandon(a, 0, "a restarted capture's frames")))
+			return rc;
+		a->next_offset = f.header.offset + 1;
+		break;
+	}
 	case FRAME_DDL:
 		log_info("stream offset %" PRIu64 ": schema change on the source (ddl frame); applyd applies row changes only",
 			 f.header.offset);

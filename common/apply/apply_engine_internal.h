@@ -151,9 +151,10 @@ struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a);
 struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
 						 uint64_t offset);
 /* Apply the changes of one envelope inside the open target transaction. */
+/* (at most max_changes of them: a pending chunk's changes in use) */
 struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
-					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
-					       uint64_t *decoded);
+					       uint64_t offset, uint64_t commit_lsn, uint64_t max_changes,
+					       uint64_t *changes, uint64_t *decoded);
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f);
 
 /* ---- apply_engine_fold.c ---- */
