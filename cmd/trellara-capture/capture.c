@@ -667,7 +667,9 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		code = EXIT_UNAVAILABLE;
 		goto out;
 	}
-	co.assembler.run = strtoull(nonce, NULL, 16);
+	char run_hex[17];
+	snprintf(run_hex, sizeof run_hex, "%.16s", nonce); /* 64 of its random bits */
+	co.assembler.run = strtoull(run_hex, NULL, 16);
 	free(nonce);
 	c.stream_name = cfg->stream_path;
 	if (cfg->stream_kind == STREAM_KIND_JETSTREAM) {

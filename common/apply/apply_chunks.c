@@ -209,3 +209,60 @@ bool chunk_set_check_marker(const struct chunk_set *cs, uint32_t manifest_crc, u
 	}
 	return true;
 }
+
+void pending_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset)
+{
+	size_t keep = 0;
+	bool seen = false;
+	for (size_t i = 0; i < pf->n; i++) {
+		if (pf->entries[i].run != run)
+			continue; /* an earlier capture run's: never listed again */
+		seen = seen || pf->entries[i].xid == xid;
+		pf->entries[keep++] = pf->entries[i];
+	}
+	pf->n = keep;
+	if (seen)
+		return;
+	if (pf->n == pf->cap) {
+		pf->cap = pf->cap ? 2 * pf->cap : 16;
+		pf->entries = xrealloc(pf->entries, pf->cap * sizeof *pf->entries);
+	}
+	pf->entries[pf->n++] = (struct pending_floor_entry){ xid, run, offset };
+}
+
+void pending_floor_forget(struct pending_floor *pf, uint32_t xid)
+{
+	for (size_t i = 0; i < pf->n; i++)
+		if (pf->entries[i].xid == xid) {
+			pf->entries[i] = pf->entries[--pf->n];
+			return;
+		}
+}
+
+void pending_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run)
+{
+	for (size_t i = 0; i < pf->n; i++)
+		if (pf->entries[i].xid == xid && pf->entries[i].run == run) {
+			pf->entries[i] = pf->entries[--pf->n];
+			return;
+		}
+}
+
+uint64_t pending_floor_lowest(const struct pending_floor *pf, uint64_t position)
+{
+	for (size_t i = 0; i < pf->n; i++)
+		if (pf->entries[i].offset < position)
+			position = pf->entries[i].offset;
+	return position;
+}
+
+void pending_floor_reset(struct pending_floor *pf)
+{
+	pf->n = 0;
+}
+
+void pending_floor_free(struct pending_floor *pf)
+{
+	free(pf->entries);
+	memset(pf, 0, sizeof *pf);
+}

@@ -141,7 +141,9 @@ int apply_engine_group_flush(struct apply_engine *a)
 {
 	if (!a->group_pending)
 		return 0;
-	if (frame_source_position_set(a->src, a->cp.stream_offset) != STREAM_OK)
+	/* never past a pending chunk a later manifest may still list:
+	 * retention keeps from here, and a restart reads from here again */
+	if (frame_source_position_set(a->src, pending_floor_lowest(&a->floor, a->cp.stream_offset)) != STREAM_OK)
 		return -1;
 	a->group_pending = false;
 	a->last_group_write_us = a->now_us;

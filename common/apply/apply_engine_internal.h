@@ -85,6 +85,7 @@ struct apply_engine {
 	uint64_t single_until;
 	bool single_mode;
 	struct chunk_set chunk;
+	struct pending_floor floor; /* pending chunks retention must keep (the group mirrors it) */
 	bool group_pending;        /* the group file lags the checkpoint */
 	int64_t last_group_write_us;
 	struct apply_fence fence;

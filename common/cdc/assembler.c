@@ -113,6 +113,13 @@ static struct txn *txn_find(struct assembler *a, uint32_t xid)
 
 void assembler_reset(struct assembler *a)
 {
+	/* the open transactions' pending chunks are never listed: what is
+	 * written from here on is another run's */
+	for (size_t i = 0; i < a->n_txns; i++)
+		if (a->txns[i]->next_seq > 0) {
+			a->options.run++;
+			break;
+		}
 	while (a->n_txns)
 		assembler_txn_remove(a, a->txns[0]);
 	a->current = a->in_block = NULL;
@@ -372,8 +379,9 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		if (!t)
 			return 0;
 		if (msg->stream_abort.subxid == msg->xid) {
+			int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 			assembler_txn_remove(a, t);
-			return 0;
+			return rc;
 		}
 		return assembler_abort_subxact(t, msg->stream_abort.subxid, err, errlen);
 	}

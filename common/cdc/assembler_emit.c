@@ -263,15 +263,17 @@ int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn
 	result->changes = t->changes;
 	if (ack_policy_is_duplicate(a->options.skip_through_commit_lsn, commit_lsn)) {
 		result->event = ASSEMBLER_SKIPPED;
+		int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 		assembler_txn_remove(a, t);
-		return 0;
+		return rc;
 	}
 	/* PostgreSQL 15 skips empty transactions, but not empty streamed
 	 * ones (all their changes were for other tables): nothing to write. */
 	if (t->changes == 0 && t->n_ddl == 0) {
 		result->event = ASSEMBLER_EMPTY;
+		int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 		assembler_txn_remove(a, t);
-		return 0;
+		return rc;
 	}
 	struct emit_ctx e = {
 		.a = a, .t = t, .emit = emit, .ctx = ctx, .result = result, .err = err, .errlen = errlen,
@@ -292,13 +294,20 @@ int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn
 		uint64_t size = probe.len + 4 + t->spill_bytes + t->memory.len;
 		size_t head_len = probe.len;
 		buf_free(&probe);
-		if (t->direct && t->n_pending > 0)
+		bool listed = t->direct && t->n_pending > 0;
+		/* pending chunks a subtransaction abort cut away whole: unlisted */
+		if (!listed && t->direct)
+			rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
+		if (rc < 0)
+			goto out;
+		if (listed)
 			rc = emit_pending_set(&e);
 		else if (!a->options.strict_chunking && size <= a->options.target_frame_payload)
 			rc = emit_single(&e, head_len);
 		else
 			rc = emit_chunked(&e);
 	}
+out:
 	if (rc == 0)
 		result->event = ASSEMBLER_COMMITTED;
 	assembler_txn_remove(a, t);

@@ -138,6 +138,10 @@ int assembler_abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t er
  * and the partial rest too when all is set (else it stays in memory). */
 int assembler_write_pending(struct assembler *a, struct txn *t, bool all, assembler_emit_fn emit, void *ctx,
 			    uint64_t *frames, char *err, size_t errlen);
+/* t wrote pending chunks that no manifest will list: say so (a
+ * pending_abort frame, for readers that keep them) and forget them. */
+int assembler_write_pending_abort(struct assembler *a, struct txn *t, assembler_emit_fn emit, void *ctx,
+				  uint64_t *frames, char *err, size_t errlen);
 /* Cut the pending chunks back to the first first_change changes. */
 void assembler_pending_cut(struct txn *t, uint64_t first_change);
 /* The transaction's relations as "schema.name", each once (free each). */

@@ -46,7 +46,11 @@ int assembler_write_pending(struct assembler *a, struct txn *t, bool all, assemb
 	uint64_t first_change = t->memory_first_change;
 	int rc = 0;
 	while (pos < t->memory.len) {
-		/* how many changes go into the next chunk */
+		/* the head, then how many changes go into the chunk */
+		chunk.len = 0;
+		encode_pending_head(&chunk, a, t, t->next_seq);
+		size_t count_at = chunk.len;
+		buf_put_u32(&chunk, 0);
 		size_t end = pos, clen = 0;
 		uint32_t n = 0;
 		bool full = false;
@@ -56,7 +60,7 @@ int assembler_write_pending(struct assembler *a, struct txn *t, bool all, assemb
 				rc = errbuf_setf(err, errlen, "transaction %u: change bytes in memory are malformed", t->xid);
 				goto out;
 			}
-			if (n > 0 && end - pos + clen > a->options.target_frame_payload) {
+			if (n > 0 && chunk.len + (end - pos) + clen > a->options.target_frame_payload) {
 				full = true;
 				break;
 			}
@@ -69,10 +73,6 @@ int assembler_write_pending(struct assembler *a, struct txn *t, bool all, assemb
 		}
 		if (!full && !all)
 			break; /* a partial chunk: stays in memory */
-		chunk.len = 0;
-		encode_pending_head(&chunk, a, t, t->next_seq);
-		size_t count_at = chunk.len;
-		buf_put_u32(&chunk, 0);
 		if (chunk.len + (end - pos) > a->options.max_frame_payload) {
 			rc = errbuf_setf(err, errlen,
 				  "transaction %u: a change of %zu bytes with the envelope head (%zu bytes) exceeds the "
@@ -112,6 +112,27 @@ int assembler_write_pending(struct assembler *a, struct txn *t, bool all, assemb
 out:
 	free(ncols);
 	buf_free(&chunk);
+	return rc;
+}
+
+int assembler_write_pending_abort(struct assembler *a, struct txn *t, assembler_emit_fn emit, void *ctx,
+				  uint64_t *frames, char *err, size_t errlen)
+{
+	if (t->next_seq == 0)
+		return 0;
+	struct buf b = { 0 };
+	env_encode_pending_abort(&b, a->source_id, t->xid, a->options.run);
+	uint64_t offset = 0;
+	int rc = 0;
+	if (emit(ctx, FRAME_PENDING_ABORT, b.data, b.len, &offset) < 0) {
+		errbuf_setf(err, errlen, "transaction %u: the stream did not take a pending_abort frame", t->xid);
+		rc = ASSEMBLER_EMIT_FAILED;
+	} else if (frames) {
+		(*frames)++;
+	}
+	buf_free(&b);
+	t->next_seq = 0;
+	t->n_pending = 0;
 	return rc;
 }
 

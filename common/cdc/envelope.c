@@ -533,6 +533,14 @@ void env_encode_manifest_by_offset(struct buf *b, const struct env_header_fields
 	encode_manifest(b, ENV_MANIFEST_BY_OFFSET, h, chunk_count, total_changes, chunks, n_tables, tables);
 }
 
+void env_encode_pending_abort(struct buf *b, const char *source_id, uint32_t xid, uint64_t run)
+{
+	buf_put_u8(b, ENVELOPE_VERSION);
+	buf_put_str(b, source_id, strlen(source_id));
+	buf_put_u32(b, xid);
+	buf_put_u64(b, run);
+}
+
 void env_encode_pending_head(struct buf *b, uint64_t run, uint32_t seq)
 {
 	buf_put_u64(b, run);
@@ -724,6 +732,12 @@ int env_frame_summary(int frame_type, const uint8_t *payload, size_t len, struct
 		}
 		break;
 	}
+	case 8: /* pending_abort */
+		s->has_xid = true;
+		if (expect_version(&d) == 0 && get_str(&d, &s->source_id, &s->source_id_len, "source_id") == 0 &&
+		    get_u32(&d, &s->xid, "xid") == 0 && get_u64(&d, &s->run, "capture run") == 0)
+			rc = expect_end(&d);
+		break;
 	default:
 		fail(&d, "unknown frame type %d", frame_type);
 	}
@@ -794,6 +808,10 @@ int env_frame_write_json(FILE *out, int frame_type, const uint8_t *payload, size
 		return 0;
 	}
 	jsonw_u64(&w, "xid", true, s.xid);
+	if (frame_type == 8) {
+		jsonw_u64(&w, "run", true, s.run);
+		return 0;
+	}
 	jsonw_lsn(&w, "commit_lsn", true, s.commit_lsn);
 	if (frame_type != 6)
 		jsonw_lsn(&w, "end_lsn", true, s.end_lsn);

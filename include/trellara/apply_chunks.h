@@ -124,4 +124,26 @@ bool chunk_set_check_pending_count(const struct chunk_set *cs, uint32_t k, uint6
 bool chunk_set_check_marker(const struct chunk_set *cs, uint32_t manifest_crc, uint32_t chunk_count, char *detail,
 			    size_t detail_len);
 
+/* The pending chunks a reader has passed whose transaction may still
+ * list them (no manifest of it applied yet, no pending_abort): retention
+ * must keep the stream from the lowest of them on.  A pending chunk of
+ * another capture run means the earlier run's are never listed again. */
+struct pending_floor {
+	struct pending_floor_entry {
+		uint32_t xid;
+		uint64_t run;
+		uint64_t offset; /* its first pending chunk passed */
+	} *entries; /* owned */
+	size_t n, cap;
+};
+void pending_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset);
+/* Its set was applied or skipped as a duplicate. */
+void pending_floor_forget(struct pending_floor *pf, uint32_t xid);
+/* A pending_abort of (xid, run). */
+void pending_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run);
+/* The lowest offset still needed, or position when that is lower. */
+uint64_t pending_floor_lowest(const struct pending_floor *pf, uint64_t position);
+void pending_floor_reset(struct pending_floor *pf);
+void pending_floor_free(struct pending_floor *pf);
+
 #endif

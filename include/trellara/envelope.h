@@ -178,6 +178,9 @@ int env_write_json(FILE *out, const uint8_t *buf, size_t len, char *error, size_
  *                end_lsn and commit_time 0 (not known yet) holding the
  *                chunk's changes and the relations the transaction used
  *                so far
+ * pending_abort: u8 version, str source_id, u32 xid, u64 capture run: the
+ *                transaction's pending chunks of that run are never
+ *                listed (it aborted, or was skipped or written whole)
  * commit_marker: u8 version, str source_id, u32 xid, u64 commit_lsn,
  *                u64 end_lsn, u32 chunk_count, u32 CRC-32C of the
  *                manifest's payload
@@ -194,7 +197,7 @@ struct env_frame_summary {
 	uint64_t lsn;                 /* watermark, ddl message */
 	uint32_t chunk_index, chunk_count;
 	uint32_t manifest_crc;        /* commit_marker */
-	uint64_t run;                 /* pending_chunk (chunk_index: its sequence number) */
+	uint64_t run;                 /* pending_chunk (chunk_index: its sequence number), pending_abort */
 };
 int env_frame_summary(int frame_type, const uint8_t *payload, size_t len, struct env_frame_summary *s,
 		      char *error, size_t error_len);
@@ -215,6 +218,7 @@ void env_encode_manifest(struct buf *b, const struct env_header_fields *h, uint3
 void env_encode_manifest_by_offset(struct buf *b, const struct env_header_fields *h, uint32_t chunk_count,
 				   uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
 				   const char *const *tables);
+void env_encode_pending_abort(struct buf *b, const char *source_id, uint32_t xid, uint64_t run);
 /* A pending_chunk's head (the envelope follows). */
 void env_encode_pending_head(struct buf *b, uint64_t run, uint32_t seq);
 #define ENV_PENDING_HEAD_SIZE 12

@@ -248,6 +248,35 @@ static void test_listed(void)
 	chunk_set_free(&cs);
 }
 
+/* What retention must keep of the pending chunks passed. */
+static void test_pending_floor(void)
+{
+	struct pending_floor pf = { 0 };
+	CHECK(pending_floor_lowest(&pf, 500) == 500);
+	pending_floor_note(&pf, 1, 77, 100);
+	pending_floor_note(&pf, 2, 77, 120);
+	pending_floor_note(&pf, 1, 77, 130); /* its first chunk counts */
+	CHECK(pf.n == 2 && pending_floor_lowest(&pf, 500) == 100);
+	CHECK(pending_floor_lowest(&pf, 90) == 90); /* the position when lower */
+	/* its set applied: the next one holds the floor */
+	pending_floor_forget(&pf, 1);
+	CHECK(pending_floor_lowest(&pf, 500) == 120);
+	/* an abort of another run's transaction of the same xid changes nothing */
+	pending_floor_abort(&pf, 2, 78);
+	CHECK(pending_floor_lowest(&pf, 500) == 120);
+	pending_floor_abort(&pf, 2, 77);
+	CHECK(pf.n == 0 && pending_floor_lowest(&pf, 500) == 500);
+	/* many, then a new capture run: the earlier run's are never listed again */
+	for (uint32_t x = 0; x < 40; x++)
+		pending_floor_note(&pf, x, 77, 1000 + x);
+	CHECK(pf.n == 40 && pending_floor_lowest(&pf, UINT64_MAX) == 1000);
+	pending_floor_note(&pf, 5, 78, 2000);
+	CHECK(pf.n == 1 && pending_floor_lowest(&pf, UINT64_MAX) == 2000);
+	pending_floor_reset(&pf);
+	CHECK(pf.n == 0);
+	pending_floor_free(&pf);
+}
+
 int main(void)
 {
 	test_start_and_order();
@@ -255,5 +284,6 @@ int main(void)
 	test_interruption();
 	test_manifest_and_marker();
 	test_listed();
+	test_pending_floor();
 	return unit_done("apply_chunks");
 }

@@ -284,7 +284,8 @@ static void run_messages(const struct fixture *fx, const struct assembler_option
 		 * its memory share fills */
 		if (res.event != ASSEMBLER_COMMITTED)
 			for (size_t k = before; k < run->sink.n; k++)
-				CHECK(!o->spill_streamed && run->sink.f[k].type == FRAME_PENDING_CHUNK);
+				CHECK(!o->spill_streamed && (run->sink.f[k].type == FRAME_PENDING_CHUNK ||
+							     run->sink.f[k].type == FRAME_PENDING_ABORT));
 		CHECK(res.frames == run->sink.n - before);
 		uint64_t mem = assembler_memory_changes(a);
 		if (mem > run->max_memory_changes)
@@ -701,8 +702,8 @@ static long parse_frames(const struct sink *s, size_t from, size_t to, struct tx
 			i++;
 			continue;
 		}
-		if (f->type == FRAME_PENDING_CHUNK) {
-			i++; /* read back at its manifest */
+		if (f->type == FRAME_PENDING_CHUNK || f->type == FRAME_PENDING_ABORT) {
+			i++; /* read back at its manifest; unlisted */
 			continue;
 		}
 		uint32_t count = 0;
@@ -1265,7 +1266,17 @@ static void test_written_once(void)
 	run_fixture("stream_abort", &o, &run, NULL, NULL);
 	CHECK(run.rc == 0);
 	CHECK(!run.spilled);
-	CHECK(run.sink.n > 0 && frames_of_type(&run, FRAME_PENDING_CHUNK) == run.sink.n);
+	/* its pending chunks, then one pending_abort naming it */
+	CHECK(run.sink.n > 1 && frames_of_type(&run, FRAME_PENDING_CHUNK) == run.sink.n - 1);
+	CHECK(run.sink.n > 0 && run.sink.f[run.sink.n - 1].type == FRAME_PENDING_ABORT);
+	if (run.sink.n > 1) {
+		struct env_frame_summary ps, pa;
+		char err[256];
+		CHECK(env_frame_summary(FRAME_PENDING_CHUNK, run.sink.f[0].p, run.sink.f[0].len, &ps, err, sizeof err) == 0);
+		const struct frame *last = &run.sink.f[run.sink.n - 1];
+		CHECK(env_frame_summary(FRAME_PENDING_ABORT, last->p, last->len, &pa, err, sizeof err) == 0);
+		CHECK(pa.xid == ps.xid && pa.run == ps.run);
+	}
 	CHECK(run.n_ev == 1 && run.n_ev && run.ev[0].r.event == ASSEMBLER_ABORTED);
 	struct txn_view *v = NULL;
 	CHECK(views_of_run(&run, &v) == 0);

@@ -941,6 +941,18 @@ static void test_other_frames(void)
 	check_all_truncations_fail(7, &pc, __LINE__);
 	buf_free(&pc);
 
+	/* pending abort: the transaction's pending chunks of that run are never listed */
+	env_encode_pending_abort(&pc, "src-1", 760, 0xFEDCBA9876543210ULL);
+	p = dup_exact(pc.data, pc.len);
+	CHECK(env_frame_summary(8, p, pc.len, &s, err, sizeof err) == 0);
+	CHECK(s.has_xid && s.xid == 760 && s.run == 0xFEDCBA9876543210ULL && same_str(s.source_id, s.source_id_len, "src-1"));
+	json = json_of(8, p, pc.len, err, sizeof err);
+	CHECK_STR(json, "\"source_id\":\"src-1\",\"xid\":760,\"run\":18364758544493064720");
+	free(json);
+	free(p);
+	check_all_truncations_fail(8, &pc, __LINE__);
+	buf_free(&pc);
+
 	/* commit marker */
 	struct buf c = { 0 };
 	env_encode_commit_marker(&c, "src-1", 759, 0x1A1A598ULL, 0x1A1A5D0ULL, 3, 0xCAFEF00DU);
@@ -978,9 +990,9 @@ static void test_other_frames(void)
 	static const uint8_t one[] = { 1 };
 	CHECK(env_frame_summary(0, one, 1, &s, err, sizeof err) == -1);
 	CHECK(strstr(err, "unknown frame type 0") != NULL);
-	CHECK(env_frame_summary(8, one, 1, &s, err, sizeof err) == -1);
-	CHECK(strstr(err, "unknown frame type 8") != NULL);
-	json = json_of(8, one, 1, err, sizeof err);
+	CHECK(env_frame_summary(9, one, 1, &s, err, sizeof err) == -1);
+	CHECK(strstr(err, "unknown frame type 9") != NULL);
+	json = json_of(9, one, 1, err, sizeof err);
 	CHECK(json == NULL);
 	free(json);
 }

@@ -95,6 +95,7 @@ struct client {
 	/* counts */
 	uint64_t committed, skipped, empty, aborted, chunked, ddl_frames, reconnects, unchanged_toast, old_keys, origins;
 	uint64_t written_once, pending_cuts; /* pending sets applied; chunks a subtransaction abort cut */
+	uint64_t pending_aborts;
 	uint64_t in_block[128]; /* messages decoded inside stream blocks, by type */
 };
 
@@ -102,6 +103,13 @@ static int on_frame(void *ctx, int type, const uint8_t *payload, size_t len, uin
 {
 	struct client *c = ctx;
 	*offset = c->next_offset++;
+	if (type == FRAME_PENDING_ABORT) {
+		struct env_frame_summary s;
+		char err[256];
+		CHECK(env_frame_summary(type, payload, len, &s, err, sizeof err) == 0);
+		c->pending_aborts++;
+		return 0;
+	}
 	if (type == FRAME_PENDING_CHUNK) {
 		c->pending = xrealloc(c->pending, (c->n_pending + 1) * sizeof *c->pending);
 		c->pending_offset = xrealloc(c->pending_offset, (c->n_pending + 1) * sizeof *c->pending_offset);
@@ -685,6 +693,7 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		counts->chunked += c.chunked;
 		counts->written_once += c.written_once;
 		counts->pending_cuts += c.pending_cuts;
+		counts->pending_aborts += c.pending_aborts;
 		counts->ddl_frames += c.ddl_frames;
 		counts->reconnects += c.reconnects;
 		counts->unchanged_toast += c.unchanged_toast;
@@ -731,7 +740,7 @@ static void test_seeds(void)
 	       "%llu ddl, %llu heartbeats, %llu empty\n"
 	       "  %llu stream starts, %llu stream commits, %llu stream aborts (%llu sub, %llu late), %llu large sent plain\n"
 	       "  client: %llu applied, %llu skipped, %llu empty, %llu aborted, %llu chunked, %llu ddl frames, "
-	       "%llu unchanged TOAST, %llu old keys; %llu written once (%llu pending chunks cut)\n",
+	       "%llu unchanged TOAST, %llu old keys; %llu written once (%llu pending chunks cut, %llu pending aborts)\n",
 	       (unsigned long long)s.committed, (unsigned long long)s.aborted, (unsigned long long)seeds, (unsigned long long)s.sessions,
 	       (unsigned long long)s.messages, (unsigned long long)s.keepalives, (unsigned long long)s.inserts,
 	       (unsigned long long)s.updates, (unsigned long long)s.key_updates, (unsigned long long)s.toast_unchanged,
@@ -743,9 +752,10 @@ static void test_seeds(void)
 	       (unsigned long long)counts.skipped, (unsigned long long)counts.empty, (unsigned long long)counts.aborted,
 	       (unsigned long long)counts.chunked, (unsigned long long)counts.ddl_frames,
 	       (unsigned long long)counts.unchanged_toast, (unsigned long long)counts.old_keys,
-	       (unsigned long long)counts.written_once, (unsigned long long)counts.pending_cuts);
+	       (unsigned long long)counts.written_once, (unsigned long long)counts.pending_cuts,
+	       (unsigned long long)counts.pending_aborts);
 	/* streamed transactions written once, some cut by a subtransaction abort */
-	CHECK(counts.written_once > 0 && counts.pending_cuts > 0);
+	CHECK(counts.written_once > 0 && counts.pending_cuts > 0 && counts.pending_aborts > 0);
 	/* every kind of change and message happened somewhere */
 	CHECK(s.inserts > 0 && s.updates > 0 && s.key_updates > 0 && s.toast_unchanged > 0 && s.deletes > 0);
 	CHECK(s.truncates > 0 && s.ddl_messages > 0 && s.heartbeats > 0 && s.empty_txns > 0);
