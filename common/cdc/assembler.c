@@ -291,11 +291,13 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 			    t->xid, b->len - before, a->options.max_frame_payload);
 	t->changes++;
 	t->memory_changes++;
-	if (t->memory_changes >= a->options.spill_threshold_changes || t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES) {
+	uint64_t share = t->direct && a->options.streamed_threshold_changes ? a->options.streamed_threshold_changes
+									    : a->options.spill_threshold_changes;
+	if (t->memory_changes >= share || t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES) {
 		if (t->direct) {
 			/* full chunks first; a partial rest stays while it is under the share */
 			int rc = assembler_write_pending(a, t, false, emit, ctx, &result->frames, err, errlen);
-			if (rc == 0 && (t->memory_changes >= a->options.spill_threshold_changes ||
+			if (rc == 0 && (t->memory_changes >= share ||
 					t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES))
 				rc = assembler_write_pending(a, t, true, emit, ctx, &result->frames, err, errlen);
 			return rc;

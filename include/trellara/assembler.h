@@ -67,6 +67,7 @@ struct assembler_options {
 	size_t target_frame_payload; /* FRAME_TARGET_PAYLOAD unless testing (at most max_frame_payload) */
 	uint64_t skip_through_commit_lsn; /* the stream's last commit: ack_policy_is_duplicate() skips */
 	bool spill_streamed;  /* streamed transactions spill as before instead of pending chunks */
+	uint64_t streamed_threshold_changes; /* a streamed transaction's share written once (0: spill_threshold_changes) */
 	uint64_t run;         /* this capture run's id, in every pending_chunk frame */
 };
 
