@@ -40,7 +40,7 @@ flow_file() {
 	write_flow_file "$path" --tables "public.$l" \
 		--set "source.slot=\"slot_$l\"" --set "source.publication=\"pub_$l\"" \
 		--set "dataset.id=\"ds_$l\"" --set "stream.path=\"$TEST_DIR/stream_$l\"" \
-		--set source.stream_spill_threshold_changes=50 --set source.pgoutput.streaming=false \
+		--set source.stream_spill_threshold_changes=50 --set source.pgoutput='{streaming: false}' \
 		--set stream.min_free_bytes=1048576
 }
 
