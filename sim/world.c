@@ -516,6 +516,8 @@ static void capture_start(struct world *w)
 	struct capture_core_options co;
 	sim_capture_options(&co, w->cap_fs, STREAM_DIR, model_source_proto_version(w->src), w->o.chunk_changes,
 			    w->o.capture_batch, w->o.capture_batch_messages);
+	/* streamed transactions written once: pending chunks need no spill file */
+	co.assembler.streamed_threshold_changes = (uint64_t)w->o.written_once_changes;
 	if (w->broker) {
 		/* capture_jetstream_open: the restart point from the stream's
 		 * last messages, through the leader */
@@ -1886,4 +1888,6 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 		if (sim_rng_chance(&g, 20))
 			o->broker_dedup_window_us = (int64_t)sim_rng_between(&g, 2, 40) * 1000;
 	}
+	/* drawn last: the draws above stay what they were */
+	o->written_once_changes = sim_rng_chance(&g, 50) ? (int)sim_rng_between(&g, 1, 6) : 0;
 }

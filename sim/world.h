@@ -72,6 +72,7 @@ struct sim_world_options {
 	int capture_batch;     /* capture's max batch transactions */
 	int capture_batch_messages; /* ... and frames pending (a large transaction syncs its chunks at this) */
 	int chunk_changes;     /* strict chunking: changes per chunk; 0: off */
+	int written_once_changes; /* a streamed transaction's memory share, written once as pending chunks; 0: never */
 	/* random faults */
 	int p_kill_capture, p_kill_applyd, p_power_loss, p_source_disconnect, p_status_lost, p_target_lost_before,
 		p_target_lost_after, p_target_transient, p_fsync_eio, p_retention, p_promote, p_fault_point;

@@ -661,6 +661,16 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.max_batch_messages = cfg->max_batch_messages,
 		},
 	};
+	/* this run's id, in every pending_chunk frame it writes */
+	char *nonce = stream_id_generate();
+	if (!nonce) {
+		code = EXIT_UNAVAILABLE;
+		goto out;
+	}
+	char run_hex[17];
+	snprintf(run_hex, sizeof run_hex, "%.16s", nonce); /* 64 of its random bits */
+	co.assembler.run = strtoull(run_hex, NULL, 16);
+	free(nonce);
 	c.stream_name = cfg->stream_path;
 	if (cfg->stream_kind == STREAM_KIND_JETSTREAM) {
 		co.fs = NULL;

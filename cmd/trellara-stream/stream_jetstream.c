@@ -404,6 +404,34 @@ int stream_cli_jetstream_retention(const struct flow_config *c, bool apply, bool
 				 groups[i].exists ? "at that offset" : "with no position recorded");
 		}
 	}
+	/* nor past the stream's last message that records a source position
+	 * (txn, commit_marker, watermark): capture's restart reads back to it,
+	 * and the newest messages may be pending chunks of an open transaction */
+	for (uint64_t seq = last; seq > keep_from + 1 && seq >= first && seq > 0; seq--) {
+		jsOptions jo;
+		jsOptions_Init(&jo);
+		jo.Wait = JETSTREAM_API_WAIT_MS;
+		natsMsg *m = NULL;
+		jsErrCode jerr = 0;
+		natsStatus st = js_GetMsg(&m, s.js, c->jetstream_stream, seq, &jo, &jerr);
+		if (st != NATS_OK) {
+			code = jetstream_session_request_failed(&s, c->jetstream_stream, "its last messages cannot be read", st,
+								jerr);
+			goto out;
+		}
+		struct frame_header h;
+		const char *bad = jetstream_session_frame((const uint8_t *)natsMsg_GetData(m),
+							  (size_t)natsMsg_GetDataLength(m), &h);
+		natsMsg_Destroy(m);
+		if (!bad && (h.type == FRAME_TXN || h.type == FRAME_COMMIT_MARKER || h.type == FRAME_WATERMARK)) {
+			if (seq - 1 < keep_from) {
+				keep_from = seq - 1;
+				snprintf(limited_by, sizeof limited_by,
+					 "the stream's last transaction or watermark (capture's restart point)");
+			}
+			break;
+		}
+	}
 	uint64_t removable = first && keep_from + 1 > first ? keep_from + 1 - first : 0;
 	if (apply && removable) {
 		jsOptions jo;

@@ -88,6 +88,7 @@ void apply_engine_free(struct apply_engine *e)
 	free(e->unconfigured);
 	free(e->replay);
 	chunk_set_free(&e->chunk);
+	pending_floor_free(&e->floor);
 	plan_stmt_free(&e->stmt);
 	fold_free(e->fold);
 	free(e->set_run);
@@ -138,6 +139,7 @@ void apply_engine_start(struct apply_engine *e, uint64_t start)
 	/* whatever an interrupted batch counted was rolled back with it */
 	e->batch_txns = e->batch_changes = e->batch_skipped = e->batch_filtered = 0;
 	chunk_set_reset(&e->chunk);
+	pending_floor_reset(&e->floor); /* read again from the group, which is below them */
 }
 
 void apply_engine_disconnected(struct apply_engine *e)
@@ -262,6 +264,40 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 		if (s.lsn > a->seen_lsn)
 			a->seen_lsn = s.lsn;
 		a->next_offset = f.header.offset + 1;
+		break;
+	}
+	case FRAME_PENDING_CHUNK: {
+		/* part of a streamed transaction not committed yet: its manifest
+		 * lists it and applyd reads it back then (apply_engine_chunks.c) */
+		struct env_frame_summary s;
+		char err[256];
+		if (env_frame_summary(FRAME_PENDING_CHUNK, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+			log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
+			return apply_exit(EXIT_DATAERR);
+		}
+		if (s.source_id_len != strlen(a->cfg->source_id) || memcmp(s.source_id, a->cfg->source_id, s.source_id_len) != 0) {
+			log_error("stream offset %" PRIu64 ": frame of source \"%.*s\" in the stream of source \"%s\"",
+				  f.header.offset, (int)s.source_id_len, s.source_id, a->cfg->source_id);
+			return apply_exit(EXIT_DATAERR);
+		}
+		/* inside a set (chunks, or a manifest before its marker) only
+		 * after a capture restart: the set's transaction comes again */
+		if (a->chunk.active && !apply_is_ok(rc = apply_engine_chunk_abandon(a, 0, "a restarted capture's frames")))
+			return rc;
+		pending_floor_note(&a->floor, s.xid, s.run, f.header.offset);
+		a->next_offset = f.header.offset + 1;
+		break;
+	}
+	case FRAME_PENDING_ABORT: {
+		struct env_frame_summary s;
+		char err[256];
+		if (env_frame_summary(FRAME_PENDING_ABORT, f.payload, f.header.payload_length, &s, err, sizeof err) < 0) {
+			log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
+			return apply_exit(EXIT_DATAERR);
+		}
+		pending_floor_abort(&a->floor, s.xid, s.run);
+		if (!a->chunk.active)
+			a->next_offset = f.header.offset + 1;
 		break;
 	}
 	case FRAME_DDL:

@@ -141,7 +141,9 @@ int apply_engine_group_flush(struct apply_engine *a)
 {
 	if (!a->group_pending)
 		return 0;
-	if (frame_source_position_set(a->src, a->cp.stream_offset) != STREAM_OK)
+	/* never past a pending chunk a later manifest may still list:
+	 * retention keeps from here, and a restart reads from here again */
+	if (frame_source_position_set(a->src, pending_floor_lowest(&a->floor, a->cp.stream_offset)) != STREAM_OK)
 		return -1;
 	a->group_pending = false;
 	a->last_group_write_us = a->now_us;
@@ -191,9 +193,10 @@ static void warn_unconfigured(struct apply_engine *a, const struct env_relation 
 /* Apply the changes of one envelope inside the open target transaction.
  * APPLY_FAILED: the statement error is apply_engine_error()'s. */
 struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
-					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
-					       uint64_t *decoded)
+					       uint64_t offset, uint64_t commit_lsn, uint64_t max_changes,
+					       uint64_t *changes, uint64_t *decoded)
 {
+	uint64_t taken = 0;
 	struct env_decoder d;
 	struct apply_outcome rc = apply_ok();
 	if (env_decode_begin(&d, payload, len) < 0) {
@@ -243,7 +246,8 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 	const struct env_change *c;
 	int step = 0;
 	uint32_t *kept = NULL;
-	while (apply_is_ok(rc) && (step = env_decode_next(&d, &c)) == 1) {
+	while (apply_is_ok(rc) && taken < max_changes && (step = env_decode_next(&d, &c)) == 1) {
+		taken++;
 		if (decoded)
 			(*decoded)++;
 		struct env_change filtered;
@@ -375,7 +379,7 @@ struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream
 	 * hunt, a replay) goes statement by statement, as it came */
 	a->folding = !alone && a->cfg->apply_compaction;
 	rc = apply_engine_send_changes(a, f->payload, f->header.payload_length, f->header.offset, s.commit_lsn,
-				       &changes, NULL);
+				       UINT64_MAX, &changes, NULL);
 	a->folding = false;
 	if (rc.status == APPLY_EXIT)
 		return rc;

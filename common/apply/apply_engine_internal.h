@@ -85,6 +85,7 @@ struct apply_engine {
 	uint64_t single_until;
 	bool single_mode;
 	struct chunk_set chunk;
+	struct pending_floor floor; /* pending chunks retention must keep (the group mirrors it) */
 	bool group_pending;        /* the group file lags the checkpoint */
 	int64_t last_group_write_us;
 	struct apply_fence fence;
@@ -151,9 +152,10 @@ struct apply_outcome apply_engine_commit_open_batch(struct apply_engine *a);
 struct apply_outcome apply_engine_handle_failure(struct apply_engine *a, uint32_t xid, uint64_t commit_lsn,
 						 uint64_t offset);
 /* Apply the changes of one envelope inside the open target transaction. */
+/* (at most max_changes of them: a pending chunk's changes in use) */
 struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
-					       uint64_t offset, uint64_t commit_lsn, uint64_t *changes,
-					       uint64_t *decoded);
+					       uint64_t offset, uint64_t commit_lsn, uint64_t max_changes,
+					       uint64_t *changes, uint64_t *decoded);
 struct apply_outcome apply_txn_frame(struct apply_engine *a, const struct stream_frame *f);
 
 /* ---- apply_engine_fold.c ---- */

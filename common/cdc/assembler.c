@@ -72,6 +72,7 @@ static void txn_free(struct txn *t)
 	for (size_t i = 0; i < t->n_ddl; i++)
 		free(t->ddl[i].content);
 	free(t->ddl);
+	free(t->pending);
 	free(t->origin);
 	free(t);
 }
@@ -95,6 +96,7 @@ static struct txn *txn_new(struct assembler *a, uint32_t xid, bool streamed)
 	struct txn *t = xcalloc(1, sizeof *t);
 	t->xid = xid;
 	t->streamed = streamed;
+	t->direct = streamed && !a->options.spill_streamed;
 	t->spill_fd = -1;
 	a->txns = xrealloc(a->txns, (a->n_txns + 1) * sizeof *a->txns);
 	a->txns[a->n_txns++] = t;
@@ -111,6 +113,13 @@ static struct txn *txn_find(struct assembler *a, uint32_t xid)
 
 void assembler_reset(struct assembler *a)
 {
+	/* the open transactions' pending chunks are never listed: what is
+	 * written from here on is another run's */
+	for (size_t i = 0; i < a->n_txns; i++)
+		if (a->txns[i]->next_seq > 0) {
+			a->options.run++;
+			break;
+		}
 	while (a->n_txns)
 		assembler_txn_remove(a, a->txns[0]);
 	a->current = a->in_block = NULL;
@@ -201,7 +210,8 @@ static void encode_tuple(struct buf *b, const struct pgoutput_tuple *tuple)
 }
 
 static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_session *session,
-		      const struct pgoutput_message *msg, char *err, size_t errlen)
+		      const struct pgoutput_message *msg, assembler_emit_fn emit, void *ctx, struct assembler_result *result,
+		      char *err, size_t errlen)
 {
 	if (t->streamed && msg->has_xid)
 		assembler_note_subxact(t, msg->xid);
@@ -281,8 +291,19 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 			    t->xid, b->len - before, a->options.max_frame_payload);
 	t->changes++;
 	t->memory_changes++;
-	if (t->memory_changes >= a->options.spill_threshold_changes || t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES)
+	uint64_t share = t->direct && a->options.streamed_threshold_changes ? a->options.streamed_threshold_changes
+									    : a->options.spill_threshold_changes;
+	if (t->memory_changes >= share || t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES) {
+		if (t->direct) {
+			/* full chunks first; a partial rest stays while it is under the share */
+			int rc = assembler_write_pending(a, t, false, emit, ctx, &result->frames, err, errlen);
+			if (rc == 0 && (t->memory_changes >= share ||
+					t->memory.len >= ASSEMBLER_MAX_MEMORY_BYTES))
+				rc = assembler_write_pending(a, t, true, emit, ctx, &result->frames, err, errlen);
+			return rc;
+		}
 		return assembler_spill(a, t, err, errlen);
+	}
 	return 0;
 }
 
@@ -334,7 +355,7 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		}
 		if (msg->type == PGOUTPUT_MESSAGE && !msg->message.transactional)
 			return 0;
-		return add_change(a, t, session, msg, err, errlen);
+		return add_change(a, t, session, msg, emit, ctx, result, err, errlen);
 	}
 	case PGOUTPUT_STREAM_START: {
 		struct txn *t = txn_find(a, msg->xid);
@@ -360,8 +381,9 @@ int assembler_feed(struct assembler *a, const struct pgoutput_session *session, 
 		if (!t)
 			return 0;
 		if (msg->stream_abort.subxid == msg->xid) {
+			int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 			assembler_txn_remove(a, t);
-			return 0;
+			return rc;
 		}
 		return assembler_abort_subxact(t, msg->stream_abort.subxid, err, errlen);
 	}

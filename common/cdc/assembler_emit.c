@@ -34,7 +34,8 @@ struct emit_ctx {
 
 static int do_emit(struct emit_ctx *e, int type, const uint8_t *payload, size_t len)
 {
-	if (e->emit(e->ctx, type, payload, len) < 0) {
+	uint64_t offset = 0;
+	if (e->emit(e->ctx, type, payload, len, &offset) < 0) {
 		errbuf_setf(e->err, e->errlen, "transaction %u: the stream did not take a %s frame", e->t->xid,
 		     frame_type_name(type));
 		return ASSEMBLER_EMIT_FAILED;
@@ -188,18 +189,8 @@ static int emit_chunked(struct emit_ctx *e)
 		goto out;
 	}
 	/* affected tables: every relation the transaction used */
-	const char **tables = xcalloc(t->n_relations ? t->n_relations : 1, sizeof *tables);
 	uint32_t n_tables = 0;
-	for (uint32_t i = 0; i < t->n_relations; i++) {
-		char *name = xasprintf("%s.%s", t->relations[i].schema, t->relations[i].name);
-		bool dup = false;
-		for (uint32_t k = 0; k < n_tables && !dup; k++)
-			dup = strcmp(tables[k], name) == 0;
-		if (dup)
-			free(name);
-		else
-			tables[n_tables++] = name;
-	}
+	const char **tables = assembler_txn_tables(t, &n_tables);
 	env_encode_manifest(&manifest, &e->h, n_chunks, t->changes, chunks, n_tables, tables);
 	for (uint32_t k = 0; k < n_tables; k++)
 		free((char *)tables[k]);
@@ -221,6 +212,48 @@ out:
 	return rc;
 }
 
+/* A streamed transaction written once: the rest as pending chunks, then
+ * the manifest listing every chunk in use by offset, then the marker. */
+static int emit_pending_set(struct emit_ctx *e)
+{
+	struct txn *t = e->t;
+	struct buf manifest = { 0 }, marker = { 0 };
+	struct env_manifest_chunk *chunks = NULL;
+	const char **tables = NULL;
+	uint32_t n_tables = 0;
+	int rc = assembler_write_pending(e->a, t, true, e->emit, e->ctx, &e->result->frames, e->err, e->errlen);
+	if (rc < 0)
+		goto out;
+	chunks = xcalloc(t->n_pending ? t->n_pending : 1, sizeof *chunks);
+	uint64_t in_use = 0;
+	for (size_t i = 0; i < t->n_pending; i++) {
+		chunks[i] = (struct env_manifest_chunk){ .offset = t->pending[i].offset, .crc = t->pending[i].crc,
+							 .changes = t->pending[i].in_use };
+		in_use += t->pending[i].in_use;
+	}
+	if (in_use != t->changes) {
+		rc = errbuf_setf(e->err, e->errlen, "transaction %u: pending chunks hold %llu of %llu changes", t->xid,
+			  (unsigned long long)in_use, (unsigned long long)t->changes);
+		goto out;
+	}
+	tables = assembler_txn_tables(t, &n_tables);
+	env_encode_manifest_by_offset(&manifest, &e->h, (uint32_t)t->n_pending, t->changes, chunks, n_tables, tables);
+	if ((rc = do_emit(e, FRAME_MANIFEST, manifest.data, manifest.len)) < 0)
+		goto out;
+	env_encode_commit_marker(&marker, e->h.source_id, t->xid, e->h.commit_lsn, e->h.end_lsn, (uint32_t)t->n_pending,
+				 crc32c(0, manifest.data, manifest.len));
+	rc = do_emit(e, FRAME_COMMIT_MARKER, marker.data, marker.len);
+	e->result->chunked = true;
+out:
+	for (uint32_t k = 0; k < n_tables; k++)
+		free((char *)tables[k]);
+	free(tables);
+	free(chunks);
+	buf_free(&manifest);
+	buf_free(&marker);
+	return rc;
+}
+
 int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn, uint64_t end_lsn, int64_t commit_ts,
 			 assembler_emit_fn emit, void *ctx, struct assembler_result *result, char *err, size_t errlen)
 {
@@ -230,15 +263,17 @@ int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn
 	result->changes = t->changes;
 	if (ack_policy_is_duplicate(a->options.skip_through_commit_lsn, commit_lsn)) {
 		result->event = ASSEMBLER_SKIPPED;
+		int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 		assembler_txn_remove(a, t);
-		return 0;
+		return rc;
 	}
 	/* PostgreSQL 15 skips empty transactions, but not empty streamed
 	 * ones (all their changes were for other tables): nothing to write. */
 	if (t->changes == 0 && t->n_ddl == 0) {
 		result->event = ASSEMBLER_EMPTY;
+		int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 		assembler_txn_remove(a, t);
-		return 0;
+		return rc;
 	}
 	struct emit_ctx e = {
 		.a = a, .t = t, .emit = emit, .ctx = ctx, .result = result, .err = err, .errlen = errlen,
@@ -259,11 +294,20 @@ int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn
 		uint64_t size = probe.len + 4 + t->spill_bytes + t->memory.len;
 		size_t head_len = probe.len;
 		buf_free(&probe);
-		if (!a->options.strict_chunking && size <= a->options.target_frame_payload)
+		bool listed = t->direct && t->n_pending > 0;
+		/* pending chunks a subtransaction abort cut away whole: unlisted */
+		if (!listed && t->direct)
+			rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
+		if (rc < 0)
+			goto out;
+		if (listed)
+			rc = emit_pending_set(&e);
+		else if (!a->options.strict_chunking && size <= a->options.target_frame_payload)
 			rc = emit_single(&e, head_len);
 		else
 			rc = emit_chunked(&e);
 	}
+out:
 	if (rc == 0)
 		result->event = ASSEMBLER_COMMITTED;
 	assembler_txn_remove(a, t);

@@ -58,9 +58,20 @@ struct ddl_message {
 	uint32_t len;
 };
 
+/* A pending_chunk frame a streamed transaction wrote before its commit. */
+struct pending_chunk {
+	uint64_t offset;       /* its stream offset */
+	uint64_t first_change; /* the index of its first change in the transaction */
+	uint32_t crc;          /* CRC-32C of its payload */
+	uint32_t changes;      /* changes it holds */
+	uint32_t in_use;       /* how many of them count (a subtransaction abort cuts) */
+};
+
 struct txn {
 	uint32_t xid;
 	bool streamed;
+	bool direct;             /* written as pending chunks instead of spilled */
+	uint64_t memory_first_change; /* direct: the index of the first change in memory */
 	uint64_t final_lsn;
 	int64_t commit_ts;
 	char *origin; /* owned */
@@ -79,6 +90,9 @@ struct txn {
 	size_t slots_cap, slots_used;  /* slots_cap: 0 or a power of two */
 	struct ddl_message *ddl;  /* owned */
 	size_t n_ddl;
+	struct pending_chunk *pending; /* owned: chunks in use, in order */
+	size_t n_pending, pending_cap;
+	uint32_t next_seq;
 };
 
 struct relation_generation {
@@ -117,6 +131,21 @@ int assembler_spill(struct assembler *a, struct txn *t, char *err, size_t errlen
 void assembler_note_subxact(struct txn *t, uint32_t xid);
 /* Cut a streamed transaction back to the first change of subxid. */
 int assembler_abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t errlen);
+
+/* ---- assembler_pending.c ---- */
+
+/* Write t's changes in memory as pending_chunk frames: every full chunk,
+ * and the partial rest too when all is set (else it stays in memory). */
+int assembler_write_pending(struct assembler *a, struct txn *t, bool all, assembler_emit_fn emit, void *ctx,
+			    uint64_t *frames, char *err, size_t errlen);
+/* t wrote pending chunks that no manifest will list: say so (a
+ * pending_abort frame, for readers that keep them) and forget them. */
+int assembler_write_pending_abort(struct assembler *a, struct txn *t, assembler_emit_fn emit, void *ctx,
+				  uint64_t *frames, char *err, size_t errlen);
+/* Cut the pending chunks back to the first first_change changes. */
+void assembler_pending_cut(struct txn *t, uint64_t first_change);
+/* The transaction's relations as "schema.name", each once (free each). */
+const char **assembler_txn_tables(const struct txn *t, uint32_t *n_tables);
 
 /* ---- assembler_emit.c ---- */
 

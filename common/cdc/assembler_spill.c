@@ -184,7 +184,18 @@ int assembler_abort_subxact(struct txn *t, uint32_t subxid, char *err, size_t er
 		return 0; /* it made no changes */
 	uint64_t cut = t->subxacts[i].first_byte;
 	t->changes = t->subxacts[i].first_change;
-	if (cut >= t->spill_bytes) {
+	if (t->direct) {
+		/* written once: bytes out of memory are in pending chunks */
+		if (cut >= t->spill_bytes) {
+			t->memory.len = (size_t)(cut - t->spill_bytes);
+		} else {
+			assembler_pending_cut(t, t->changes);
+			t->spill_bytes = cut;
+			t->memory.len = 0;
+			t->memory_first_change = t->changes;
+		}
+		t->memory_changes = t->changes - t->memory_first_change;
+	} else if (cut >= t->spill_bytes) {
 		t->memory.len = (size_t)(cut - t->spill_bytes);
 	} else {
 		if (ftruncate(t->spill_fd, (off_t)cut) < 0) {

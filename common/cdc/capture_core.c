@@ -105,9 +105,11 @@ static int sink_sync(struct capture_core *c)
 	return rc;
 }
 
-static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
+static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len, uint64_t *offset)
 {
 	struct capture_core *c = ctx;
+	/* the stream has a single writer: frames take the next offsets */
+	*offset = c->stats.next_offset + c->stats.frames;
 	if (sink_append(c, type, payload, len) < 0) {
 		c->storage_failed = true;
 		return -1;
@@ -122,7 +124,7 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len)
 			c->storage_failed = true;
 			return -1;
 		}
-		if (rc == 0 && type == FRAME_CHUNK) {
+		if (rc == 0 && (type == FRAME_CHUNK || type == FRAME_PENDING_CHUNK)) {
 			/* tests: a chunk set durable in part, its commit not yet */
 			fault_point("capture.after_chunk_sync");
 			fault_pause("capture.after_chunk_sync");

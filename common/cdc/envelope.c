@@ -496,11 +496,11 @@ void env_encode_ddl(struct buf *b, const char *source_id, uint32_t xid, uint64_t
 	buf_put(b, content, len);
 }
 
-void env_encode_manifest(struct buf *b, const struct env_header_fields *h, uint32_t chunk_count,
-			 uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
-			 const char *const *tables)
+static void encode_manifest(struct buf *b, uint8_t version, const struct env_header_fields *h, uint32_t chunk_count,
+			    uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
+			    const char *const *tables)
 {
-	buf_put_u8(b, ENVELOPE_VERSION);
+	buf_put_u8(b, version);
 	buf_put_str(b, h->source_id, strlen(h->source_id));
 	buf_put_u32(b, h->xid);
 	buf_put_u64(b, h->commit_lsn);
@@ -509,12 +509,42 @@ void env_encode_manifest(struct buf *b, const struct env_header_fields *h, uint3
 	buf_put_u32(b, chunk_count);
 	buf_put_u64(b, total_changes);
 	for (uint32_t i = 0; i < chunk_count; i++) {
+		if (version == ENV_MANIFEST_BY_OFFSET)
+			buf_put_u64(b, chunks[i].offset);
 		buf_put_u32(b, chunks[i].crc);
 		buf_put_u32(b, chunks[i].changes);
 	}
 	buf_put_u32(b, n_tables);
 	for (uint32_t i = 0; i < n_tables; i++)
 		buf_put_str(b, tables[i], strlen(tables[i]));
+}
+
+void env_encode_manifest(struct buf *b, const struct env_header_fields *h, uint32_t chunk_count,
+			 uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
+			 const char *const *tables)
+{
+	encode_manifest(b, ENVELOPE_VERSION, h, chunk_count, total_changes, chunks, n_tables, tables);
+}
+
+void env_encode_manifest_by_offset(struct buf *b, const struct env_header_fields *h, uint32_t chunk_count,
+				   uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
+				   const char *const *tables)
+{
+	encode_manifest(b, ENV_MANIFEST_BY_OFFSET, h, chunk_count, total_changes, chunks, n_tables, tables);
+}
+
+void env_encode_pending_abort(struct buf *b, const char *source_id, uint32_t xid, uint64_t run)
+{
+	buf_put_u8(b, ENVELOPE_VERSION);
+	buf_put_str(b, source_id, strlen(source_id));
+	buf_put_u32(b, xid);
+	buf_put_u64(b, run);
+}
+
+void env_encode_pending_head(struct buf *b, uint64_t run, uint32_t seq)
+{
+	buf_put_u64(b, run);
+	buf_put_u32(b, seq);
 }
 
 void env_encode_commit_marker(struct buf *b, const char *source_id, uint32_t xid, uint64_t commit_lsn,
@@ -560,19 +590,28 @@ int env_decode_manifest(const uint8_t *payload, size_t len, struct env_manifest 
 	memset(m, 0, sizeof *m);
 	uint64_t t = 0;
 	int rc = -1;
-	if (expect_version(&d) < 0 || get_str(&d, &m->source_id, &m->source_id_len, "source_id") < 0 ||
+	uint8_t version = 0;
+	if (get_u8(&d, &version, "version") < 0)
+		goto out;
+	if (version != ENVELOPE_VERSION && version != ENV_MANIFEST_BY_OFFSET) {
+		fail(&d, "unsupported version %u", version);
+		goto out;
+	}
+	m->by_offset = version == ENV_MANIFEST_BY_OFFSET;
+	if (get_str(&d, &m->source_id, &m->source_id_len, "source_id") < 0 ||
 	    get_u32(&d, &m->xid, "xid") < 0 || get_u64(&d, &m->commit_lsn, "commit_lsn") < 0 ||
 	    get_u64(&d, &m->end_lsn, "end_lsn") < 0 || get_u64(&d, &t, "commit_time") < 0 ||
 	    get_u32(&d, &m->chunk_count, "chunk_count") < 0 || get_u64(&d, &m->total_changes, "total_changes") < 0)
 		goto out;
 	m->commit_time_us = (int64_t)t;
-	if (m->chunk_count > (d.len - d.pos) / 8) {
+	if (m->chunk_count > (d.len - d.pos) / (m->by_offset ? 16 : 8)) {
 		fail(&d, "%u chunks cannot fit", m->chunk_count);
 		goto out;
 	}
 	m->chunks = xcalloc(m->chunk_count ? m->chunk_count : 1, sizeof *m->chunks);
 	for (uint32_t i = 0; i < m->chunk_count; i++)
-		if (get_u32(&d, &m->chunks[i].crc, "chunk crc") < 0 || get_u32(&d, &m->chunks[i].changes, "chunk changes") < 0)
+		if ((m->by_offset && get_u64(&d, &m->chunks[i].offset, "chunk offset") < 0) ||
+		    get_u32(&d, &m->chunks[i].crc, "chunk crc") < 0 || get_u32(&d, &m->chunks[i].changes, "chunk changes") < 0)
 			goto out;
 	if (get_u32(&d, &m->n_tables, "n_tables") < 0)
 		goto out;
@@ -615,11 +654,18 @@ int env_frame_summary(int frame_type, const uint8_t *payload, size_t len, struct
 	uint64_t t = 0;
 	switch (frame_type) {
 	case 1: /* txn */
-	case 2: /* chunk */ {
+	case 2: /* chunk */
+	case 7: /* pending_chunk */ {
 		const uint8_t *p = payload;
 		size_t l = len;
-		if (frame_type == 2) {
-			if (get_u32(&d, &s->chunk_index, "chunk index") < 0)
+		if (frame_type == 7) {
+			if (get_u64(&d, &s->run, "capture run") < 0)
+				break;
+			p += 8;
+			l -= 8;
+		}
+		if (frame_type != 1) {
+			if (get_u32(&d, &s->chunk_index, frame_type == 2 ? "chunk index" : "sequence number") < 0)
 				break;
 			p += 4;
 			l -= 4;
@@ -686,6 +732,12 @@ int env_frame_summary(int frame_type, const uint8_t *payload, size_t len, struct
 		}
 		break;
 	}
+	case 8: /* pending_abort */
+		s->has_xid = true;
+		if (expect_version(&d) == 0 && get_str(&d, &s->source_id, &s->source_id_len, "source_id") == 0 &&
+		    get_u32(&d, &s->xid, "xid") == 0 && get_u64(&d, &s->run, "capture run") == 0)
+			rc = expect_end(&d);
+		break;
 	default:
 		fail(&d, "unknown frame type %d", frame_type);
 	}
@@ -739,6 +791,14 @@ int env_frame_write_json(FILE *out, int frame_type, const uint8_t *payload, size
 		jsonw_u64(&w, "chunk_index", true, index);
 		return write_transaction(&w, payload + 4, len - 4, error, error_len);
 	}
+	if (frame_type == 7) {
+		struct env_frame_summary ps;
+		if (env_frame_summary(frame_type, payload, len, &ps, error, error_len) < 0)
+			return -1;
+		jsonw_u64(&w, "run", true, ps.run);
+		jsonw_u64(&w, "sequence", true, ps.chunk_index);
+		return write_transaction(&w, payload + ENV_PENDING_HEAD_SIZE, len - ENV_PENDING_HEAD_SIZE, error, error_len);
+	}
 	struct env_frame_summary s;
 	if (env_frame_summary(frame_type, payload, len, &s, error, error_len) < 0)
 		return -1;
@@ -748,6 +808,10 @@ int env_frame_write_json(FILE *out, int frame_type, const uint8_t *payload, size
 		return 0;
 	}
 	jsonw_u64(&w, "xid", true, s.xid);
+	if (frame_type == 8) {
+		jsonw_u64(&w, "run", true, s.run);
+		return 0;
+	}
 	jsonw_lsn(&w, "commit_lsn", true, s.commit_lsn);
 	if (frame_type != 6)
 		jsonw_lsn(&w, "end_lsn", true, s.end_lsn);
@@ -761,6 +825,8 @@ int env_frame_write_json(FILE *out, int frame_type, const uint8_t *payload, size
 		for (uint32_t i = 0; i < m.chunk_count; i++) {
 			snprintf(crc, sizeof crc, "0x%08x", m.chunks[i].crc);
 			jsonw_open(&w, NULL, '{');
+			if (m.by_offset)
+				jsonw_u64(&w, "offset", true, m.chunks[i].offset);
 			jsonw_str(&w, "crc", crc);
 			jsonw_u64(&w, "changes", true, m.chunks[i].changes);
 			jsonw_close(&w, '}');

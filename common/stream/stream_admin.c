@@ -277,6 +277,28 @@ int stream_retention_plan(const char *dir, const char *const *protected_groups, 
 					plan);
 }
 
+/* Does the segment at base hold a frame that records a source position
+ * (txn, commit_marker, watermark)?  Reads its frames up to the first
+ * that does, or to its end. */
+static int segment_records_position(struct stream_fs *fs, const char *dir, uint64_t base, bool *positioned)
+{
+	struct segment_file sf;
+	*positioned = false;
+	if (segment_file_open(&sf, fs, dir, base) < 0)
+		return -1;
+	uint64_t pos = 0, offset = base;
+	struct frame_header h;
+	const uint8_t *payload;
+	const char *reason;
+	while (!*positioned && segment_file_frame(&sf, pos, offset, &h, &payload, &reason) == FRAME_VALID) {
+		*positioned = h.type == FRAME_TXN || h.type == FRAME_COMMIT_MARKER || h.type == FRAME_WATERMARK;
+		pos += FRAME_HEADER_SIZE + h.payload_length;
+		offset++;
+	}
+	segment_file_close(&sf);
+	return 0;
+}
+
 int stream_retention_plan_fs(struct stream_fs *fs, const char *dir, const char *const *protected_groups,
 			     size_t n_protected, bool allow_unprotected, struct retention_plan *plan)
 {
@@ -309,22 +331,22 @@ int stream_retention_plan_fs(struct stream_fs *fs, const char *dir, const char *
 		}
 	}
 	/* Never the active (last) segment; only whole segments wholly below
-	 * keep_from.  When the active segment holds no frame (recovery cut
-	 * its torn tail back to nothing), not the newest sealed one either:
+	 * keep_from.  Nor the newest segment that records a source position
+	 * (a txn, commit_marker or watermark frame), nor any after it:
 	 * capture's restart finds the stream's last commit and acknowledged
-	 * position in the newest frames, and with none left it would start
-	 * from nothing (found by the simulator). */
+	 * position in the newest such frames, and with none left it would
+	 * start from nothing.  (Found by the simulator twice: an active
+	 * segment that recovery cut back to nothing, and newest segments
+	 * that hold only pending chunks of a transaction still open.) */
 	size_t deletable = n ? n - 1 : 0;
-	if (n >= 2) {
-		struct segment_file sf;
-		if (segment_file_open(&sf, fs, dir, bases[n - 1]) < 0)
+	for (size_t k = n; k-- > 0 && deletable > 0;) {
+		bool positioned = false;
+		if (segment_records_position(fs, dir, bases[k], &positioned) < 0)
 			goto out;
-		struct frame_header h;
-		const uint8_t *payload;
-		const char *reason;
-		if (segment_file_frame(&sf, 0, bases[n - 1], &h, &payload, &reason) != FRAME_VALID)
-			deletable = n - 2;
-		segment_file_close(&sf);
+		if (positioned)
+			break;
+		if (k < deletable + 1)
+			deletable = k ? k - 1 : 0;
 	}
 	for (size_t i = 0; i < deletable; i++) {
 		if (bases[i + 1] > plan->keep_from)

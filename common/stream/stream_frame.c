@@ -22,7 +22,8 @@
 #define SEGMENT_READ_BYTES ((size_t)1 << 20)
 
 static const char *const frame_type_names[] = { NULL, "txn", "chunk", "manifest", "commit_marker",
-						 "watermark", "ddl" };
+						 "watermark", "ddl", "pending_chunk",
+						 "pending_abort" };
 
 const char *frame_type_name(int type)
 {

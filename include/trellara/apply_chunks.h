@@ -26,6 +26,15 @@
  *    not applied) the same change counts; the commit marker comes after
  *    the manifest, and carries the manifest's checksum and chunk count.
  *
+ *  - Written once (a version 2 manifest): the manifest lists pending
+ *    chunks by stream offset, earlier in the stream (strictly
+ *    increasing, each with changes in use, their sum the total); the
+ *    commit marker follows it as above; then each listed frame, read
+ *    back by offset, must be a pending_chunk of the transaction, with
+ *    the listed checksum and at least the changes in use.  Frames
+ *    between them (other transactions', orphans of an earlier capture
+ *    run) are not the set's.
+ *
  * Fails.  A check that fails returns false with a one-line detail (for
  * the quarantine entry); the set keeps its identity for that entry until
  * chunk_set_reset().  Memory: xrealloc (aborts on out-of-memory).
@@ -52,6 +61,10 @@ struct chunk_set {
 	bool manifest_ok;
 	uint32_t manifest_crc;
 	uint64_t changes; /* applied from its chunks */
+	bool by_offset;   /* written once: the manifest lists pending chunks */
+	struct env_manifest_chunk *listed; /* owned: the manifest's list */
+	uint32_t n_listed;
+	size_t listed_cap;
 };
 
 /* Forgets the set (keeps the buffers). */
@@ -91,9 +104,46 @@ bool chunk_set_owns(struct chunk_set *cs, uint32_t xid, uint64_t commit_lsn, uin
  * chunks that arrived; on success the marker may follow. */
 bool chunk_set_check_manifest(struct chunk_set *cs, const struct env_manifest *m, uint32_t manifest_crc, char *detail,
 			      size_t detail_len);
+/* No set active (or the active one abandoned): a version 2 manifest at
+ * offset starts a set written once, a duplicate when its commit is at or
+ * below last_commit_lsn.  False (the transaction recorded for the
+ * quarantine entry) when its list is not one capture writes. */
+bool chunk_set_begin_listed(struct chunk_set *cs, const struct env_manifest *m, uint32_t manifest_crc, uint64_t offset,
+			    uint64_t last_commit_lsn, char *detail, size_t detail_len);
+/* The frame read back at the k-th listed offset is that pending chunk
+ * (type, transaction, no commit yet, checksum)? */
+bool chunk_set_check_pending(const struct chunk_set *cs, uint32_t k, uint64_t offset, int type,
+			     const struct env_frame_summary *s, uint32_t crc, char *detail, size_t detail_len);
+/* It held the changes the manifest uses (taken: how many it gave, at
+ * most that many)? */
+bool chunk_set_check_pending_count(const struct chunk_set *cs, uint32_t k, uint64_t taken, char *detail,
+				   size_t detail_len);
+
 /* The commit marker (carrying manifest_crc and chunk_count) completes
  * the set. */
 bool chunk_set_check_marker(const struct chunk_set *cs, uint32_t manifest_crc, uint32_t chunk_count, char *detail,
 			    size_t detail_len);
+
+/* The pending chunks a reader has passed whose transaction may still
+ * list them (no manifest of it applied yet, no pending_abort): retention
+ * must keep the stream from the lowest of them on.  A pending chunk of
+ * another capture run means the earlier run's are never listed again. */
+struct pending_floor {
+	struct pending_floor_entry {
+		uint32_t xid;
+		uint64_t run;
+		uint64_t offset; /* its first pending chunk passed */
+	} *entries; /* owned */
+	size_t n, cap;
+};
+void pending_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset);
+/* Its set was applied or skipped as a duplicate. */
+void pending_floor_forget(struct pending_floor *pf, uint32_t xid);
+/* A pending_abort of (xid, run). */
+void pending_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run);
+/* The lowest offset still needed, or position when that is lower. */
+uint64_t pending_floor_lowest(const struct pending_floor *pf, uint64_t position);
+void pending_floor_reset(struct pending_floor *pf);
+void pending_floor_free(struct pending_floor *pf);
 
 #endif

@@ -52,8 +52,9 @@
 #define ASSEMBLER_DDL_PREFIX "trellara.ddl"
 
 /* Called for every frame, in order; returns 0 or a negative code that
- * the assembler passes up as ASSEMBLER_EMIT_FAILED. */
-typedef int (*assembler_emit_fn)(void *ctx, int frame_type, const uint8_t *payload, size_t len);
+ * the assembler passes up as ASSEMBLER_EMIT_FAILED, and sets *offset to
+ * the frame's stream offset (a manifest lists pending chunks by it). */
+typedef int (*assembler_emit_fn)(void *ctx, int frame_type, const uint8_t *payload, size_t len, uint64_t *offset);
 
 struct assembler_options {
 	const char *source_id;
@@ -65,6 +66,9 @@ struct assembler_options {
 	size_t max_frame_payload;    /* MAX_FRAME_PAYLOAD unless testing */
 	size_t target_frame_payload; /* FRAME_TARGET_PAYLOAD unless testing (at most max_frame_payload) */
 	uint64_t skip_through_commit_lsn; /* the stream's last commit: ack_policy_is_duplicate() skips */
+	bool spill_streamed;  /* streamed transactions spill as before instead of pending chunks */
+	uint64_t streamed_threshold_changes; /* a streamed transaction's share written once (0: spill_threshold_changes) */
+	uint64_t run;         /* this capture run's id, in every pending_chunk frame */
 };
 
 enum assembler_event {

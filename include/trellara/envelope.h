@@ -168,6 +168,19 @@ int env_write_json(FILE *out, const uint8_t *buf, size_t len, char *error, size_
  *                u64 total_changes, chunk_count x {u32 CRC-32C of the
  *                chunk's payload, u32 changes}, u32 n_tables,
  *                n_tables x str "schema.name"
+ *                version 2 (the chunks are pending_chunk frames, listed
+ *                by stream offset): chunk_count x {u64 stream offset,
+ *                u32 CRC-32C, u32 changes in use (a prefix of the
+ *                chunk's changes: a subtransaction abort may cut the
+ *                rest)} instead
+ * pending_chunk: u64 capture run, u32 sequence number (from 0 in each
+ *                transaction of a run), then an envelope with commit_lsn,
+ *                end_lsn and commit_time 0 (not known yet) holding the
+ *                chunk's changes and the relations the transaction used
+ *                so far
+ * pending_abort: u8 version, str source_id, u32 xid, u64 capture run: the
+ *                transaction's pending chunks of that run are never
+ *                listed (it aborted, or was skipped or written whole)
  * commit_marker: u8 version, str source_id, u32 xid, u64 commit_lsn,
  *                u64 end_lsn, u32 chunk_count, u32 CRC-32C of the
  *                manifest's payload
@@ -184,6 +197,7 @@ struct env_frame_summary {
 	uint64_t lsn;                 /* watermark, ddl message */
 	uint32_t chunk_index, chunk_count;
 	uint32_t manifest_crc;        /* commit_marker */
+	uint64_t run;                 /* pending_chunk (chunk_index: its sequence number), pending_abort */
 };
 int env_frame_summary(int frame_type, const uint8_t *payload, size_t len, struct env_frame_summary *s,
 		      char *error, size_t error_len);
@@ -191,13 +205,23 @@ int env_frame_summary(int frame_type, const uint8_t *payload, size_t len, struct
 struct env_manifest_chunk {
 	uint32_t crc;
 	uint32_t changes;
+	uint64_t offset; /* version 2: the pending_chunk frame's stream offset */
 };
+#define ENV_MANIFEST_BY_OFFSET 2
 void env_encode_watermark(struct buf *b, const char *source_id, uint64_t lsn, int64_t time_us);
 void env_encode_ddl(struct buf *b, const char *source_id, uint32_t xid, uint64_t commit_lsn, uint64_t message_lsn,
 		    const char *prefix, const uint8_t *content, uint32_t len);
 void env_encode_manifest(struct buf *b, const struct env_header_fields *h, uint32_t chunk_count,
 			 uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
 			 const char *const *tables);
+/* The same, version 2: chunks listed by stream offset. */
+void env_encode_manifest_by_offset(struct buf *b, const struct env_header_fields *h, uint32_t chunk_count,
+				   uint64_t total_changes, const struct env_manifest_chunk *chunks, uint32_t n_tables,
+				   const char *const *tables);
+void env_encode_pending_abort(struct buf *b, const char *source_id, uint32_t xid, uint64_t run);
+/* A pending_chunk's head (the envelope follows). */
+void env_encode_pending_head(struct buf *b, uint64_t run, uint32_t seq);
+#define ENV_PENDING_HEAD_SIZE 12
 void env_encode_commit_marker(struct buf *b, const char *source_id, uint32_t xid, uint64_t commit_lsn,
 			      uint64_t end_lsn, uint32_t chunk_count, uint32_t manifest_crc);
 
@@ -210,6 +234,7 @@ struct env_manifest {
 	int64_t commit_time_us;
 	uint32_t chunk_count;
 	uint64_t total_changes;
+	bool by_offset;                    /* version 2 */
 	struct env_manifest_chunk *chunks; /* owned */
 	uint32_t n_tables;
 	const char **tables;   /* owned array of borrowed, unterminated names */

@@ -82,9 +82,11 @@ enum frame_type {
 	FRAME_MANIFEST = 3,
 	FRAME_COMMIT_MARKER = 4,
 	FRAME_WATERMARK = 5,
-	FRAME_DDL = 6
+	FRAME_DDL = 6,
+	FRAME_PENDING_CHUNK = 7,
+	FRAME_PENDING_ABORT = 8
 };
-#define FRAME_TYPE_MAX 6
+#define FRAME_TYPE_MAX 8
 
 /* "txn", "chunk", ... or NULL for an unknown type. */
 const char *frame_type_name(int type);

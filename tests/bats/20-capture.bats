@@ -84,15 +84,21 @@ stream_durable_lsn() {
 	psql_source "INSERT INTO orders SELECT g, g % 100, g * 1.5 FROM generate_series(1, 200000) g"
 	psql_source "INSERT INTO accounts VALUES (1, 'after', 0, NULL)"
 	wait_for -t 120 -m "both transactions in the stream" '[ "$(txn_count)" -eq 2 ]'
-	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -c 'select(.type == \"txn\" or .type == \"chunk\") | [.xid, (.changes | length), (.changes[0].relation)]'"
+	# streamed by the server (logical_decoding_work_mem 64kB), written once:
+	# pending chunks as it came, listed by its manifest
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -c 'select(.type == \"txn\" or .type == \"pending_chunk\") | [.xid, (.changes | length), (.changes[0].relation)]'"
 	# every row exactly once, in one transaction, before the next one
 	total=$(jq -s 'map(select(.[2] == "public.orders")) | map(.[1]) | add' <<<"$output")
 	[ "$total" -eq 200000 ]
 	[ "$(jq -s 'map(select(.[2] == "public.orders")) | map(.[0]) | unique | length' <<<"$output")" -eq 1 ]
 	[ "$(tail -1 <<<"$output" | jq -r '.[2]')" = public.accounts ]
 	# ids 1..200000, none twice
-	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -r 'select(.type == \"txn\" or .type == \"chunk\") | .changes[] | select(.relation == \"public.orders\") | .new.id' | sort -n | uniq | wc -l"
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -r 'select(.type == \"txn\" or .type == \"pending_chunk\") | .changes[] | select(.relation == \"public.orders\") | .new.id' | sort -n | uniq | wc -l"
 	[ "$output" -eq 200000 ]
+	# the manifest lists every pending chunk, all its changes in use
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --format json | jq -c 'select(.type == \"manifest\")'"
+	[ "$(jq '.total_changes' <<<"$output")" -eq 200000 ]
+	[ "$(jq '[.chunks[].changes] | add' <<<"$output")" -eq 200000 ]
 	# the spill files are gone
 	[ -z "$(ls "$TEST_DIR/spill")" ]
 	# memory stayed bounded: peak resident set under 64 MiB
@@ -183,18 +189,24 @@ stream_durable_lsn() {
 	wait_for -m "two commit markers" '[ "$(frames_json | jq -s "[.[] | select(.type == \"commit_marker\")] | length")" -eq 2 ]'
 	run -0 frames_json
 	[ "$(jq -s '[.[] | select(.type == "txn")] | length' <<<"$output")" -eq 0 ]
-	# the big one: 11 chunks of at most 100 changes, then its manifest and marker
+	# the big one, streamed by the server and written once: 11 pending
+	# chunks of at most 100 changes as it came (sequence numbers 0..10, no
+	# commit yet), then its manifest listing them by offset, and its marker
 	big=$(jq -c 'select(.type != "watermark")' <<<"$output" | head -13)
-	[ "$(jq -s 'map(.type) | join(",")' -r <<<"$big")" = "$(printf 'chunk,%.0s' $(seq 11))manifest,commit_marker" ]
-	[ "$(jq -s '[.[] | select(.type == "chunk") | .changes | length] | max' <<<"$big")" -eq 100 ]
-	[ "$(jq -s '[.[] | select(.type == "chunk") | .changes | length] | add' <<<"$big")" -eq 1050 ]
-	[ "$(jq -s '[.[] | select(.type == "chunk") | .chunk_index] | join(",")' -r <<<"$big")" = "$(seq -s, 0 10)" ]
+	[ "$(jq -s 'map(.type) | join(",")' -r <<<"$big")" = "$(printf 'pending_chunk,%.0s' $(seq 11))manifest,commit_marker" ]
+	[ "$(jq -s '[.[] | select(.type == "pending_chunk") | .changes | length] | max' <<<"$big")" -eq 100 ]
+	[ "$(jq -s '[.[] | select(.type == "pending_chunk") | .changes | length] | add' <<<"$big")" -eq 1050 ]
+	[ "$(jq -s '[.[] | select(.type == "pending_chunk") | .sequence] | join(",")' -r <<<"$big")" = "$(seq -s, 0 10)" ]
+	[ "$(jq -s '[.[] | select(.type == "pending_chunk") | .commit_lsn] | unique | join(",")' -r <<<"$big")" = 0/0 ]
 	manifest=$(jq -c 'select(.type == "manifest")' <<<"$big")
 	[ "$(jq '.chunk_count' <<<"$manifest")" -eq 11 ]
 	[ "$(jq '.total_changes' <<<"$manifest")" -eq 1050 ]
 	[ "$(jq -r '.tables | join(",")' <<<"$manifest")" = public.orders ]
-	# the manifest's checksums are those of the chunk payloads as stored
-	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --raw --format json | jq -r 'select(.type == \"chunk\") | .payload_base64' | head -11"
+	[ "$(jq -r '[.chunks[].offset] | join(",")' <<<"$manifest")" = "$(jq -s -r '[.[] | select(.type == "pending_chunk") | .offset] | join(",")' <<<"$big")" ]
+	# the small one is not streamed: chunk 0, its manifest and marker
+	[ "$(jq -c 'select(.type != "watermark")' <<<"$output" | tail -n +14 | jq -s -r 'map(.type) | join(",")')" = chunk,manifest,commit_marker ]
+	# the manifest's checksums are those of the pending chunk payloads as stored
+	run -0 bash -c "trellara-stream read --config '$FLOW_FILE' --raw --format json | jq -r 'select(.type == \"pending_chunk\") | .payload_base64' | head -11"
 	i=0
 	while read -r b64; do
 		want=$(jq -r ".chunks[$i].crc" <<<"$manifest")

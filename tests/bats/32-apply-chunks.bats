@@ -15,7 +15,9 @@ setup() {
 	psql_source "CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE big"
 	# 1000 changes per chunk, every frame synced (published) as it is written:
 	# applyd can reach the end of the stream between two chunks of one set.
-	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 \
+	# Not streamed by the server: its chunk set is contiguous (a streamed
+	# one is written once, 37-apply-written-once.bats).
+	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 --set source.pgoutput='{streaming: false}' \
 		--set dataset.strict_chunking='{max_changes_per_chunk: 1000}' --set stream.max_batch_messages=1
 	export TRELLARA_STATUS_INTERVAL_MS=200
 }
@@ -46,7 +48,7 @@ applyd_took_chunks() {
 	# a production-like target: idle transactions are cut after 1 s (applyd
 	# holds its open set longer than that while capture pauses)
 	psql_target "ALTER DATABASE $TARGET_DB SET idle_in_transaction_session_timeout = '1s'"
-	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 \
+	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 --set source.pgoutput='{streaming: false}' \
 		--set dataset.strict_chunking='{max_changes_per_chunk: 20000}' --set stream.max_batch_messages=1
 	TRELLARA_PAUSE=capture.after_chunk_sync TRELLARA_PAUSE_DIR="$TEST_DIR" \
 		bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
@@ -125,7 +127,7 @@ applyd_took_chunks() {
 	# the operator drops strict_chunking before starting capture again: the
 	# server sends the transaction again, and (far below 16 MiB) it is
 	# written as one txn frame at the commit LSN of the incomplete set
-	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 \
+	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 --set source.pgoutput='{streaming: false}' \
 		--set stream.max_batch_messages=1
 	run -1 grep -q strict_chunking "$FLOW_FILE"
 	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now

@@ -8,6 +8,7 @@
  * (build/tests/apply_chunks_nolibpq).
  */
 #include "trellara/apply_chunks.h"
+#include "trellara/stream.h"
 #include "unit.h"
 
 #include <string.h>
@@ -169,11 +170,120 @@ static void test_manifest_and_marker(void)
 	chunk_set_free(&cs);
 }
 
+/* Written once: a version 2 manifest at offset 90 lists pending chunks
+ * earlier in the stream; each is read back by offset and checked. */
+static void listed_for(struct env_manifest *m, struct env_manifest_chunk *chunks, uint32_t n)
+{
+	manifest_for(m, chunks, n);
+	m->by_offset = true;
+	m->total_changes = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		chunks[i].offset = 10 + 7 * i;
+		m->total_changes += chunks[i].changes;
+	}
+}
+
+static void test_listed(void)
+{
+	struct chunk_set cs = { 0 };
+	struct env_manifest m;
+	struct env_manifest_chunk chunks[80];
+	listed_for(&m, chunks, 80); /* more than the first allocation */
+	CHECK(chunk_set_begin_listed(&cs, &m, 0xABCD, 900, 0, detail, sizeof detail));
+	CHECK(cs.active && cs.by_offset && !cs.duplicate && cs.first_offset == 900 && cs.n_listed == 80);
+	CHECK(cs.listed[79].offset == 10 + 7 * 79 && cs.listed[79].changes == 89);
+	/* the marker: the manifest's checksum and its chunk count */
+	CHECK(chunk_set_check_marker(&cs, 0xABCD, 80, detail, sizeof detail));
+	CHECK(!chunk_set_check_marker(&cs, 0xABCD, 0, detail, sizeof detail));
+	CHECK_STR(detail, "commit marker does not match the manifest");
+	CHECK(!chunk_set_check_marker(&cs, 0xABCE, 80, detail, sizeof detail));
+	/* read back: the listed frame, a pending chunk of the transaction with no commit, its checksum */
+	struct env_frame_summary s = { .has_xid = true, .xid = XID };
+	CHECK(chunk_set_check_pending(&cs, 1, 17, FRAME_PENDING_CHUNK, &s, 0x101, detail, sizeof detail));
+	CHECK(!chunk_set_check_pending(&cs, 1, 18, FRAME_PENDING_CHUNK, &s, 0x101, detail, sizeof detail));
+	CHECK_STR(detail, "stream offset 18 is not the manifest's pending chunk 1");
+	CHECK(!chunk_set_check_pending(&cs, 1, 17, FRAME_CHUNK, &s, 0x101, detail, sizeof detail));
+	CHECK_STR(detail, "stream offset 17, the manifest's pending chunk 1, holds another frame");
+	s.xid = XID + 1;
+	CHECK(!chunk_set_check_pending(&cs, 1, 17, FRAME_PENDING_CHUNK, &s, 0x101, detail, sizeof detail));
+	s.xid = XID;
+	s.commit_lsn = LSN;
+	CHECK(!chunk_set_check_pending(&cs, 1, 17, FRAME_PENDING_CHUNK, &s, 0x101, detail, sizeof detail));
+	s.commit_lsn = 0;
+	CHECK(!chunk_set_check_pending(&cs, 1, 17, FRAME_PENDING_CHUNK, &s, 0x1FF, detail, sizeof detail));
+	CHECK_STR(detail, "pending chunk 1 (stream offset 17) checksum 0x000001ff differs from the manifest's 0x00000101");
+	CHECK(!chunk_set_check_pending(&cs, 80, 10 + 7 * 80, FRAME_PENDING_CHUNK, &s, 0x100 + 80, detail, sizeof detail));
+	/* the changes in use: exactly as many as it gave (it held fewer otherwise) */
+	CHECK(chunk_set_check_pending_count(&cs, 1, 11, detail, sizeof detail));
+	CHECK(!chunk_set_check_pending_count(&cs, 1, 10, detail, sizeof detail));
+	CHECK_STR(detail, "pending chunk 1 holds 10 changes, the manifest uses 11");
+	/* reset keeps the list's buffer; a duplicate is one */
+	chunk_set_reset(&cs);
+	CHECK(!cs.active && !cs.by_offset && cs.listed != NULL && cs.listed_cap >= 80);
+	CHECK(chunk_set_begin_listed(&cs, &m, 0xABCD, 900, LSN, detail, sizeof detail));
+	CHECK(cs.duplicate);
+	/* a list capture never writes: fail closed, naming the transaction */
+	chunk_set_reset(&cs);
+	listed_for(&m, chunks, 3);
+	chunks[2].offset = 900;
+	CHECK(!chunk_set_begin_listed(&cs, &m, 1, 900, 0, detail, sizeof detail));
+	CHECK_STR(detail, "manifest lists pending chunk 2 at offset 900, not before it and after the one before");
+	CHECK(!cs.active && cs.xid == XID && cs.commit_lsn == LSN && cs.first_offset == 900);
+	listed_for(&m, chunks, 3);
+	chunks[2].offset = chunks[1].offset;
+	CHECK(!chunk_set_begin_listed(&cs, &m, 1, 900, 0, detail, sizeof detail));
+	listed_for(&m, chunks, 3);
+	chunks[1].changes = 0;
+	m.total_changes -= 11;
+	CHECK(!chunk_set_begin_listed(&cs, &m, 1, 900, 0, detail, sizeof detail));
+	CHECK_STR(detail, "manifest lists pending chunk 1 with no change in use");
+	listed_for(&m, chunks, 3);
+	m.total_changes++;
+	CHECK(!chunk_set_begin_listed(&cs, &m, 1, 900, 0, detail, sizeof detail));
+	CHECK_STR(detail, "manifest's chunks hold 33 changes in use, its total says 34");
+	listed_for(&m, chunks, 0);
+	CHECK(!chunk_set_begin_listed(&cs, &m, 1, 900, 0, detail, sizeof detail));
+	CHECK_STR(detail, "manifest lists no pending chunk");
+	CHECK(!cs.active);
+	chunk_set_free(&cs);
+}
+
+/* What retention must keep of the pending chunks passed. */
+static void test_pending_floor(void)
+{
+	struct pending_floor pf = { 0 };
+	CHECK(pending_floor_lowest(&pf, 500) == 500);
+	pending_floor_note(&pf, 1, 77, 100);
+	pending_floor_note(&pf, 2, 77, 120);
+	pending_floor_note(&pf, 1, 77, 130); /* its first chunk counts */
+	CHECK(pf.n == 2 && pending_floor_lowest(&pf, 500) == 100);
+	CHECK(pending_floor_lowest(&pf, 90) == 90); /* the position when lower */
+	/* its set applied: the next one holds the floor */
+	pending_floor_forget(&pf, 1);
+	CHECK(pending_floor_lowest(&pf, 500) == 120);
+	/* an abort of another run's transaction of the same xid changes nothing */
+	pending_floor_abort(&pf, 2, 78);
+	CHECK(pending_floor_lowest(&pf, 500) == 120);
+	pending_floor_abort(&pf, 2, 77);
+	CHECK(pf.n == 0 && pending_floor_lowest(&pf, 500) == 500);
+	/* many, then a new capture run: the earlier run's are never listed again */
+	for (uint32_t x = 0; x < 40; x++)
+		pending_floor_note(&pf, x, 77, 1000 + x);
+	CHECK(pf.n == 40 && pending_floor_lowest(&pf, UINT64_MAX) == 1000);
+	pending_floor_note(&pf, 5, 78, 2000);
+	CHECK(pf.n == 1 && pending_floor_lowest(&pf, UINT64_MAX) == 2000);
+	pending_floor_reset(&pf);
+	CHECK(pf.n == 0);
+	pending_floor_free(&pf);
+}
+
 int main(void)
 {
 	test_start_and_order();
 	test_duplicate();
 	test_interruption();
 	test_manifest_and_marker();
+	test_listed();
+	test_pending_floor();
 	return unit_done("apply_chunks");
 }

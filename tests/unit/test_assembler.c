@@ -179,11 +179,12 @@ struct sink {
 	long fail_at; /* refuse the frame with this number (-1: never) */
 };
 
-static int collect(void *ctx, int type, const uint8_t *payload, size_t len)
+static int collect(void *ctx, int type, const uint8_t *payload, size_t len, uint64_t *offset)
 {
 	struct sink *s = ctx;
 	if (s->fail_at >= 0 && (size_t)s->fail_at == s->n)
 		return -5;
+	*offset = s->n; /* the sink's frames are the stream */
 	s->f = unit_grow(s->f, s->n, sizeof *s->f);
 	s->f[s->n].type = type;
 	s->f[s->n].p = xmalloc(len ? len : 1);
@@ -278,9 +279,14 @@ static void run_messages(const struct fixture *fx, const struct assembler_option
 				e->msg_commit_ts = msg.commit.commit_ts;
 			}
 		}
-		/* nothing but an event's frames, and only when it committed */
-		CHECK(run->sink.n == before || res.event == ASSEMBLER_COMMITTED);
-		CHECK(res.event != ASSEMBLER_COMMITTED || res.frames == run->sink.n - before);
+		/* nothing but an event's frames, and only when it committed;
+		 * pending chunks of a streamed transaction written once as
+		 * its memory share fills */
+		if (res.event != ASSEMBLER_COMMITTED)
+			for (size_t k = before; k < run->sink.n; k++)
+				CHECK(!o->spill_streamed && (run->sink.f[k].type == FRAME_PENDING_CHUNK ||
+							     run->sink.f[k].type == FRAME_PENDING_ABORT));
+		CHECK(res.frames == run->sink.n - before);
 		uint64_t mem = assembler_memory_changes(a);
 		if (mem > run->max_memory_changes)
 			run->max_memory_changes = mem;
@@ -311,10 +317,14 @@ static int run_fixture(const char *name, const struct assembler_options *o, stru
 	return 0;
 }
 
+/* Streamed transactions written once (pending chunks) instead of
+ * spilled: the tests of the spill file's own behaviour run with it off. */
+static bool written_once;
+
 static struct assembler_options options(uint64_t threshold)
 {
 	struct assembler_options o = { .source_id = "src-test", .flow = TEST_FLOW, .spill_dir = spill_dir,
-				       .spill_threshold_changes = threshold };
+				       .spill_threshold_changes = threshold, .spill_streamed = !written_once };
 	return o;
 }
 
@@ -556,6 +566,119 @@ static int decode_ddl(const struct frame *f, struct ddl *out)
 	return 0;
 }
 
+/* A pending chunk's changes (the first limit of them) into v: its header
+ * names the transaction with the commit not yet known, and its relations
+ * extend those of the chunks before it. */
+static int decode_pending(const struct frame *f, struct txn_view *v, bool first, uint32_t limit, uint32_t *n_changes)
+{
+	struct env_decoder d;
+	int rc = -1;
+	if (f->len < ENV_PENDING_HEAD_SIZE || env_decode_begin(&d, f->p + ENV_PENDING_HEAD_SIZE, f->len - ENV_PENDING_HEAD_SIZE) < 0) {
+		fprintf(stderr, "pending chunk does not decode\n");
+		if (f->len >= ENV_PENDING_HEAD_SIZE)
+			env_decoder_free(&d);
+		return -1;
+	}
+	const struct env_header *h = &d.header;
+	if (h->commit_lsn != 0 || h->end_lsn != 0 || h->commit_time_us != 0 || h->xid != v->xid) {
+		fprintf(stderr, "pending chunk of xid %u commit %llx, expected xid %u and no commit\n", h->xid,
+			(unsigned long long)h->commit_lsn, v->xid);
+		goto out;
+	}
+	if (first) {
+		v->origin_lsn = h->origin_lsn;
+		v->origin = h->origin_len ? dup_n(h->origin, h->origin_len) : NULL;
+	}
+	if (h->n_relations < v->n_relations) {
+		fprintf(stderr, "a pending chunk holds fewer relations than the one before\n");
+		goto out;
+	}
+	for (uint32_t i = 0; i < h->n_relations; i++) {
+		char *r = relation_repr(&h->relations[i]);
+		if (i < v->n_relations) {
+			bool same = strcmp(r, v->relations[i]) == 0;
+			free(r);
+			if (!same) {
+				fprintf(stderr, "a pending chunk's relations differ from the one before\n");
+				goto out;
+			}
+		} else {
+			v->relations = xrealloc(v->relations, (i + 1) * sizeof *v->relations);
+			v->relations[i] = r;
+			v->n_relations = i + 1;
+		}
+	}
+	*n_changes = h->n_changes;
+	const struct env_change *c;
+	int step = 0;
+	for (uint32_t k = 0; k < limit && (step = env_decode_next(&d, &c)) == 1; k++) {
+		v->changes = unit_grow(v->changes, v->n_changes, sizeof *v->changes);
+		v->changes[v->n_changes++] = change_repr(h, c);
+	}
+	if (step < 0)
+		fprintf(stderr, "change does not decode: %s\n", d.error);
+	else if (limit > h->n_changes)
+		fprintf(stderr, "the manifest uses %u changes of a pending chunk holding %u\n", limit, h->n_changes);
+	else
+		rc = 0;
+out:
+	env_decoder_free(&d);
+	return rc;
+}
+
+/* The pending chunks a version 2 manifest at s->f[at] lists, read back by
+ * offset (earlier in the sink), then its commit marker.  Returns the
+ * frames it took at `at` (2) or -1. */
+static int read_pending_set(const struct sink *s, size_t at, size_t to, struct txn_view *cur)
+{
+	struct env_manifest m;
+	char err[256];
+	int bad = 0;
+	if (env_decode_manifest(s->f[at].p, s->f[at].len, &m, err, sizeof err) < 0 || !m.by_offset) {
+		fprintf(stderr, "manifest without chunks before it\n");
+		return -1;
+	}
+	cur->chunked = true;
+	cur->xid = m.xid;
+	cur->commit_lsn = m.commit_lsn;
+	cur->end_lsn = m.end_lsn;
+	cur->commit_time_us = m.commit_time_us;
+	cur->source_id = dup_n(m.source_id, m.source_id_len);
+	uint64_t prev = 0;
+	for (uint32_t k = 0; k < m.chunk_count && !bad; k++) {
+		uint64_t o = m.chunks[k].offset;
+		if (o >= at || (k > 0 && o <= prev) || s->f[o].type != FRAME_PENDING_CHUNK ||
+		    crc32c(0, s->f[o].p, s->f[o].len) != m.chunks[k].crc || m.chunks[k].changes == 0) {
+			fprintf(stderr, "manifest chunk %u: offset %llu is not its pending chunk\n", k, (unsigned long long)o);
+			bad++;
+			break;
+		}
+		prev = o;
+		uint32_t count = 0;
+		if (decode_pending(&s->f[o], cur, k == 0, m.chunks[k].changes, &count) < 0) {
+			bad++;
+			break;
+		}
+		if (count > cur->max_chunk_changes)
+			cur->max_chunk_changes = count;
+		if (s->f[o].len > cur->max_payload)
+			cur->max_payload = s->f[o].len;
+		cur->n_chunks++;
+	}
+	bad += m.total_changes != cur->n_changes || m.chunk_count == 0;
+	struct env_frame_summary cm;
+	if (at + 1 >= to || s->f[at + 1].type != FRAME_COMMIT_MARKER ||
+	    env_frame_summary(FRAME_COMMIT_MARKER, s->f[at + 1].p, s->f[at + 1].len, &cm, err, sizeof err) < 0) {
+		fprintf(stderr, "no valid commit marker after the manifest\n");
+		bad++;
+	} else {
+		bad += cm.xid != cur->xid || cm.commit_lsn != cur->commit_lsn || cm.end_lsn != cur->end_lsn;
+		bad += cm.chunk_count != m.chunk_count || cm.manifest_crc != crc32c(0, s->f[at].p, s->f[at].len);
+	}
+	env_manifest_free(&m);
+	return bad ? -1 : 2;
+}
+
 /* Group frames into committed transactions and check the chunked form's
  * bookkeeping: chunk indexes, manifest counts and CRCs, commit marker.
  * Returns the number of transactions (views in *out), or -1. */
@@ -579,8 +702,19 @@ static long parse_frames(const struct sink *s, size_t from, size_t to, struct tx
 			i++;
 			continue;
 		}
+		if (f->type == FRAME_PENDING_CHUNK || f->type == FRAME_PENDING_ABORT) {
+			i++; /* read back at its manifest; unlisted */
+			continue;
+		}
 		uint32_t count = 0;
-		if (f->type == FRAME_TXN) {
+		if (f->type == FRAME_MANIFEST) {
+			int took = read_pending_set(s, i, to, &cur);
+			if (took < 0) {
+				bad++;
+				break;
+			}
+			i += (size_t)took;
+		} else if (f->type == FRAME_TXN) {
 			if (decode_envelope(f->p, f->len, &cur, true, &count) < 0)
 				bad++;
 			cur.max_payload = f->len;
@@ -1047,6 +1181,107 @@ static void test_stream_commit(void)
 		run_free(&run);
 	}
 	view_free(&reference);
+}
+
+static size_t frames_of_type(const struct run *run, int type)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < run->sink.n; i++)
+		n += run->sink.f[i].type == type;
+	return n;
+}
+
+/* A streamed transaction written once: pending chunks while it is open
+ * (no spill file, memory within its share), the same transaction as the
+ * spilled form at commit, the subtransaction abort cut out by the
+ * manifest's changes in use; an aborted one leaves only pending chunks
+ * that nothing references. */
+static void test_written_once(void)
+{
+	struct txn_view reference;
+	memset(&reference, 0, sizeof reference);
+	{
+		struct assembler_options o = options(1);
+		o.spill_streamed = true;
+		struct run run;
+		struct txn_view *v = NULL;
+		run_fixture("stream_commit", &o, &run, NULL, NULL);
+		CHECK(views_of_run(&run, &v) == 1);
+		if (v) {
+			reference = v[0];
+			memset(&v[0], 0, sizeof v[0]);
+		}
+		views_free(v, v ? 1 : 0);
+		run_free(&run);
+	}
+	CHECK(reference.n_changes > 0);
+	const uint64_t thresholds[] = { 1, 7, 100, 128, 3000, 1000000 };
+	const uint64_t chunk_changes[] = { 1000, 5 };
+	for (size_t c = 0; c < 2; c++)
+		for (size_t t = 0; t < sizeof thresholds / sizeof thresholds[0]; t++) {
+			struct assembler_options o = options(thresholds[t]);
+			o.spill_streamed = false;
+			o.max_changes_per_chunk = chunk_changes[c];
+			struct run run;
+			struct txn_view *v = NULL;
+			run_fixture("stream_commit", &o, &run, NULL, NULL);
+			CHECK(run.rc == 0);
+			CHECK(!run.spilled);
+			long n = views_of_run(&run, &v);
+			CHECK(n == 1);
+			CHECK(count_events(&run, ASSEMBLER_ABORTED) == 1);
+			size_t pending = frames_of_type(&run, FRAME_PENDING_CHUNK);
+			if (thresholds[t] < 5000) { /* the transaction holds more */
+				/* written as it came, listed by a version 2 manifest */
+				CHECK(pending > 0);
+				CHECK(n == 1 && v[0].chunked);
+				CHECK(frames_of_type(&run, FRAME_MANIFEST) == 1 && frames_of_type(&run, FRAME_COMMIT_MARKER) == 1);
+				/* memory: the share, or a partial chunk below it */
+				CHECK(run.max_memory_changes <= (thresholds[t] > chunk_changes[c] ? thresholds[t] : chunk_changes[c]));
+				CHECK(n == 1 && v[0].max_chunk_changes <= chunk_changes[c]);
+			} else {
+				/* it fitted: today's form */
+				CHECK(pending == 0);
+				CHECK(n == 1 && !v[0].chunked);
+			}
+			if (n == 1) {
+				CHECK(stream_commit_rows(&v[0]));
+				bool same = reference.n_changes == v[0].n_changes;
+				for (size_t i = 0; same && i < reference.n_changes; i++)
+					same = strcmp(reference.changes[i], v[0].changes[i]) == 0;
+				if (!same)
+					fprintf(stderr, "written once, threshold %llu, chunks of %llu: not the spilled transaction\n",
+						(unsigned long long)thresholds[t], (unsigned long long)chunk_changes[c]);
+				CHECK(same);
+			}
+			views_free(v, n > 0 ? (size_t)n : 0);
+			run_free(&run);
+		}
+	view_free(&reference);
+
+	/* a top-level abort: pending chunks, nothing that references them */
+	struct assembler_options o = options(10);
+	o.spill_streamed = false;
+	struct run run;
+	run_fixture("stream_abort", &o, &run, NULL, NULL);
+	CHECK(run.rc == 0);
+	CHECK(!run.spilled);
+	/* its pending chunks, then one pending_abort naming it */
+	CHECK(run.sink.n > 1 && frames_of_type(&run, FRAME_PENDING_CHUNK) == run.sink.n - 1);
+	CHECK(run.sink.n > 0 && run.sink.f[run.sink.n - 1].type == FRAME_PENDING_ABORT);
+	if (run.sink.n > 1) {
+		struct env_frame_summary ps, pa;
+		char err[256];
+		CHECK(env_frame_summary(FRAME_PENDING_CHUNK, run.sink.f[0].p, run.sink.f[0].len, &ps, err, sizeof err) == 0);
+		const struct frame *last = &run.sink.f[run.sink.n - 1];
+		CHECK(env_frame_summary(FRAME_PENDING_ABORT, last->p, last->len, &pa, err, sizeof err) == 0);
+		CHECK(pa.xid == ps.xid && pa.run == ps.run);
+	}
+	CHECK(run.n_ev == 1 && run.n_ev && run.ev[0].r.event == ASSEMBLER_ABORTED);
+	struct txn_view *v = NULL;
+	CHECK(views_of_run(&run, &v) == 0);
+	views_free(v, 0);
+	run_free(&run);
 }
 
 static void test_stream_abort(void)
@@ -1580,8 +1815,9 @@ static void check_hand_stream(struct fixture *fx, const char *const *want, size_
 			      size_t n_ddl, int line)
 {
 	const uint64_t thresholds[] = { 1, 2, 3, 1000 };
-	for (size_t t = 0; t < 4; t++) {
-		struct assembler_options o = options(thresholds[t]);
+	for (size_t t = 0; t < 8; t++) {
+		struct assembler_options o = options(thresholds[t % 4]);
+		o.spill_streamed = t < 4; /* then written once */
 		struct run run;
 		struct txn_view *v = NULL;
 		run_messages(fx, &o, &run, NULL, NULL);
@@ -1603,8 +1839,8 @@ static void check_hand_stream(struct fixture *fx, const char *const *want, size_
 					fprintf(stderr, "  ddl %zu: %s\n", i, v[0].ddl[i].text);
 		}
 		if (bad)
-			fprintf(stderr, "%s:%d: hand-built stream, threshold %llu: wrong transaction\n", __FILE__, line,
-				(unsigned long long)thresholds[t]);
+			fprintf(stderr, "%s:%d: hand-built stream, threshold %llu, %s: wrong transaction\n", __FILE__, line,
+				(unsigned long long)thresholds[t % 4], t < 4 ? "spilled" : "written once");
 		CHECK(bad == 0);
 		views_free(v, n > 0 ? (size_t)n : 0);
 		run_free(&run);
@@ -2077,6 +2313,7 @@ int main(void)
 	test_schema_change();
 	test_stream_commit();
 	test_stream_abort();
+	test_written_once();
 	test_origin();
 	test_chunked();
 	test_skip();

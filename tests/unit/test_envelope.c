@@ -776,8 +776,9 @@ static void check_all_truncations_fail(int type, const struct buf *b, int line)
 		uint8_t *p = dup_exact(b->data, len);
 		struct env_frame_summary s;
 		char err[256] = "";
-		if (env_frame_summary(type, p, len, &s, err, sizeof err) != -1 || strncmp(err, "envelope: ", 10) != 0)
+		if (env_frame_summary(type, p, len, &s, err, sizeof err) != -1 || strncmp(err, "envelope: ", 10) != 0) {
 			bad++;
+		}
 		char *json = json_of(type, p, len, err, sizeof err);
 		if (json)
 			bad++;
@@ -795,10 +796,13 @@ static void check_all_truncations_fail(int type, const struct buf *b, int line)
 	p[b->len] = 0;
 	struct env_frame_summary s;
 	char err[256] = "";
-	if (env_frame_summary(type, p, b->len + 1, &s, err, sizeof err) != -1 || !strstr(err, "1 trailing bytes"))
+	/* (a pending chunk's summary reads its envelope's head only: its
+	 * changes, and bytes after them, are the decoder's, as a chunk's) */
+	if (type != 7 &&
+	    (env_frame_summary(type, p, b->len + 1, &s, err, sizeof err) != -1 || !strstr(err, "1 trailing bytes")))
 		bad++;
-	/* a wrong version */
-	p[0] = 9;
+	/* a wrong version (a pending chunk's envelope after its run and sequence number) */
+	p[type == 7 ? 12 : 0] = 9;
 	if (env_frame_summary(type, p, b->len, &s, err, sizeof err) != -1 || !strstr(err, "unsupported version 9"))
 		bad++;
 	free(p);
@@ -855,7 +859,7 @@ static void test_other_frames(void)
 	/* manifest */
 	struct env_header_fields h = { .source_id = "src-1", .xid = 759, .commit_lsn = 0x1A1A598ULL,
 				       .end_lsn = 0x1A1A5D0ULL, .commit_time_us = 1700000000000001LL };
-	struct env_manifest_chunk chunks[3] = { { 0xDEADBEEFU, 100 }, { 0x01020304U, 100 }, { 0U, 10 } };
+	struct env_manifest_chunk chunks[3] = { { 0xDEADBEEFU, 100, 0 }, { 0x01020304U, 100, 0 }, { 0U, 10, 0 } };
 	const char *tables[2] = { "public.bulk", "other.t" };
 	struct buf m = { 0 };
 	env_encode_manifest(&m, &h, 3, 210, chunks, 2, tables);
@@ -891,6 +895,63 @@ static void test_other_frames(void)
 	CHECK(env_decode_manifest(m.data, m.len, &dm, err, sizeof err) == -1);
 	CHECK(strstr(err, "chunks cannot fit") != NULL);
 	buf_free(&m);
+
+	/* manifest version 2: pending chunks listed by stream offset */
+	struct env_manifest_chunk by_offset[2] = { { 0xDEADBEEFU, 7, 41 }, { 0x01020304U, 3, 0x100000001ULL } };
+	env_encode_manifest_by_offset(&m, &h, 2, 10, by_offset, 2, tables);
+	p = dup_exact(m.data, m.len);
+	CHECK(p[0] == 2);
+	CHECK(env_decode_manifest(p, m.len, &dm, err, sizeof err) == 0);
+	CHECK(dm.by_offset && dm.xid == 759 && dm.commit_lsn == 0x1A1A598ULL && dm.chunk_count == 2 && dm.total_changes == 10);
+	for (uint32_t i = 0; i < 2 && i < dm.chunk_count; i++)
+		CHECK(dm.chunks[i].crc == by_offset[i].crc && dm.chunks[i].changes == by_offset[i].changes &&
+		      dm.chunks[i].offset == by_offset[i].offset);
+	CHECK(dm.n_tables == 2 && same_str(dm.tables[1], dm.table_lens[1], "other.t"));
+	env_manifest_free(&dm);
+	json = json_of(3, p, m.len, err, sizeof err);
+	CHECK_HAS(json, "\"chunks\":[{\"offset\":41,\"crc\":\"0xdeadbeef\",\"changes\":7},"
+			"{\"offset\":4294967297,\"crc\":\"0x01020304\",\"changes\":3}]");
+	free(json);
+	free(p);
+	check_all_truncations_fail(3, &m, __LINE__);
+	/* a version 1 reader's layout is not taken for version 2, nor an unknown version */
+	m.data[0] = 3;
+	CHECK(env_decode_manifest(m.data, m.len, &dm, err, sizeof err) == -1 && strstr(err, "unsupported version 3"));
+	m.data[0] = 1;
+	CHECK(env_decode_manifest(m.data, m.len, &dm, err, sizeof err) == -1);
+	buf_free(&m);
+
+	/* pending chunk: run, sequence number, an envelope with no commit yet */
+	struct buf pc = { 0 };
+	env_encode_pending_head(&pc, 0x0123456789ABCDEFULL, 5);
+	CHECK(pc.len == ENV_PENDING_HEAD_SIZE);
+	struct env_header_fields ph = { .source_id = "src-1", .xid = 760 };
+	env_encode_header(&pc, &ph);
+	buf_put_u32(&pc, 0); /* relations */
+	buf_put_u32(&pc, 0); /* changes */
+	p = dup_exact(pc.data, pc.len);
+	CHECK(env_frame_summary(7 /* pending_chunk */, p, pc.len, &s, err, sizeof err) == 0);
+	CHECK(s.has_xid && s.xid == 760 && s.commit_lsn == 0 && s.run == 0x0123456789ABCDEFULL && s.chunk_index == 5);
+	CHECK(same_str(s.source_id, s.source_id_len, "src-1"));
+	json = json_of(7 /* pending_chunk */, p, pc.len, err, sizeof err);
+	CHECK_HAS(json, "\"run\":81985529216486895,\"sequence\":5,");
+	CHECK_HAS(json, "\"xid\":760");
+	free(json);
+	free(p);
+	check_all_truncations_fail(7, &pc, __LINE__);
+	buf_free(&pc);
+
+	/* pending abort: the transaction's pending chunks of that run are never listed */
+	env_encode_pending_abort(&pc, "src-1", 760, 0xFEDCBA9876543210ULL);
+	p = dup_exact(pc.data, pc.len);
+	CHECK(env_frame_summary(8, p, pc.len, &s, err, sizeof err) == 0);
+	CHECK(s.has_xid && s.xid == 760 && s.run == 0xFEDCBA9876543210ULL && same_str(s.source_id, s.source_id_len, "src-1"));
+	json = json_of(8, p, pc.len, err, sizeof err);
+	CHECK_STR(json, "\"source_id\":\"src-1\",\"xid\":760,\"run\":18364758544493064720");
+	free(json);
+	free(p);
+	check_all_truncations_fail(8, &pc, __LINE__);
+	buf_free(&pc);
 
 	/* commit marker */
 	struct buf c = { 0 };
@@ -929,9 +990,9 @@ static void test_other_frames(void)
 	static const uint8_t one[] = { 1 };
 	CHECK(env_frame_summary(0, one, 1, &s, err, sizeof err) == -1);
 	CHECK(strstr(err, "unknown frame type 0") != NULL);
-	CHECK(env_frame_summary(7, one, 1, &s, err, sizeof err) == -1);
-	CHECK(strstr(err, "unknown frame type 7") != NULL);
-	json = json_of(7, one, 1, err, sizeof err);
+	CHECK(env_frame_summary(9, one, 1, &s, err, sizeof err) == -1);
+	CHECK(strstr(err, "unknown frame type 9") != NULL);
+	json = json_of(9, one, 1, err, sizeof err);
 	CHECK(json == NULL);
 	free(json);
 }

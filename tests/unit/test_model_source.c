@@ -42,6 +42,7 @@
 #include "sim_rng.h"
 
 #include "trellara/assembler.h"
+#include "trellara/checksum.h"
 #include "trellara/envelope.h"
 #include "trellara/pgoutput.h"
 #include "trellara/stream.h"
@@ -80,6 +81,10 @@ struct client {
 	int64_t last_send_time;
 	struct frame *frames;
 	size_t n_frames, frames_cap;
+	uint64_t next_offset;        /* the stream offset of the next frame */
+	struct frame *pending;       /* every pending chunk, kept for its manifest */
+	uint64_t *pending_offset;
+	size_t n_pending;
 	uint64_t digest;
 	bool failed;
 	uint32_t cur_xid;
@@ -89,12 +94,33 @@ struct client {
 	size_t n_history;
 	/* counts */
 	uint64_t committed, skipped, empty, aborted, chunked, ddl_frames, reconnects, unchanged_toast, old_keys, origins;
+	uint64_t written_once, pending_cuts; /* pending sets applied; chunks a subtransaction abort cut */
+	uint64_t pending_aborts;
 	uint64_t in_block[128]; /* messages decoded inside stream blocks, by type */
 };
 
-static int on_frame(void *ctx, int type, const uint8_t *payload, size_t len)
+static int on_frame(void *ctx, int type, const uint8_t *payload, size_t len, uint64_t *offset)
 {
 	struct client *c = ctx;
+	*offset = c->next_offset++;
+	if (type == FRAME_PENDING_ABORT) {
+		struct env_frame_summary s;
+		char err[256];
+		CHECK(env_frame_summary(type, payload, len, &s, err, sizeof err) == 0);
+		c->pending_aborts++;
+		return 0;
+	}
+	if (type == FRAME_PENDING_CHUNK) {
+		c->pending = xrealloc(c->pending, (c->n_pending + 1) * sizeof *c->pending);
+		c->pending_offset = xrealloc(c->pending_offset, (c->n_pending + 1) * sizeof *c->pending_offset);
+		c->pending_offset[c->n_pending] = *offset;
+		struct frame *f = &c->pending[c->n_pending++];
+		f->type = type;
+		f->len = len;
+		f->data = xmalloc(len ? len : 1);
+		memcpy(f->data, payload, len);
+		return 0;
+	}
 	if (c->n_frames == c->frames_cap) {
 		c->frames_cap = c->frames_cap ? 2 * c->frames_cap : 16;
 		c->frames = xrealloc(c->frames, c->frames_cap * sizeof *c->frames);
@@ -223,8 +249,10 @@ out:
 	return rc == 1 ? 0 : -1;
 }
 
-/* Applies an envelope (a txn frame, or a chunk's after its index). */
-static uint64_t apply_envelope(struct client *c, const uint8_t *p, size_t len, uint32_t xid, uint64_t commit_lsn)
+/* Applies an envelope (a txn frame, or a chunk's after its index): at
+ * most limit changes; a pending chunk's (pending) carries no commit. */
+static uint64_t apply_envelope_part(struct client *c, const uint8_t *p, size_t len, uint32_t xid, uint64_t commit_lsn,
+				    uint64_t limit, bool pending)
 {
 	struct env_decoder d;
 	uint64_t n = 0;
@@ -244,12 +272,16 @@ static uint64_t apply_envelope(struct client *c, const uint8_t *p, size_t len, u
 	} else {
 		FAIL(c, "envelope of %u is not the transaction just delivered", xid);
 	}
-	if (d.header.xid != xid || d.header.commit_lsn != commit_lsn)
+	if (d.header.xid != xid || d.header.commit_lsn != (pending ? 0 : commit_lsn))
 		FAIL(c, "envelope of xid %u commit %llx, expected %u %llx", d.header.xid,
 		     (unsigned long long)d.header.commit_lsn, xid, (unsigned long long)commit_lsn);
+	c->pending_cuts += limit < d.header.n_changes;
+	if (d.header.n_changes < limit && limit != UINT64_MAX)
+		FAIL(c, "transaction %u: a manifest uses %llu changes of a chunk holding %u", xid,
+		     (unsigned long long)limit, d.header.n_changes);
 	const struct env_change *ch;
-	int rc;
-	while ((rc = env_decode_next(&d, &ch)) == 1) {
+	int rc = 0;
+	while (n < limit && (rc = env_decode_next(&d, &ch)) == 1) {
 		apply_env_change(c, &d.header, ch);
 		n++;
 	}
@@ -259,8 +291,53 @@ static uint64_t apply_envelope(struct client *c, const uint8_t *p, size_t len, u
 	return n;
 }
 
+static uint64_t apply_envelope(struct client *c, const uint8_t *p, size_t len, uint32_t xid, uint64_t commit_lsn)
+{
+	return apply_envelope_part(c, p, len, xid, commit_lsn, UINT64_MAX, false);
+}
+
+/* The pending chunks a version 2 manifest lists, read back by offset. */
+static uint64_t apply_pending_set(struct client *c, const struct frame *mf, uint32_t *chunks)
+{
+	struct env_manifest m;
+	char err[256];
+	uint64_t changes = 0;
+	if (env_decode_manifest(mf->data, mf->len, &m, err, sizeof err) < 0) {
+		FAIL(c, "manifest: %s", err);
+		return 0;
+	}
+	for (uint32_t k = 0; k < m.chunk_count; k++) {
+		size_t lo = 0, hi = c->n_pending;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (c->pending_offset[mid] < m.chunks[k].offset)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == c->n_pending || c->pending_offset[lo] != m.chunks[k].offset) {
+			FAIL(c, "transaction %u: manifest chunk %u at offset %llu: no pending chunk there", m.xid, k,
+			     (unsigned long long)m.chunks[k].offset);
+			continue;
+		}
+		const struct frame *f = &c->pending[lo];
+		if (crc32c(0, f->data, f->len) != m.chunks[k].crc)
+			FAIL(c, "transaction %u: pending chunk at offset %llu: checksum differs from the manifest's", m.xid,
+			     (unsigned long long)m.chunks[k].offset);
+		changes += apply_envelope_part(c, f->data + ENV_PENDING_HEAD_SIZE, f->len - ENV_PENDING_HEAD_SIZE, m.xid,
+					       m.commit_lsn, m.chunks[k].changes, true);
+		(*chunks)++;
+	}
+	if (changes != m.total_changes)
+		FAIL(c, "transaction %u: %llu changes in use, the manifest says %llu", m.xid, (unsigned long long)changes,
+		     (unsigned long long)m.total_changes);
+	env_manifest_free(&m);
+	return changes;
+}
+
 /* A committed transaction's frames: ddl frames, then one txn frame or
- * chunks, a manifest and a commit marker. */
+ * chunks, a manifest and a commit marker (or, written once, pending
+ * chunks listed by the manifest, then its marker). */
 static void apply_frames(struct client *c, const struct assembler_result *res)
 {
 	uint64_t changes = 0;
@@ -290,6 +367,10 @@ static void apply_frames(struct client *c, const struct assembler_result *res)
 			changes += apply_envelope(c, f->data + 4, f->len - 4, res->xid, res->commit_lsn);
 			break;
 		case FRAME_MANIFEST:
+			if (chunks == 0) {
+				changes += apply_pending_set(c, f, &chunks);
+				c->written_once++;
+			}
 			break;
 		case FRAME_COMMIT_MARKER:
 			marker = true;
@@ -547,6 +628,7 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		.max_changes_per_chunk = 1 + sim_rng_below(&c.rng, 20),
 		.target_frame_payload = sim_rng_chance(&c.rng, 40) ? 4096 : 0,
 	};
+	ao.spill_streamed = sim_rng_chance(&c.rng, 30);
 	CHECK(assembler_open(&c.assembler, &ao, err, sizeof err) == 0);
 
 	for (int round = 0; round < 30 && !c.failed; round++) {
@@ -609,6 +691,9 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 		counts->empty += c.empty;
 		counts->aborted += c.aborted;
 		counts->chunked += c.chunked;
+		counts->written_once += c.written_once;
+		counts->pending_cuts += c.pending_cuts;
+		counts->pending_aborts += c.pending_aborts;
 		counts->ddl_frames += c.ddl_frames;
 		counts->reconnects += c.reconnects;
 		counts->unchanged_toast += c.unchanged_toast;
@@ -619,6 +704,10 @@ static uint64_t run_seed(uint64_t seed, struct model_source_stats *total, struct
 	}
 	frames_clear(&c);
 	free(c.frames);
+	for (size_t i = 0; i < c.n_pending; i++)
+		free(c.pending[i].data);
+	free(c.pending);
+	free(c.pending_offset);
 	free(c.history_lsn);
 	free(c.history_digest);
 	assembler_close(c.assembler);
@@ -651,7 +740,7 @@ static void test_seeds(void)
 	       "%llu ddl, %llu heartbeats, %llu empty\n"
 	       "  %llu stream starts, %llu stream commits, %llu stream aborts (%llu sub, %llu late), %llu large sent plain\n"
 	       "  client: %llu applied, %llu skipped, %llu empty, %llu aborted, %llu chunked, %llu ddl frames, "
-	       "%llu unchanged TOAST, %llu old keys\n",
+	       "%llu unchanged TOAST, %llu old keys; %llu written once (%llu pending chunks cut, %llu pending aborts)\n",
 	       (unsigned long long)s.committed, (unsigned long long)s.aborted, (unsigned long long)seeds, (unsigned long long)s.sessions,
 	       (unsigned long long)s.messages, (unsigned long long)s.keepalives, (unsigned long long)s.inserts,
 	       (unsigned long long)s.updates, (unsigned long long)s.key_updates, (unsigned long long)s.toast_unchanged,
@@ -662,7 +751,11 @@ static void test_seeds(void)
 	       (unsigned long long)s.streamed_sent_plain, (unsigned long long)counts.committed,
 	       (unsigned long long)counts.skipped, (unsigned long long)counts.empty, (unsigned long long)counts.aborted,
 	       (unsigned long long)counts.chunked, (unsigned long long)counts.ddl_frames,
-	       (unsigned long long)counts.unchanged_toast, (unsigned long long)counts.old_keys);
+	       (unsigned long long)counts.unchanged_toast, (unsigned long long)counts.old_keys,
+	       (unsigned long long)counts.written_once, (unsigned long long)counts.pending_cuts,
+	       (unsigned long long)counts.pending_aborts);
+	/* streamed transactions written once, some cut by a subtransaction abort */
+	CHECK(counts.written_once > 0 && counts.pending_cuts > 0 && counts.pending_aborts > 0);
 	/* every kind of change and message happened somewhere */
 	CHECK(s.inserts > 0 && s.updates > 0 && s.key_updates > 0 && s.toast_unchanged > 0 && s.deletes > 0);
 	CHECK(s.truncates > 0 && s.ddl_messages > 0 && s.heartbeats > 0 && s.empty_txns > 0);

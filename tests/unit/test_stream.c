@@ -364,6 +364,42 @@ static void test_groups_and_retention(void)
 	cleanup(dir);
 }
 
+/* Retention keeps the newest segment holding a frame that records a
+ * source position (txn, commit_marker, watermark) and every one after,
+ * however far the groups are: the newest segments may hold only pending
+ * chunks of an open transaction, and capture's restart reads back to it. */
+static void test_retention_keeps_restart_point(void)
+{
+	char *dir = tmpdir();
+	struct stream_recovery rec;
+	struct stream_writer *w = open_writer(dir, 64 * 1024, &rec);
+	append_n(w, 0, 70, 1000); /* txn frames 0..69 */
+	char *buf = xcalloc(1, 1000);
+	for (int i = 70; i < 210; i++) {
+		uint64_t off;
+		CHECK(stream_writer_append(w, FRAME_PENDING_CHUNK, 0, buf, 1000, &off) == STREAM_OK && off == (uint64_t)i);
+	}
+	free(buf);
+	CHECK(stream_writer_sync(w) == STREAM_OK);
+	/* 63 frames a segment: bases 0, 63 (txn frames 63..69), 126, 189 (pending chunks only) */
+	const char *prot[] = { "applyd" };
+	CHECK(stream_group_set(dir, "applyd", 210) == STREAM_OK);
+	struct retention_plan plan;
+	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0);
+	CHECK(plan.n_segments == 1 && strcmp(plan.segments[0], "00000000000000000000") == 0);
+	stream_retention_plan_free(&plan);
+	/* a watermark in the active segment: everything before it may go */
+	static const uint8_t wm[16] = { 1 }; /* (retention reads the type alone) */
+	uint64_t off;
+	CHECK(stream_writer_append(w, FRAME_WATERMARK, 0, wm, sizeof wm, &off) == STREAM_OK && off == 210);
+	CHECK(stream_writer_sync(w) == STREAM_OK);
+	CHECK(stream_group_set(dir, "applyd", 211) == STREAM_OK);
+	CHECK(stream_retention_plan(dir, prot, 1, false, &plan) == 0 && plan.n_segments == 3);
+	stream_retention_plan_free(&plan);
+	stream_writer_close(w);
+	cleanup(dir);
+}
+
 static void test_single_writer(void)
 {
 	char *dir = tmpdir();
@@ -390,6 +426,7 @@ int main(void)
 	test_fsync_failure();
 	test_torn_tail_and_corruption();
 	test_groups_and_retention();
+	test_retention_keeps_restart_point();
 	test_single_writer();
 	return unit_done("stream");
 }
