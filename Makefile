@@ -205,7 +205,7 @@ BATS_TOOLS := build/tests/plan_set_emit build/tests/jetstream_publish
 # and decodes what capture published (67-jetstream-capture.bats)
 build/tests/jetstream_publish: tests/unit/jetstream_publish.c $(NOLIBPQ_A)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $^ $(NATS_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $^ $(NATS_LIBS) $(NOLIBPQ_LDLIBS)
 
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh
@@ -322,7 +322,7 @@ build/mutants/%/trellara-sim: tests/mutants/%.patch $(filter-out build/obj/sim/e
 	$(CC) $(ALL_CFLAGS) -I$$(dirname $$file) -c $(@D)/mutant.c -o $(@D)/mutant.o && \
 	$(CC) $(ALL_CFLAGS) -Isim '-DTRELLARA_SIM_VARIANT="$*"' -c sim/explore.c -o $(@D)/explore.o && \
 	objs=$$(for o in $(filter-out build/obj/sim/explore.o,$(SIM_OBJ)); do [ "$$o" = "build/obj/$${file%.c}.o" ] || echo "$$o"; done) && \
-	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $$objs $(NOLIBPQ_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $$objs $(NOLIBPQ_A) $(NOLIBPQ_LDLIBS)
 
 sim-variants: $(MUTANT_BINS)
 
