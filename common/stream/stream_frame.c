@@ -90,9 +90,31 @@ const char *stream_compression_name(enum stream_compression compression)
 
 void frame_buffer_free(struct frame_buffer *buf)
 {
+	if (buf->deflater)
+		deflateEnd(buf->deflater);
+	if (buf->inflater)
+		inflateEnd(buf->inflater);
+	free(buf->deflater);
+	free(buf->inflater);
 	free(buf->data);
-	buf->data = NULL;
-	buf->cap = 0;
+	memset(buf, 0, sizeof *buf);
+}
+
+/* The buffer's zlib stream, set up once and reset for each payload; NULL
+ * when zlib cannot allocate its state. */
+static z_stream *frame_buffer_zstream(struct frame_buffer *buf, bool deflating)
+{
+	void **slot = deflating ? &buf->deflater : &buf->inflater;
+	z_stream *zs = *slot;
+	if (zs)
+		return (deflating ? deflateReset(zs) : inflateReset(zs)) == Z_OK ? zs : NULL;
+	zs = xcalloc(1, sizeof *zs);
+	if ((deflating ? deflateInit(zs, Z_BEST_SPEED) : inflateInit(zs)) != Z_OK) {
+		free(zs);
+		return NULL;
+	}
+	*slot = zs;
+	return zs;
 }
 
 /* Room for need bytes; a buffer grown for one large frame shrinks back
@@ -115,22 +137,18 @@ bool frame_payload_compress(const void *payload, size_t length, struct frame_buf
 	 * much room, and running out of it means the payload stays plain. */
 	size_t room = length - length / 8;
 	frame_buffer_reserve(buf, room);
-	z_stream zs;
-	memset(&zs, 0, sizeof zs);
-	if (deflateInit(&zs, Z_BEST_SPEED) != Z_OK)
+	z_stream *zs = frame_buffer_zstream(buf, true);
+	if (!zs)
 		return false; /* out of memory in zlib: store it plain */
-	zs.next_in = (Bytef *)(uintptr_t)payload;
-	zs.avail_in = (uInt)length;
-	zs.next_out = buf->data + FRAME_ZLIB_PREFIX;
-	zs.avail_out = (uInt)(room - FRAME_ZLIB_PREFIX);
-	int zr = deflate(&zs, Z_FINISH);
-	bool pays = zr == Z_STREAM_END;
-	if (pays) {
-		put_u32(buf->data, (uint32_t)length);
-		*stored_length = FRAME_ZLIB_PREFIX + (size_t)zs.total_out;
-	}
-	deflateEnd(&zs);
-	return pays;
+	zs->next_in = (Bytef *)(uintptr_t)payload;
+	zs->avail_in = (uInt)length;
+	zs->next_out = buf->data + FRAME_ZLIB_PREFIX;
+	zs->avail_out = (uInt)(room - FRAME_ZLIB_PREFIX);
+	if (deflate(zs, Z_FINISH) != Z_STREAM_END)
+		return false;
+	put_u32(buf->data, (uint32_t)length);
+	*stored_length = FRAME_ZLIB_PREFIX + (size_t)zs->total_out;
+	return true;
 }
 
 const char *frame_payload_decode(struct frame_header *h, const uint8_t *stored, struct frame_buffer *buf,
@@ -146,27 +164,22 @@ const char *frame_payload_decode(struct frame_header *h, const uint8_t *stored, 
 	if (length > MAX_FRAME_PAYLOAD)
 		return "compressed payload's inflated length exceeds the maximum";
 	frame_buffer_reserve(buf, length);
-	z_stream zs;
-	memset(&zs, 0, sizeof zs);
-	if (inflateInit(&zs) != Z_OK)
+	z_stream *zs = frame_buffer_zstream(buf, false);
+	if (!zs)
 		return "zlib cannot start inflating (out of memory)";
-	zs.next_in = (Bytef *)(uintptr_t)(stored + FRAME_ZLIB_PREFIX);
-	zs.avail_in = h->payload_length - FRAME_ZLIB_PREFIX;
-	zs.next_out = buf->data;
-	zs.avail_out = length;
-	int zr = inflate(&zs, Z_FINISH);
-	const char *reason = NULL;
-	if (zr == Z_STREAM_END && zs.total_out != length)
-		reason = "compressed payload inflates to fewer bytes than its length field";
-	else if (zr == Z_STREAM_END && zs.avail_in != 0)
-		reason = "compressed payload has bytes after its zlib stream";
-	else if (zr == Z_BUF_ERROR && zs.avail_out == 0 && zs.avail_in != 0)
-		reason = "compressed payload inflates to more bytes than its length field";
-	else if (zr != Z_STREAM_END)
-		reason = "compressed payload is not a valid zlib stream";
-	inflateEnd(&zs);
-	if (reason)
-		return reason;
+	zs->next_in = (Bytef *)(uintptr_t)(stored + FRAME_ZLIB_PREFIX);
+	zs->avail_in = h->payload_length - FRAME_ZLIB_PREFIX;
+	zs->next_out = buf->data;
+	zs->avail_out = length;
+	int zr = inflate(zs, Z_FINISH);
+	if (zr == Z_STREAM_END && zs->total_out != length)
+		return "compressed payload inflates to fewer bytes than its length field";
+	if (zr == Z_STREAM_END && zs->avail_in != 0)
+		return "compressed payload has bytes after its zlib stream";
+	if (zr == Z_BUF_ERROR && zs->avail_out == 0 && zs->avail_in != 0)
+		return "compressed payload inflates to more bytes than its length field";
+	if (zr != Z_STREAM_END)
+		return "compressed payload is not a valid zlib stream";
 	h->payload_length = length;
 	h->flags &= (uint16_t)~FRAME_FLAG_ZLIB;
 	*payload = buf->data;

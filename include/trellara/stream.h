@@ -140,10 +140,14 @@ bool frame_decode_header(const uint8_t *in, struct frame_header *h, const char *
 /* Check the CRC of a decoded header against its payload. */
 bool frame_check_crc(const uint8_t *header_bytes, const void *payload, uint32_t payload_length);
 
-/* A growing buffer the payload codec fills (the caller owns it). */
+/* A growing buffer the payload codec fills (the caller owns it), and the
+ * zlib state it keeps between frames (setting one up per frame cost more
+ * than deflating a small transaction). */
 struct frame_buffer {
-	uint8_t *data; /* owned */
+	uint8_t *data;  /* owned */
 	size_t cap;
+	void *deflater; /* owned: z_stream, or NULL */
+	void *inflater; /* owned: z_stream, or NULL */
 };
 void frame_buffer_free(struct frame_buffer *buf);
 /* Deflate payload into buf as a compressed payload (prefix included).

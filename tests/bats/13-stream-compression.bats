@@ -166,3 +166,20 @@ tamper_frame() {
 	[ "$(psql_target "SELECT count(*) FROM events WHERE id >= 50000")" -eq 0 ]
 	[ "$(psql_target "SELECT count(*) FROM events")" -eq 2000 ]
 }
+
+@test "stream append: flags with bit 15 refused (65); with --config and zlib, large payloads stored compressed and read back byte for byte" {
+	run -65 --separate-stderr trellara-stream append --config "$FLOW_FILE" <<<'{"type":"txn","payload":"x","flags":32768}'
+	[[ $stderr == *'"flags" must be a number 0..32767 (bit 15 is the stream'"'"'s compression flag)'* ]]
+	[ -z "$output" ]
+	big=$(printf 'row %d of a repetitive payload; ' $(seq 1 400))
+	small=$(printf 'row %d; ' $(seq 1 20))
+	printf '{"type":"txn","payload":"%s","flags":7}\n{"type":"txn","payload":"%s"}\n' "$big" "$small" |
+		trellara-stream append --config "$FLOW_FILE" >"$TEST_DIR/offsets"
+	[ "$(paste -sd, "$TEST_DIR/offsets")" = 0,1 ]
+	run -0 trellara-stream read --config "$FLOW_FILE" --raw --format json
+	[ "$(jq -s -c 'map([.compression, .flags])' <<<"$output")" = '[["zlib",7],["none",0]]' ]
+	[ "$(jq -s -r '.[0].payload_base64 | @base64d' <<<"$output")" = "$big" ]
+	[ "$(jq -s -r '.[1].payload_base64 | @base64d' <<<"$output")" = "$small" ]
+	[ "$(jq -s '.[0].payload_length' <<<"$output")" -eq "${#big}" ]
+	[ "$(jq -s '.[0].stored_length * 4 < .[0].payload_length' <<<"$output")" = true ]
+}
