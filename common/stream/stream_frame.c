@@ -100,8 +100,22 @@ void frame_buffer_free(struct frame_buffer *buf)
 	memset(buf, 0, sizeof *buf);
 }
 
+/* zlib allocates through xmalloc: out of memory aborts, as everywhere. */
+static voidpf zlib_alloc(voidpf opaque, uInt items, uInt size)
+{
+	(void)opaque;
+	size_t bytes = (size_t)items * size;
+	return xmalloc(bytes > 0 ? bytes : 1);
+}
+
+static void zlib_free(voidpf opaque, voidpf address)
+{
+	(void)opaque;
+	free(address);
+}
+
 /* The buffer's zlib stream, set up once and reset for each payload; NULL
- * when zlib cannot allocate its state. */
+ * only when the zlib linked is not the one compiled against (logged). */
 static z_stream *frame_buffer_zstream(struct frame_buffer *buf, bool deflating)
 {
 	void **slot = deflating ? &buf->deflater : &buf->inflater;
@@ -109,7 +123,10 @@ static z_stream *frame_buffer_zstream(struct frame_buffer *buf, bool deflating)
 	if (zs)
 		return (deflating ? deflateReset(zs) : inflateReset(zs)) == Z_OK ? zs : NULL;
 	zs = xcalloc(1, sizeof *zs);
+	zs->zalloc = zlib_alloc;
+	zs->zfree = zlib_free;
 	if ((deflating ? deflateInit(zs, Z_BEST_SPEED) : inflateInit(zs)) != Z_OK) {
+		log_error("zlib %s cannot start (compiled against %s)", zlibVersion(), ZLIB_VERSION);
 		free(zs);
 		return NULL;
 	}
@@ -139,7 +156,7 @@ bool frame_payload_compress(const void *payload, size_t length, struct frame_buf
 	frame_buffer_reserve(buf, room);
 	z_stream *zs = frame_buffer_zstream(buf, true);
 	if (!zs)
-		return false; /* out of memory in zlib: store it plain */
+		return false; /* logged; the payload is stored plain */
 	zs->next_in = (Bytef *)(uintptr_t)payload;
 	zs->avail_in = (uInt)length;
 	zs->next_out = buf->data + FRAME_ZLIB_PREFIX;
@@ -166,7 +183,7 @@ const char *frame_payload_decode(struct frame_header *h, const uint8_t *stored, 
 	frame_buffer_reserve(buf, length);
 	z_stream *zs = frame_buffer_zstream(buf, false);
 	if (!zs)
-		return "zlib cannot start inflating (out of memory)";
+		return "zlib cannot inflate it (see the error before)";
 	zs->next_in = (Bytef *)(uintptr_t)(stored + FRAME_ZLIB_PREFIX);
 	zs->avail_in = h->payload_length - FRAME_ZLIB_PREFIX;
 	zs->next_out = buf->data;
