@@ -83,11 +83,6 @@ bool frame_decode_header(const uint8_t *in, struct frame_header *h, const char *
 	return true;
 }
 
-const char *stream_compression_name(enum stream_compression compression)
-{
-	return compression == STREAM_COMPRESSION_ZLIB ? "zlib" : "none";
-}
-
 void frame_buffer_free(struct frame_buffer *buf)
 {
 	if (buf->deflater)

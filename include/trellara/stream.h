@@ -89,9 +89,8 @@ struct stream_fs;
  * the compressed form only when it is at most 7/8 of the payload. */
 #define FRAME_COMPRESS_MIN_BYTES 512
 
+/* stream.compression (trellara.yml(5)) */
 enum stream_compression { STREAM_COMPRESSION_NONE = 0, STREAM_COMPRESSION_ZLIB };
-/* "none", "zlib" */
-const char *stream_compression_name(enum stream_compression compression);
 
 enum frame_type {
 	FRAME_TXN = 1,
