@@ -60,8 +60,10 @@ COMMON_OBJ := $(COMMON_SRC:%.c=build/obj/%.o)
 COMMON_SAN_OBJ := $(COMMON_SRC:%.c=build/san/%.o)
 SUBLIB_A := $(SUBLIBS:%=build/lib/libtrellara-%.a)
 SUBLIB_SAN_A := $(SUBLIBS:%=build/lib/libtrellara-%-san.a)
-# the libraries that link without libpq, libyaml or zlib
+# the libraries that link without libpq or libyaml (the stream's frame
+# codec needs zlib: NOLIBPQ_LDLIBS)
 NOLIBPQ_A := $(filter-out build/lib/libtrellara-pg.a,$(SUBLIB_A))
+NOLIBPQ_LDLIBS := -lz
 
 PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
 PROGRAM_BINS := $(PROGRAMS:%=bin/%)
@@ -153,30 +155,31 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The decision cores and the stream link without libpq (DESIGN §2): these
-# links take only the no-libpq sub-libraries and no -lpq/-lyaml/-lz, so a
-# call into libpq (or into anything that needs it) fails the build.
+# links take only the no-libpq sub-libraries and no -lpq/-lyaml (zlib only,
+# for compressed frames), so a call into libpq (or into anything that needs
+# it) fails the build.
 NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_broker model_source sim_json sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))")
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 
 # The simulator's JSON tests link json.o and the no-libpq libraries only.
 build/tests/test_sim_json build/tests/sim_json_nolibpq: build/obj/tests/unit/test_sim_json.o build/obj/sim/json.o $(NOLIBPQ_A)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 # --create-tables' DDL generator: its test links tabledef.o and the
 # no-libpq libraries only (the catalog reader is snapshot_tables.c).
 build/tests/test_tabledef build/tests/tabledef_nolibpq: build/obj/tests/unit/test_tabledef.o build/obj/cmd/trellara-snapshot/tabledef.o $(NOLIBPQ_A)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 build/san-tests/test_tabledef: build/san/tests/unit/test_tabledef.o build/san/cmd/trellara-snapshot/tabledef.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 build/san-tests/test_sim_json: build/san/tests/unit/test_sim_json.o build/san/sim/json.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 
 build/san-tests/%: build/san/tests/unit/%.o $(CMD_LIB_SAN_OBJ) $(SIM_LIB_SAN_OBJ) $(SUBLIB_SAN_A)
 	@mkdir -p $(@D)
@@ -202,7 +205,7 @@ BATS_TOOLS := build/tests/plan_set_emit build/tests/jetstream_publish
 # and decodes what capture published (67-jetstream-capture.bats)
 build/tests/jetstream_publish: tests/unit/jetstream_publish.c $(NOLIBPQ_A)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $^ $(NATS_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NATS_CFLAGS) -o $@ $^ $(NATS_LIBS) $(NOLIBPQ_LDLIBS)
 
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh
@@ -285,7 +288,7 @@ sim: $(SIM_BIN)
 $(SIM_BIN): $(SIM_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))"
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 
 # What the run file says it was built from (revision, tree hash, dirty,
 # compiler, flags): sim/source-info.sh rewrites the header only when a
@@ -319,7 +322,7 @@ build/mutants/%/trellara-sim: tests/mutants/%.patch $(filter-out build/obj/sim/e
 	$(CC) $(ALL_CFLAGS) -I$$(dirname $$file) -c $(@D)/mutant.c -o $(@D)/mutant.o && \
 	$(CC) $(ALL_CFLAGS) -Isim '-DTRELLARA_SIM_VARIANT="$*"' -c sim/explore.c -o $(@D)/explore.o && \
 	objs=$$(for o in $(filter-out build/obj/sim/explore.o,$(SIM_OBJ)); do [ "$$o" = "build/obj/$${file%.c}.o" ] || echo "$$o"; done) && \
-	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $$objs $(NOLIBPQ_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $(@D)/mutant.o $(@D)/explore.o $$objs $(NOLIBPQ_A) $(NOLIBPQ_LDLIBS)
 
 sim-variants: $(MUTANT_BINS)
 

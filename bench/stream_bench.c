@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 		double t0 = now();
 		while (stream_reader_next(r, &f) == STREAM_OK) {
 			n++;
-			bytes += FRAME_HEADER_SIZE + f.header.payload_length;
+			bytes += FRAME_HEADER_SIZE + f.stored_length;
 		}
 		double t = now() - t0;
 		stream_reader_close(r);

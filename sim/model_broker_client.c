@@ -230,6 +230,7 @@ struct broker_source {
 	struct model_broker *b;    /* borrowed */
 	struct stream_fs *process; /* borrowed */
 	uint64_t next_offset;      /* the offset the next frame must have */
+	struct frame_buffer inflated; /* owned: a compressed frame's payload (the codec every reader uses) */
 };
 
 static int source_next(void *impl, struct stream_frame *f)
@@ -248,12 +249,15 @@ static int source_next(void *impl, struct stream_frame *f)
 	if (got == 0)
 		return STREAM_END;
 	const char *reason;
-	if (!frame_at(data, len, s->next_offset, &f->header, &reason)) {
+	if (frame_at(data, len, s->next_offset, &f->header, &reason))
+		reason = frame_payload_decode(&f->header, data + FRAME_HEADER_SIZE, &s->inflated, &f->payload,
+					      &f->compressed);
+	if (reason) {
 		log_error("broker stream: the message after offset %" PRIu64 " is not the next trellara frame: %s",
 			  s->next_offset, reason);
 		return STREAM_ECORRUPT;
 	}
-	f->payload = data + FRAME_HEADER_SIZE;
+	f->stored_length = (uint32_t)(len - FRAME_HEADER_SIZE);
 	f->segment = "broker";
 	f->position = s->next_offset + 1;
 	s->next_offset++;
@@ -313,7 +317,9 @@ static int source_meta(void *impl, struct stream_meta *meta)
 
 static void source_close(void *impl)
 {
-	free(impl);
+	struct broker_source *s = impl;
+	frame_buffer_free(&s->inflated);
+	free(s);
 }
 
 static const struct frame_source_ops broker_source_ops = {

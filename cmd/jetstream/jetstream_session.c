@@ -247,7 +247,8 @@ char *jetstream_session_stream_id(const struct flow_config *c, const jsStreamInf
 	return xasprintf("jetstream:%s:%" PRId64, c->jetstream_stream, si->Created);
 }
 
-const char *jetstream_session_frame(const uint8_t *data, size_t len, struct frame_header *h)
+const char *jetstream_session_frame(const uint8_t *data, size_t len, struct frame_header *h, struct frame_buffer *buf,
+				    const uint8_t **payload, bool *compressed)
 {
 	const char *reason = NULL;
 	if (len < FRAME_HEADER_SIZE)
@@ -258,7 +259,7 @@ const char *jetstream_session_frame(const uint8_t *data, size_t len, struct fram
 		return "its length differs from its frame's";
 	if (!frame_check_crc(data, data + FRAME_HEADER_SIZE, h->payload_length))
 		return "bad frame checksum";
-	return NULL;
+	return frame_payload_decode(h, data + FRAME_HEADER_SIZE, buf, payload, compressed);
 }
 
 char *jetstream_session_header(natsMsg *m, const char *key)

@@ -70,8 +70,11 @@ enum jetstream_retention jetstream_session_retention(jsRetentionPolicy p);
 int jetstream_session_accept(const struct flow_config *c, const jsStreamInfo *si, const char *name);
 
 /* A message's data as a trellara frame: NULL when it is one (*h
- * decoded: header, length, CRC), else why not (a static string). */
-const char *jetstream_session_frame(const uint8_t *data, size_t len, struct frame_header *h);
+ * decoded: header, length, CRC; then the payload through the frame
+ * codec, inflated into buf when compressed: *payload, *h as returned),
+ * else why not (a static string). */
+const char *jetstream_session_frame(const uint8_t *data, size_t len, struct frame_header *h, struct frame_buffer *buf,
+				    const uint8_t **payload, bool *compressed);
 
 /* The stream's binding, in every message capture publishes. */
 #define JETSTREAM_HDR_SYSTEM "Trellara-System-Identifier"

@@ -58,6 +58,7 @@ struct js_source {
 	uint64_t mirrored;        /* the position last mirrored */
 	int64_t last_mirror_us;
 	bool warned_mirror;
+	struct frame_buffer inflated; /* owned: the current frame's payload when it was compressed */
 };
 
 static void mirror(struct js_source *j);
@@ -134,7 +135,10 @@ static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
 	const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
 	size_t len = (size_t)natsMsg_GetDataLength(m);
 	struct frame_header h;
-	const char *reason = jetstream_session_frame(data, len, &h);
+	const uint8_t *payload = NULL;
+	bool compressed = false;
+	uint32_t stored_length = len >= FRAME_HEADER_SIZE ? (uint32_t)(len - FRAME_HEADER_SIZE) : 0;
+	const char *reason = jetstream_session_frame(data, len, &h, &j->inflated, &payload, &compressed);
 	if (reason) {
 		log_error("%s: the message after offset %" PRIu64 " is not a valid trellara frame: %s", j->name,
 			  j->next_offset, reason);
@@ -154,7 +158,9 @@ static int take(struct js_source *j, natsMsg *m, struct stream_frame *f)
 	natsMsg_Destroy(j->current);
 	j->current = m;
 	f->header = h;
-	f->payload = data + FRAME_HEADER_SIZE;
+	f->payload = payload;
+	f->compressed = compressed;
+	f->stored_length = stored_length;
 	f->segment = j->cfg->jetstream_stream;
 	f->position = h.offset + 1; /* the message's sequence */
 	j->next_offset++;
@@ -355,6 +361,7 @@ static void js_close(void *impl)
 	natsMsg_Destroy(j->current);
 	jetstream_session_close(&j->s);
 	free(j->name);
+	frame_buffer_free(&j->inflated);
 	free(j);
 }
 

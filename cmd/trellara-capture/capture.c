@@ -645,6 +645,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.source_id = cfg->source_id,
 			.flow = c.flow,
 			.fault_prefix = "capture",
+			.compression = cfg->stream_compression_zlib ? STREAM_COMPRESSION_ZLIB : STREAM_COMPRESSION_NONE,
 		},
 		.assembler = {
 			.source_id = cfg->source_id,

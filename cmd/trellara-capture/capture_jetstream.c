@@ -335,9 +335,10 @@ static const struct capture_sink_ops jetstream_sink_ops = {
 /* Message seq as a frame: valid, at offset seq - 1.  EXIT_OK or
  * EXIT_DATAERR (logged). */
 static int check_frame(const struct capture_jetstream *js, uint64_t seq, const uint8_t *data, size_t len,
-		       struct frame_header *h)
+		       struct frame_header *h, struct frame_buffer *buf, const uint8_t **payload)
 {
-	const char *reason = jetstream_session_frame(data, len, h);
+	bool compressed;
+	const char *reason = jetstream_session_frame(data, len, h, buf, payload, &compressed);
 	if (!reason && h->offset != seq - 1)
 		reason = "its frame's offset is not its sequence - 1";
 	if (!reason)
@@ -357,6 +358,8 @@ static int read_restart_point(struct capture_jetstream *js, uint64_t first, uint
 	jsOptions jo;
 	jsOptions_Init(&jo);
 	jo.Wait = JETSTREAM_API_WAIT_MS;
+	struct frame_buffer inflated = { 0 };
+	int code = EXIT_OK;
 	for (uint64_t seq = last; seq >= first && seq > 0; seq--) {
 		natsMsg *m = NULL;
 		jsErrCode jerr = 0;
@@ -366,15 +369,19 @@ static int read_restart_point(struct capture_jetstream *js, uint64_t first, uint
 				  ": the stream has a gap",
 				  js->name, seq, first, last);
 			log_hint("a message was deleted from the stream; what it held is lost to applyd");
-			return EXIT_DATAERR;
+			code = EXIT_DATAERR;
+			goto out;
 		}
-		if (st != NATS_OK)
-			return jetstream_session_request_failed(&js->s, js->cfg->jetstream_stream,
+		if (st != NATS_OK) {
+			code = jetstream_session_request_failed(&js->s, js->cfg->jetstream_stream,
 								"its last messages cannot be read", st, jerr);
+			goto out;
+		}
 		const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
 		size_t len = (size_t)natsMsg_GetDataLength(m);
 		struct frame_header h;
-		int code = check_frame(js, seq, data, len, &h);
+		const uint8_t *payload = NULL;
+		code = check_frame(js, seq, data, len, &h, &inflated, &payload);
 		if (code == EXIT_OK && seq == last) {
 			js->binding.system_identifier = jetstream_session_header(m, JETSTREAM_HDR_SYSTEM);
 			js->binding.database = jetstream_session_header(m, JETSTREAM_HDR_DATABASE);
@@ -384,16 +391,18 @@ static int read_restart_point(struct capture_jetstream *js, uint64_t first, uint
 		}
 		bool committed = false;
 		if (code == EXIT_OK &&
-		    capture_core_restart_point_add_frame(rp, h.type, data + FRAME_HEADER_SIZE, h.payload_length,
+		    capture_core_restart_point_add_frame(rp, h.type, payload, h.payload_length,
 							 h.offset, &committed) < 0)
 			code = EXIT_DATAERR;
 		natsMsg_Destroy(m);
 		if (code != EXIT_OK)
-			return code;
+			goto out;
 		if (committed)
 			break;
 	}
-	return EXIT_OK;
+out:
+	frame_buffer_free(&inflated);
+	return code;
 }
 
 int capture_jetstream_open(const struct flow_config *cfg, struct capture_sink *sink, struct capture_jetstream **jsp,

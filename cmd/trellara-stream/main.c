@@ -210,6 +210,7 @@ int main(int argc, char **argv)
 		o.source_id = config.source_id;
 		o.segment_bytes = config.segment_bytes;
 		o.min_free_bytes = config.min_free_bytes;
+		o.compression_zlib = config.stream_compression_zlib;
 		o.max_batch_messages = config.max_batch_messages;
 		o.protected_groups = (const char *const *)config.protected_groups;
 		o.n_protected = config.n_protected_groups;

@@ -191,6 +191,8 @@ static int print_frame(const struct stream_cli_options *o, const struct stream_f
 		jsonw_u64(&w, "flags", true, h->flags);
 		jsonw_str(&w, "append_time", when);
 		jsonw_u64(&w, "payload_length", true, h->payload_length);
+		jsonw_str(&w, "compression", f->compressed ? "zlib" : "none");
+		jsonw_u64(&w, "stored_length", true, f->stored_length);
 		if (o->raw) {
 			char crc[16];
 			snprintf(crc, sizeof crc, "0x%08x", h->crc);
@@ -226,6 +228,8 @@ static int print_frame(const struct stream_cli_options *o, const struct stream_f
 	}
 	printf("offset=%" PRIu64 " type=%s flags=%u time=%s length=%u", h->offset, type, h->flags, when,
 	       h->payload_length);
+	if (f->compressed)
+		printf(" compression=zlib stored_length=%u", f->stored_length);
 	if (o->raw) {
 		char *b = base64_encode(f->payload, h->payload_length);
 		printf(" version=%u crc=0x%08x segment=%s position=%" PRIu64 " payload_base64=%s\n", h->version, h->crc,
@@ -316,13 +320,15 @@ int stream_cli_locate(const struct stream_cli_options *o)
 			jsonw_u64(&w, "position", true, f.position);
 			jsonw_str(&w, "type", frame_type_name(f.header.type));
 			jsonw_u64(&w, "payload_length", true, f.header.payload_length);
+			jsonw_str(&w, "compression", f.compressed ? "zlib" : "none");
+			jsonw_u64(&w, "stored_length", true, f.stored_length);
 			jsonw_str(&w, "append_time", when);
 			jsonw_close(&w, '}');
 			putchar('\n');
 		} else {
-			printf("offset %" PRIu64 ": %s byte %" PRIu64 ", %s frame, %u payload bytes, appended %s\n",
+			printf("offset %" PRIu64 ": %s byte %" PRIu64 ", %s frame, %u payload bytes%s, appended %s\n",
 			       f.header.offset, f.segment, f.position, frame_type_name(f.header.type),
-			       f.header.payload_length, when);
+			       f.header.payload_length, f.compressed ? " (zlib-compressed)" : "", when);
 		}
 	}
 	stream_reader_close(r);
@@ -463,6 +469,7 @@ int stream_cli_append(const struct stream_cli_options *o)
 		.min_free_bytes = o->min_free_bytes,
 		.source_id = o->source_id,
 		.flow = o->flow,
+		.compression = o->compression_zlib ? STREAM_COMPRESSION_ZLIB : STREAM_COMPRESSION_NONE,
 	};
 	struct stream_writer *w;
 	struct stream_recovery rec;
@@ -514,8 +521,9 @@ int stream_cli_append(const struct stream_cli_options *o)
 			problem = "\"payload_base64\" is not valid base64";
 		char *flags_end = NULL;
 		long flag_value = flags ? strtol(flags->value, &flags_end, 10) : 0;
-		if (!problem && flags && (flags->is_string || *flags_end || flag_value < 0 || flag_value > 65535))
-			problem = "\"flags\" must be a number 0..65535";
+		if (!problem && flags &&
+		    (flags->is_string || *flags_end || flag_value < 0 || flag_value > (long)FRAME_PRODUCER_FLAGS))
+			problem = "\"flags\" must be a number 0..32767 (bit 15 is the stream's compression flag)";
 		for (size_t i = 0; !problem && i < obj.n; i++)
 			if (strcmp(obj.members[i].key, "type") && strcmp(obj.members[i].key, "payload") &&
 			    strcmp(obj.members[i].key, "payload_base64") && strcmp(obj.members[i].key, "flags"))

@@ -20,6 +20,7 @@ struct stream_cli_options {
 	uint64_t segment_bytes;
 	uint64_t min_free_bytes;
 	uint64_t max_batch_messages;
+	bool compression_zlib;         /* append: the flow file's stream.compression is zlib */
 	bool json;
 	bool raw;
 	bool follow;

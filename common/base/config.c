@@ -86,6 +86,9 @@ static void set_late_defaults(struct flow_config *config)
 		config->stream_spill_dir = xstrdup(DEFAULT_STREAM_SPILL_DIR);
 	if (!config->checkpoint_schema)
 		config->checkpoint_schema = xstrdup(DEFAULT_CHECKPOINT_SCHEMA);
+	if (!config->stream_compression && config->stream_kind == STREAM_KIND_LOCAL)
+		config->stream_compression = xstrdup(DEFAULT_STREAM_COMPRESSION);
+	config->stream_compression_zlib = config->stream_compression && strcmp(config->stream_compression, "zlib") == 0;
 	if (!config->apply_batch_transactions) /* the schema refuses an explicit 0 */
 		config->apply_batch_transactions = config->apply_compaction ? DEFAULT_APPLY_BATCH_TRANSACTIONS
 									    : DEFAULT_APPLY_BATCH_TRANSACTIONS_UNFOLDED;
@@ -236,6 +239,7 @@ void config_free(struct flow_config *config)
 	config_free_secret(config->target_database_url);
 	free(config->target_database_url_file);
 	free(config->checkpoint_schema);
+	free(config->stream_compression);
 	free(config->consumer_group);
 	free(config->metrics_dir);
 	memset(config, 0, sizeof *config);

@@ -110,6 +110,7 @@ static const struct field stream_fields[] = {
 	  .min = 1 },
 	{ .name = "max_batch_messages", .kind = K_UINT, .offset = CFG(max_batch_messages), .min = 1 },
 	{ .name = "min_free_bytes", .kind = K_UINT, .offset = CFG(min_free_bytes) },
+	{ .name = "compression", .kind = K_STRING, .offset = CFG(stream_compression) },
 	{ .name = "protected_groups", .kind = K_STRING_LIST, .offset = CFG(protected_groups),
 	  .count_offset = CFG(n_protected_groups), .min = 1, .check = V_GROUP },
 	{ 0 }
@@ -177,7 +178,8 @@ static int check_pgoutput(const struct loader *ld, const yaml_node_t *mapping,
 static int check_stream(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base)
 {
 	struct flow_config *config = base;
-	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", NULL };
+	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", "compression",
+						  NULL };
 	static const char *const jetstream_keys[] = { "servers", "name", "subject", "replicas", "credentials",
 						      "duplicate_window_seconds", "max_bytes", NULL };
 	yaml_node_t *kind_node = config_mapping_value(ld, mapping, "kind", NULL);
@@ -197,6 +199,15 @@ static int check_stream(const struct loader *ld, const yaml_node_t *mapping, con
 				  config->stream_kind_name);
 			return -1;
 		}
+	}
+	yaml_node_t *compression_node = config_mapping_value(ld, mapping, "compression", NULL);
+	if (compression_node && strcmp(config->stream_compression, "none") != 0 &&
+	    strcmp(config->stream_compression, "zlib") != 0) {
+		char *shown = config_describe(compression_node, false);
+		report_at(ld, compression_node, "key \"%s.compression\" must be \"none\" or \"zlib\", got %s", keypath,
+			  shown);
+		free(shown);
+		return -1;
 	}
 	static const char *const local_required[] = { "path", NULL };
 	static const char *const jetstream_required[] = { "servers", "name", "subject", NULL };

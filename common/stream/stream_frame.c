@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define SEGMENT_READ_BYTES ((size_t)1 << 20)
 
@@ -81,6 +82,121 @@ bool frame_decode_header(const uint8_t *in, struct frame_header *h, const char *
 		return false;
 	}
 	return true;
+}
+
+void frame_buffer_free(struct frame_buffer *buf)
+{
+	if (buf->deflater)
+		deflateEnd(buf->deflater);
+	if (buf->inflater)
+		inflateEnd(buf->inflater);
+	free(buf->deflater);
+	free(buf->inflater);
+	free(buf->data);
+	memset(buf, 0, sizeof *buf);
+}
+
+/* zlib allocates through xmalloc: out of memory aborts, as everywhere. */
+static voidpf zlib_alloc(voidpf opaque, uInt items, uInt size)
+{
+	(void)opaque;
+	size_t bytes = (size_t)items * size;
+	return xmalloc(bytes > 0 ? bytes : 1);
+}
+
+static void zlib_free(voidpf opaque, voidpf address)
+{
+	(void)opaque;
+	free(address);
+}
+
+/* The buffer's zlib stream, set up once and reset for each payload; NULL
+ * only when the zlib linked is not the one compiled against (logged). */
+static z_stream *frame_buffer_zstream(struct frame_buffer *buf, bool deflating)
+{
+	void **slot = deflating ? &buf->deflater : &buf->inflater;
+	z_stream *zs = *slot;
+	if (zs)
+		return (deflating ? deflateReset(zs) : inflateReset(zs)) == Z_OK ? zs : NULL;
+	zs = xcalloc(1, sizeof *zs);
+	zs->zalloc = zlib_alloc;
+	zs->zfree = zlib_free;
+	if ((deflating ? deflateInit(zs, Z_BEST_SPEED) : inflateInit(zs)) != Z_OK) {
+		log_error("zlib %s cannot start (compiled against %s)", zlibVersion(), ZLIB_VERSION);
+		free(zs);
+		return NULL;
+	}
+	*slot = zs;
+	return zs;
+}
+
+/* Room for need bytes; a buffer grown for one large frame shrinks back
+ * after it, so memory stays bounded by the frame at hand. */
+static void frame_buffer_reserve(struct frame_buffer *buf, size_t need)
+{
+	if (need == 0)
+		need = 1;
+	if (need > buf->cap || (buf->cap > FRAME_TARGET_PAYLOAD && need <= FRAME_TARGET_PAYLOAD)) {
+		buf->data = xrealloc(buf->data, need);
+		buf->cap = need;
+	}
+}
+
+bool frame_payload_compress(const void *payload, size_t length, struct frame_buffer *buf, size_t *stored_length)
+{
+	if (length < FRAME_COMPRESS_MIN_BYTES || length > MAX_FRAME_PAYLOAD)
+		return false;
+	/* It pays when it is at most 7/8 of the payload: deflate gets that
+	 * much room, and running out of it means the payload stays plain. */
+	size_t room = length - length / 8;
+	frame_buffer_reserve(buf, room);
+	z_stream *zs = frame_buffer_zstream(buf, true);
+	if (!zs)
+		return false; /* logged; the payload is stored plain */
+	zs->next_in = (Bytef *)(uintptr_t)payload;
+	zs->avail_in = (uInt)length;
+	zs->next_out = buf->data + FRAME_ZLIB_PREFIX;
+	zs->avail_out = (uInt)(room - FRAME_ZLIB_PREFIX);
+	if (deflate(zs, Z_FINISH) != Z_STREAM_END)
+		return false;
+	put_u32(buf->data, (uint32_t)length);
+	*stored_length = FRAME_ZLIB_PREFIX + (size_t)zs->total_out;
+	return true;
+}
+
+const char *frame_payload_decode(struct frame_header *h, const uint8_t *stored, struct frame_buffer *buf,
+				 const uint8_t **payload, bool *compressed)
+{
+	*compressed = (h->flags & FRAME_FLAG_ZLIB) != 0;
+	*payload = stored;
+	if (!*compressed)
+		return NULL;
+	if (h->payload_length < FRAME_ZLIB_PREFIX)
+		return "compressed payload shorter than its length field";
+	uint32_t length = get_u32(stored);
+	if (length > MAX_FRAME_PAYLOAD)
+		return "compressed payload's inflated length exceeds the maximum";
+	frame_buffer_reserve(buf, length);
+	z_stream *zs = frame_buffer_zstream(buf, false);
+	if (!zs)
+		return "zlib cannot inflate it (see the error before)";
+	zs->next_in = (Bytef *)(uintptr_t)(stored + FRAME_ZLIB_PREFIX);
+	zs->avail_in = h->payload_length - FRAME_ZLIB_PREFIX;
+	zs->next_out = buf->data;
+	zs->avail_out = length;
+	int zr = inflate(zs, Z_FINISH);
+	if (zr == Z_STREAM_END && zs->total_out != length)
+		return "compressed payload inflates to fewer bytes than its length field";
+	if (zr == Z_STREAM_END && zs->avail_in != 0)
+		return "compressed payload has bytes after its zlib stream";
+	if (zr == Z_BUF_ERROR && zs->avail_out == 0 && zs->avail_in != 0)
+		return "compressed payload inflates to more bytes than its length field";
+	if (zr != Z_STREAM_END)
+		return "compressed payload is not a valid zlib stream";
+	h->payload_length = length;
+	h->flags &= (uint16_t)~FRAME_FLAG_ZLIB;
+	*payload = buf->data;
+	return NULL;
 }
 
 bool frame_check_crc(const uint8_t *header_bytes, const void *payload, uint32_t payload_length)

@@ -38,6 +38,7 @@ struct stream_reader {
 	uint64_t next_offset;
 	int inotify_fd;
 	bool warned_torn;
+	struct frame_buffer inflated; /* owned: the last compressed frame's payload */
 };
 
 static int refresh_segments(struct stream_reader *r)
@@ -227,11 +228,25 @@ int stream_reader_next(struct stream_reader *r, struct stream_frame *frame)
 				return STREAM_EIO;
 		}
 		if (fc == FRAME_VALID) {
+			/* The CRC checked the bytes on disk; a compressed payload
+			 * that does not inflate was written that way: corruption
+			 * before the tail whatever follows it. */
+			uint32_t stored_length = h.payload_length;
+			const char *bad = frame_payload_decode(&h, payload, &r->inflated, &frame->payload,
+							       &frame->compressed);
+			if (bad) {
+				log_error("stream segment \"%s\": frame at byte %llu (offset %llu): %s", r->sf.path,
+					  (unsigned long long)r->pos, (unsigned long long)r->next_offset, bad);
+				char *dir = strbuf_shell_quote(r->dir);
+				log_hint("run \"trellara stream inspect-local --dir %s\" to see the damage", dir);
+				free(dir);
+				return STREAM_ECORRUPT;
+			}
 			frame->header = h;
-			frame->payload = payload;
+			frame->stored_length = stored_length;
 			frame->segment = r->sf.path;
 			frame->position = r->pos;
-			r->pos += FRAME_HEADER_SIZE + h.payload_length;
+			r->pos += FRAME_HEADER_SIZE + stored_length;
 			r->next_offset++;
 			return STREAM_OK;
 		}
@@ -356,5 +371,6 @@ void stream_reader_close(struct stream_reader *r)
 		close(r->inotify_fd);
 	free(r->bases);
 	free(r->dir);
+	frame_buffer_free(&r->inflated);
 	free(r);
 }

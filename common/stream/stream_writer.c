@@ -47,6 +47,7 @@ struct stream_writer {
 	size_t batch_len, batch_cap;
 	uint32_t *batch_sizes; /* owned: size of each queued frame */
 	size_t batch_frames, batch_frames_cap;
+	struct frame_buffer deflated; /* owned: the compressed payload being queued */
 	unsigned batches_since_index_sync;
 	bool poisoned;       /* a write or fdatasync failed: never retry */
 	char fault_mid_frame[64], fault_after_write[64], fault_after_sync[64];
@@ -459,6 +460,18 @@ int stream_writer_append(struct stream_writer *w, int type, uint16_t flags, cons
 		log_error("unknown frame type %d", type);
 		return STREAM_EINVAL;
 	}
+	if (flags & ~FRAME_PRODUCER_FLAGS) {
+		log_error("frame flags %u set bit 15 (%u), the stream's compression flag", (unsigned)flags,
+			  (unsigned)FRAME_FLAG_ZLIB);
+		return STREAM_EINVAL;
+	}
+	size_t stored_length = length;
+	if (w->options.compression == STREAM_COMPRESSION_ZLIB &&
+	    frame_payload_compress(payload, length, &w->deflated, &stored_length)) {
+		payload = w->deflated.data;
+		flags |= FRAME_FLAG_ZLIB;
+	}
+	length = stored_length;
 	size_t size = FRAME_HEADER_SIZE + length;
 	if (w->batch_len + size > w->batch_cap) {
 		/* room to grow, except for one very large frame */
@@ -634,5 +647,6 @@ void stream_writer_close(struct stream_writer *w)
 	free(w->segments_dir);
 	free(w->batch);
 	free(w->batch_sizes);
+	frame_buffer_free(&w->deflated);
 	free(w);
 }

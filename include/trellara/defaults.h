@@ -40,6 +40,9 @@ enum trellara_exit {
 
 /* Stream defaults (DESIGN §3, §4). */
 #define DEFAULT_SEGMENT_BYTES (64ULL * 1024 * 1024)
+/* stream.compression of a local stream (DESIGN §4 has the measurement
+ * that chose it) */
+#define DEFAULT_STREAM_COMPRESSION "none"
 #define DEFAULT_MAX_BATCH_TRANSACTIONS 100
 #define DEFAULT_MAX_BATCH_MESSAGES 100
 #define DEFAULT_MIN_FREE_BYTES (1024ULL * 1024 * 1024)

@@ -13,8 +13,10 @@
  *   0  u32 magic "TRLF"        16 i64 append time, µs since the Unix epoch
  *   4  u8  version (1)         24 u32 payload length (<= MAX_FRAME_PAYLOAD)
  *   5  u8  type                28 u32 CRC-32C of bytes 0..27 and the payload
- *   6  u16 flags
+ *   6  u16 flags               bit 15 (FRAME_FLAG_ZLIB): compressed payload
  *   8  u64 offset (dense, from 0)
+ * A compressed payload is a u32 inflated length then a zlib stream; the
+ * CRC covers the bytes on disk, and readers inflate after checking it.
  * Index: a 32-byte header (u32 magic "TRLI", u8 version, 3 zero bytes,
  * u64 base offset, 12 zero bytes, u32 CRC-32C of bytes 0..27), then one
  * 16-byte entry per frame in offset order: u64 byte position of the frame,
@@ -76,6 +78,20 @@ struct stream_fs;
 #define STREAM_FORMAT_VERSION 1
 #define STREAM_INDEX_SYNC_INTERVAL 64
 
+/* Flag bit 15 is the stream's own: the payload on disk is compressed.
+ * The other 15 bits are the producer's, stored and returned untouched. */
+#define FRAME_FLAG_ZLIB 0x8000U
+#define FRAME_PRODUCER_FLAGS 0x7FFFU
+/* A compressed payload: u32 length of the payload inflated, then a zlib
+ * stream (RFC 1950) of it. */
+#define FRAME_ZLIB_PREFIX 4
+/* The writer compresses a payload of at least this many bytes, and keeps
+ * the compressed form only when it is at most 7/8 of the payload. */
+#define FRAME_COMPRESS_MIN_BYTES 512
+
+/* stream.compression (trellara.yml(5)) */
+enum stream_compression { STREAM_COMPRESSION_NONE = 0, STREAM_COMPRESSION_ZLIB };
+
 enum frame_type {
 	FRAME_TXN = 1,
 	FRAME_CHUNK = 2,
@@ -125,6 +141,29 @@ bool frame_decode_header(const uint8_t *in, struct frame_header *h, const char *
 /* Check the CRC of a decoded header against its payload. */
 bool frame_check_crc(const uint8_t *header_bytes, const void *payload, uint32_t payload_length);
 
+/* A growing buffer the payload codec fills (the caller owns it), and the
+ * zlib state it keeps between frames (setting one up per frame cost more
+ * than deflating a small transaction). */
+struct frame_buffer {
+	uint8_t *data;  /* owned */
+	size_t cap;
+	void *deflater; /* owned: z_stream, or NULL */
+	void *inflater; /* owned: z_stream, or NULL */
+};
+void frame_buffer_free(struct frame_buffer *buf);
+/* Deflate payload into buf as a compressed payload (prefix included).
+ * True with *stored_length when the rule above says it pays; false
+ * (nothing to use) otherwise. */
+bool frame_payload_compress(const void *payload, size_t length, struct frame_buffer *buf, size_t *stored_length);
+/* The payload of a frame whose CRC checked: when h->flags has
+ * FRAME_FLAG_ZLIB, inflates it into buf, refusing one that does not
+ * inflate to exactly its recorded length (at most MAX_FRAME_PAYLOAD), and
+ * rewrites h to describe the payload as returned (payload_length the
+ * inflated length, the flag cleared); *compressed says which.  *payload
+ * is stored itself or buf's data.  NULL, or a reason (static text). */
+const char *frame_payload_decode(struct frame_header *h, const uint8_t *stored, struct frame_buffer *buf,
+				 const uint8_t **payload, bool *compressed);
+
 /* Index entry codec. */
 void index_encode_entry(uint8_t *out, uint64_t position, uint32_t frame_size);
 bool index_decode_entry(const uint8_t *in, uint64_t *position, uint32_t *frame_size);
@@ -169,6 +208,7 @@ struct stream_writer_options {
 	const char *source_id;   /* written to meta when the stream is created */
 	const char *flow;
 	const char *fault_prefix; /* "stream" (default) or "capture": names the fault points */
+	enum stream_compression compression; /* zlib: payloads compressed when it pays */
 };
 
 /* What recovery on open found and did. */
@@ -186,7 +226,8 @@ int stream_writer_open(const char *dir, const struct stream_writer_options *opti
 		       struct stream_writer **writer, struct stream_recovery *recovery);
 int stream_writer_open_fs(struct stream_fs *fs, const char *dir, const struct stream_writer_options *options,
 			  struct stream_writer **writer, struct stream_recovery *recovery);
-/* Queue one frame; *offset is the offset it will have.  Not durable. */
+/* Queue one frame; *offset is the offset it will have.  Not durable.
+ * flags: the producer's 15 bits (FRAME_FLAG_ZLIB set is STREAM_EINVAL). */
 int stream_writer_append(struct stream_writer *writer, int type, uint16_t flags,
 			 const void *payload, size_t length, uint64_t *offset);
 /* Write and fdatasync everything queued; on STREAM_OK all queued offsets
@@ -205,8 +246,10 @@ int stream_segment_bases_fs(struct stream_fs *fs, const char *dir, uint64_t **ba
 /* ---- reader ---- */
 
 struct stream_frame {
-	struct frame_header header;
+	struct frame_header header; /* as returned: payload_length and flags of the inflated payload */
 	const uint8_t *payload; /* borrowed: valid until the next reader call */
+	bool compressed;        /* stored compressed (FRAME_FLAG_ZLIB) */
+	uint32_t stored_length; /* payload bytes on disk */
 	const char *segment;    /* borrowed: segment file name */
 	uint64_t position;      /* byte position of the header in the segment */
 };

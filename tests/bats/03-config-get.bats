@@ -116,6 +116,7 @@ setup() {
 # instead with every such value changed to another valid one: numbers + 1,
 # booleans flipped, "x" appended to strings; config_version and the
 # one-choice keys (stream.kind, stream.durability, dataset.mode) kept,
+# stream.compression switched between none and zlib,
 # protocol_version 1 (streaming is flipped to false with it).
 example_values() {
 	awk -v vary="${2:-}" '
@@ -160,6 +161,8 @@ example_values() {
 				new = 1
 			else if (path ~ /^(config_version|stream\.kind|stream\.durability|dataset\.mode)$/)
 				new = value
+			else if (path == "stream.compression")
+				new = value == "none" ? "zlib" : "none"
 			else if (value == "true")
 				new = "false"
 			else if (value == "false")
@@ -180,6 +183,24 @@ JETSTREAM_KEYS='^stream\.(name|subject|replicas|duplicate_window_seconds|max_byt
 man_scalar_keys() {
 	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5" |
 		if [[ ${1:-} == jetstream ]]; then grep -E "$JETSTREAM_KEYS"; else grep -Ev "$JETSTREAM_KEYS"; fi
+}
+
+@test "stream.compression: none or zlib, default from defaults.h; anything else, or with kind jetstream, is refused at its line" {
+	write_flow "$FLOW"
+	run -0 --separate-stderr trellara-config get stream.compression --config "$FLOW"
+	[ "$output" = "$(sed -n 's/^#define DEFAULT_STREAM_COMPRESSION "\([a-z]*\)"$/\1/p' "$REPO/include/trellara/defaults.h")" ]
+	sed -i 's/^  segment_bytes: 131072$/&\n  compression: zlib/' "$FLOW"
+	run -0 --separate-stderr trellara-config get stream.compression --config "$FLOW"
+	[ "$output" = zlib ]
+	sed -i 's/^  compression: zlib$/  compression: gzip/' "$FLOW"
+	run -78 --separate-stderr trellara-config get stream.compression --config "$FLOW"
+	[ -z "$output" ]
+	line=$(grep -n '^  compression: gzip$' "$FLOW" | cut -d: -f1)
+	[[ $stderr == *"line $line, column 16: key \"stream.compression\" must be \"none\" or \"zlib\", got \"gzip\""* ]]
+	sed -i -e 's/^  compression: gzip$/  compression: zlib/' -e '/^  segment_bytes: /d' -e "s|^  path: .*|  servers: [nats://127.0.0.1:4222]\n  name: ORDERS\n  subject: trellara.orders|" \
+		-e 's/^  kind: local$/  kind: jetstream/' "$FLOW"
+	run -78 --separate-stderr trellara-config get stream.kind --config "$FLOW"
+	[[ $stderr == *'key "stream.compression" does not go with stream.kind "jetstream"'* ]]
 }
 
 @test "config get prints every scalar key of trellara.yml(5) as the example file sets it" {
@@ -213,7 +234,7 @@ man_scalar_keys() {
 
 @test "config get prints the keys of a stream.kind jetstream flow, with their defaults" {
 	cp "$REPO/configs/trellara.yml" "$TEST_DIR/js.yml"
-	sed -i -e '/^  path: /d' -e '/^  durability: /d' -e '/^  segment_bytes: /d' -e '/^  min_free_bytes: /d' \
+	sed -i -e '/^  path: /d' -e '/^  durability: /d' -e '/^  segment_bytes: /d' -e '/^  min_free_bytes: /d' -e '/^  compression: /d' \
 		-e 's/^  kind: local.*/  kind: jetstream\n  servers: [nats:\/\/127.0.0.1:4222]\n  name: ORDERS\n  subject: trellara.orders/' "$TEST_DIR/js.yml"
 	run -0 --separate-stderr trellara-config get stream.kind --config "$TEST_DIR/js.yml"
 	[ "$output" = jetstream ]
