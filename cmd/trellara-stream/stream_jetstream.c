@@ -420,8 +420,12 @@ int stream_cli_jetstream_retention(const struct flow_config *c, bool apply, bool
 			goto out;
 		}
 		struct frame_header h;
+		struct frame_buffer fb = { 0 };
+		const uint8_t *payload;
+		bool compressed;
 		const char *bad = jetstream_session_frame((const uint8_t *)natsMsg_GetData(m),
-							  (size_t)natsMsg_GetDataLength(m), &h);
+							  (size_t)natsMsg_GetDataLength(m), &h, &fb, &payload, &compressed);
+		frame_buffer_free(&fb);
 		natsMsg_Destroy(m);
 		if (!bad && (h.type == FRAME_TXN || h.type == FRAME_COMMIT_MARKER || h.type == FRAME_WATERMARK)) {
 			if (seq - 1 < keep_from) {
