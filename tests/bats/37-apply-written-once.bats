@@ -41,7 +41,18 @@ stop_flow() {
 
 @test "an aborted large transaction leaves nothing on the target: its pending chunks are never listed" {
 	start_flow
-	psql_source "BEGIN" "INSERT INTO big SELECT g, g FROM generate_series(1, 20000) g" "ROLLBACK"
+	# the transaction stays open until its pending chunks are in the stream:
+	# a server that decodes it only after the ROLLBACK may skip it unstreamed
+	psql_source <<SQL &
+BEGIN;
+INSERT INTO big SELECT g, g FROM generate_series(1, 20000) g;
+\\! while [ ! -e "$TEST_DIR/rollback" ]; do sleep 0.1; done
+ROLLBACK;
+SQL
+	local session=$!
+	wait_for "[ \"\$(frames | jq -s '[.[] | select(.type == \"pending_chunk\")] | length')\" -ge 5 ]"
+	touch "$TEST_DIR/rollback"
+	wait "$session"
 	psql_source "INSERT INTO small VALUES (1)"
 	caught_up
 	assert_tables_equal big small
