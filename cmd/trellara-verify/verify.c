@@ -3,6 +3,7 @@
  */
 #include "verify.h"
 
+#include "trellara/assembler.h"
 #include "trellara/backoff.h"
 #include "trellara/checkpoint.h"
 #include "trellara/clock.h"
@@ -14,6 +15,7 @@
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
 #include "trellara/sequences.h"
+#include "trellara/sqlstate.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
 #include "trellara/strbuf.h"
@@ -128,6 +130,41 @@ static void release(struct verify *v)
 	}
 }
 
+/* After the fence row: one committed transaction on the source past the
+ * snapshot, holding only a trellara.fence logical message (capture turns
+ * it into a watermark at its end, made durable at once: DESIGN §9).  It
+ * also flushes the WAL up to L on an idle source (walsenders read only
+ * flushed WAL).  Returns 0, or an exit code: a role that may not call
+ * pg_logical_emit_message is a configuration error, named. */
+static int emit_fence_message(struct verify *v, const char *fence_lsn)
+{
+	char *content = xasprintf("trellara-verify fence at %s for flow %s/%s", fence_lsn, v->cfg->source_id,
+				  v->cfg->dataset_id);
+	const char *p[2] = { ASSEMBLER_FENCE_PREFIX, content };
+	PGresult *res = PQexecParams(v->src, "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2)", 2, NULL, p, NULL,
+				     NULL, 0);
+	int code = 0;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		if (sqlstate_classify(state) == SQLSTATE_CLASS_PERMISSION) {
+			char *role = pgconn_quote_ident(v->src, PQuser(v->src));
+			log_error("source: role %s may not emit verify's fence message (pg_logical_emit_message): %s", role,
+				  msg ? msg : "permission denied");
+			log_hint("as a superuser on the source: GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO %s",
+				 role);
+			free(role);
+			code = EXIT_CONFIG;
+		} else {
+			log_error("source: cannot emit verify's fence message: %s", msg ? msg : PQerrorMessage(v->src));
+			code = EXIT_UNAVAILABLE;
+		}
+	}
+	PQclear(res);
+	free(content);
+	return code;
+}
+
 /* Temporary slot + exported snapshot, then the fence at its consistent
  * point; waits until the target stands exactly there.  Returns 0, or an
  * exit code. */
@@ -148,13 +185,6 @@ static int fence_at_snapshot(struct verify *v)
 		}
 		snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
 		PQclear(res);
-		/* An idle source may leave the WAL up to the fence unflushed, and
-		 * walsenders only read flushed WAL: one committed transaction
-		 * flushes it, so capture can pass the fence and record it. */
-		res = pgconn_query(v->src, "SELECT pg_current_xact_id()", 0, NULL);
-		if (!res)
-			return EXIT_UNAVAILABLE;
-		PQclear(res);
 		char l[LSN_FORMAT_LEN];
 		lsn_format(v->fence_lsn, l);
 		bool mine;
@@ -166,6 +196,11 @@ static int fence_at_snapshot(struct verify *v)
 			return EXIT_TEMPFAIL;
 		}
 		v->fenced = true;
+		/* the fence in band: a transaction committing past L that
+		 * capture records at once (a watermark at its end) */
+		int rc = emit_fence_message(v, l);
+		if (rc)
+			return rc;
 		log_info("comparing at %s: waiting for the target to reach the fence", l);
 		int64_t start_us = clock_mono_us();
 		for (;;) {

@@ -79,6 +79,7 @@ struct txn {
 	size_t slots_cap, slots_used;  /* slots_cap: 0 or a power of two */
 	struct ddl_message *ddl;  /* owned */
 	size_t n_ddl;
+	uint64_t fence_messages;  /* trellara.fence messages: not changes */
 };
 
 struct relation_generation {

@@ -69,6 +69,47 @@ run_state() {
 	run -0 trellara-verify --config "$FLOW_FILE"
 }
 
+@test "on an idle source verify returns within a few seconds: its fence travels in the stream" {
+	# capture as deployed: it reports (and hears keepalives) every 60 s,
+	# so nothing but the fence itself tells it that the source moved on
+	bg_stop capture TERM
+	TRELLARA_STATUS_INTERVAL_MS=60000 bg_start capture trellara-capture --config "$FLOW_FILE"
+	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1 WHERE bid = 1"
+	caught_up 60
+	applied=$(applied_transactions)
+	run -0 timeout 15 trellara-verify --config "$FLOW_FILE" --fence-timeout 60
+	[[ "$output" == *"result: CONVERGED"* ]]
+	# applyd held at a watermark: the fence's transaction is no data change
+	[ "$(applied_transactions)" -eq "$applied" ]
+	grep -q "held at fence" "$TEST_DIR/applyd.log"
+	# and the flow goes on afterwards
+	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1 WHERE bid = 1"
+	caught_up 60
+	[ "$(applied_transactions)" -eq $((applied + 1)) ]
+}
+
+@test "a source role that may not emit the fence message: exit 78 naming the function, no fence left" {
+	# PostgreSQL grants EXECUTE on pg_logical_emit_message to PUBLIC; a
+	# source that revoked it (restored below: the cluster is the file's)
+	psql_source "DO \$\$ BEGIN CREATE ROLE trellara_verifier LOGIN REPLICATION; EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" \
+		"GRANT SELECT ON ALL TABLES IN SCHEMA public TO trellara_verifier" \
+		"REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) FROM PUBLIC"
+	write_flow_file "$TEST_DIR/role.yml" --tables "$TABLES" --set stream.min_free_bytes=1048576 \
+		--set source.database_url="\"$SOURCE_URL&user=trellara_verifier\""
+	run -78 --separate-stderr trellara-verify --config "$TEST_DIR/role.yml" --fence-timeout 10
+	[[ "$stderr" == *'role "trellara_verifier" may not emit verify'\''s fence message (pg_logical_emit_message)'* ]]
+	[[ "$stderr" == *"GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO \"trellara_verifier\""* ]]
+	[ -z "$output" ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	[ "$(psql_source "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'trellara_verify_%'")" -eq 0 ]
+	# granted, the same role verifies
+	psql_source "GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO trellara_verifier"
+	run -0 trellara-verify --config "$TEST_DIR/role.yml"
+	[[ "$output" == *"result: CONVERGED"* ]]
+	psql_source "GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO PUBLIC" \
+		"REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) FROM trellara_verifier"
+}
+
 @test "injected divergences are found and named with their keys; reseed repairs them" {
 	psql_source "UPDATE docs SET title = NULL WHERE id = 9"
 	load_source 3
