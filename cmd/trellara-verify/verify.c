@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUCKETS 4096
+#define BUCKETS 16384 /* a power of two: the low bits of the row hash */
 #define MAX_EXAMPLES 10
 
 /* Both sides render values the same way. */
@@ -237,6 +237,9 @@ static int fence_at_snapshot(struct verify *v)
 struct columns {
 	char *key;     /* owned: "ROW(k1, k2)" or NULL (keyless) */
 	char *covered; /* owned: "ROW(c1, c2, ...)" */
+	char *int_key; /* owned: the key's one column (its name), when it is
+			* a NOT NULL smallint, integer or bigint on the source;
+			* else NULL */
 };
 
 static char *row_expr(PGconn *c, char **names, int n)
@@ -271,7 +274,8 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 	const char *p[1] = { qualified };
 	PGresult *res = pgconn_query(v->src,
 				     "SELECT attname, coalesce(attnum = ANY ((SELECT indkey FROM pg_index WHERE indrelid = attrelid"
-				     " AND indisprimary)::int2[]), false) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+				     " AND indisprimary)::int2[]), false), attnotnull AND atttypid IN (20, 21, 23)"
+				     " FROM pg_attribute WHERE attrelid = to_regclass($1)"
 				     " AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
 				     1, p);
 	if (!res)
@@ -283,6 +287,7 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 	}
 	char **all = xcalloc((size_t)n, sizeof *all), **key = xcalloc((size_t)n, sizeof *key);
 	int n_cov = 0, n_key = 0;
+	bool integer = false;
 	for (int i = 0; i < n; i++) {
 		const char *name = PQgetvalue(res, i, 0);
 		bool excluded = false;
@@ -301,12 +306,15 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 			}
 			free(copy);
 		}
-		if (is_key)
+		if (is_key) {
 			key[n_key++] = xstrdup(name);
+			integer = strcmp(PQgetvalue(res, i, 2), "t") == 0;
+		}
 	}
 	PQclear(res);
 	cols->covered = row_expr(v->src, all, n_cov);
 	cols->key = n_key ? row_expr(v->src, key, n_key) : NULL;
+	cols->int_key = n_key == 1 && integer ? xstrdup(key[0]) : NULL;
 	for (int i = 0; i < n_cov; i++)
 		free(all[i]);
 	for (int i = 0; i < n_key; i++)
@@ -368,22 +376,24 @@ static int key_cmp_q(const void *a, const void *b)
 	return key_cmp(*(char *const *)a, *(char *const *)b);
 }
 
-static char **rows_of(PGresult *res, int *n)
+/* The rows of a narrowing query ("key<US>hash" strings) after the n
+ * already in rows; *n counts them all. */
+static char **rows_add(char **rows, int *n, PGresult *res)
 {
-	*n = PQntuples(res);
-	char **rows = xcalloc((size_t)*n + 1, sizeof *rows);
-	for (int i = 0; i < *n; i++)
-		rows[i] = xasprintf("%s%c%s", PQgetvalue(res, i, 0), SEP, PQgetvalue(res, i, 1));
-	qsort(rows, (size_t)*n, sizeof *rows, key_cmp_q);
+	int m = res ? PQntuples(res) : 0;
+	rows = xrealloc(rows, ((size_t)*n + (size_t)m + 1) * sizeof *rows);
+	for (int i = 0; i < m; i++)
+		rows[(*n)++] = xasprintf("%s%c%s", PQgetvalue(res, i, 0), SEP, PQgetvalue(res, i, 1));
 	return rows;
 }
 
-/* Divergent keys within the differing buckets (keyless tables: the rows
- * themselves, numbered per duplicate, so a multiset difference). */
-static void narrow(struct table_result *r, PGresult *rs, PGresult *rt)
+/* Divergent keys among the rows of both sides (of the differing buckets;
+ * keyless tables: the rows themselves, numbered per duplicate, so a
+ * multiset difference).  Frees the rows. */
+static void narrow(struct table_result *r, char **s, int ns, char **t, int nt)
 {
-	int ns, nt;
-	char **s = rows_of(rs, &ns), **t = rows_of(rt, &nt);
+	qsort(s, (size_t)ns, sizeof *s, key_cmp_q);
+	qsort(t, (size_t)nt, sizeof *t, key_cmp_q);
 	int i = 0, j = 0;
 	while (i < ns || j < nt) {
 		int c = i == ns ? 1 : j == nt ? -1 : key_cmp(s[i], t[j]);
@@ -408,6 +418,92 @@ static void narrow(struct table_result *r, PGresult *rs, PGresult *rt)
 		free(t[k]);
 	free(s);
 	free(t);
+}
+
+/* ---- one pass: bucket sums ---- */
+
+__extension__ typedef __int128 i128;
+
+/* One bucket of one side (DESIGN §9): its rows, and the exact sums over
+ * them of the row hash h, of mix(h), and of the integer key. */
+struct bucket_sums {
+	int64_t rows;
+	i128 hash_sum, mix_sum, key_sum;
+};
+
+/* The second, independent function of the row hash (no new hash): its
+ * sum tells one row's difference from several rows' differences.  As
+ * the server computes it, (h >> 32) * (h & 4294967295) in bigint: never
+ * out of range. */
+static int64_t mix(int64_t h)
+{
+	return (h >> 32) * (int64_t)((uint64_t)h & 0xffffffffU);
+}
+
+/* A decimal integer (an exact numeric sum) into *out; false if it is
+ * not one or does not fit. */
+static bool parse_i128(const char *text, i128 *out)
+{
+	const char *c = text;
+	bool negative = *c == '-';
+	c += negative;
+	if (!*c)
+		return false;
+	i128 value = 0;
+	for (; *c; c++) {
+		if (*c < '0' || *c > '9' || value > ((i128)1 << 120))
+			return false;
+		value = value * 10 + (*c - '0');
+	}
+	*out = negative ? -value : value;
+	return true;
+}
+
+static bool sums_equal(const struct bucket_sums *a, const struct bucket_sums *b)
+{
+	return a->rows == b->rows && a->hash_sum == b->hash_sum && a->mix_sum == b->mix_sum && a->key_sum == b->key_sum;
+}
+
+/* Reads one side's buckets; false if a row is not what the query gives. */
+static bool read_buckets(PGresult *res, bool int_key, struct bucket_sums *out, uint64_t *total)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		long b = strtol(PQgetvalue(res, i, 0), NULL, 10);
+		i128 rows;
+		if (b < 0 || b >= BUCKETS || !parse_i128(PQgetvalue(res, i, 1), &rows) ||
+		    !parse_i128(PQgetvalue(res, i, 2), &out[b].hash_sum) ||
+		    !parse_i128(PQgetvalue(res, i, 3), &out[b].mix_sum) ||
+		    (int_key && !parse_i128(PQgetvalue(res, i, 4), &out[b].key_sum)))
+			return false;
+		out[b].rows = (int64_t)rows;
+		*total += (uint64_t)rows;
+	}
+	return true;
+}
+
+/* A bucket that differs by exactly one row of one side: that row's hash
+ * and integer key, from the differences of the sums, read from nothing
+ * else.  The row count differs by one, the hash difference is a hash of
+ * this bucket, and the mix difference is its mix (several rows' would
+ * match with a probability of about 2^-63).  *side: 1 a source row, -1 a
+ * target row. */
+static bool decode_one(int b, const struct bucket_sums *s, const struct bucket_sums *t, int *side, int64_t *hash,
+		       int64_t *key)
+{
+	int64_t dc = s->rows - t->rows;
+	if (dc != 1 && dc != -1)
+		return false;
+	i128 dh = (s->hash_sum - t->hash_sum) * dc, dg = (s->mix_sum - t->mix_sum) * dc,
+	     dk = (s->key_sum - t->key_sum) * dc;
+	if (dh < INT64_MIN || dh > INT64_MAX || dk < INT64_MIN || dk > INT64_MAX)
+		return false;
+	int64_t h = (int64_t)dh;
+	if ((h & (BUCKETS - 1)) != b || dg != mix(h))
+		return false;
+	*side = (int)dc;
+	*hash = h;
+	*key = (int64_t)dk;
+	return true;
 }
 
 /* relkind of the relation ('\0' when it does not exist) and, when
@@ -437,8 +533,7 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	struct columns cols = { 0 };
 	char *sql = NULL, *sql_dst = NULL;
 	PGresult *rs = NULL, *rt = NULL;
-	uint64_t *buckets = NULL, *buckets2 = NULL;
-	char(*hashes)[48] = NULL, (*hashes2)[48] = NULL;
+	struct bucket_sums *sums_src = NULL, *sums_dst = NULL;
 	if (table_columns(v, t, qualified, &cols) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "the source table does not exist");
@@ -464,11 +559,30 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	r->scope = src_kind == 'p' ? SCOPE_PARTITIONS : children ? SCOPE_ONLY : SCOPE_TABLE;
 	/* each side through the parent when it is partitioned there */
 	const char *only_src = src_kind == 'p' ? "" : "ONLY ", *only_dst = dst_kind == 'p' ? "" : "ONLY ";
-	const char *bucket_of = cols.key ? cols.key : cols.covered;
-	/* per bucket of the key hash: row count and the sum of row hashes */
-#define BUCKETS_SQL "SELECT hashtext(%s::text) & %d, count(*), sum(hashtextextended(%s::text, 0))::text FROM %s%s GROUP BY 1"
-	sql = xasprintf(BUCKETS_SQL, bucket_of, BUCKETS - 1, cols.covered, only_src, qualified);
-	sql_dst = xasprintf(BUCKETS_SQL, bucket_of, BUCKETS - 1, cols.covered, only_dst, qualified);
+	/* the target's key column must be an integer too for its sum */
+	bool int_key = cols.int_key != NULL;
+	if (int_key) {
+		const char *p[2] = { qualified, cols.int_key };
+		PGresult *res = pgconn_query(v->dst,
+					     "SELECT atttypid IN (20, 21, 23) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+					     " AND attname = $2 AND NOT attisdropped",
+					     2, p);
+		int_key = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+	}
+	/* the one pass: per bucket of the row hash h (its low bits), the
+	 * row count and the sums of h, mix(h) and the integer key; h is
+	 * computed once per row (OFFSET 0 keeps the planner from copying
+	 * its expression into each aggregate) */
+#define BUCKETS_SQL                                                                                                  \
+	"SELECT h & %d, count(*), sum(h), sum((h >> 32) * (h & 4294967295))%s FROM (SELECT hashtextextended(%s::text, 0)" \
+	" AS h%s FROM %s%s OFFSET 0) s GROUP BY 1"
+	char *quoted_key = int_key ? pgconn_quote_ident(v->src, cols.int_key) : NULL;
+	char *key_as = int_key ? xasprintf(", %s::bigint AS k", quoted_key) : xstrdup("");
+	free(quoted_key);
+	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", sum(k)" : "", cols.covered, key_as, only_src, qualified);
+	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", sum(k)" : "", cols.covered, key_as, only_dst, qualified);
+	free(key_as);
 #undef BUCKETS_SQL
 	if (both(v, sql, sql_dst, 0, NULL, &rs, &rt) < 0) {
 		r->error = true;
@@ -476,83 +590,88 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 			 PQresultStatus(rt) != PGRES_TUPLES_OK ? "the target table cannot be read (missing?)" : "comparison failed");
 		goto out;
 	}
-	uint64_t *cs = xcalloc(BUCKETS, sizeof *cs), *ct = xcalloc(BUCKETS, sizeof *ct);
-	char (*hs)[48] = xcalloc(BUCKETS, sizeof *hs), (*ht)[48] = xcalloc(BUCKETS, sizeof *ht);
-	buckets = cs;
-	buckets2 = ct;
-	hashes = hs;
-	hashes2 = ht;
-	for (int i = 0; i < PQntuples(rs); i++) {
-		int b = atoi(PQgetvalue(rs, i, 0));
-		cs[b] = strtoull(PQgetvalue(rs, i, 1), NULL, 10);
-		snprintf(hs[b], sizeof hs[b], "%s", PQgetvalue(rs, i, 2));
-		r->source_rows += cs[b];
-	}
-	for (int i = 0; i < PQntuples(rt); i++) {
-		int b = atoi(PQgetvalue(rt, i, 0));
-		ct[b] = strtoull(PQgetvalue(rt, i, 1), NULL, 10);
-		snprintf(ht[b], sizeof ht[b], "%s", PQgetvalue(rt, i, 2));
-		r->target_rows += ct[b];
+	sums_src = xcalloc(BUCKETS, sizeof *sums_src);
+	sums_dst = xcalloc(BUCKETS, sizeof *sums_dst);
+	if (!read_buckets(rs, int_key, sums_src, &r->source_rows) || !read_buckets(rt, int_key, sums_dst, &r->target_rows)) {
+		log_error("table %s: a bucket sum is not an integer", r->name);
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "comparison failed");
+		goto out;
 	}
 	PQclear(rs);
 	PQclear(rt);
 	rs = rt = NULL;
-	/* differing buckets, narrowed down to rows */
-	size_t len = 16;
-	int differing = 0;
-	for (int b = 0; b < BUCKETS; b++)
-		if (cs[b] != ct[b] || strcmp(hs[b], ht[b]) != 0) {
-			differing++;
-			len += 6;
+	/* differing buckets: a single row's difference is decoded from the
+	 * sums; the others are read again, those buckets only */
+	char **src_rows = xcalloc(1, sizeof *src_rows), **dst_rows = xcalloc(1, sizeof *dst_rows);
+	int n_src = 0, n_dst = 0, differing = 0;
+	struct strbuf list = STRBUF_INIT;
+	for (int b = 0; b < BUCKETS; b++) {
+		if (sums_equal(&sums_src[b], &sums_dst[b]))
+			continue;
+		differing++;
+		int side;
+		int64_t hash, key;
+		if (int_key && decode_one(b, &sums_src[b], &sums_dst[b], &side, &hash, &key)) {
+			char ***rows = side > 0 ? &src_rows : &dst_rows;
+			int *n = side > 0 ? &n_src : &n_dst;
+			*rows = xrealloc(*rows, ((size_t)*n + 2) * sizeof **rows);
+			(*rows)[(*n)++] = xasprintf("(%" PRId64 ")%c%" PRId64, key, SEP, hash);
+			continue;
 		}
-	if (differing) {
-		char *list = xmalloc(len), *o = list;
-		*o++ = '{';
-		bool first = true;
-		for (int b = 0; b < BUCKETS; b++)
-			if (cs[b] != ct[b] || strcmp(hs[b], ht[b]) != 0) {
-				o += snprintf(o, len - (size_t)(o - list), "%s%d", first ? "" : ",", b);
-				first = false;
-			}
-		*o++ = '}';
-		*o = '\0';
+		strbuf_addf(&list, "%s%d", list.len ? "," : "{", b);
+	}
+	if (differing)
+		log_info("table %s: %d buckets differ: %d decoded from their sums, %d read again", r->name, differing,
+			 n_src + n_dst, differing - n_src - n_dst);
+	if (list.len) {
+		strbuf_adds(&list, "}");
 		free(sql);
 		free(sql_dst);
-#define KEY_SQL "SELECT %s::text, hashtextextended(%s::text, 0) FROM %s%s WHERE hashtext(%s::text) & %d = ANY ($1::int[])"
-/* keyless: rows themselves; a multiset difference */
-#define KEYLESS_SQL                                                                                 \
-	"SELECT %s::text || ' #' || row_number() OVER (PARTITION BY %s::text), '' FROM %s%s" \
-	" WHERE hashtext(%s::text) & %d = ANY ($1::int[])"
+#define KEY_SQL                                                                                              \
+	"SELECT k::text, h FROM (SELECT %s AS k, hashtextextended(%s::text, 0) AS h FROM %s%s OFFSET 0) s" \
+	" WHERE h & %d = ANY ($1::bigint[])"
+/* keyless: rows themselves; a multiset difference (equal rows share a bucket) */
+#define KEYLESS_SQL                                                                                   \
+	"SELECT r || ' #' || row_number() OVER (PARTITION BY r), '' FROM (SELECT %s::text AS r FROM %s%s" \
+	" OFFSET 0) s WHERE hashtextextended(r, 0) & %d = ANY ($1::bigint[])"
 		if (cols.key) {
-			sql = xasprintf(KEY_SQL, cols.key, cols.covered, only_src, qualified, cols.key, BUCKETS - 1);
-			sql_dst = xasprintf(KEY_SQL, cols.key, cols.covered, only_dst, qualified, cols.key, BUCKETS - 1);
+			sql = xasprintf(KEY_SQL, cols.key, cols.covered, only_src, qualified, BUCKETS - 1);
+			sql_dst = xasprintf(KEY_SQL, cols.key, cols.covered, only_dst, qualified, BUCKETS - 1);
 		} else {
-			sql = xasprintf(KEYLESS_SQL, cols.covered, cols.covered, only_src, qualified, cols.covered, BUCKETS - 1);
-			sql_dst = xasprintf(KEYLESS_SQL, cols.covered, cols.covered, only_dst, qualified, cols.covered, BUCKETS - 1);
+			sql = xasprintf(KEYLESS_SQL, cols.covered, only_src, qualified, BUCKETS - 1);
+			sql_dst = xasprintf(KEYLESS_SQL, cols.covered, only_dst, qualified, BUCKETS - 1);
 		}
 #undef KEY_SQL
 #undef KEYLESS_SQL
-		const char *p[1] = { list };
-		int rc = both(v, sql, sql_dst, 1, p, &rs, &rt);
-		free(list);
-		if (rc < 0) {
+		const char *p[1] = { list.buf };
+		if (both(v, sql, sql_dst, 1, p, &rs, &rt) < 0) {
+			strbuf_release(&list);
+			for (int k = 0; k < n_src; k++)
+				free(src_rows[k]);
+			for (int k = 0; k < n_dst; k++)
+				free(dst_rows[k]);
+			free(src_rows);
+			free(dst_rows);
 			r->error = true;
 			snprintf(r->error_text, sizeof r->error_text, "narrowing down failed");
 			goto out;
 		}
-		narrow(r, rs, rt);
+		src_rows = rows_add(src_rows, &n_src, rs);
+		dst_rows = rows_add(dst_rows, &n_dst, rt);
 	}
+	strbuf_release(&list);
+	narrow(r, src_rows, n_src, dst_rows, n_dst);
 out:
-	free(buckets);
-	free(buckets2);
-	free(hashes);
-	free(hashes2);
+	free(sums_src);
+	free(sums_dst);
 	PQclear(rs);
 	PQclear(rt);
 	free(sql);
 	free(sql_dst);
 	free(cols.key);
 	free(cols.covered);
+	free(cols.int_key);
 	free(qualified);
 	free(qs);
 	free(qn);

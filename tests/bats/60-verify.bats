@@ -123,6 +123,8 @@ run_state() {
 		"UPDATE docs SET title = '' WHERE id = 9"
 	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
 	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
+	# four rows in four buckets of 16384: named from the sums, nothing read again
+	[[ "$stderr" == *"table public.pgbench_accounts: 4 buckets differ: 4 decoded from their sums, 0 read again"* ]]
 	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
 	[ "$(jq -r '.divergences[] | select(.kind == "missing_in_target") | .keys[0]' <<<"$acc")" = "(17)" ]
 	[ "$(jq -r '.divergences[] | select(.kind == "extra_in_target") | .keys[0]' <<<"$acc")" = "(999999)" ]
@@ -143,6 +145,33 @@ run_state() {
 	run -0 trellara reseed --config "$FLOW_FILE" --table public.docs
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
+}
+
+@test "divergences the bucket sums do not decode are read again: many rows, a text key, a keyless table, each counted once" {
+	psql_source "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2020-01-01'), (1, 1, 1, 5, '2020-01-01')"
+	caught_up 60
+	# 30000 rows in 16384 buckets: most buckets differ by several rows (read
+	# again), some by one (decoded from the sums); the two must add up
+	psql_target "DELETE FROM pgbench_accounts WHERE aid <= 30000" \
+		"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2020-01-01')" \
+		"UPDATE docs SET body = 'changed' WHERE title IN ('doc 3', 'doc 44')"
+	write_flow_file "$TEST_DIR/keys.yml" --set stream.min_free_bytes=1048576 --tables "- {schema: public, name: pgbench_accounts}
+- {schema: public, name: pgbench_history}
+- {schema: public, name: docs, verify: {primary_key: title}}"
+	run -1 --separate-stderr trellara-verify --config "$TEST_DIR/keys.yml" --format json
+	# a text key: every differing bucket read again; the integer key: both ways
+	[[ "$stderr" == *"table public.docs: 4 buckets differ: 0 decoded from their sums, 4 read again"* ]]
+	[[ "$stderr" =~ "table public.pgbench_accounts: "[0-9]+" buckets differ: "[1-9][0-9]*" decoded from their sums, "[1-9][0-9]*" read again" ]]
+	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$acc")" = '[["missing_in_target",30000]]' ]
+	[ "$(jq '[.divergences[0].keys[] | ltrimstr("(") | rtrimstr(")") | tonumber | select(. >= 1 and . <= 30000)] | length' <<<"$acc")" -eq 10 ]
+	[ "$(jq -r '.source_rows - .target_rows' <<<"$acc")" -eq 30000 ]
+	his=$(jq -c '.tables[] | select(.table == "public.pgbench_history")' <<<"$output")
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$his")" = '[["extra_in_target",1]]' ]
+	[[ "$(jq -r '.divergences[0].keys[0]' <<<"$his")" == "(1,1,1,5,\"2020-01-01 00:00:00\","*") #3" ]]
+	docs=$(jq -c '.tables[] | select(.table == "public.docs")' <<<"$output")
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$docs")" = '[["content_differs",2]]' ]
+	[ "$(jq -r '.divergences[0].keys | sort | join(" ")' <<<"$docs")" = '("doc 3") ("doc 44")' ]
 }
 
 @test "a run whose verify failed is not verified" {
