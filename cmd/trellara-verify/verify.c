@@ -20,6 +20,7 @@
 #include "trellara/xalloc.h"
 #include "trellara/strbuf.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,8 +241,8 @@ struct columns {
 	char *key;     /* owned: "ROW(k1, k2)" or NULL (keyless) */
 	char *covered; /* owned: "ROW(c1, c2, ...)" */
 	char *int_key; /* owned: the key's one column (its name), when it is
-			* a NOT NULL smallint, integer or bigint on the source;
-			* else NULL */
+			* a NOT NULL smallint, integer or bigint on the source,
+			* and covered; else NULL */
 };
 
 static char *row_expr(PGconn *c, char **names, int n)
@@ -310,7 +311,8 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 		}
 		if (is_key) {
 			key[n_key++] = xstrdup(name);
-			integer = strcmp(PQgetvalue(res, i, 2), "t") == 0;
+			/* summed, and read by, only when its row text holds it */
+			integer = !excluded && strcmp(PQgetvalue(res, i, 2), "t") == 0;
 		}
 	}
 	PQclear(res);
@@ -501,6 +503,70 @@ static bool decode_one(int b, const struct bucket_sums *s, const struct bucket_s
 	return true;
 }
 
+/* ---- peeling by key ---- */
+
+#define PEEL_ROUNDS 4
+#define PEEL_MAX_KEYS 10000
+
+struct peel {
+	int64_t *keys; /* owned: every key read by key so far */
+	size_t n_keys;
+	int64_t *fresh; /* owned: keys decoded and not read yet */
+	size_t n_fresh;
+};
+
+static bool peel_known(const struct peel *p, int64_t key)
+{
+	for (size_t i = 0; i < p->n_keys; i++)
+		if (p->keys[i] == key)
+			return true;
+	for (size_t i = 0; i < p->n_fresh; i++)
+		if (p->fresh[i] == key)
+			return true;
+	return false;
+}
+
+static void peel_add(struct peel *p, int64_t key)
+{
+	if (peel_known(p, key))
+		return;
+	p->fresh = xrealloc(p->fresh, (p->n_fresh + 1) * sizeof *p->fresh);
+	p->fresh[p->n_fresh++] = key;
+}
+
+/* "{k1,k2,...}" of n keys: newly allocated. */
+static char *key_array(const int64_t *keys, size_t n)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "{");
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(&sb, "%s%" PRId64, i ? "," : "", keys[i]);
+	strbuf_adds(&sb, "}");
+	return strbuf_detach(&sb, NULL);
+}
+
+/* One side's rows read by key: kept for narrowing, and taken out of that
+ * side's bucket sums, so the sums then cover only the other keys. */
+static bool peel_take(PGresult *res, struct bucket_sums *sums, char ***rows, int *n)
+{
+	int m = PQntuples(res);
+	*rows = xrealloc(*rows, ((size_t)*n + (size_t)m + 1) * sizeof **rows);
+	for (int i = 0; i < m; i++) {
+		char *end_k, *end_h;
+		errno = 0;
+		long long k = strtoll(PQgetvalue(res, i, 0), &end_k, 10), h = strtoll(PQgetvalue(res, i, 1), &end_h, 10);
+		if (errno || *end_k || *end_h)
+			return false;
+		struct bucket_sums *b = &sums[(uint64_t)h & (BUCKETS - 1)];
+		b->rows--;
+		b->hash_sum -= h;
+		b->hash_xor ^= h;
+		b->key_sum -= k;
+		(*rows)[(*n)++] = xasprintf("(%lld)%c%lld", k, SEP, h);
+	}
+	return true;
+}
+
 /* relkind of the relation ('\0' when it does not exist) and, when
  * children is not NULL, whether it has inheritance children: 0, or -1 when the catalog cannot be read
  * (logged). */
@@ -518,6 +584,164 @@ static int relation_kind(PGconn *c, const char *qualified, char *kind, bool *chi
 		*children = *kind && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	PQclear(res);
 	return 0;
+}
+
+static void free_rows(char **rows, int n)
+{
+	for (int k = 0; k < n; k++)
+		free(rows[k]);
+	free(rows);
+}
+
+/* The differing buckets, narrowed down to divergent keys (DESIGN §9):
+ *  1. a bucket that differs by one row names it from the sums;
+ *  2. with an integer key, while buckets remain that do not, the rows of
+ *     the keys named so far are read by key on both sides (their other
+ *     versions may be what those buckets hold) and taken out of the sums,
+ *     which may leave buckets that now name a row; a few rounds;
+ *  3. the buckets still differing are read again, those rows only (the
+ *     keys read by key left out).
+ * Returns 0, or -1 when a query failed (logged). */
+static int narrow_buckets(struct verify *v, struct table_result *r, const struct columns *cols, bool int_key,
+			  const char *only_src, const char *only_dst, const char *qualified, struct bucket_sums *sums_src,
+			  struct bucket_sums *sums_dst)
+{
+	char **src_rows = xcalloc(1, sizeof *src_rows), **dst_rows = xcalloc(1, sizeof *dst_rows);
+	char **named_src = xcalloc(1, sizeof *named_src), **named_dst = xcalloc(1, sizeof *named_dst);
+	int n_src = 0, n_dst = 0, n_named_src = 0, n_named_dst = 0, differing = 0, undecoded = 0, rc = -1;
+	struct peel peel = { 0 };
+	struct strbuf list = STRBUF_INIT;
+	PGresult *rs = NULL, *rt = NULL;
+	char *sql = NULL, *sql_dst = NULL, *keys = NULL, *quoted_key = int_key ? pgconn_quote_ident(v->src, cols->int_key) : NULL;
+	for (int b = 0; b < BUCKETS; b++) {
+		if (sums_equal(&sums_src[b], &sums_dst[b]))
+			continue;
+		differing++;
+		int side;
+		int64_t hash, key;
+		if (int_key && decode_one(b, &sums_src[b], &sums_dst[b], &side, &hash, &key)) {
+			char ***rows = side > 0 ? &named_src : &named_dst;
+			int *n = side > 0 ? &n_named_src : &n_named_dst;
+			*rows = xrealloc(*rows, ((size_t)*n + 2) * sizeof **rows);
+			(*rows)[(*n)++] = xasprintf("(%" PRId64 ")%c%" PRId64, key, SEP, hash);
+			peel_add(&peel, key);
+		} else {
+			undecoded++;
+		}
+	}
+	int named = n_named_src + n_named_dst;
+	if (!undecoded) {
+		/* every difference named: those rows are all there is */
+		free_rows(src_rows, n_src);
+		free_rows(dst_rows, n_dst);
+		src_rows = named_src, n_src = n_named_src, named_src = NULL;
+		dst_rows = named_dst, n_dst = n_named_dst, named_dst = NULL;
+	}
+	for (int round = 0; undecoded && int_key && peel.n_fresh && round < PEEL_ROUNDS &&
+			    peel.n_keys + peel.n_fresh <= PEEL_MAX_KEYS;
+	     round++) {
+		free(sql);
+		free(sql_dst);
+		free(keys);
+#define BY_KEY_SQL                                                                                          \
+	"SELECT k, h FROM (SELECT %s::bigint AS k, hashtextextended(%s::text, 0) AS h FROM %s%s WHERE %s = ANY" \
+	" ($1::bigint[]) OFFSET 0) s"
+		sql = xasprintf(BY_KEY_SQL, quoted_key, cols->covered, only_src, qualified, quoted_key);
+		sql_dst = xasprintf(BY_KEY_SQL, quoted_key, cols->covered, only_dst, qualified, quoted_key);
+#undef BY_KEY_SQL
+		keys = key_array(peel.fresh, peel.n_fresh);
+		const char *p[1] = { keys };
+		PQclear(rs);
+		PQclear(rt);
+		if (both(v, sql, sql_dst, 1, p, &rs, &rt) < 0)
+			goto out;
+		if (!peel_take(rs, sums_src, &src_rows, &n_src) || !peel_take(rt, sums_dst, &dst_rows, &n_dst)) {
+			log_error("table %s: a row read by key is not a key and a hash", r->name);
+			goto out;
+		}
+		peel.keys = xrealloc(peel.keys, (peel.n_keys + peel.n_fresh) * sizeof *peel.keys);
+		memcpy(peel.keys + peel.n_keys, peel.fresh, peel.n_fresh * sizeof *peel.fresh);
+		peel.n_keys += peel.n_fresh;
+		peel.n_fresh = 0;
+		/* the sums now cover the other keys only */
+		undecoded = 0;
+		for (int b = 0; b < BUCKETS; b++) {
+			if (sums_equal(&sums_src[b], &sums_dst[b]))
+				continue;
+			int side;
+			int64_t hash, key;
+			if (decode_one(b, &sums_src[b], &sums_dst[b], &side, &hash, &key) && !peel_known(&peel, key)) {
+				named++;
+				peel_add(&peel, key);
+			}
+			undecoded++;
+		}
+	}
+	/* the buckets still differing are read again; rows named from the
+	 * sums but not read by key are in them too (still counted there) */
+	for (int b = 0; undecoded && b < BUCKETS; b++)
+		if (!sums_equal(&sums_src[b], &sums_dst[b]))
+			strbuf_addf(&list, "%s%d", list.len ? "," : "{", b);
+	if (differing)
+		log_info("table %s: %d buckets differ: %d rows named from their sums, %zu keys read by key, %d buckets read again",
+			 r->name, differing, named, peel.n_keys, undecoded);
+	if (list.len) {
+		strbuf_adds(&list, "}");
+		free(sql);
+		free(sql_dst);
+		free(keys);
+		keys = key_array(peel.keys, peel.n_keys);
+#define KEY_SQL                                                                                                  \
+	"SELECT k::text, h FROM (SELECT %s AS k, hashtextextended(%s::text, 0) AS h%s%s FROM %s%s OFFSET 0) s" \
+	" WHERE h & %d = ANY ($1::bigint[])%s"
+/* keyless: rows themselves; a multiset difference (equal rows share a bucket) */
+#define KEYLESS_SQL                                                                                   \
+	"SELECT r || ' #' || row_number() OVER (PARTITION BY r), '' FROM (SELECT %s::text AS r FROM %s%s" \
+	" OFFSET 0) s WHERE hashtextextended(r, 0) & %d = ANY ($1::bigint[])"
+		/* the keys read by key are complete already */
+		const char *skip = peel.n_keys ? " AND kk <> ALL ($2::bigint[])" : "";
+		const char *kk = peel.n_keys ? ", " : "", *kk_col = peel.n_keys ? quoted_key : "";
+		if (cols->key && peel.n_keys) {
+			char *kk_as = xasprintf("%s::bigint AS kk", kk_col);
+			sql = xasprintf(KEY_SQL, cols->key, cols->covered, kk, kk_as, only_src, qualified, BUCKETS - 1, skip);
+			sql_dst = xasprintf(KEY_SQL, cols->key, cols->covered, kk, kk_as, only_dst, qualified, BUCKETS - 1, skip);
+			free(kk_as);
+		} else if (cols->key) {
+			sql = xasprintf(KEY_SQL, cols->key, cols->covered, "", "", only_src, qualified, BUCKETS - 1, "");
+			sql_dst = xasprintf(KEY_SQL, cols->key, cols->covered, "", "", only_dst, qualified, BUCKETS - 1, "");
+		} else {
+			sql = xasprintf(KEYLESS_SQL, cols->covered, only_src, qualified, BUCKETS - 1);
+			sql_dst = xasprintf(KEYLESS_SQL, cols->covered, only_dst, qualified, BUCKETS - 1);
+		}
+#undef KEY_SQL
+#undef KEYLESS_SQL
+		const char *p[2] = { list.buf, keys };
+		PQclear(rs);
+		PQclear(rt);
+		if (both(v, sql, sql_dst, peel.n_keys ? 2 : 1, p, &rs, &rt) < 0)
+			goto out;
+		src_rows = rows_add(src_rows, &n_src, rs);
+		dst_rows = rows_add(dst_rows, &n_dst, rt);
+	}
+	narrow(r, src_rows, n_src, dst_rows, n_dst);
+	src_rows = dst_rows = NULL;
+	n_src = n_dst = 0;
+	rc = 0;
+out:
+	free_rows(src_rows, n_src);
+	free_rows(dst_rows, n_dst);
+	free_rows(named_src, named_src ? n_named_src : 0);
+	free_rows(named_dst, named_dst ? n_named_dst : 0);
+	strbuf_release(&list);
+	PQclear(rs);
+	PQclear(rt);
+	free(sql);
+	free(sql_dst);
+	free(keys);
+	free(quoted_key);
+	free(peel.keys);
+	free(peel.fresh);
+	return rc;
 }
 
 static void compare_table(struct verify *v, const struct table_config *t, struct table_result *r)
@@ -596,67 +820,10 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	PQclear(rs);
 	PQclear(rt);
 	rs = rt = NULL;
-	/* differing buckets: a single row's difference is decoded from the
-	 * sums; the others are read again, those buckets only */
-	char **src_rows = xcalloc(1, sizeof *src_rows), **dst_rows = xcalloc(1, sizeof *dst_rows);
-	int n_src = 0, n_dst = 0, differing = 0;
-	struct strbuf list = STRBUF_INIT;
-	for (int b = 0; b < BUCKETS; b++) {
-		if (sums_equal(&sums_src[b], &sums_dst[b]))
-			continue;
-		differing++;
-		int side;
-		int64_t hash, key;
-		if (int_key && decode_one(b, &sums_src[b], &sums_dst[b], &side, &hash, &key)) {
-			char ***rows = side > 0 ? &src_rows : &dst_rows;
-			int *n = side > 0 ? &n_src : &n_dst;
-			*rows = xrealloc(*rows, ((size_t)*n + 2) * sizeof **rows);
-			(*rows)[(*n)++] = xasprintf("(%" PRId64 ")%c%" PRId64, key, SEP, hash);
-			continue;
-		}
-		strbuf_addf(&list, "%s%d", list.len ? "," : "{", b);
+	if (narrow_buckets(v, r, &cols, int_key, only_src, only_dst, qualified, sums_src, sums_dst) < 0) {
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "narrowing down failed");
 	}
-	if (differing)
-		log_info("table %s: %d buckets differ: %d decoded from their sums, %d read again", r->name, differing,
-			 n_src + n_dst, differing - n_src - n_dst);
-	if (list.len) {
-		strbuf_adds(&list, "}");
-		free(sql);
-		free(sql_dst);
-#define KEY_SQL                                                                                              \
-	"SELECT k::text, h FROM (SELECT %s AS k, hashtextextended(%s::text, 0) AS h FROM %s%s OFFSET 0) s" \
-	" WHERE h & %d = ANY ($1::bigint[])"
-/* keyless: rows themselves; a multiset difference (equal rows share a bucket) */
-#define KEYLESS_SQL                                                                                   \
-	"SELECT r || ' #' || row_number() OVER (PARTITION BY r), '' FROM (SELECT %s::text AS r FROM %s%s" \
-	" OFFSET 0) s WHERE hashtextextended(r, 0) & %d = ANY ($1::bigint[])"
-		if (cols.key) {
-			sql = xasprintf(KEY_SQL, cols.key, cols.covered, only_src, qualified, BUCKETS - 1);
-			sql_dst = xasprintf(KEY_SQL, cols.key, cols.covered, only_dst, qualified, BUCKETS - 1);
-		} else {
-			sql = xasprintf(KEYLESS_SQL, cols.covered, only_src, qualified, BUCKETS - 1);
-			sql_dst = xasprintf(KEYLESS_SQL, cols.covered, only_dst, qualified, BUCKETS - 1);
-		}
-#undef KEY_SQL
-#undef KEYLESS_SQL
-		const char *p[1] = { list.buf };
-		if (both(v, sql, sql_dst, 1, p, &rs, &rt) < 0) {
-			strbuf_release(&list);
-			for (int k = 0; k < n_src; k++)
-				free(src_rows[k]);
-			for (int k = 0; k < n_dst; k++)
-				free(dst_rows[k]);
-			free(src_rows);
-			free(dst_rows);
-			r->error = true;
-			snprintf(r->error_text, sizeof r->error_text, "narrowing down failed");
-			goto out;
-		}
-		src_rows = rows_add(src_rows, &n_src, rs);
-		dst_rows = rows_add(dst_rows, &n_dst, rt);
-	}
-	strbuf_release(&list);
-	narrow(r, src_rows, n_src, dst_rows, n_dst);
 out:
 	free(sums_src);
 	free(sums_dst);
