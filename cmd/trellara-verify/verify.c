@@ -778,12 +778,12 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	r->scope = src_kind == 'p' ? SCOPE_PARTITIONS : children ? SCOPE_ONLY : SCOPE_TABLE;
 	/* each side through the parent when it is partitioned there */
 	const char *only_src = src_kind == 'p' ? "" : "ONLY ", *only_dst = dst_kind == 'p' ? "" : "ONLY ";
-	/* the target's key column must be an integer too for its sum */
+	/* the target's key column must be a NOT NULL integer too for its sum */
 	bool int_key = cols.int_key != NULL;
 	if (int_key) {
 		const char *p[2] = { qualified, cols.int_key };
 		PGresult *res = pgconn_query(v->dst,
-					     "SELECT atttypid IN (20, 21, 23) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+					     "SELECT atttypid IN (20, 21, 23) AND attnotnull FROM pg_attribute WHERE attrelid = to_regclass($1)"
 					     " AND attname = $2 AND NOT attisdropped",
 					     2, p);
 		int_key = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;

@@ -17,11 +17,12 @@
  * side.  A failure of a statement is not retried.
  *
  * Per table, in one pass on each server: one hash h per row (of its
- * covered columns), and per bucket of h the row count and exact sums of
- * h, of a second function of h and of an integer key; a bucket that
- * differs by one row names it from the sums, the other differing buckets
- * are read again, those rows only returned, and merged by key (missing,
- * extra, content differs).  A table without a usable key is compared as a
+ * covered columns), and per bucket of h the row count, the exact sum and
+ * the exclusive or of h, and the sum of an integer key; a bucket that
+ * differs by one row names it from the sums, the named keys are read by
+ * key and taken out of the sums (which may name more), the buckets still
+ * differing are read again, those rows only returned, and all is merged
+ * by key (missing, extra, content differs).  A table without a usable key is compared as a
  * multiset of whole rows.  A partitioned table is read through its parent
  * (every partition's rows), any other table ONLY (an inheritance parent's
  * own rows); the output names the scope of each table.
