@@ -429,12 +429,12 @@ static void narrow(struct table_result *r, char **s, int ns, char **t, int nt)
 __extension__ typedef __int128 i128;
 
 /* One bucket of one side (DESIGN §9): its rows, the exact sum and the
- * exclusive or of their row hashes h, and the exact sum of their integer
- * keys. */
+ * exclusive or of their row hashes h, and the exclusive or of their
+ * integer keys. */
 struct bucket_sums {
 	int64_t rows;
-	i128 hash_sum, key_sum;
-	int64_t hash_xor;
+	i128 hash_sum;
+	int64_t hash_xor, key_xor;
 };
 
 /* A decimal integer (an exact numeric sum) into *out; false if it is
@@ -458,7 +458,7 @@ static bool parse_i128(const char *text, i128 *out)
 
 static bool sums_equal(const struct bucket_sums *a, const struct bucket_sums *b)
 {
-	return a->rows == b->rows && a->hash_sum == b->hash_sum && a->hash_xor == b->hash_xor && a->key_sum == b->key_sum;
+	return a->rows == b->rows && a->hash_sum == b->hash_sum && a->hash_xor == b->hash_xor && a->key_xor == b->key_xor;
 }
 
 /* Reads one side's buckets; false if a row is not what the query gives. */
@@ -466,14 +466,15 @@ static bool read_buckets(PGresult *res, bool int_key, struct bucket_sums *out, u
 {
 	for (int i = 0; i < PQntuples(res); i++) {
 		long b = strtol(PQgetvalue(res, i, 0), NULL, 10);
-		i128 rows, hash_xor;
+		i128 rows, hash_xor, key_xor = 0;
 		if (b < 0 || b >= BUCKETS || !parse_i128(PQgetvalue(res, i, 1), &rows) ||
 		    !parse_i128(PQgetvalue(res, i, 2), &out[b].hash_sum) || !parse_i128(PQgetvalue(res, i, 3), &hash_xor) ||
 		    hash_xor < INT64_MIN || hash_xor > INT64_MAX ||
-		    (int_key && !parse_i128(PQgetvalue(res, i, 4), &out[b].key_sum)))
+		    (int_key && !parse_i128(PQgetvalue(res, i, 4), &key_xor)) || key_xor < INT64_MIN || key_xor > INT64_MAX)
 			return false;
 		out[b].rows = (int64_t)rows;
 		out[b].hash_xor = (int64_t)hash_xor;
+		out[b].key_xor = (int64_t)key_xor;
 		*total += (uint64_t)rows;
 	}
 	return true;
@@ -491,15 +492,15 @@ static bool decode_one(int b, const struct bucket_sums *s, const struct bucket_s
 	int64_t dc = s->rows - t->rows;
 	if (dc != 1 && dc != -1)
 		return false;
-	i128 dh = (s->hash_sum - t->hash_sum) * dc, dk = (s->key_sum - t->key_sum) * dc;
-	if (dh < INT64_MIN || dh > INT64_MAX || dk < INT64_MIN || dk > INT64_MAX)
+	i128 dh = (s->hash_sum - t->hash_sum) * dc;
+	if (dh < INT64_MIN || dh > INT64_MAX)
 		return false;
 	int64_t h = (int64_t)dh;
 	if ((h & (BUCKETS - 1)) != b || (s->hash_xor ^ t->hash_xor) != h)
 		return false;
 	*side = (int)dc;
 	*hash = h;
-	*key = (int64_t)dk;
+	*key = s->key_xor ^ t->key_xor;
 	return true;
 }
 
@@ -561,7 +562,7 @@ static bool peel_take(PGresult *res, struct bucket_sums *sums, char ***rows, int
 		b->rows--;
 		b->hash_sum -= h;
 		b->hash_xor ^= h;
-		b->key_sum -= k;
+		b->key_xor ^= k;
 		(*rows)[(*n)++] = xasprintf("(%lld)%c%lld", k, SEP, h);
 	}
 	return true;
@@ -790,8 +791,8 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 		PQclear(res);
 	}
 	/* the one pass: per bucket of the row hash h (its low bits), the
-	 * row count, the sum and the exclusive or of h, and the sum of the
-	 * integer key; h is computed once per row (OFFSET 0 keeps the
+	 * row count, the sum and the exclusive or of h, and the exclusive or
+	 * of the integer key; h is computed once per row (OFFSET 0 keeps the
 	 * planner from copying its expression into each aggregate) */
 #define BUCKETS_SQL                                                                                      \
 	"SELECT h & %d, count(*), sum(h), bit_xor(h)%s FROM (SELECT hashtextextended(%s::text, 0) AS h%s" \
@@ -799,8 +800,8 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	char *quoted_key = int_key ? pgconn_quote_ident(v->src, cols.int_key) : NULL;
 	char *key_as = int_key ? xasprintf(", %s::bigint AS k", quoted_key) : xstrdup("");
 	free(quoted_key);
-	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", sum(k)" : "", cols.covered, key_as, only_src, qualified);
-	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", sum(k)" : "", cols.covered, key_as, only_dst, qualified);
+	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_src, qualified);
+	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_dst, qualified);
 	free(key_as);
 #undef BUCKETS_SQL
 	if (both(v, sql, sql_dst, 0, NULL, &rs, &rt) < 0) {

@@ -18,7 +18,7 @@
  *
  * Per table, in one pass on each server: one hash h per row (of its
  * covered columns), and per bucket of h the row count, the exact sum and
- * the exclusive or of h, and the sum of an integer key; a bucket that
+ * the exclusive or of h, and the exclusive or of an integer key; a bucket that
  * differs by one row names it from the sums, the named keys are read by
  * key and taken out of the sums (which may name more), the buckets still
  * differing are read again, those rows only returned, and all is merged
