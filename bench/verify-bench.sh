@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # verify-bench.sh - trellara-verify's time on one large table against a
 # plain full scan of that table on both sides at once, measured in the same
-# run; and what finding 10 scattered divergent rows costs over a clean
-# verify.
+# run: on an idle source, under a steady pgbench load, and what finding 10
+# scattered divergent rows costs over a clean verify.
 #
 #   bench/verify-bench.sh            (make bench runs it)
 #
@@ -14,34 +14,40 @@
 # way: trellara-snapshot --create-tables copies it into an empty target
 # database (timed, for information), then trellara-capture and
 # trellara-applyd run in the background for the rest of the run, so the
-# target follows the source and holds at verify's fence.  One no-op UPDATE
-# on the source gives applyd its checkpoint; then both tables are VACUUMed
-# (hint bits and visibility map set: no scan below pays for them) and read
-# once, so both sides start from the OS cache.
+# target follows the source and holds at verify's fence.  Capture runs
+# with its default status interval (10 s): an idle source sends it
+# nothing else.  One no-op UPDATE on the source gives applyd its
+# checkpoint; then both tables are VACUUMed (hint bits and visibility map
+# set: no scan below pays for them) and read once, so both sides start
+# from the OS cache.
 #   baseline  psql -c 'COPY pgbench_accounts TO STDOUT' > /dev/null on the
 #             source and on the target at once; timed until both end
 #   verify    trellara-verify --config F --format json, timed from exec to
-#             exit: its temporary slot and exported snapshot, the fence and
-#             the wait for applyd to hold there, the per-bucket checksums on
-#             both sides at once, the report.  Clean: exit 0, CONVERGED,
-#             equal row counts.  Also split at the time stamp of applyd's
-#             "held at fence" log line for verify's fence: exec to fence
-#             (slot, snapshot, and the wait for capture and applyd, which on
-#             this idle source varies from nothing to seconds) and the
-#             comparison (fence to exit).
-# Then 10 rows of the target, one in each tenth of the key range, get
-# abalance + 1 (an UPDATE on the target only; applyd never touches them
-# again, the source being idle), and verify runs again: exit 1, DIVERGED,
-# naming exactly those 10 keys as content_differs.  (The first divergent
-# verify demotes the run from verified to failed_recoverable, so the later
-# ones also report the handoff; the comparison is the same.)
-# REPEAT rounds of baseline + clean verify (alternating which goes first),
-# then REPEAT rounds of baseline + divergent verify; medians.  Goals (the
-# issue): clean verify <= 1.5 x baseline; divergent <= 1.10 x clean;
-# judged on exec-to-exit times, and shown for the comparison alone too.
+#             exit (start to verdict): its temporary slot and exported
+#             snapshot, the fence and the wait for applyd to hold there,
+#             the bucket sums on both sides at once, the report.  Clean:
+#             exit 0, CONVERGED, equal row counts.  Also split at the time
+#             stamp of applyd's "held at fence" log line for verify's
+#             fence: exec to fence (slot, snapshot, fence message, capture
+#             and applyd) and the comparison (fence to exit).
+# Rounds: REPEAT x (baseline + clean verify) on the idle source
+# (alternating which goes first); then the same REPEAT rounds while
+# pgbench -R LOAD_TPS (2 clients, TPC-B: it updates pgbench_accounts, so
+# capture and applyd work throughout) runs on the source; then 10 rows of
+# the target, one in each tenth of the key range, get abalance + 1 (an
+# UPDATE on the target only; applyd never touches them again, the source
+# being idle again) and REPEAT x (baseline + divergent verify): exit 1,
+# DIVERGED, naming exactly those 10 keys as content_differs.  (The first
+# divergent verify demotes the run from verified to failed_recoverable,
+# so the later ones also report the handoff; the comparison is the
+# same.)  Medians.  Goals (the issue): the comparison alone <= 1.2 x the
+# baseline (clean, idle); start to verdict <= 2 x the baseline on the idle
+# source and under load (each against the baselines of its own rounds);
+# divergent <= 1.10 x clean, start to verdict.
 #
 # Environment: VERIFY_BENCH_SCALE (pgbench scale, default 20; 100 for the
 # issue's 10 000 000 rows), VERIFY_BENCH_REPEAT (default 3),
+# VERIFY_BENCH_LOAD_TPS (the load's rate, default 200 transactions/s),
 # VERIFY_BENCH_KEEP=1 keeps the directory (clusters stopped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,17 +57,20 @@ source tests/bats/helpers/pg.bash
 
 SCALE=${VERIFY_BENCH_SCALE:-20}
 REPEAT=${VERIFY_BENCH_REPEAT:-3}
+LOAD_TPS=${VERIFY_BENCH_LOAD_TPS:-200}
 PUB=bench_pub
 SLOT=verify_bench
 DB=verify # the target database
-CLEAN_GOAL=1.5
+COMPARE_GOAL=1.2 # the comparison alone / baseline, clean
+START_GOAL=2.0   # start to verdict / baseline, idle and under load
 DIVERGED_GOAL=1.10
 TIMEOUT_S=300 # any single wait
 
 for prog in "$REPO/bin/trellara-snapshot" "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-verify"; do
 	[[ -x $prog ]] || { echo "verify-bench: $prog missing; run make first" >&2; exit 1; }
 done
-[[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "verify-bench: VERIFY_BENCH_SCALE and _REPEAT: positive integers" >&2; exit 1; }
+[[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ && $LOAD_TPS =~ ^[1-9][0-9]*$ ]] ||
+	{ echo "verify-bench: VERIFY_BENCH_SCALE, _REPEAT and _LOAD_TPS: positive integers" >&2; exit 1; }
 trellara_pg_check_bindir
 PSQL=$(trellara_pg_psql_bin)
 # the binaries themselves, not Debian's /usr/bin wrappers; --create-tables
@@ -214,7 +223,7 @@ BG[snapshot]=$!
 wait "${BG[snapshot]}" || { cat "$WORK/snapshot.log" >&2; die "trellara-snapshot failed"; }
 BG[snapshot]=
 SNAPSHOT_S=$(secs "$t0" "$EPOCHREALTIME")
-"$REPO/bin/trellara-capture" --config "$FLOW" >"$WORK/capture.log" 2>&1 &
+env -u TRELLARA_STATUS_INTERVAL_MS "$REPO/bin/trellara-capture" --config "$FLOW" >"$WORK/capture.log" 2>&1 &
 BG[capture]=$!
 "$REPO/bin/trellara-applyd" --config "$FLOW" >"$WORK/applyd.log" 2>&1 &
 BG[applyd]=$!
@@ -299,6 +308,41 @@ for ((i = 1; i <= REPEAT; i++)); do
 	fi
 done
 
+# the same under load: pgbench on the source until the rounds end
+"$PSQL" -X -qAt -d "$SRC_CONN" -c "SELECT 1" >/dev/null
+pgbench -n -c 2 -j 2 -R "$LOAD_TPS" -T 100000 -d "$SRC_URL" >"$WORK/pgbench-load.log" 2>&1 &
+BG[load]=$!
+# the load reaches the target before the first round
+LOAD_START=$(src -c "SELECT pg_current_wal_lsn()")
+sleep 2
+wait_for tgt "SELECT coalesce(bool_and(last_commit_lsn > '$LOAD_START'), false) FROM trellara.apply_checkpoint"
+declare -a BL=() VL=() FL=() CL=()
+load_verify() {
+	verify "load-$1"
+	local j="$WORK/verify-load-$1.json"
+	kill -0 "${BG[load]}" 2>/dev/null || { cat "$WORK/pgbench-load.log" >&2; die "the pgbench load ended early"; }
+	((R_RC == 0)) || { cat "$j" "$WORK/verify-load-$1.log" >&2; die "verify under load $1 exited $R_RC, not 0"; }
+	[[ $(jq -r '.result' "$j") == CONVERGED ]] || { cat "$j" >&2; die "verify under load $1: not CONVERGED"; }
+	VL+=("$R_S") FL+=("$R_FENCE") CL+=("$R_COMPARE")
+}
+for ((i = 1; i <= REPEAT; i++)); do
+	if ((i % 2)); then
+		baseline
+		BL+=("$R_S")
+		load_verify "$i"
+	else
+		load_verify "$i"
+		baseline
+		BL+=("$R_S")
+	fi
+done
+kill -TERM "${BG[load]}" 2>/dev/null || true
+wait "${BG[load]}" 2>/dev/null || true
+BG[load]=
+# idle again: everything the load wrote is applied before the divergence
+IDLE_AT=$(src -c "SELECT pg_current_wal_lsn()")
+wait_for tgt "SELECT coalesce(bool_and(applied_through_lsn >= '$IDLE_AT'), false) FROM trellara.apply_checkpoint"
+
 # 10 rows, one in each tenth of the key range, changed on the target only
 AIDS=()
 for ((k = 0; k < 10; k++)); do AIDS+=($((k * ROWS / 10 + 1 + (k * 7919 + 4243) % (ROWS / 10)))); done
@@ -342,42 +386,50 @@ done
 # ---------------------------------------------------------------- report
 
 MBC=$(median "${BC[@]}") MVC=$(median "${VC[@]}") MBD=$(median "${BD[@]}") MVD=$(median "${VD[@]}")
+MBL=$(median "${BL[@]}") MVL=$(median "${VL[@]}")
 # the comparison alone: rounds where applyd's hold was found in its log
 med_known() { # VALUE... ("-" = unknown); "-" when none is known
 	local v k=()
 	for v; do [[ $v == - ]] || k+=("$v"); done
 	if ((${#k[@]})); then median "${k[@]}"; else echo -; fi
 }
-MCC=$(med_known "${CC[@]}") MCD=$(med_known "${CD[@]}")
+MCC=$(med_known "${CC[@]}") MCD=$(med_known "${CD[@]}") MCL=$(med_known "${CL[@]}")
 ratio() { if [[ $1 == - || $2 == - ]]; then echo -; else awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; fi; }
 met() { if [[ $1 == - ]]; then echo unknown; else awk -v v="$1" -v g="$2" 'BEGIN{print (v <= g) ? "met" : "NOT met"}'; fi; }
 R_CLEAN=$(ratio "$MVC" "$MBC")
+R_LOAD=$(ratio "$MVL" "$MBL")
 R_DIV=$(ratio "$MVD" "$MVC")
 R_CLEAN_CMP=$(ratio "$MCC" "$MBC")
+R_LOAD_CMP=$(ratio "$MCL" "$MBL")
 R_DIV_CMP=$(ratio "$MCD" "$MCC")
-printf '%-48s %9s %10s  %s\n' measurement "median s" "rows/s" "per round, s"
+printf '%-52s %9s %10s  %s\n' measurement "median s" "rows/s" "per round, s"
 row() {
 	if [[ $2 == - ]]; then
-		printf '%-48s %9s %10s  %s\n' "$1" - - "$3"
+		printf '%-52s %9s %10s  %s\n' "$1" - - "$3"
 	else
-		printf '%-48s %9.2f %10.0f  %s\n' "$1" "$2" "$(awk -v r="$ROWS" -v s="$2" 'BEGIN{print r / s}')" "$3"
+		printf '%-52s %9.2f %10.0f  %s\n' "$1" "$2" "$(awk -v r="$ROWS" -v s="$2" 'BEGIN{print r / s}')" "$3"
 	fi
 }
-row "baseline (clean rounds)" "$MBC" "${BC[*]}"
-row "verify, clean (CONVERGED): exec to exit" "$MVC" "${VC[*]}"
+row "baseline, idle source" "$MBC" "${BC[*]}"
+row "verify, idle, CONVERGED: start to verdict" "$MVC" "${VC[*]}"
 row "  of which the comparison (held to exit)" "$MCC" "${CC[*]}"
+row "baseline, under load" "$MBL" "${BL[*]}"
+row "verify, under load, CONVERGED: start to verdict" "$MVL" "${VL[*]}"
+row "  of which the comparison (held to exit)" "$MCL" "${CL[*]}"
 row "baseline (divergent rounds)" "$MBD" "${BD[*]}"
-row "verify, 10 rows differ (DIVERGED): exec to exit" "$MVD" "${VD[*]}"
+row "verify, 10 rows differ, DIVERGED: start to verdict" "$MVD" "${VD[*]}"
 row "  of which the comparison (held to exit)" "$MCD" "${CD[*]}"
 echo "table: pgbench_accounts, $ROWS rows, $MB MB heap on each side (pgbench scale $SCALE); baseline = COPY TO STDOUT > /dev/null" \
-	"on source and target at once; verify = exec to exit, so its fence wait included"
-echo "exec to fence (applyd's \"held at fence\" for verify's fence, from its log), s: clean ${FC[*]}; divergent ${FD[*]}" \
-	"(the source is idle: applyd holds once capture has recorded a position past the fence)"
-echo "clean verify / baseline = $R_CLEAN (goal <= $CLEAN_GOAL: $(met "$R_CLEAN" "$CLEAN_GOAL")); comparison alone / baseline = $R_CLEAN_CMP" \
-	"($(met "$R_CLEAN_CMP" "$CLEAN_GOAL"))"
-echo "divergent / clean verify = $R_DIV (goal <= $DIVERGED_GOAL: $(met "$R_DIV" "$DIVERGED_GOAL")); comparison alone: $R_DIV_CMP" \
+	"on source and target at once; load = pgbench -R $LOAD_TPS, 2 clients, on the source"
+echo "start to fence (applyd's \"held at fence\" for verify's fence, from its log), s: idle ${FC[*]}; under load ${FL[*]};" \
+	"divergent ${FD[*]}"
+echo "comparison alone / baseline, idle = $R_CLEAN_CMP (goal <= $COMPARE_GOAL: $(met "$R_CLEAN_CMP" "$COMPARE_GOAL"));" \
+	"under load = $R_LOAD_CMP (for information)"
+echo "start to verdict / baseline, idle = $R_CLEAN (goal <= $START_GOAL: $(met "$R_CLEAN" "$START_GOAL"));" \
+	"under load = $R_LOAD (goal <= $START_GOAL: $(met "$R_LOAD" "$START_GOAL"))"
+echo "divergent / clean verify, start to verdict = $R_DIV (goal <= $DIVERGED_GOAL: $(met "$R_DIV" "$DIVERGED_GOAL")); comparison alone: $R_DIV_CMP" \
 	"($(met "$R_DIV_CMP" "$DIVERGED_GOAL")); divergent verify / its rounds' baseline = $(ratio "$MVD" "$MBD")"
-echo "every clean verify: exit 0, CONVERGED, $ROWS rows each side; every divergent one: exit 1, DIVERGED," \
+echo "every clean verify: exit 0, CONVERGED, $ROWS rows each side (under load: CONVERGED); every divergent one: exit 1, DIVERGED," \
 	"exactly 10 content_differs naming aid $AID_LIST"
 echo "setup $SETUP_S s (trellara-snapshot --create-tables $SNAPSHOT_S s; capture + applyd running since);" \
 	"warm-up scan $WARMUP_S s; total $(secs "$T0" "$EPOCHREALTIME" | cut -d. -f1) s"

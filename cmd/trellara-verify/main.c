@@ -12,10 +12,12 @@ static const char usage_text[] =
 	"                       [--fence-timeout SECS] [--max-attempts N]\n"
 	"\n"
 	"Compares the source at an exported snapshot with the target held at the same\n"
-	"LSN (a fence that trellara-applyd honours): row counts, key-bucket checksums\n"
-	"narrowed down to the divergent keys, the apply watermark, the snapshot handoff,\n"
-	"duplicate accounting.  Answers CONVERGED or names each divergence.  A pass that\n"
-	"loses a connection records nothing and starts again after a backoff.\n"
+	"LSN (a fence that trellara-applyd honours, announced in the stream by a\n"
+	"trellara.fence logical message): row counts, row-hash bucket sums from one\n"
+	"pass over each table narrowed down to the divergent keys, the apply watermark,\n"
+	"the snapshot handoff, duplicate accounting.  Answers CONVERGED or names each\n"
+	"divergence.  A pass that loses a connection records nothing and starts again\n"
+	"after a backoff.\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE          flow file\n"
@@ -29,7 +31,8 @@ static const char usage_text[] =
 	"\n"
 	"exit codes: 0 CONVERGED, 1 DIVERGED, 64 usage, 69 a server unavailable (after\n"
 	"--max-attempts passes), 75 the target did not reach the fence in time (is\n"
-	"trellara-applyd running?) or stopped by a signal, 78 configuration error\n";
+	"trellara-applyd running?) or stopped by a signal, 78 configuration error (also:\n"
+	"the source role may not call pg_logical_emit_message)\n";
 
 enum { OPT_TABLE = 1000, OPT_FENCE_TIMEOUT, OPT_MAX_ATTEMPTS };
 enum { FORMAT_TEXT, FORMAT_JSON }; /* index into formats[] */

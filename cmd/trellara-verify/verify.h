@@ -4,7 +4,9 @@
  *
  * Exact comparison on a live source: a temporary slot exports a snapshot
  * at a consistent LSN L; a fence at L makes applyd hold before the first
- * transaction committing at or after L; the source at the snapshot is
+ * transaction committing at or after L; a trellara.fence logical message
+ * committed after it reaches capture at once, which records a durable
+ * watermark past L, so applyd holds even on an idle source; the source at the snapshot is
  * compared with the target held at the fence; the fence is released and
  * the temporary slot dropped on every exit path (signals included).
  *
@@ -14,10 +16,13 @@
  * starts from scratch, up to max_attempts passes; then 69, naming the
  * side.  A failure of a statement is not retried.
  *
- * Per table: row counts; order-independent checksums of the covered
- * columns per bucket of the key hash, computed inside each server, with
- * differing buckets narrowed down to the divergent keys (missing,
- * extra, content differs).  A table without a usable key is compared as a
+ * Per table, in one pass on each server: one hash h per row (of its
+ * covered columns), and per bucket of h the row count, the exact sum and
+ * the exclusive or of h, and the exclusive or of an integer key; a bucket that
+ * differs by one row names it from the sums, the named keys are read by
+ * key and taken out of the sums (which may name more), the buckets still
+ * differing are read again, those rows only returned, and all is merged
+ * by key (missing, extra, content differs).  A table without a usable key is compared as a
  * multiset of whole rows.  A partitioned table is read through its parent
  * (every partition's rows), any other table ONLY (an inheritance parent's
  * own rows); the output names the scope of each table.

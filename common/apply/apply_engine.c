@@ -188,7 +188,9 @@ static struct apply_outcome idle_duties(struct apply_engine *a)
 		if (!apply_is_ok(rc))
 			return rc;
 	} else if (a->seen_lsn > a->cp.applied_through_lsn &&
-		   now - a->last_idle_checkpoint_us >= 1000000) {
+		   (now - a->last_idle_checkpoint_us >= 1000000 || apply_fence_idle_hold(&a->fence, a->seen_lsn))) {
+		/* at most one idle checkpoint a second, but at once when it
+		 * reaches a fence (verify's watermark): then hold below */
 		a->last_idle_checkpoint_us = now;
 		struct apply_outcome rc = apply_engine_commit_open_batch(a);
 		if (!apply_is_ok(rc))

@@ -262,6 +262,11 @@ static int add_change(struct assembler *a, struct txn *t, const struct pgoutput_
 		break;
 	}
 	case PGOUTPUT_MESSAGE:
+		if (strcmp(msg->message.prefix, ASSEMBLER_FENCE_PREFIX) == 0) {
+			/* verify's fence marks a position, it changes nothing */
+			t->fence_messages++;
+			return 0;
+		}
 		if (strlen(msg->message.prefix) > UINT16_MAX)
 			return errbuf_setf(err, errlen, "transaction %u: a logical message prefix of %zu bytes is longer than %u",
 				    t->xid, strlen(msg->message.prefix), UINT16_MAX);

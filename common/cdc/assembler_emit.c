@@ -268,9 +268,11 @@ int assembler_commit_txn(struct assembler *a, struct txn *t, uint64_t commit_lsn
 		return rc;
 	}
 	/* PostgreSQL 15 skips empty transactions, but not empty streamed
-	 * ones (all their changes were for other tables): nothing to write. */
+	 * ones (all their changes were for other tables): nothing to write.
+	 * One with only verify's fence message: nothing either, but the
+	 * caller records its end at once. */
 	if (t->changes == 0 && t->n_ddl == 0) {
-		result->event = ASSEMBLER_EMPTY;
+		result->event = t->fence_messages ? ASSEMBLER_FENCE : ASSEMBLER_EMPTY;
 		int rc = assembler_write_pending_abort(a, t, emit, ctx, &result->frames, err, errlen);
 		assembler_txn_remove(a, t);
 		return rc;

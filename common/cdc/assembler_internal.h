@@ -93,6 +93,7 @@ struct txn {
 	struct pending_chunk *pending; /* owned: chunks in use, in order */
 	size_t n_pending, pending_cap;
 	uint32_t next_seq;
+	uint64_t fence_messages;  /* trellara.fence messages: not changes */
 };
 
 struct relation_generation {

@@ -334,6 +334,12 @@ static int handle_xlogdata(struct capture_core *c, const uint8_t *data, size_t l
 			return EXIT_CANTCREAT;
 	} else if (result.event == ASSEMBLER_EMPTY) {
 		ack_policy_on_passed(&c->ack, result.end_lsn);
+	} else if (result.event == ASSEMBLER_FENCE) {
+		/* verify's fence (DESIGN §9): a watermark at its end, durable
+		 * now, so applyd holds there without waiting for a keepalive */
+		ack_policy_on_passed(&c->ack, result.end_lsn);
+		if (flush_batch(c, now_us, wall_us) < 0)
+			return EXIT_CANTCREAT;
 	} else if (result.event == ASSEMBLER_SKIPPED) {
 		c->stats.skipped_duplicates++;
 		char lsn[LSN_FORMAT_LEN];

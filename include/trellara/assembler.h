@@ -30,6 +30,15 @@
  * transaction drops it and its spill file.  Nothing of a streamed
  * transaction is emitted before Stream Commit.
  *
+ * Verify's fence.  A transactional logical message with the prefix
+ * trellara.fence (ASSEMBLER_FENCE_PREFIX; trellara-verify emits one at
+ * its snapshot, DESIGN §9) is no change: it is not written into the
+ * transaction.  A committed transaction with nothing else is
+ * ASSEMBLER_FENCE, no frame: the caller records a watermark at its end
+ * and makes it durable at once, so applyd learns at once that the source
+ * passed the fence.  Every other prefix stays a Message change of its
+ * transaction (applyd plans nothing for it).
+ *
  * Schema changes inside a transaction.  A Relation message that changes
  * a descriptor the open transaction already used gives the relation a new
  * entry in the envelope's relation table; rows always refer to the
@@ -50,6 +59,7 @@
 
 #define ASSEMBLER_MAX_MEMORY_BYTES (8U * 1024 * 1024)
 #define ASSEMBLER_DDL_PREFIX "trellara.ddl"
+#define ASSEMBLER_FENCE_PREFIX "trellara.fence"
 
 /* Called for every frame, in order; returns 0 or a negative code that
  * the assembler passes up as ASSEMBLER_EMIT_FAILED, and sets *offset to
@@ -76,6 +86,8 @@ enum assembler_event {
 	ASSEMBLER_COMMITTED,  /* frames emitted for a committed transaction */
 	ASSEMBLER_SKIPPED,    /* a committed transaction already in the stream */
 	ASSEMBLER_EMPTY,      /* a committed transaction with no change for us: no frame */
+	ASSEMBLER_FENCE,      /* a committed transaction with only trellara.fence messages: no frame,
+			       * record its end (a watermark) at once */
 	ASSEMBLER_ABORTED     /* a streamed (sub)transaction dropped */
 };
 

@@ -69,6 +69,47 @@ run_state() {
 	run -0 trellara-verify --config "$FLOW_FILE"
 }
 
+@test "on an idle source verify returns within a few seconds: its fence travels in the stream" {
+	# capture as deployed: it reports (and hears keepalives) every 60 s,
+	# so nothing but the fence itself tells it that the source moved on
+	bg_stop capture TERM
+	TRELLARA_STATUS_INTERVAL_MS=60000 bg_start capture trellara-capture --config "$FLOW_FILE"
+	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1 WHERE bid = 1"
+	caught_up 60
+	applied=$(applied_transactions)
+	run -0 timeout 15 trellara-verify --config "$FLOW_FILE" --fence-timeout 60
+	[[ "$output" == *"result: CONVERGED"* ]]
+	# applyd held at a watermark: the fence's transaction is no data change
+	[ "$(applied_transactions)" -eq "$applied" ]
+	grep -q "held at fence" "$TEST_DIR/applyd.log"
+	# and the flow goes on afterwards
+	psql_source "UPDATE pgbench_branches SET bbalance = bbalance + 1 WHERE bid = 1"
+	caught_up 60
+	[ "$(applied_transactions)" -eq $((applied + 1)) ]
+}
+
+@test "a source role that may not emit the fence message: exit 78 naming the function, no fence left" {
+	# PostgreSQL grants EXECUTE on pg_logical_emit_message to PUBLIC; a
+	# source that revoked it (restored below: the cluster is the file's)
+	psql_source "DO \$\$ BEGIN CREATE ROLE trellara_verifier LOGIN REPLICATION; EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" \
+		"GRANT SELECT ON ALL TABLES IN SCHEMA public TO trellara_verifier" \
+		"REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) FROM PUBLIC"
+	write_flow_file "$TEST_DIR/role.yml" --tables "$TABLES" --set stream.min_free_bytes=1048576 \
+		--set source.database_url="\"$SOURCE_URL&user=trellara_verifier\""
+	run -78 --separate-stderr trellara-verify --config "$TEST_DIR/role.yml" --fence-timeout 10
+	[[ "$stderr" == *'role "trellara_verifier" may not emit verify'\''s fence message (pg_logical_emit_message)'* ]]
+	[[ "$stderr" == *"GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO \"trellara_verifier\""* ]]
+	[ -z "$output" ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	[ "$(psql_source "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'trellara_verify_%'")" -eq 0 ]
+	# granted, the same role verifies
+	psql_source "GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO trellara_verifier"
+	run -0 trellara-verify --config "$TEST_DIR/role.yml"
+	[[ "$output" == *"result: CONVERGED"* ]]
+	psql_source "GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO PUBLIC" \
+		"REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) FROM trellara_verifier"
+}
+
 @test "injected divergences are found and named with their keys; reseed repairs them" {
 	psql_source "UPDATE docs SET title = NULL WHERE id = 9"
 	load_source 3
@@ -82,6 +123,8 @@ run_state() {
 		"UPDATE docs SET title = '' WHERE id = 9"
 	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
 	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
+	# four rows in four buckets of 16384: named from the sums, nothing read again
+	[[ "$stderr" == *"table public.pgbench_accounts: 4 buckets differ: 4 rows named from their sums, 0 keys read by key, 0 buckets read again"* ]]
 	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
 	[ "$(jq -r '.divergences[] | select(.kind == "missing_in_target") | .keys[0]' <<<"$acc")" = "(17)" ]
 	[ "$(jq -r '.divergences[] | select(.kind == "extra_in_target") | .keys[0]' <<<"$acc")" = "(999999)" ]
@@ -102,6 +145,50 @@ run_state() {
 	run -0 trellara reseed --config "$FLOW_FILE" --table public.docs
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
+}
+
+@test "divergences the bucket sums do not decode are read again: many rows, a text key, a keyless table, each counted once" {
+	psql_source "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2020-01-01'), (1, 1, 1, 5, '2020-01-01')"
+	caught_up 60
+	# 30000 rows in 16384 buckets: most buckets differ by several rows (read
+	# again), some by one (decoded from the sums); the two must add up
+	psql_target "DELETE FROM pgbench_accounts WHERE aid <= 30000" \
+		"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2020-01-01')" \
+		"UPDATE docs SET body = 'changed' WHERE title IN ('doc 3', 'doc 44')"
+	write_flow_file "$TEST_DIR/keys.yml" --set stream.min_free_bytes=1048576 --tables "- {schema: public, name: pgbench_accounts}
+- {schema: public, name: pgbench_history}
+- {schema: public, name: docs, verify: {primary_key: title}}"
+	run -1 --separate-stderr trellara-verify --config "$TEST_DIR/keys.yml" --format json
+	# a text key: every differing bucket read again; the integer key: both ways
+	[[ "$stderr" == *"table public.docs: 4 buckets differ: 0 rows named from their sums, 0 keys read by key, 4 buckets read again"* ]]
+	[[ "$stderr" =~ "table public.pgbench_accounts: "[0-9]+" buckets differ: "[1-9][0-9]*" rows named from their sums, "[1-9][0-9]*" keys read by key, "[1-9][0-9]*" buckets read again" ]]
+	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$acc")" = '[["missing_in_target",30000]]' ]
+	[ "$(jq '[.divergences[0].keys[] | ltrimstr("(") | rtrimstr(")") | tonumber | select(. >= 1 and . <= 30000)] | length' <<<"$acc")" -eq 10 ]
+	[ "$(jq -r '.source_rows - .target_rows' <<<"$acc")" -eq 30000 ]
+	his=$(jq -c '.tables[] | select(.table == "public.pgbench_history")' <<<"$output")
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$his")" = '[["extra_in_target",1]]' ]
+	[[ "$(jq -r '.divergences[0].keys[0]' <<<"$his")" == "(1,1,1,5,\"2020-01-01 00:00:00\","*") #3" ]]
+	docs=$(jq -c '.tables[] | select(.table == "public.docs")' <<<"$output")
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$docs")" = '[["content_differs",2]]' ]
+	[ "$(jq -r '.divergences[0].keys | sort | join(" ")' <<<"$docs")" = '("doc 3") ("doc 44")' ]
+}
+
+@test "a bucket holding two keys' differences is peeled by key: both named without reading the table again" {
+	# two accounts whose changed target row lands in the bucket of the other's
+	# source row (found on the source: the bucket is the row hash's low 14 bits)
+	pair=$(psql_source "WITH r AS (SELECT aid, hashtextextended(ROW(aid, bid, abalance, filler)::text, 0) & 16383 AS b,
+			hashtextextended(ROW(aid, bid, abalance + 1, filler)::text, 0) & 16383 AS changed FROM pgbench_accounts)
+		SELECT r1.aid || ' ' || r2.aid FROM r r1 JOIN r r2 ON r1.changed = r2.b AND r1.aid <> r2.aid
+		WHERE r1.b <> r2.b AND r2.changed NOT IN (r1.b, r2.b) AND r1.changed <> r1.b
+		ORDER BY r1.aid, r2.aid LIMIT 1")
+	read -r a1 a2 <<<"$pair"
+	[ -n "$a2" ]
+	psql_target "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid IN ($a1, $a2)"
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --table public.pgbench_accounts --format json
+	[[ "$stderr" == *"table public.pgbench_accounts: 3 buckets differ: 2 rows named from their sums, 2 keys read by key, 0 buckets read again"* ]]
+	[ "$(jq -c '[.tables[0].divergences[] | [.kind, .count]]' <<<"$output")" = '[["content_differs",2]]' ]
+	[ "$(jq -r '.tables[0].divergences[0].keys | sort | join(" ")' <<<"$output")" = "$(printf '(%s)\n' "$a1" "$a2" | sort | paste -sd ' ')" ]
 }
 
 @test "a run whose verify failed is not verified" {

@@ -1957,6 +1957,33 @@ static void test_hand_streams(void)
 	CHECK(count_events(&run, ASSEMBLER_EMPTY) == 1);
 	run_free(&run);
 	fixture_free(&fx);
+
+	/* verify's fence (DESIGN §9): a transaction with only trellara.fence
+	 * messages is ASSEMBLER_FENCE with no frame; beside rows the fence
+	 * message is dropped and the rows are emitted; any other prefix stays
+	 * a Message change. */
+	fx.proto_version = 2;
+	stream_start(&m, 940, true);
+	stream_message(&m, 940, 0x100, "trellara.fence", "trellara-verify fence at 0/100 for flow s/d");
+	stream_stop(&m);
+	stream_commit(&m, 940, 0x8000);
+	o = options(1);
+	run_messages(&fx, &o, &run, NULL, NULL);
+	CHECK(run.rc == 0 && run.sink.n == 0);
+	CHECK(count_events(&run, ASSEMBLER_FENCE) == 1 && count_events(&run, ASSEMBLER_EMPTY) == 0);
+	run_free(&run);
+	fixture_free(&fx);
+	fx.proto_version = 2;
+	stream_start(&m, 950, true);
+	stream_relation(&m, 950);
+	stream_insert(&m, 950, "1");
+	stream_message(&m, 950, 0x100, "trellara.fence", "fence");
+	stream_message(&m, 950, 0x200, "trellara.fenced", "not a fence");
+	stream_stop(&m);
+	stream_commit(&m, 950, 0x9000);
+	const char *want3[] = { "I#0 public.hand/1 new(t:1)", "M1 trellara.fenced not a fence" };
+	check_hand_stream(&fx, want3, 2, NULL, 0, __LINE__);
+	fixture_free(&fx);
 	buf_free(&m.b);
 }
 

@@ -436,6 +436,58 @@ static void test_keepalive_watermark(void)
 	fixture_free(&fx);
 }
 
+/* verify's fence (DESIGN §9): a transaction holding only a
+ * trellara.fence message is recorded by a durable watermark at its end at
+ * once, before any quiet moment, and written as no transaction. */
+static void test_fence_message(void)
+{
+	struct fixture fx;
+	if (fixture_load("dml", &fx) < 0) {
+		CHECK(0);
+		return;
+	}
+	uint64_t commits[8], ends[8];
+	CHECK(fixture_commits(&fx, commits, ends, 8) == 4);
+	struct stream_fs *fs = stream_fs_sim_new(2, 64 << 20);
+	struct session s = { 0 };
+	struct capture_core_options o = options(fs, fx.proto_version, 1000, 1000);
+	CHECK(session_open(&s, fs, &o) == EXIT_OK);
+	size_t first_commit = 0;
+	while (fx.msgs[first_commit][0] != 'C')
+		first_commit++;
+	CHECK(feed_range(&s, &fx, 0, first_commit + 1) == EXIT_OK);
+	CHECK(idle(&s) == EXIT_OK);
+	uint64_t frames = capture_core_stats(s.cc).frames, watermark;
+	/* Begin, Message, Commit of pgoutput, as the server sends them */
+	uint64_t fence_lsn = ends[0] + 0x100, commit_lsn = fence_lsn + 0x40, end_lsn = commit_lsn + 0x30;
+	const char *prefix = "trellara.fence", *content = "trellara-verify fence";
+	uint8_t b[21] = { 'B' }, m[64] = { 'M', 1 }, c[26] = { 'C', 0 };
+	put_be64(b + 1, commit_lsn);
+	put_be64(b + 9, 0);
+	b[20] = 77; /* xid 77 */
+	put_be64(m + 2, fence_lsn);
+	memcpy(m + 10, prefix, strlen(prefix) + 1);
+	size_t mlen = 10 + strlen(prefix) + 1;
+	m[mlen + 3] = (uint8_t)strlen(content); /* big-endian u32 length */
+	memcpy(m + mlen + 4, content, strlen(content));
+	mlen += 4 + strlen(content);
+	put_be64(c + 2, commit_lsn);
+	put_be64(c + 10, end_lsn);
+	put_be64(c + 18, 0);
+	CHECK(feed_xlog(&s, b, 21, fence_lsn) == EXIT_OK);
+	CHECK(feed_xlog(&s, m, mlen, fence_lsn) == EXIT_OK);
+	CHECK(feed_xlog(&s, c, sizeof c, commit_lsn) == EXIT_OK);
+	/* durable already: no idle() in between */
+	CHECK(stream_recorded(fs, &watermark) == end_lsn && watermark == end_lsn);
+	CHECK(capture_core_stats(s.cc).frames == frames + 1 && capture_core_stats(s.cc).watermarks == 1);
+	CHECK(capture_core_stats(s.cc).transactions == 1);
+	send_status(&s);
+	CHECK(s.acked == end_lsn && s.violations == 0);
+	session_close(&s);
+	stream_fs_sim_free(fs);
+	fixture_free(&fx);
+}
+
 /* A kill of capture's process (a view's kill -9, or a kill then power
  * loss of the whole disk), a reopen, and the server sending everything
  * again: commits up to the stream's last are skipped and counted, the
@@ -758,6 +810,7 @@ int main(void)
 	}
 	test_ack_never_past_durable();
 	test_keepalive_watermark();
+	test_fence_message();
 	test_restart_skips_resent(false);
 	test_restart_skips_resent(true);
 	test_big_transaction();
