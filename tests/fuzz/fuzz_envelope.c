@@ -370,7 +370,7 @@ int main(int argc, char **argv)
 	write_seed(dir, "txn-empty", 1, &b);
 	buf_free(&b);
 
-	struct env_manifest_chunk chunks[2] = { { 0xDEADBEEF, 100 }, { 0x01020304, 10 } };
+	struct env_manifest_chunk chunks[2] = { { .crc = 0xDEADBEEF, .changes = 100 }, { .crc = 0x01020304, .changes = 10 } };
 	const char *tables[2] = { "public.bulk", "public.accounts" };
 	env_encode_manifest(&b, &h, 2, 110, chunks, 2, tables);
 	write_seed(dir, "manifest", 3, &b);
