@@ -194,12 +194,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	int type = data[0] & 7;
+	int type = data[0] & 15;
 	const uint8_t *p = data + 1;
 	size_t len = size - 1;
 
 	bool env_ok = check_envelope(p, len);
 	bool chunk_ok = len >= 4 && check_envelope(p + 4, len - 4);
+	/* a pending chunk: capture run (8 bytes), sequence (4), envelope */
+	bool pending_ok = len >= ENV_PENDING_HEAD_SIZE && check_envelope(p + ENV_PENDING_HEAD_SIZE, len - ENV_PENDING_HEAD_SIZE);
 
 	char err[256] = "";
 	struct env_frame_summary s;
@@ -245,7 +247,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 4:
 	case 5:
 	case 6:
+	case 8:
 		CHECK_OR_TRAP((rj == 0) == (srs == 0));
+		break;
+	case 7:
+		CHECK_OR_TRAP((rj == 0) == pending_ok);
+		CHECK_OR_TRAP(!pending_ok || srs == 0);
 		break;
 	default:
 		CHECK_OR_TRAP(rj < 0 && srs < 0);
