@@ -210,7 +210,7 @@ bool chunk_set_check_marker(const struct chunk_set *cs, uint32_t manifest_crc, u
 	return true;
 }
 
-void pending_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset)
+void apply_chunks_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset)
 {
 	size_t keep = 0;
 	bool seen = false;
@@ -230,7 +230,7 @@ void pending_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, ui
 	pf->entries[pf->n++] = (struct pending_floor_entry){ xid, run, offset };
 }
 
-void pending_floor_forget(struct pending_floor *pf, uint32_t xid)
+void apply_chunks_floor_forget(struct pending_floor *pf, uint32_t xid)
 {
 	for (size_t i = 0; i < pf->n; i++)
 		if (pf->entries[i].xid == xid) {
@@ -239,7 +239,7 @@ void pending_floor_forget(struct pending_floor *pf, uint32_t xid)
 		}
 }
 
-void pending_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run)
+void apply_chunks_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run)
 {
 	for (size_t i = 0; i < pf->n; i++)
 		if (pf->entries[i].xid == xid && pf->entries[i].run == run) {
@@ -248,7 +248,7 @@ void pending_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run)
 		}
 }
 
-uint64_t pending_floor_lowest(const struct pending_floor *pf, uint64_t position)
+uint64_t apply_chunks_floor_lowest(const struct pending_floor *pf, uint64_t position)
 {
 	for (size_t i = 0; i < pf->n; i++)
 		if (pf->entries[i].offset < position)
@@ -256,12 +256,12 @@ uint64_t pending_floor_lowest(const struct pending_floor *pf, uint64_t position)
 	return position;
 }
 
-void pending_floor_reset(struct pending_floor *pf)
+void apply_chunks_floor_reset(struct pending_floor *pf)
 {
 	pf->n = 0;
 }
 
-void pending_floor_free(struct pending_floor *pf)
+void apply_chunks_floor_free(struct pending_floor *pf)
 {
 	free(pf->entries);
 	memset(pf, 0, sizeof *pf);

@@ -88,7 +88,7 @@ void apply_engine_free(struct apply_engine *e)
 	free(e->unconfigured);
 	free(e->replay);
 	chunk_set_free(&e->chunk);
-	pending_floor_free(&e->floor);
+	apply_chunks_floor_free(&e->floor);
 	plan_stmt_free(&e->stmt);
 	fold_free(e->fold);
 	free(e->set_run);
@@ -139,7 +139,7 @@ void apply_engine_start(struct apply_engine *e, uint64_t start)
 	/* whatever an interrupted batch counted was rolled back with it */
 	e->batch_txns = e->batch_changes = e->batch_skipped = e->batch_filtered = 0;
 	chunk_set_reset(&e->chunk);
-	pending_floor_reset(&e->floor); /* read again from the group, which is below them */
+	apply_chunks_floor_reset(&e->floor); /* read again from the group, which is below them */
 }
 
 void apply_engine_disconnected(struct apply_engine *e)
@@ -286,7 +286,7 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 		 * after a capture restart: the set's transaction comes again */
 		if (a->chunk.active && !apply_is_ok(rc = apply_engine_chunk_abandon(a, 0, "a restarted capture's frames")))
 			return rc;
-		pending_floor_note(&a->floor, s.xid, s.run, f.header.offset);
+		apply_chunks_floor_note(&a->floor, s.xid, s.run, f.header.offset);
 		a->next_offset = f.header.offset + 1;
 		break;
 	}
@@ -297,7 +297,7 @@ struct apply_outcome apply_engine_step(struct apply_engine *a, int64_t now_us, e
 			log_error("stream offset %" PRIu64 ": %s", f.header.offset, err);
 			return apply_exit(EXIT_DATAERR);
 		}
-		pending_floor_abort(&a->floor, s.xid, s.run);
+		apply_chunks_floor_abort(&a->floor, s.xid, s.run);
 		if (!a->chunk.active)
 			a->next_offset = f.header.offset + 1;
 		break;

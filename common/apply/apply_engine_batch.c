@@ -143,7 +143,7 @@ int apply_engine_group_flush(struct apply_engine *a)
 		return 0;
 	/* never past a pending chunk a later manifest may still list:
 	 * retention keeps from here, and a restart reads from here again */
-	if (frame_source_position_set(a->src, pending_floor_lowest(&a->floor, a->cp.stream_offset)) != STREAM_OK)
+	if (frame_source_position_set(a->src, apply_chunks_floor_lowest(&a->floor, a->cp.stream_offset)) != STREAM_OK)
 		return -1;
 	a->group_pending = false;
 	a->last_group_write_us = a->now_us;

@@ -303,7 +303,7 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 	}
 	a->next_offset = offset + 1;
 	if (ch->by_offset)
-		pending_floor_forget(&a->floor, ch->xid);
+		apply_chunks_floor_forget(&a->floor, ch->xid);
 	if (ch->duplicate) {
 		a->batch_skipped++;
 		chunk_set_reset(&a->chunk);

@@ -136,14 +136,14 @@ struct pending_floor {
 	} *entries; /* owned */
 	size_t n, cap;
 };
-void pending_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset);
+void apply_chunks_floor_note(struct pending_floor *pf, uint32_t xid, uint64_t run, uint64_t offset);
 /* Its set was applied or skipped as a duplicate. */
-void pending_floor_forget(struct pending_floor *pf, uint32_t xid);
+void apply_chunks_floor_forget(struct pending_floor *pf, uint32_t xid);
 /* A pending_abort of (xid, run). */
-void pending_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run);
+void apply_chunks_floor_abort(struct pending_floor *pf, uint32_t xid, uint64_t run);
 /* The lowest offset still needed, or position when that is lower. */
-uint64_t pending_floor_lowest(const struct pending_floor *pf, uint64_t position);
-void pending_floor_reset(struct pending_floor *pf);
-void pending_floor_free(struct pending_floor *pf);
+uint64_t apply_chunks_floor_lowest(const struct pending_floor *pf, uint64_t position);
+void apply_chunks_floor_reset(struct pending_floor *pf);
+void apply_chunks_floor_free(struct pending_floor *pf);
 
 #endif

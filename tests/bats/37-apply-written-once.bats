@@ -138,12 +138,15 @@ SQL
 		--set source.stream_spill_threshold_changes=1000 --set stream.max_batch_messages=1 \
 		--set stream.segment_bytes=65536
 	start_flow
-	# a large transaction stays open after the server streamed part of it
-	open_txn() {
-		psql_source "BEGIN" "INSERT INTO big SELECT g, g FROM generate_series(1, 20000) g" \
-			"SELECT pg_sleep(30)" "COMMIT"
-	}
-	bg_start open_txn open_txn
+	# a large transaction stays open after the server streamed part of it,
+	# until the test creates $TEST_DIR/commit
+	psql_source <<SQL &
+BEGIN;
+INSERT INTO big SELECT g, g FROM generate_series(1, 20000) g;
+\\! while [ ! -e "$TEST_DIR/commit" ]; do sleep 0.1; done
+COMMIT;
+SQL
+	local session=$!
 	wait_for -t 20 "[ \"\$(frames | jq -s '[.[] | select(.type == \"pending_chunk\")] | length')\" -ge 10 ]"
 	first=$(frames | jq -s '[.[] | select(.type == "pending_chunk")][0].offset')
 	# small transactions commit after its pending chunks; applyd applies
@@ -157,8 +160,8 @@ SQL
 	echo "$output"
 	# the pending chunks are all still in the stream (the first one readable)
 	[ "$(frames | jq -s "[.[] | select(.type == \"pending_chunk\" and .offset == $first)] | length")" -eq 1 ]
-	bg_wait open_txn 60
-	[ "$BG_STATUS" -eq 0 ]
+	touch "$TEST_DIR/commit"
+	wait "$session"
 	caught_up
 	assert_tables_equal big small
 	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]

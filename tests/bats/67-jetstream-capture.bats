@@ -178,8 +178,9 @@ stream_recorded_lsn() {
 	kill -0 "$(bg_pid capture)"
 	local frames
 	frames=$(dump)
-	# chunked: several chunk messages, a manifest and a commit marker
-	(($(jq -s '[.[] | select(.type == "chunk")] | length' <<<"$frames") >= 2))
+	# chunked: several chunk messages (pending chunks when the server streamed
+	# it), a manifest and a commit marker
+	(($(jq -s '[.[] | select(.type == "chunk" or .type == "pending_chunk")] | length' <<<"$frames") >= 2))
 	[ "$(jq -s '[.[] | select(.type == "commit_marker")] | length' <<<"$frames")" -eq 1 ]
 	# each message within the servers' default max_payload (1 MiB)
 	jq -s -e 'map(.bytes) | max <= 1048576' <<<"$frames" >/dev/null

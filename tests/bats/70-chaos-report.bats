@@ -363,12 +363,12 @@ run_file() {
 	[ "$("$copy/sim/source-info.sh" tree)" != "$after" ]
 }
 
-@test "trellara-sim links without libpq, libyaml or zlib" {
+@test "trellara-sim links without libpq or libyaml" {
 	need_sim
 	run -0 ldd "$SIM"
 	[[ $output != *libpq* ]]
 	[[ $output != *libyaml* ]]
-	[[ $output != *libz.* ]]
+	# zlib it does link: the stream's frame codec inflates compressed frames
 	run -0 nm -u "$SIM"
 	[[ $output != *" PQ"* ]]
 }

@@ -252,29 +252,29 @@ static void test_listed(void)
 static void test_pending_floor(void)
 {
 	struct pending_floor pf = { 0 };
-	CHECK(pending_floor_lowest(&pf, 500) == 500);
-	pending_floor_note(&pf, 1, 77, 100);
-	pending_floor_note(&pf, 2, 77, 120);
-	pending_floor_note(&pf, 1, 77, 130); /* its first chunk counts */
-	CHECK(pf.n == 2 && pending_floor_lowest(&pf, 500) == 100);
-	CHECK(pending_floor_lowest(&pf, 90) == 90); /* the position when lower */
+	CHECK(apply_chunks_floor_lowest(&pf, 500) == 500);
+	apply_chunks_floor_note(&pf, 1, 77, 100);
+	apply_chunks_floor_note(&pf, 2, 77, 120);
+	apply_chunks_floor_note(&pf, 1, 77, 130); /* its first chunk counts */
+	CHECK(pf.n == 2 && apply_chunks_floor_lowest(&pf, 500) == 100);
+	CHECK(apply_chunks_floor_lowest(&pf, 90) == 90); /* the position when lower */
 	/* its set applied: the next one holds the floor */
-	pending_floor_forget(&pf, 1);
-	CHECK(pending_floor_lowest(&pf, 500) == 120);
+	apply_chunks_floor_forget(&pf, 1);
+	CHECK(apply_chunks_floor_lowest(&pf, 500) == 120);
 	/* an abort of another run's transaction of the same xid changes nothing */
-	pending_floor_abort(&pf, 2, 78);
-	CHECK(pending_floor_lowest(&pf, 500) == 120);
-	pending_floor_abort(&pf, 2, 77);
-	CHECK(pf.n == 0 && pending_floor_lowest(&pf, 500) == 500);
+	apply_chunks_floor_abort(&pf, 2, 78);
+	CHECK(apply_chunks_floor_lowest(&pf, 500) == 120);
+	apply_chunks_floor_abort(&pf, 2, 77);
+	CHECK(pf.n == 0 && apply_chunks_floor_lowest(&pf, 500) == 500);
 	/* many, then a new capture run: the earlier run's are never listed again */
 	for (uint32_t x = 0; x < 40; x++)
-		pending_floor_note(&pf, x, 77, 1000 + x);
-	CHECK(pf.n == 40 && pending_floor_lowest(&pf, UINT64_MAX) == 1000);
-	pending_floor_note(&pf, 5, 78, 2000);
-	CHECK(pf.n == 1 && pending_floor_lowest(&pf, UINT64_MAX) == 2000);
-	pending_floor_reset(&pf);
+		apply_chunks_floor_note(&pf, x, 77, 1000 + x);
+	CHECK(pf.n == 40 && apply_chunks_floor_lowest(&pf, UINT64_MAX) == 1000);
+	apply_chunks_floor_note(&pf, 5, 78, 2000);
+	CHECK(pf.n == 1 && apply_chunks_floor_lowest(&pf, UINT64_MAX) == 2000);
+	apply_chunks_floor_reset(&pf);
 	CHECK(pf.n == 0);
-	pending_floor_free(&pf);
+	apply_chunks_floor_free(&pf);
 }
 
 int main(void)
