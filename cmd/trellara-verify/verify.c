@@ -2,6 +2,7 @@
  * verify.c - the comparison (verify.h).
  */
 #include "verify.h"
+#include "verify_buckets.h"
 
 #include "trellara/assembler.h"
 #include "trellara/backoff.h"
@@ -22,13 +23,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define BUCKETS 16384 /* a power of two: the low bits of the row hash */
+#define BUCKETS VERIFY_BUCKETS
 #define MAX_EXAMPLES 10
 
 /* Both sides render values the same way. */
@@ -168,67 +170,107 @@ static int emit_fence_message(struct verify *v, const char *fence_lsn)
 	return code;
 }
 
-/* Temporary slot + exported snapshot, then the fence at its consistent
- * point; waits until the target stands exactly there.  Returns 0, or an
+/* The fence waits: FENCE_PASSED when the applier had committed at or
+ * past the fence before it was set (the caller starts again). */
+#define FENCE_PASSED (-1)
+
+/* Sets or moves verify's fence to lsn, emits the in-band fence message
+ * past it, and waits until the target stands exactly there.  Returns 0,
+ * FENCE_PASSED, or an exit code. */
+static int fence_and_wait(struct verify *v, uint64_t lsn, bool move)
+{
+	char l[LSN_FORMAT_LEN];
+	lsn_format(lsn, l);
+	bool mine;
+	int q = move ? checkpoint_fence_move(v->dst, v->cfg->checkpoint_schema, &v->ids, lsn, FENCE_BY_VERIFY, &mine)
+		     : checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, lsn, FENCE_BY_VERIFY, &mine);
+	if (q < 0)
+		return EXIT_UNAVAILABLE;
+	if (!mine) {
+		if (move)
+			log_error("verify's fence for flow %s:%s is gone before it could move to %s", v->cfg->source_id,
+				  v->cfg->dataset_id, l);
+		else
+			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)",
+				  v->cfg->source_id, v->cfg->dataset_id);
+		return EXIT_TEMPFAIL;
+	}
+	v->fenced = true;
+	/* the fence in band: a transaction committing past it that capture
+	 * records at once (a watermark at its end) */
+	int rc = emit_fence_message(v, l);
+	if (rc)
+		return rc;
+	int64_t start_us = clock_mono_us();
+	for (;;) {
+		if (*v->o->stop)
+			return EXIT_TEMPFAIL;
+		struct fence_progress fp;
+		if (checkpoint_fence_progress(v->dst, v->cfg->checkpoint_schema, &v->ids, &fp) < 0)
+			return EXIT_UNAVAILABLE;
+		bool no_checkpoint = fp.fence_present && !fp.has_checkpoint;
+		if (fp.reached && !no_checkpoint)
+			return fp.before ? 0 : FENCE_PASSED;
+		if (clock_mono_us() - start_us >= (int64_t)v->o->fence_timeout_s * 1000000) {
+			log_error("the target did not reach the fence %s within %d s%s", l, v->o->fence_timeout_s,
+				  no_checkpoint ? " (it has no apply checkpoint yet)" : "");
+			log_hint("is trellara-applyd running for %s?", v->cfg->path);
+			return EXIT_TEMPFAIL;
+		}
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The source's WAL insert position: everything committed so far ends at
+ * or before it. */
+static int source_insert_lsn(struct verify *v, uint64_t *lsn)
+{
+	PGresult *res = pgconn_query(v->src, "SELECT pg_catalog.pg_current_wal_insert_lsn()", 0, NULL);
+	bool ok = res && PQntuples(res) == 1 && lsn_parse(PQgetvalue(res, 0, 0), lsn);
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* The fence in two steps (trellara-verify(1) THE FENCE): first at the
+ * source's current position P, and once the target holds there, a
+ * temporary slot + exported snapshot whose consistent point L is at or
+ * after P, and the fence moved to L.  Held at P, the applier cannot pass
+ * L while the slot is made, however fast it follows the source (before,
+ * under load it could, and verify had to start again).  Returns 0, or an
  * exit code. */
 static int fence_at_snapshot(struct verify *v)
 {
 	for (int attempt = 1; attempt <= 3; attempt++) {
-		v->repl = connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
-		if (!v->repl)
+		uint64_t pre;
+		if (source_insert_lsn(v, &pre) < 0)
 			return EXIT_UNAVAILABLE;
-		char slot[64];
-		snprintf(slot, sizeof slot, "trellara_verify_%ld", (long)getpid());
-		char *sql = xasprintf("CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')", slot);
-		PGresult *res = pgconn_query(v->repl, sql, 0, NULL);
-		free(sql);
-		if (!res || PQntuples(res) != 1 || !lsn_parse(PQgetvalue(res, 0, 1), &v->fence_lsn)) {
-			PQclear(res);
-			return EXIT_UNAVAILABLE;
-		}
-		snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
-		PQclear(res);
 		char l[LSN_FORMAT_LEN];
-		lsn_format(v->fence_lsn, l);
-		bool mine;
-		if (checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, v->fence_lsn, FENCE_BY_VERIFY, &mine) < 0)
-			return EXIT_UNAVAILABLE;
-		if (!mine) {
-			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)", v->cfg->source_id,
-				  v->cfg->dataset_id);
-			return EXIT_TEMPFAIL;
-		}
-		v->fenced = true;
-		/* the fence in band: a transaction committing past L that
-		 * capture records at once (a watermark at its end) */
-		int rc = emit_fence_message(v, l);
-		if (rc)
-			return rc;
-		log_info("comparing at %s: waiting for the target to reach the fence", l);
-		int64_t start_us = clock_mono_us();
-		for (;;) {
-			if (*v->o->stop)
-				return EXIT_TEMPFAIL;
-			struct fence_progress fp;
-			if (checkpoint_fence_progress(v->dst, v->cfg->checkpoint_schema, &v->ids, &fp) < 0)
+		log_info("holding the target at %s before taking the snapshot", lsn_format(pre, l));
+		int rc = fence_and_wait(v, pre, false);
+		if (rc == 0) {
+			v->repl = connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
+			if (!v->repl)
 				return EXIT_UNAVAILABLE;
-			bool before = fp.before;
-			bool reached = fp.reached;
-			bool no_checkpoint = fp.fence_present && !fp.has_checkpoint;
-			if (reached && before && !no_checkpoint)
-				return 0;
-			if (reached && !before && !no_checkpoint)
-				break; /* applyd committed past the fence before it was set: again */
-			if (clock_mono_us() - start_us >= (int64_t)v->o->fence_timeout_s * 1000000) {
-				log_error("the target did not reach the fence %s within %d s%s", l, v->o->fence_timeout_s,
-					  no_checkpoint ? " (it has no apply checkpoint yet)" : "");
-				log_hint("is trellara-applyd running for %s?", v->cfg->path);
-				return EXIT_TEMPFAIL;
+			char slot[64];
+			snprintf(slot, sizeof slot, "trellara_verify_%ld", (long)getpid());
+			char *sql = xasprintf("CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')",
+					      slot);
+			PGresult *res = pgconn_query(v->repl, sql, 0, NULL);
+			free(sql);
+			if (!res || PQntuples(res) != 1 || !lsn_parse(PQgetvalue(res, 0, 1), &v->fence_lsn)) {
+				PQclear(res);
+				return EXIT_UNAVAILABLE;
 			}
-			struct timespec ts = { 0, 100 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
+			snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
+			PQclear(res);
+			fault_pause("verify.after_slot");
+			log_info("comparing at %s: waiting for the target to reach the fence", lsn_format(v->fence_lsn, l));
+			rc = fence_and_wait(v, v->fence_lsn, true);
 		}
-		log_info("the target passed %s before the fence was set: taking a new snapshot (attempt %d)", l, attempt + 1);
+		if (rc != FENCE_PASSED)
+			return rc;
+		log_info("the target passed the fence before it was set: taking a new snapshot (attempt %d)", attempt + 1);
 		release(v);
 	}
 	log_error("the target kept passing the fence; try again");
@@ -358,6 +400,118 @@ static int both(struct verify *v, const char *sql_src, const char *sql_dst, int 
 	return 0;
 }
 
+/* Ends what is left of a COPY on conn: its data read and dropped, its
+ * results cleared. */
+static void copy_drain(PGconn *conn)
+{
+	char *buf;
+	int n;
+	while ((n = PQgetCopyData(conn, &buf, 0)) > 0)
+		PQfreemem(buf);
+	PGresult *res;
+	while ((res = PQgetResult(conn)) != NULL)
+		PQclear(res);
+}
+
+/* The one pass of both sides at once: sql_src and sql_dst are binary
+ * COPYs of each row's hash (and integer key), read interleaved as the
+ * servers send them and added to their buckets (verify_buckets.h).
+ * Returns 0, or -1 (logged; *target_failed when the target's query could
+ * not start). */
+static int copy_buckets(struct verify *v, const char *sql_src, const char *sql_dst, bool int_key,
+			struct bucket_sums *sums_src, struct bucket_sums *sums_dst, uint64_t *rows_src, uint64_t *rows_dst,
+			bool *target_failed)
+{
+	PGconn *conns[2] = { v->src, v->dst };
+	const char *sqls[2] = { sql_src, sql_dst };
+	const char *sides[2] = { "source", "target" };
+	struct bucket_sums *outs[2] = { sums_src, sums_dst };
+	struct verify_buckets_reader rd[2];
+	bool done[2] = { false, false }, failed = false;
+	*target_failed = false;
+	for (int i = 0; i < 2; i++) {
+		verify_buckets_init(&rd[i], int_key);
+		if (!PQsendQuery(conns[i], sqls[i])) {
+			log_error("%s: cannot send the comparison query: %s", sides[i], PQerrorMessage(conns[i]));
+			if (i == 1)
+				copy_drain(conns[0]);
+			return -1;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		PGresult *res = PQgetResult(conns[i]);
+		if (PQresultStatus(res) != PGRES_COPY_OUT) {
+			log_error("%s: comparison query failed: %s", sides[i],
+				  res ? PQresultErrorMessage(res) : PQerrorMessage(conns[i]));
+			*target_failed = *target_failed || i == 1;
+			failed = true;
+			done[i] = true;
+			PQclear(res);
+			while ((res = PQgetResult(conns[i])) != NULL)
+				PQclear(res);
+		} else {
+			PQclear(res);
+		}
+	}
+	while (!done[0] || !done[1]) {
+		if (*v->o->stop)
+			return -1; /* the pass ends: its connections are not used again */
+		bool progress = false;
+		for (int i = 0; i < 2; i++) {
+			if (done[i])
+				continue;
+			char *buf;
+			int n;
+			while ((n = PQgetCopyData(conns[i], &buf, 1)) > 0) {
+				if (!failed && !verify_buckets_feed(&rd[i], (const uint8_t *)buf, (size_t)n, outs[i])) {
+					log_error("%s: the comparison's COPY stream is not what verify asked for: %s", sides[i],
+						  rd[i].error);
+					failed = true;
+				}
+				PQfreemem(buf);
+				progress = true;
+			}
+			if (n == 0)
+				continue;
+			done[i] = progress = true;
+			PGresult *res = PQgetResult(conns[i]);
+			if (n == -2 || PQresultStatus(res) != PGRES_COMMAND_OK) {
+				log_error("%s: comparison query failed: %s", sides[i],
+					  res ? PQresultErrorMessage(res) : PQerrorMessage(conns[i]));
+				failed = true;
+			} else if (!verify_buckets_complete(&rd[i]) && !failed) {
+				log_error("%s: the comparison's COPY stream ended early", sides[i]);
+				failed = true;
+			}
+			PQclear(res);
+			while ((res = PQgetResult(conns[i])) != NULL)
+				PQclear(res);
+		}
+		if (progress)
+			continue;
+		struct pollfd fds[2];
+		int map[2], nfds = 0;
+		for (int i = 0; i < 2; i++)
+			if (!done[i]) {
+				fds[nfds] = (struct pollfd){ .fd = PQsocket(conns[i]), .events = POLLIN };
+				map[nfds++] = i;
+			}
+		if (poll(fds, (nfds_t)nfds, 1000) < 0 && errno != EINTR) {
+			log_error("cannot wait for the comparison: %s", strerror(errno));
+			return -1;
+		}
+		for (int k = 0; k < nfds; k++)
+			if (fds[k].revents && !PQconsumeInput(conns[map[k]])) {
+				log_error("%s: lost the comparison's stream: %s", sides[map[k]], PQerrorMessage(conns[map[k]]));
+				done[map[k]] = true;
+				failed = true;
+			}
+	}
+	*rows_src = rd[0].rows;
+	*rows_dst = rd[1].rows;
+	return failed ? -1 : 0;
+}
+
 static void add_example(struct table_result *r, enum div_kind k, const char *key)
 {
 	r->count[k]++;
@@ -426,58 +580,11 @@ static void narrow(struct table_result *r, char **s, int ns, char **t, int nt)
 
 /* ---- one pass: bucket sums ---- */
 
-__extension__ typedef __int128 i128;
-
-/* One bucket of one side (DESIGN §9): its rows, the exact sum and the
- * exclusive or of their row hashes h, and the exclusive or of their
- * integer keys. */
-struct bucket_sums {
-	int64_t rows;
-	i128 hash_sum;
-	int64_t hash_xor, key_xor;
-};
-
-/* A decimal integer (an exact numeric sum) into *out; false if it is
- * not one or does not fit. */
-static bool parse_i128(const char *text, i128 *out)
-{
-	const char *c = text;
-	bool negative = *c == '-';
-	c += negative;
-	if (!*c)
-		return false;
-	i128 value = 0;
-	for (; *c; c++) {
-		if (*c < '0' || *c > '9' || value > ((i128)1 << 120))
-			return false;
-		value = value * 10 + (*c - '0');
-	}
-	*out = negative ? -value : value;
-	return true;
-}
+typedef verify_i128 i128;
 
 static bool sums_equal(const struct bucket_sums *a, const struct bucket_sums *b)
 {
 	return a->rows == b->rows && a->hash_sum == b->hash_sum && a->hash_xor == b->hash_xor && a->key_xor == b->key_xor;
-}
-
-/* Reads one side's buckets; false if a row is not what the query gives. */
-static bool read_buckets(PGresult *res, bool int_key, struct bucket_sums *out, uint64_t *total)
-{
-	for (int i = 0; i < PQntuples(res); i++) {
-		long b = strtol(PQgetvalue(res, i, 0), NULL, 10);
-		i128 rows, hash_xor, key_xor = 0;
-		if (b < 0 || b >= BUCKETS || !parse_i128(PQgetvalue(res, i, 1), &rows) ||
-		    !parse_i128(PQgetvalue(res, i, 2), &out[b].hash_sum) || !parse_i128(PQgetvalue(res, i, 3), &hash_xor) ||
-		    hash_xor < INT64_MIN || hash_xor > INT64_MAX ||
-		    (int_key && !parse_i128(PQgetvalue(res, i, 4), &key_xor)) || key_xor < INT64_MIN || key_xor > INT64_MAX)
-			return false;
-		out[b].rows = (int64_t)rows;
-		out[b].hash_xor = (int64_t)hash_xor;
-		out[b].key_xor = (int64_t)key_xor;
-		*total += (uint64_t)rows;
-	}
-	return true;
 }
 
 /* A bucket that differs by exactly one row of one side: that row's hash
@@ -790,37 +897,28 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 		int_key = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 		PQclear(res);
 	}
-	/* the one pass: per bucket of the row hash h (its low bits), the
-	 * row count, the sum and the exclusive or of h, and the exclusive or
-	 * of the integer key; h is computed once per row (OFFSET 0 keeps the
-	 * planner from copying its expression into each aggregate) */
-#define BUCKETS_SQL                                                                                      \
-	"SELECT h & %d, count(*), sum(h), bit_xor(h)%s FROM (SELECT hashtextextended(%s::text, 0) AS h%s" \
-	" FROM %s%s OFFSET 0) s GROUP BY 1"
+	/* the one pass: each row's hash h (of the covered columns' text) and
+	 * integer key, streamed as a binary COPY and added to the buckets of
+	 * h (its low bits) here: the row count, the sum and the exclusive or
+	 * of h, the exclusive or of the key */
+#define BUCKETS_SQL "COPY (SELECT hashtextextended(%s::text, 0)%s FROM %s%s) TO STDOUT (FORMAT binary)"
 	char *quoted_key = int_key ? pgconn_quote_ident(v->src, cols.int_key) : NULL;
-	char *key_as = int_key ? xasprintf(", %s::bigint AS k", quoted_key) : xstrdup("");
+	char *key_as = int_key ? xasprintf(", %s::bigint", quoted_key) : xstrdup("");
 	free(quoted_key);
-	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_src, qualified);
-	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_dst, qualified);
+	sql = xasprintf(BUCKETS_SQL, cols.covered, key_as, only_src, qualified);
+	sql_dst = xasprintf(BUCKETS_SQL, cols.covered, key_as, only_dst, qualified);
 	free(key_as);
 #undef BUCKETS_SQL
-	if (both(v, sql, sql_dst, 0, NULL, &rs, &rt) < 0) {
-		r->error = true;
-		snprintf(r->error_text, sizeof r->error_text, "%s",
-			 PQresultStatus(rt) != PGRES_TUPLES_OK ? "the target table cannot be read (missing?)" : "comparison failed");
-		goto out;
-	}
 	sums_src = xcalloc(BUCKETS, sizeof *sums_src);
 	sums_dst = xcalloc(BUCKETS, sizeof *sums_dst);
-	if (!read_buckets(rs, int_key, sums_src, &r->source_rows) || !read_buckets(rt, int_key, sums_dst, &r->target_rows)) {
-		log_error("table %s: a bucket sum is not an integer", r->name);
+	bool target_failed;
+	if (copy_buckets(v, sql, sql_dst, int_key, sums_src, sums_dst, &r->source_rows, &r->target_rows, &target_failed) <
+	    0) {
 		r->error = true;
-		snprintf(r->error_text, sizeof r->error_text, "comparison failed");
+		snprintf(r->error_text, sizeof r->error_text, "%s",
+			 target_failed ? "the target table cannot be read (missing?)" : "comparison failed");
 		goto out;
 	}
-	PQclear(rs);
-	PQclear(rt);
-	rs = rt = NULL;
 	if (narrow_buckets(v, r, &cols, int_key, only_src, only_dst, qualified, sums_src, sums_dst) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "narrowing down failed");

@@ -480,6 +480,25 @@ int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow
 	return 0;
 }
 
+int checkpoint_fence_move(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
+			  const char *requested_by, bool *moved)
+{
+	*moved = false;
+	char lsn[LSN_FORMAT_LEN];
+	lsn_format(fence_lsn, lsn);
+	const char *p[4] = { ids->source_id, ids->dataset_id, lsn, requested_by };
+	PGresult *res = query_schema(conn, schema,
+				     "UPDATE @.apply_fence SET fence_lsn = $3, state = 'requested', held_at = NULL,"
+				     " held_applied_lsn = NULL WHERE source_id = $1 AND dataset_id = $2 AND requested_by = $4"
+				     " RETURNING 1",
+				     4, p);
+	if (!res)
+		return -1;
+	*moved = PQntuples(res) == 1;
+	PQclear(res);
+	return 0;
+}
+
 int checkpoint_fence_release(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *requested_by)
 {
 	const char *p[3] = { ids->source_id, ids->dataset_id, requested_by };

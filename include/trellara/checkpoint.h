@@ -130,6 +130,11 @@ int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct fl
 #define FENCE_BY_VERIFY "verify"
 int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
 			     const char *requested_by, bool *mine);
+/* Moves the fence that requested_by set to fence_lsn (state requested
+ * again): an applier held at the old fence is released towards the new
+ * one and holds there.  *moved is false when no such fence is set. */
+int checkpoint_fence_move(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
+			  const char *requested_by, bool *moved);
 /* Removes the fence of the flow: only one requested_by set, or (NULL)
  * whoever set it. */
 int checkpoint_fence_release(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *requested_by);

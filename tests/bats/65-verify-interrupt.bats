@@ -131,3 +131,27 @@ retries() {
 	[ "$(retries)" -eq 0 ]
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
 }
+
+@test "under load, applyd cannot pass the slot's consistent point before verify's fence stands: held first at the source's position, one attempt, CONVERGED" {
+	printf '\\set id random(1, 500)\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n' >"$TEST_DIR/update.sql"
+	bg_start load pgbench -n -c 2 -T 120 -f "$TEST_DIR/update.sql" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB"
+	wait_for -t 30 "[ \"\$(psql_target 'SELECT sum(balance) FROM accounts')\" -gt 125250 ]"
+	# verify stops right after creating its slot, before the fence moves to
+	# the slot's consistent point L
+	bg_start verify env TRELLARA_PAUSE=verify.after_slot TRELLARA_PAUSE_DIR="$TEST_DIR" \
+		trellara-verify --config "$FLOW_FILE" --max-attempts 1
+	wait_for -t 60 -m "verify at verify.after_slot" "[ -e '$TEST_DIR/verify.after_slot.paused' ]"
+	l=$(psql_source "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name LIKE 'trellara_verify_%'")
+	[ -n "$l" ]
+	# the source commits well past L while verify waits ...
+	wait_for -t 30 "[ \"\$(psql_source \"SELECT pg_current_wal_lsn() > '$l'::pg_lsn + 65536\")\" = t ]"
+	sleep 3 # ... and a free applyd would apply past L in this time
+	[ "$(psql_target "SELECT last_commit_lsn < '$l'::pg_lsn FROM trellara.apply_checkpoint")" = t ]
+	touch "$TEST_DIR/verify.after_slot.resume"
+	bg_wait verify 120
+	[ "$BG_STATUS" -eq 0 ]
+	[ "$(grep -c "taking a new snapshot" "$TEST_DIR/verify.log")" -eq 0 ]
+	grep -q "^result: CONVERGED" "$TEST_DIR/verify.log"
+	bg_stop load TERM || true
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+}
