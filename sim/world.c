@@ -102,6 +102,12 @@ struct world {
 	bool divergence_injected, divergence_repaired;
 	uint32_t quarantined_xid;
 	int fence_release_at;
+	/* verify's fence in two steps (options.fence_moves): the slot's
+	 * consistent point, taken once the first fence holds, and the step
+	 * the fence moves there */
+	uint64_t slot_lsn;
+	int move_at;
+	bool fence_moved;
 	/* the model snapshot: options.snapshot, or the operator's copy of
 	 * the whole flow after the slot was lost (recopying until its handoff) */
 	bool snapshot, recopying;
@@ -1582,9 +1588,32 @@ static void one_step_inner(struct world *w, int step)
 		reseed_step(w, step);
 		if (w->fence_release_at && step >= w->fence_release_at && w->target.fence_present && w->reseed_phase != 1 &&
 		    strcmp(w->target.fence_state, "held") == 0) {
-			model_target_fence_release(&w->target);
-			trace(w, "fence_released", 0, 0);
+			if (w->o.fence_moves && !w->fence_moved) {
+				/* verify's second step: held at the source's position
+				 * P, it makes its slot (consistent point L: the source's
+				 * end now) and, some steps later, moves the fence to
+				 * L, state requested again */
+				if (!w->slot_lsn) {
+					w->slot_lsn = model_source_wal_end(w->src);
+					w->move_at = step + 30; /* the slot takes a while under load */
+				} else if (step >= w->move_at) {
+					model_target_fence_set(&w->target, w->slot_lsn);
+					w->fence_moved = true;
+					w->fence_release_at = step + 60; /* time for the source to commit past it */
+					trace(w, "fence_moved", 0, 0);
+				}
+			} else {
+				model_target_fence_release(&w->target);
+				trace(w, "fence_released", 0, 0);
+			}
 		}
+		/* a fence moved from a held position: the applier, which
+		 * stood still at the first one, never commits at or past the
+		 * second (what verify's exact comparison rests on) */
+		if (w->fence_moved && w->target.fence_present && w->target.cp.last_commit_lsn >= w->target.fence_lsn)
+			violated(w, "verify_fence_holds_before_consistent_point",
+				 "applyd committed %" PRIx64 " at or past the moved fence %" PRIx64, w->target.cp.last_commit_lsn,
+				 w->target.fence_lsn);
 		random_faults(w, step);
 	} else {
 		reseed_step(w, step);
@@ -1890,4 +1919,7 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	}
 	/* drawn last: the draws above stay what they were */
 	o->written_once_changes = sim_rng_chance(&g, 50) ? (int)sim_rng_between(&g, 1, 6) : 0;
+	/* ... and after it: verify's fence in two steps, held first, then
+	 * moved forward (trellara-verify(1) EXACT COMPARISON) */
+	o->fence_moves = o->fence_at_step >= 0 && sim_rng_chance(&g, 50);
 }

@@ -40,6 +40,9 @@
  *   source_ack_waits_for_broker_quorum  (options.broker) while fewer
  *       than a quorum of nodes is up, the confirmed position stays within
  *       what a quorum held when the quorum was lost;
+ *   verify_fence_holds_before_consistent_point  (options.fence_moves) a
+ *       fence moved forward while applyd held at it (verify's two steps)
+ *       is never passed: nothing at or past it is committed while it stands;
  *   model_broker  the broker model keeps its own rules (a leader holds
  *       every committed message; a majority always does);
  *   parallel_batches_write_disjoint_rows, checkpoint_lock_waits_on_idle_transaction
@@ -94,6 +97,7 @@ struct sim_world_options {
 	int target_missing_table;
 	/* a fence set at this step (-1: never), released some steps later */
 	int fence_at_step;
+	bool fence_moves;      /* the fence, once held, moves forward once before its release */
 	/* the initial copy: pre_transactions commit before the slot exists;
 	 * a model snapshot copies the tables at the slot's consistent point
 	 * through the real run state machine (runstate.h) before applyd may
