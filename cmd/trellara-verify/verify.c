@@ -454,8 +454,21 @@ static int copy_buckets(struct verify *v, const char *sql_src, const char *sql_d
 		}
 	}
 	while (!done[0] || !done[1]) {
-		if (*v->o->stop)
-			return -1; /* the pass ends: its connections are not used again */
+		if (*v->o->stop) {
+			/* the pass ends: each COPY still running is cancelled and
+			 * read to its end, so the sessions can still release the
+			 * fence and end their transactions */
+			for (int i = 0; i < 2; i++)
+				if (!done[i]) {
+					char why[256];
+					PGcancel *c = PQgetCancel(conns[i]);
+					if (c && !PQcancel(c, why, sizeof why))
+						log_warn("%s: cannot cancel the comparison: %s", sides[i], why);
+					PQfreeCancel(c);
+					copy_drain(conns[i]);
+				}
+			return -1;
+		}
 		bool progress = false;
 		for (int i = 0; i < 2; i++) {
 			if (done[i])
