@@ -2,7 +2,6 @@
  * verify.c - the comparison (verify.h).
  */
 #include "verify.h"
-#include "verify_buckets.h"
 
 #include "trellara/assembler.h"
 #include "trellara/backoff.h"
@@ -23,14 +22,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define BUCKETS VERIFY_BUCKETS
+#define BUCKETS 1024 /* a power of two: the low bits of the row hash */
 #define MAX_EXAMPLES 10
 
 /* Both sides render values the same way. */
@@ -400,131 +398,6 @@ static int both(struct verify *v, const char *sql_src, const char *sql_dst, int 
 	return 0;
 }
 
-/* Ends what is left of a COPY on conn: its data read and dropped, its
- * results cleared. */
-static void copy_drain(PGconn *conn)
-{
-	char *buf;
-	int n;
-	while ((n = PQgetCopyData(conn, &buf, 0)) > 0)
-		PQfreemem(buf);
-	PGresult *res;
-	while ((res = PQgetResult(conn)) != NULL)
-		PQclear(res);
-}
-
-/* The one pass of both sides at once: sql_src and sql_dst are binary
- * COPYs of each row's hash (and integer key), read interleaved as the
- * servers send them and added to their buckets (verify_buckets.h).
- * Returns 0, or -1 (logged; *target_failed when the target's query could
- * not start). */
-static int copy_buckets(struct verify *v, const char *sql_src, const char *sql_dst, bool int_key,
-			struct bucket_sums *sums_src, struct bucket_sums *sums_dst, uint64_t *rows_src, uint64_t *rows_dst,
-			bool *target_failed)
-{
-	PGconn *conns[2] = { v->src, v->dst };
-	const char *sqls[2] = { sql_src, sql_dst };
-	const char *sides[2] = { "source", "target" };
-	struct bucket_sums *outs[2] = { sums_src, sums_dst };
-	struct verify_buckets_reader rd[2];
-	bool done[2] = { false, false }, failed = false;
-	*target_failed = false;
-	for (int i = 0; i < 2; i++) {
-		verify_buckets_init(&rd[i], int_key);
-		if (!PQsendQuery(conns[i], sqls[i])) {
-			log_error("%s: cannot send the comparison query: %s", sides[i], PQerrorMessage(conns[i]));
-			if (i == 1)
-				copy_drain(conns[0]);
-			return -1;
-		}
-	}
-	for (int i = 0; i < 2; i++) {
-		PGresult *res = PQgetResult(conns[i]);
-		if (PQresultStatus(res) != PGRES_COPY_OUT) {
-			log_error("%s: comparison query failed: %s", sides[i],
-				  res ? PQresultErrorMessage(res) : PQerrorMessage(conns[i]));
-			*target_failed = *target_failed || i == 1;
-			failed = true;
-			done[i] = true;
-			PQclear(res);
-			while ((res = PQgetResult(conns[i])) != NULL)
-				PQclear(res);
-		} else {
-			PQclear(res);
-		}
-	}
-	while (!done[0] || !done[1]) {
-		if (*v->o->stop) {
-			/* the pass ends: each COPY still running is cancelled and
-			 * read to its end, so the sessions can still release the
-			 * fence and end their transactions */
-			for (int i = 0; i < 2; i++)
-				if (!done[i]) {
-					char why[256];
-					PGcancel *c = PQgetCancel(conns[i]);
-					if (c && !PQcancel(c, why, sizeof why))
-						log_warn("%s: cannot cancel the comparison: %s", sides[i], why);
-					PQfreeCancel(c);
-					copy_drain(conns[i]);
-				}
-			return -1;
-		}
-		bool progress = false;
-		for (int i = 0; i < 2; i++) {
-			if (done[i])
-				continue;
-			char *buf;
-			int n;
-			while ((n = PQgetCopyData(conns[i], &buf, 1)) > 0) {
-				if (!failed && !verify_buckets_feed(&rd[i], (const uint8_t *)buf, (size_t)n, outs[i])) {
-					log_error("%s: the comparison's COPY stream is not what verify asked for: %s", sides[i],
-						  rd[i].error);
-					failed = true;
-				}
-				PQfreemem(buf);
-				progress = true;
-			}
-			if (n == 0)
-				continue;
-			done[i] = progress = true;
-			PGresult *res = PQgetResult(conns[i]);
-			if (n == -2 || PQresultStatus(res) != PGRES_COMMAND_OK) {
-				log_error("%s: comparison query failed: %s", sides[i],
-					  res ? PQresultErrorMessage(res) : PQerrorMessage(conns[i]));
-				failed = true;
-			} else if (!verify_buckets_complete(&rd[i]) && !failed) {
-				log_error("%s: the comparison's COPY stream ended early", sides[i]);
-				failed = true;
-			}
-			PQclear(res);
-			while ((res = PQgetResult(conns[i])) != NULL)
-				PQclear(res);
-		}
-		if (progress)
-			continue;
-		struct pollfd fds[2];
-		int map[2], nfds = 0;
-		for (int i = 0; i < 2; i++)
-			if (!done[i]) {
-				fds[nfds] = (struct pollfd){ .fd = PQsocket(conns[i]), .events = POLLIN };
-				map[nfds++] = i;
-			}
-		if (poll(fds, (nfds_t)nfds, 1000) < 0 && errno != EINTR) {
-			log_error("cannot wait for the comparison: %s", strerror(errno));
-			return -1;
-		}
-		for (int k = 0; k < nfds; k++)
-			if (fds[k].revents && !PQconsumeInput(conns[map[k]])) {
-				log_error("%s: lost the comparison's stream: %s", sides[map[k]], PQerrorMessage(conns[map[k]]));
-				done[map[k]] = true;
-				failed = true;
-			}
-	}
-	*rows_src = rd[0].rows;
-	*rows_dst = rd[1].rows;
-	return failed ? -1 : 0;
-}
-
 static void add_example(struct table_result *r, enum div_kind k, const char *key)
 {
 	r->count[k]++;
@@ -593,11 +466,58 @@ static void narrow(struct table_result *r, char **s, int ns, char **t, int nt)
 
 /* ---- one pass: bucket sums ---- */
 
-typedef verify_i128 i128;
+__extension__ typedef __int128 i128;
+
+/* One bucket of one side (DESIGN §9): its rows, the exact sum and the
+ * exclusive or of their row hashes h, and the exclusive or of their
+ * integer keys. */
+struct bucket_sums {
+	int64_t rows;
+	i128 hash_sum;
+	int64_t hash_xor, key_xor;
+};
+
+/* A decimal integer (an exact numeric sum) into *out; false if it is
+ * not one or does not fit. */
+static bool parse_i128(const char *text, i128 *out)
+{
+	const char *c = text;
+	bool negative = *c == '-';
+	c += negative;
+	if (!*c)
+		return false;
+	i128 value = 0;
+	for (; *c; c++) {
+		if (*c < '0' || *c > '9' || value > ((i128)1 << 120))
+			return false;
+		value = value * 10 + (*c - '0');
+	}
+	*out = negative ? -value : value;
+	return true;
+}
 
 static bool sums_equal(const struct bucket_sums *a, const struct bucket_sums *b)
 {
 	return a->rows == b->rows && a->hash_sum == b->hash_sum && a->hash_xor == b->hash_xor && a->key_xor == b->key_xor;
+}
+
+/* Reads one side's buckets; false if a row is not what the query gives. */
+static bool read_buckets(PGresult *res, bool int_key, struct bucket_sums *out, uint64_t *total)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		long b = strtol(PQgetvalue(res, i, 0), NULL, 10);
+		i128 rows, hash_xor, key_xor = 0;
+		if (b < 0 || b >= BUCKETS || !parse_i128(PQgetvalue(res, i, 1), &rows) ||
+		    !parse_i128(PQgetvalue(res, i, 2), &out[b].hash_sum) || !parse_i128(PQgetvalue(res, i, 3), &hash_xor) ||
+		    hash_xor < INT64_MIN || hash_xor > INT64_MAX ||
+		    (int_key && !parse_i128(PQgetvalue(res, i, 4), &key_xor)) || key_xor < INT64_MIN || key_xor > INT64_MAX)
+			return false;
+		out[b].rows = (int64_t)rows;
+		out[b].hash_xor = (int64_t)hash_xor;
+		out[b].key_xor = (int64_t)key_xor;
+		*total += (uint64_t)rows;
+	}
+	return true;
 }
 
 /* A bucket that differs by exactly one row of one side: that row's hash
@@ -910,28 +830,37 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 		int_key = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 		PQclear(res);
 	}
-	/* the one pass: each row's hash h (of the covered columns' text) and
-	 * integer key, streamed as a binary COPY and added to the buckets of
-	 * h (its low bits) here: the row count, the sum and the exclusive or
-	 * of h, the exclusive or of the key */
-#define BUCKETS_SQL "COPY (SELECT hashtextextended(%s::text, 0)%s FROM %s%s) TO STDOUT (FORMAT binary)"
+	/* the one pass: per bucket of the row hash h (its low bits), the
+	 * row count, the sum and the exclusive or of h, and the exclusive or
+	 * of the integer key; h is computed once per row (OFFSET 0 keeps the
+	 * planner from copying its expression into each aggregate) */
+#define BUCKETS_SQL                                                                                      \
+	"SELECT h & %d, count(*), sum(h), bit_xor(h)%s FROM (SELECT hashtextextended(%s::text, 0) AS h%s" \
+	" FROM %s%s OFFSET 0) s GROUP BY 1"
 	char *quoted_key = int_key ? pgconn_quote_ident(v->src, cols.int_key) : NULL;
-	char *key_as = int_key ? xasprintf(", %s::bigint", quoted_key) : xstrdup("");
+	char *key_as = int_key ? xasprintf(", %s::bigint AS k", quoted_key) : xstrdup("");
 	free(quoted_key);
-	sql = xasprintf(BUCKETS_SQL, cols.covered, key_as, only_src, qualified);
-	sql_dst = xasprintf(BUCKETS_SQL, cols.covered, key_as, only_dst, qualified);
+	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_src, qualified);
+	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_dst, qualified);
 	free(key_as);
 #undef BUCKETS_SQL
-	sums_src = xcalloc(BUCKETS, sizeof *sums_src);
-	sums_dst = xcalloc(BUCKETS, sizeof *sums_dst);
-	bool target_failed;
-	if (copy_buckets(v, sql, sql_dst, int_key, sums_src, sums_dst, &r->source_rows, &r->target_rows, &target_failed) <
-	    0) {
+	if (both(v, sql, sql_dst, 0, NULL, &rs, &rt) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "%s",
-			 target_failed ? "the target table cannot be read (missing?)" : "comparison failed");
+			 PQresultStatus(rt) != PGRES_TUPLES_OK ? "the target table cannot be read (missing?)" : "comparison failed");
 		goto out;
 	}
+	sums_src = xcalloc(BUCKETS, sizeof *sums_src);
+	sums_dst = xcalloc(BUCKETS, sizeof *sums_dst);
+	if (!read_buckets(rs, int_key, sums_src, &r->source_rows) || !read_buckets(rt, int_key, sums_dst, &r->target_rows)) {
+		log_error("table %s: a bucket sum is not an integer", r->name);
+		r->error = true;
+		snprintf(r->error_text, sizeof r->error_text, "comparison failed");
+		goto out;
+	}
+	PQclear(rs);
+	PQclear(rt);
+	rs = rt = NULL;
 	if (narrow_buckets(v, r, &cols, int_key, only_src, only_dst, qualified, sums_src, sums_dst) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "narrowing down failed");

@@ -123,7 +123,7 @@ run_state() {
 		"UPDATE docs SET title = '' WHERE id = 9"
 	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
 	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
-	# four rows in four buckets of 16384: named from the sums, nothing read again
+	# four rows in four buckets of 1024: named from the sums, nothing read again
 	[[ "$stderr" == *"table public.pgbench_accounts: 4 buckets differ: 4 rows named from their sums, 0 keys read by key, 0 buckets read again"* ]]
 	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
 	[ "$(jq -r '.divergences[] | select(.kind == "missing_in_target") | .keys[0]' <<<"$acc")" = "(17)" ]
@@ -150,9 +150,9 @@ run_state() {
 @test "divergences the bucket sums do not decode are read again: many rows, a text key, a keyless table, each counted once" {
 	psql_source "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2020-01-01'), (1, 1, 1, 5, '2020-01-01')"
 	caught_up 60
-	# 30000 rows in 16384 buckets: most buckets differ by several rows (read
+	# 1500 rows in 1024 buckets: most buckets differ by several rows (read
 	# again), some by one (decoded from the sums); the two must add up
-	psql_target "DELETE FROM pgbench_accounts WHERE aid <= 30000" \
+	psql_target "DELETE FROM pgbench_accounts WHERE aid <= 1500" \
 		"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2020-01-01')" \
 		"UPDATE docs SET body = 'changed' WHERE title IN ('doc 3', 'doc 44')"
 	write_flow_file "$TEST_DIR/keys.yml" --set stream.min_free_bytes=1048576 --tables "- {schema: public, name: pgbench_accounts}
@@ -163,9 +163,9 @@ run_state() {
 	[[ "$stderr" == *"table public.docs: 4 buckets differ: 0 rows named from their sums, 0 keys read by key, 4 buckets read again"* ]]
 	[[ "$stderr" =~ "table public.pgbench_accounts: "[0-9]+" buckets differ: "[1-9][0-9]*" rows named from their sums, "[1-9][0-9]*" keys read by key, "[1-9][0-9]*" buckets read again" ]]
 	acc=$(jq -c '.tables[] | select(.table == "public.pgbench_accounts")' <<<"$output")
-	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$acc")" = '[["missing_in_target",30000]]' ]
-	[ "$(jq '[.divergences[0].keys[] | ltrimstr("(") | rtrimstr(")") | tonumber | select(. >= 1 and . <= 30000)] | length' <<<"$acc")" -eq 10 ]
-	[ "$(jq -r '.source_rows - .target_rows' <<<"$acc")" -eq 30000 ]
+	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$acc")" = '[["missing_in_target",1500]]' ]
+	[ "$(jq '[.divergences[0].keys[] | ltrimstr("(") | rtrimstr(")") | tonumber | select(. >= 1 and . <= 1500)] | length' <<<"$acc")" -eq 10 ]
+	[ "$(jq -r '.source_rows - .target_rows' <<<"$acc")" -eq 1500 ]
 	his=$(jq -c '.tables[] | select(.table == "public.pgbench_history")' <<<"$output")
 	[ "$(jq -c '[.divergences[] | [.kind, .count]]' <<<"$his")" = '[["extra_in_target",1]]' ]
 	[[ "$(jq -r '.divergences[0].keys[0]' <<<"$his")" == "(1,1,1,5,\"2020-01-01 00:00:00\","*") #3" ]]
@@ -176,9 +176,9 @@ run_state() {
 
 @test "a bucket holding two keys' differences is peeled by key: both named without reading the table again" {
 	# two accounts whose changed target row lands in the bucket of the other's
-	# source row (found on the source: the bucket is the row hash's low 14 bits)
-	pair=$(psql_source "WITH r AS (SELECT aid, hashtextextended(ROW(aid, bid, abalance, filler)::text, 0) & 16383 AS b,
-			hashtextextended(ROW(aid, bid, abalance + 1, filler)::text, 0) & 16383 AS changed FROM pgbench_accounts)
+	# source row (found on the source: the bucket is the row hash's low 10 bits)
+	pair=$(psql_source "WITH r AS (SELECT aid, hashtextextended(ROW(aid, bid, abalance, filler)::text, 0) & 1023 AS b,
+			hashtextextended(ROW(aid, bid, abalance + 1, filler)::text, 0) & 1023 AS changed FROM pgbench_accounts)
 		SELECT r1.aid || ' ' || r2.aid FROM r r1 JOIN r r2 ON r1.changed = r2.b AND r1.aid <> r2.aid
 		WHERE r1.b <> r2.b AND r2.changed NOT IN (r1.b, r2.b) AND r1.changed <> r1.b
 		ORDER BY r1.aid, r2.aid LIMIT 1")
