@@ -420,7 +420,14 @@ static int take_frame(struct inspect_ctx *ctx, struct txn_view *v, const struct 
 			return 0;
 		}
 		if (!chunk_set_check_marker(cs, s->manifest_crc, s->chunk_count, detail, sizeof detail)) {
-			broken(v, "commit marker at offset %" PRIu64 ": %s", f->offset, detail);
+			if (cs->manifest_ok)
+				broken(v,
+				       "commit marker at offset %" PRIu64 ": %s (the marker: %u chunks, manifest CRC 0x%08x; "
+				       "the manifest: %u chunks, CRC 0x%08x)",
+				       f->offset, detail, s->chunk_count, s->manifest_crc,
+				       cs->by_offset ? cs->n_listed : cs->next_index, cs->manifest_crc);
+			else
+				broken(v, "commit marker at offset %" PRIu64 ": %s", f->offset, detail);
 			return 0;
 		}
 		bool by_offset = cs->by_offset;
