@@ -730,10 +730,7 @@ static void print_text(const struct txn_view *v, enum inspect_applied applied, c
 		printf("commit marker: offset %" PRIu64 ", %u chunks, manifest crc 0x%08x\n", v->marker_offset,
 		       v->marker_chunk_count, v->marker_crc);
 	printf("binding:      %s%s%s\n", binding_names[v->binding], v->binding_detail[0] ? ": " : "", v->binding_detail);
-	printf("applied:      %s%s%s\n", applied_names[applied], applied_detail ? " (" : "",
-	       applied_detail ? applied_detail : "");
-	if (applied_detail)
-		printf(")\n");
+	printf("applied:      %s (%s)\n", applied_names[applied], applied_detail);
 	for (size_t i = 0; i < v->n_notes; i++)
 		printf("note:         %s\n", v->notes[i]);
 }
@@ -764,6 +761,8 @@ int inspect_run(const struct inspect_options *o)
 	memset(&v, 0, sizeof v);
 	struct inspect_ctx ctx = { .o = o };
 	struct frame_walk *w = NULL;
+	uint64_t *unreadable = NULL; /* frames with a mismatch whose payload does not decode */
+	size_t n_unreadable = 0;
 	int code = EXIT_OK, rc;
 	char a[LSN_FORMAT_LEN];
 	if (o->have_offset && (code = identify_by_offset(o, &v)) != EXIT_OK)
@@ -779,6 +778,11 @@ int inspect_run(const struct inspect_options *o)
 	while ((rc = frame_walk_next(w, &f)) == STREAM_OK) {
 		struct env_frame_summary s;
 		int type = f.header.type;
+		if (!f.crc_ok && (!f.payload || !summarize(&f, &s))) {
+			unreadable = xrealloc(unreadable, (n_unreadable + 1) * sizeof *unreadable);
+			unreadable[n_unreadable++] = f.offset;
+			continue;
+		}
 		if (!is_txn_frame_type(type) || !summarize(&f, &s))
 			continue;
 		if (!v.identified) {
@@ -797,6 +801,18 @@ int inspect_run(const struct inspect_options *o)
 	}
 	if (rc != STREAM_END) {
 		code = walk_code(rc);
+		goto out;
+	}
+	for (size_t i = 0; i < n_unreadable; i++)
+		note(&v, "the frame at offset %" PRIu64 " has a checksum mismatch and does not decode: it may belong to this transaction",
+		     unreadable[i]);
+	if ((!v.identified || v.n_frames == 0) && n_unreadable) {
+		log_error("no readable transaction %s%s in %s \"%s\", and %zu frames (the first at offset %" PRIu64
+			  ") have a checksum mismatch and do not decode: it may be one of them",
+			  o->have_commit_lsn ? "with commit LSN " : "", o->have_commit_lsn ? lsn_format(o->commit_lsn, a) : "",
+			  o->stream_dir ? "stream" : "file", o->stream_dir ? o->stream_dir : o->frame_file, n_unreadable,
+			  unreadable[0]);
+		code = EXIT_DATAERR;
 		goto out;
 	}
 	if (!v.identified || v.n_frames == 0) {
@@ -850,6 +866,7 @@ int inspect_run(const struct inspect_options *o)
 		code = EXIT_NEGATIVE;
 	}
 out:
+	free(unreadable);
 	frame_walk_close(w);
 	frame_walk_close(ctx.back);
 	view_free(&v);

@@ -8,6 +8,7 @@
 #include "trellara/checksum.h"
 #include "trellara/defaults.h"
 #include "trellara/envelope.h"
+#include "trellara/frame_walk.h"
 #include "trellara/stream.h"
 #include "trellara/xalloc.h"
 #include "unit.h"
@@ -177,8 +178,61 @@ static void test_inspect(void)
 	free(dir);
 }
 
+/* XORs the byte at payload byte at of frame 0 with x. */
+static void damage_frame0(const char *dir, size_t at, uint8_t x)
+{
+	struct frame_walk *w;
+	struct walked_frame f;
+	CHECK(frame_walk_open_stream(dir, &w) == STREAM_OK);
+	CHECK(frame_walk_next(w, &f) == STREAM_OK);
+	char *path = xstrdup(f.file);
+	off_t pos = (off_t)(f.position + FRAME_HEADER_SIZE + at);
+	frame_walk_close(w);
+	int fd = open(path, O_RDWR);
+	uint8_t b = 0;
+	CHECK(pread(fd, &b, 1, pos) == 1);
+	b ^= x;
+	CHECK(pwrite(fd, &b, 1, pos) == 1);
+	close(fd);
+	free(path);
+}
+
+static void test_damaged(void)
+{
+	char root[64], *out;
+	/* a value byte of the txn frame (its last byte): the frame still
+	 * decodes, and is named as a mismatch */
+	char *dir = make_stream(root, false);
+	struct walked_frame f;
+	struct frame_walk *w;
+	CHECK(frame_walk_open_stream(dir, &w) == STREAM_OK);
+	CHECK(frame_walk_next(w, &f) == STREAM_OK);
+	size_t len = f.payload_length;
+	frame_walk_close(w);
+	damage_frame0(dir, len - 1, 0x04);
+	struct inspect_options o = { .stream_dir = dir, .json = true, .have_commit_lsn = true, .commit_lsn = 0x100 };
+	CHECK(run(&o, root, &out) == EXIT_DATAERR);
+	CHECK(strstr(out, "\"checksum\":\"mismatch\"") != NULL);
+	CHECK(strstr(out, "\"checksums\":\"mismatch\"") != NULL);
+	free(out);
+	/* the chunked transaction after it still checks */
+	o.commit_lsn = 0x200;
+	CHECK(run(&o, root, &out) == EXIT_OK);
+	CHECK(strstr(out, "\"checksums\":\"match\"") != NULL);
+	free(out);
+	/* its version byte: it no longer decodes, so nothing says whose it
+	 * is; the LSN it held is not called absent (1) but unreadable (65) */
+	damage_frame0(dir, 0, 0x80);
+	o.commit_lsn = 0x100;
+	CHECK(run(&o, root, &out) == EXIT_DATAERR);
+	free(out);
+	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
 int main(void)
 {
 	test_inspect();
+	test_damaged();
 	return unit_done("inspect");
 }
