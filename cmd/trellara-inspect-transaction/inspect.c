@@ -824,18 +824,20 @@ int inspect_run(const struct inspect_options *o)
 		code = EXIT_NEGATIVE;
 		goto out;
 	}
-	if (v.cs.active && !v.form) {
+	if (v.cs.active && !v.form && v.binding != BINDING_BROKEN) {
 		v.binding = BINDING_INCOMPLETE;
-		snprintf(v.binding_detail, sizeof v.binding_detail,
-			 "%u chunks from offset %" PRIu64 " and no commit marker (yet): capture has not finished writing it",
-			 v.cs.next_index, v.cs.first_offset);
+		if (v.cs.by_offset)
+			snprintf(v.binding_detail, sizeof v.binding_detail,
+				 "the manifest at offset %" PRIu64 " lists %u pending chunks and no commit marker follows (yet)",
+				 v.cs.first_offset, v.cs.n_listed);
+		else
+			snprintf(v.binding_detail, sizeof v.binding_detail,
+				 "%u chunks from offset %" PRIu64
+				 " and no commit marker (yet): capture has not finished writing it",
+				 v.cs.next_index, v.cs.first_offset);
 	} else if (v.cs.active) {
 		set_discard(&v, "no commit marker follows it");
 	}
-	if (!v.form && v.binding == BINDING_NA && !v.cs.active && v.manifest.present)
-		v.binding = BINDING_INCOMPLETE, snprintf(v.binding_detail, sizeof v.binding_detail,
-							 "a manifest at offset %" PRIu64 " and no commit marker (yet)",
-							 v.manifest.offset);
 	frames_sort(&v);
 	char applied_detail[768];
 	enum inspect_applied applied = INSPECT_APPLIED_UNKNOWN;

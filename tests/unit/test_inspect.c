@@ -57,9 +57,11 @@ static void append(struct stream_writer *w, int type, const struct buf *b)
 
 /* offset 0: txn (xid 10 at 0x100: 2 inserts, 1 delete); 1: watermark;
  * 2, 3: chunks 0 and 1 of xid 11 at 0x200 (3 and 2 inserts); 4: their
- * manifest; 5: the commit marker (its manifest CRC off by one when
- * bad_marker). */
-static char *make_stream(char *root, bool bad_marker)
+ * manifest; 5: the commit marker (its manifest CRC off by one with
+ * MARKER_BAD, none with MARKER_NONE). */
+enum marker_kind { MARKER_OK, MARKER_BAD, MARKER_NONE };
+
+static char *make_stream(char *root, enum marker_kind marker)
 {
 	char tmpl[] = "/tmp/trellara-unit-XXXXXX";
 	char *d = mkdtemp(tmpl);
@@ -94,8 +96,9 @@ static char *make_stream(char *root, bool bad_marker)
 	uint32_t manifest_crc = crc32c(0, b.data, b.len);
 	append(w, FRAME_MANIFEST, &b);
 	b.len = 0;
-	env_encode_commit_marker(&b, "src", 11, 0x200, 0x208, 2, manifest_crc + (bad_marker ? 1 : 0));
-	append(w, FRAME_COMMIT_MARKER, &b);
+	env_encode_commit_marker(&b, "src", 11, 0x200, 0x208, 2, manifest_crc + (marker == MARKER_BAD ? 1 : 0));
+	if (marker != MARKER_NONE)
+		append(w, FRAME_COMMIT_MARKER, &b);
 	CHECK(stream_writer_sync(w) == STREAM_OK);
 	stream_writer_close(w);
 	buf_free(&b);
@@ -129,7 +132,7 @@ static int run(const struct inspect_options *o, const char *root, char **out)
 static void test_inspect(void)
 {
 	char root[64];
-	char *dir = make_stream(root, false);
+	char *dir = make_stream(root, MARKER_OK);
 	char *out;
 	struct inspect_options o = { .stream_dir = dir, .json = true, .have_commit_lsn = true, .commit_lsn = 0x100 };
 	CHECK(run(&o, root, &out) == EXIT_OK);
@@ -167,12 +170,22 @@ static void test_inspect(void)
 	free(dir);
 
 	/* a commit marker that names another manifest: broken, 65 */
-	dir = make_stream(root, true);
+	dir = make_stream(root, MARKER_BAD);
 	o = (struct inspect_options){ .stream_dir = dir, .json = true, .have_commit_lsn = true, .commit_lsn = 0x200 };
 	CHECK(run(&o, root, &out) == EXIT_DATAERR);
 	CHECK(strstr(out, "\"binding\":\"broken\"") != NULL);
 	CHECK(strstr(out, "the marker: 2 chunks, manifest CRC 0x") != NULL);
 	CHECK(strstr(out, "\"checksums\":\"match\"") != NULL);
+	free(out);
+	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+
+	/* chunks and a manifest, no marker yet: incomplete, 1 */
+	dir = make_stream(root, MARKER_NONE);
+	o = (struct inspect_options){ .stream_dir = dir, .json = true, .have_commit_lsn = true, .commit_lsn = 0x200 };
+	CHECK(run(&o, root, &out) == EXIT_NEGATIVE);
+	CHECK(strstr(out, "\"binding\":\"incomplete\"") != NULL);
+	CHECK(strstr(out, "\"form\":null") != NULL);
 	free(out);
 	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(dir);
@@ -202,7 +215,7 @@ static void test_damaged(void)
 	char root[64], *out;
 	/* a value byte of the txn frame (its last byte): the frame still
 	 * decodes, and is named as a mismatch */
-	char *dir = make_stream(root, false);
+	char *dir = make_stream(root, MARKER_OK);
 	struct walked_frame f;
 	struct frame_walk *w;
 	CHECK(frame_walk_open_stream(dir, &w) == STREAM_OK);
