@@ -89,11 +89,12 @@ SQL
 
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	caught_up
-	bg_stop applyd TERM
-	[ "$BG_STATUS" -eq 0 ]
 	assert_tables_equal t u
+	# verify's fence travels in the stream: applyd still runs
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ $output == *"result: CONVERGED"* ]]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
 	run -0 --separate-stderr trellara-inspect-transaction --config "$FLOW_FILE" --commit-lsn "$lsn" --format json
 	[ "$(jq -r .applied <<<"$output")" = applied ]
 
@@ -142,7 +143,7 @@ SQL
 	run -64 trellara-inspect-transaction --offset 1
 	# a JetStream flow (no server needed: refused before any connection)
 	write_flow_file "$TEST_DIR/js.yml" --tables "public.t" \
-		"$(printf 'stream:\n  kind: jetstream\n  servers: nats://127.0.0.1:1\n  name: s\n  subject: s.frames\n')"
+		"$(printf 'stream:\n  kind: jetstream\n  servers: [nats://127.0.0.1:1]\n  name: s\n  subject: s.frames\n')"
 	run -0 --separate-stderr trellara-config get stream.kind --config "$TEST_DIR/js.yml"
 	[ "$output" = jetstream ]
 	run -78 trellara-inspect-transaction --config "$TEST_DIR/js.yml" --offset 0
