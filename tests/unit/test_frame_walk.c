@@ -228,8 +228,40 @@ static void test_segments(void)
 	free(dir);
 }
 
+/* A compressed frame is handed out inflated, through the one codec. */
+static void test_compressed(void)
+{
+	char tmpl[] = "/tmp/trellara-unit-XXXXXX";
+	char *root = mkdtemp(tmpl);
+	CHECK(root != NULL);
+	char *dir = xasprintf("%s/stream", root);
+	struct stream_writer_options o = { .segment_bytes = 1 << 20, .min_free_bytes = 0,
+					   .compression = STREAM_COMPRESSION_ZLIB };
+	struct stream_writer *wr = NULL;
+	struct stream_recovery rec;
+	CHECK(stream_writer_open(dir, &o, &wr, &rec) == STREAM_OK);
+	char buf[4000];
+	memset(buf, 'z', sizeof buf);
+	uint64_t off;
+	CHECK(stream_writer_append(wr, FRAME_TXN, 0, buf, sizeof buf, &off) == STREAM_OK);
+	CHECK(stream_writer_sync(wr) == STREAM_OK);
+	stream_writer_close(wr);
+	struct frame_walk *w;
+	struct walked_frame f;
+	CHECK(frame_walk_open_stream(dir, &w) == STREAM_OK);
+	CHECK(frame_walk_next(w, &f) == STREAM_OK);
+	CHECK(f.compressed && f.crc_ok);
+	CHECK((f.header.flags & FRAME_FLAG_ZLIB) != 0 && f.header.payload_length < sizeof buf);
+	CHECK(f.payload && f.payload_length == sizeof buf && memcmp(f.payload, buf, sizeof buf) == 0);
+	CHECK(frame_walk_next(w, &f) == STREAM_END);
+	frame_walk_close(w);
+	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
 int main(void)
 {
+	test_compressed();
 	test_segments();
 	test_mismatch_in_the_middle();
 	test_mismatch_in_the_last_frame_is_the_end();
