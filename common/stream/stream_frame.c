@@ -304,11 +304,16 @@ int stream_segment_bases_fs(struct stream_fs *fs, const char *dir, uint64_t **ba
 
 int segment_file_open(struct segment_file *sf, struct stream_fs *fs, const char *dir, uint64_t base)
 {
+	return segment_file_open_path(sf, fs, segment_path(dir, base, ".log"), base);
+}
+
+int segment_file_open_path(struct segment_file *sf, struct stream_fs *fs, char *path, uint64_t base)
+{
 	memset(sf, 0, sizeof *sf);
 	sf->fs = fs;
 	sf->fd = -1;
 	sf->base = base;
-	sf->path = segment_path(dir, base, ".log");
+	sf->path = path;
 	sf->fd = fs->open(fs, sf->path, O_RDONLY | O_CLOEXEC, 0);
 	if (sf->fd < 0) {
 		log_error("cannot open stream segment \"%s\": %m", sf->path);
@@ -443,6 +448,58 @@ static enum frame_check segment_file_frame_once(struct segment_file *sf, uint64_
 		return FRAME_INVALID;
 	}
 	*payload = fb + FRAME_HEADER_SIZE;
+	return FRAME_VALID;
+}
+
+static enum frame_check segment_file_frame_stored_once(struct segment_file *sf, uint64_t pos,
+							struct frame_header *h, const uint8_t **stored,
+							bool *crc_ok, const char **reason);
+
+/* As segment_file_frame: what does not check out from the buffer is read
+ * again from the file. */
+enum frame_check segment_file_frame_stored(struct segment_file *sf, uint64_t pos, struct frame_header *h,
+					   const uint8_t **stored, bool *crc_ok, const char **reason)
+{
+	bool cached = pos >= sf->buf_pos && pos < sf->buf_pos + sf->buf_len;
+	enum frame_check fc = segment_file_frame_stored_once(sf, pos, h, stored, crc_ok, reason);
+	if ((fc != FRAME_VALID || !*crc_ok) && cached) {
+		sf->buf_len = 0;
+		fc = segment_file_frame_stored_once(sf, pos, h, stored, crc_ok, reason);
+	}
+	return fc;
+}
+
+static enum frame_check segment_file_frame_stored_once(struct segment_file *sf, uint64_t pos,
+							struct frame_header *h, const uint8_t **stored,
+							bool *crc_ok, const char **reason)
+{
+	bool short_read, err;
+	const uint8_t *hb = segment_file_bytes(sf, pos, FRAME_HEADER_SIZE, &short_read, &err);
+	if (!hb) {
+		*reason = err ? "read error" : "file ends inside a frame header";
+		if (!err && sf->buf_len > 0) {
+			for (size_t i = 0; i < sf->buf_len; i++)
+				if (sf->buf[i])
+					return FRAME_SHORT;
+		}
+		return err ? FRAME_INVALID : FRAME_ZERO;
+	}
+	static const uint8_t zero[FRAME_HEADER_SIZE];
+	if (memcmp(hb, zero, FRAME_HEADER_SIZE) == 0) {
+		*reason = "end of written data";
+		return FRAME_ZERO;
+	}
+	if (!frame_decode_header(hb, h, reason))
+		return FRAME_INVALID;
+	size_t total = FRAME_HEADER_SIZE + (size_t)h->payload_length;
+	const uint8_t *fb = segment_file_bytes(sf, pos, total, &short_read, &err);
+	if (!fb) {
+		*reason = err ? "read error" : "file ends inside a frame";
+		return err ? FRAME_INVALID : FRAME_SHORT;
+	}
+	*crc_ok = frame_check_crc(fb, fb + FRAME_HEADER_SIZE, h->payload_length);
+	*reason = *crc_ok ? NULL : "bad frame checksum";
+	*stored = fb + FRAME_HEADER_SIZE;
 	return FRAME_VALID;
 }
 

@@ -75,6 +75,10 @@ struct segment_file {
 };
 
 int segment_file_open(struct segment_file *sf, struct stream_fs *fs, const char *dir, uint64_t base);
+/* The same for any file of frames at path (owned by sf from now on,
+ * freed even when the open fails); base: the offset of its first frame,
+ * when known. */
+int segment_file_open_path(struct segment_file *sf, struct stream_fs *fs, char *path, uint64_t base);
 void segment_file_close(struct segment_file *sf);
 int segment_file_refresh_size(struct segment_file *sf);
 /* Reads and checks the frame at pos, expecting offset expected_offset
@@ -83,6 +87,12 @@ int segment_file_refresh_size(struct segment_file *sf);
 enum frame_check segment_file_frame(struct segment_file *sf, uint64_t pos, uint64_t expected_offset,
 				    struct frame_header *h, const uint8_t **payload,
 				    const char **reason);
+/* The frame at pos whatever its CRC (inspection): FRAME_VALID when its
+ * header decodes and the file holds all of it, with *crc_ok and *stored
+ * (its payload as on disk, borrowed until the next call); else as
+ * segment_file_frame, the frame's offset not checked. */
+enum frame_check segment_file_frame_stored(struct segment_file *sf, uint64_t pos, struct frame_header *h,
+					   const uint8_t **stored, bool *crc_ok, const char **reason);
 /* Looks for any valid frame with offset > after_offset starting at or
  * after pos.  Sets *found_pos.  Returns -1 on I/O error. */
 int segment_file_find_valid_after(struct segment_file *sf, uint64_t pos, uint64_t after_offset,
