@@ -53,9 +53,35 @@
 struct contract_gate {
 	struct frame_source inner; /* owned */
 	const struct flow_config *cfg;
-	const struct contract_fingerprint *pin; /* the applyd's */
+	const struct contract_fingerprint *pin; /* the one checked against: the applyd's, or reloaded */
+	struct contract_fingerprint reloaded;   /* owned: the pin read again at a difference */
 	int drift; /* 0; 1 drifted, "end" said; 2 "invalid" from now on */
 };
+
+/* The pin file read again: a contract refreshed since applyd checked the
+ * target (contract-test --update writes one only when source and target
+ * agree) is taken when it differs from the one held.  true when there is
+ * a new one to check with. */
+static bool gate_reload(struct contract_gate *g)
+{
+	struct contract_fingerprint fresh;
+	bool exists;
+	char *flow = config_flow_id(g->cfg);
+	bool taken = false;
+	if (contract_pin_load(g->cfg->contract_pin, &fresh, &exists) == 0 && exists && strcmp(fresh.flow, flow) == 0 &&
+	    (!g->pin->pinned_at || !fresh.pinned_at || strcmp(g->pin->pinned_at, fresh.pinned_at) != 0)) {
+		contract_fingerprint_free(&g->reloaded);
+		g->reloaded = fresh;
+		g->pin = &g->reloaded;
+		taken = true;
+		log_info("contract pin \"%s\" was refreshed (pinned at %s): checking with it", g->cfg->contract_pin,
+			 fresh.pinned_at ? fresh.pinned_at : "?");
+	} else {
+		contract_fingerprint_free(&fresh);
+	}
+	free(flow);
+	return taken;
+}
 
 static int gate_check(struct contract_gate *g, const struct stream_frame *f)
 {
@@ -81,6 +107,11 @@ static int gate_check(struct contract_gate *g, const struct stream_frame *f)
 		struct contract_diff d;
 		drift = contract_check_relation(g->pin, r->schema, r->schema_len, r->name, r->name_len, (char)r->replident, cols,
 						r->n_columns, &d);
+		if (drift && gate_reload(g)) {
+			contract_diff_release(&d);
+			drift = contract_check_relation(g->pin, r->schema, r->schema_len, r->name, r->name_len,
+							(char)r->replident, cols, r->n_columns, &d);
+		}
 		free(cols);
 		if (drift) {
 			contract_log_drift(&d, g->cfg);
@@ -146,6 +177,7 @@ static void gate_close(void *impl)
 {
 	struct contract_gate *g = impl;
 	frame_source_close(&g->inner);
+	contract_fingerprint_free(&g->reloaded);
 	free(g);
 }
 
@@ -403,6 +435,7 @@ static struct apply_outcome connect_target(struct applyd *a)
 	if (a->cfg->contract_pinned) {
 		/* the target's catalog against the pin, at every (re)connect */
 		contract_fingerprint_free(&a->pin);
+		contract_fingerprint_free(&a->gate->reloaded);
 		a->gate->pin = NULL;
 		int code = contract_start_check(a->conn, a->cfg, false, &a->pin);
 		if (code < 0)

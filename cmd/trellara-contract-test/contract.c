@@ -296,8 +296,9 @@ void contract_compare(const struct contract_fingerprint *left, const struct cont
 		const struct contract_table *l = &left->tables[i];
 		const struct contract_table *r = contract_find_table(right, l->schema, l->name);
 		if (!r) {
-			/* a flow table the pin does not hold */
+			/* a flow table the pin does not hold: pin it */
 			diff_add_str(out, where, l, "table", NULL, l->exists ? "present" : "absent", "not pinned");
+			out->items[out->n - 1].action = CONTRACT_REFRESH;
 			continue;
 		}
 		compare_table(l, r, where, out);

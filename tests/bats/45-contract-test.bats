@@ -135,12 +135,15 @@ difference() {
 	[[ $stderr == *"trellara reseed --config"* ]]
 
 	# the safe action taken (the change on the target, the contract
-	# refreshed): the flow resumes from the ALTER and converges
+	# refreshed): the flow resumes from the ALTER and converges; the
+	# applyd that kept running takes the refreshed pin
 	psql_target "ALTER TABLE items ALTER COLUMN qty TYPE bigint"
 	run -0 --separate-stderr trellara-contract-test --config "$FLOW_PINNED" --update
 	bg_start capture trellara-capture --config "$FLOW_PINNED"
 	caught_up
 	assert_tables_equal items notes
+	kill -0 "$(bg_pid applyd)"
+	grep -F "contract pin \"$PIN\" was refreshed" "$TEST_DIR/applyd.log"
 	run -0 trellara-verify --config "$FLOW_PINNED"
 	[[ $output == *CONVERGED* ]]
 }
