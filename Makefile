@@ -79,7 +79,8 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 # into the unit tests (and the simulator program).
 # The simulation itself (models, world, scenarios' presets), linked into
 # the unit tests too; the command line, run file and report are only the
-# binary's.
+# binary's.  json.c too: the schema contract's pin is read with it
+# (cmd/trellara-contract-test/contract.c, linked into every unit test).
 SIM_LIB_SRC := $(addprefix sim/,json.c model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
