@@ -79,8 +79,9 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 # into the unit tests (and the simulator program).
 # The simulation itself (models, world, scenarios' presets), linked into
 # the unit tests too; the command line, run file and report are only the
-# binary's.
-SIM_LIB_SRC := $(addprefix sim/,model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
+# binary's.  json.c too: the schema contract's pin is read with it
+# (cmd/trellara-contract-test/contract.c, linked into every unit test).
+SIM_LIB_SRC := $(addprefix sim/,json.c model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 
@@ -141,6 +142,12 @@ EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
 EXTRA_OBJ_trellara-stream := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-capture := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-applyd := build/obj/cmd/jetstream/jetstream_session.o
+# the schema contract (dataset.contract: pinned) that capture and applyd
+# check: contract-test's module, its catalog reader, the pin's JSON parser
+CONTRACT_OBJ := build/obj/cmd/trellara-contract-test/contract.o build/obj/cmd/trellara-contract-test/contract_pg.o build/obj/sim/json.o
+EXTRA_OBJ_trellara-capture += $(CONTRACT_OBJ)
+EXTRA_OBJ_trellara-applyd += $(CONTRACT_OBJ)
+EXTRA_OBJ_trellara-contract-test := build/obj/sim/json.o
 define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin

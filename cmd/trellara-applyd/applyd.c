@@ -12,11 +12,13 @@
 #include "applyd.h"
 #include "target_pg.h"
 #include "applyd_jetstream.h"
+#include "../trellara-contract-test/contract.h"
 
 #include "trellara/apply_engine.h"
 #include "trellara/backoff.h"
 #include "trellara/sqlstate.h"
 #include "trellara/checkpoint.h"
+#include "trellara/envelope.h"
 #include "trellara/clock.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
@@ -39,6 +41,156 @@
 #include <unistd.h>
 
 
+/* dataset.contract: pinned.  The frames reach the engine through this
+ * gate, which checks the relation descriptors every transaction's
+ * envelope carries (txn, chunk and pending_chunk frames: the source's
+ * columns, types and key flags, as capture received them) against the
+ * pin.  At the first that differs it logs the drift and answers "end of
+ * the stream" once, so the engine commits what it holds of the
+ * transactions before (a chunk set in progress is not committed: never
+ * half a transaction), then "invalid" to every call: apply stops before
+ * applying past the drift, and applyd_run exits EXIT_CONFIG. */
+struct contract_gate {
+	struct frame_source inner; /* owned */
+	const struct flow_config *cfg;
+	const struct contract_fingerprint *pin; /* the one checked against: the applyd's, or reloaded */
+	struct contract_fingerprint reloaded;   /* owned: the pin read again at a difference */
+	int drift; /* 0; 1 drifted, "end" said; 2 "invalid" from now on */
+};
+
+/* The pin file read again: a contract refreshed since applyd checked the
+ * target (contract-test --update writes one only when source and target
+ * agree) is taken when it differs from the one held.  true when there is
+ * a new one to check with. */
+static bool gate_reload(struct contract_gate *g)
+{
+	struct contract_fingerprint fresh;
+	bool exists;
+	char *flow = config_flow_id(g->cfg);
+	bool taken = false;
+	if (contract_pin_load(g->cfg->contract_pin, &fresh, &exists) == 0 && exists && strcmp(fresh.flow, flow) == 0 &&
+	    (!g->pin->pinned_at || !fresh.pinned_at || strcmp(g->pin->pinned_at, fresh.pinned_at) != 0)) {
+		contract_fingerprint_free(&g->reloaded);
+		g->reloaded = fresh;
+		g->pin = &g->reloaded;
+		taken = true;
+		log_info("contract pin \"%s\" was refreshed (pinned at %s): checking with it", g->cfg->contract_pin,
+			 fresh.pinned_at ? fresh.pinned_at : "?");
+	} else {
+		contract_fingerprint_free(&fresh);
+	}
+	free(flow);
+	return taken;
+}
+
+static int gate_check(struct contract_gate *g, const struct stream_frame *f)
+{
+	size_t skip;
+	switch (f->header.type) {
+	case FRAME_TXN: skip = 0; break;
+	case FRAME_CHUNK: skip = 4; break;
+	case FRAME_PENDING_CHUNK: skip = 12; break;
+	default: return 0;
+	}
+	if (f->header.payload_length < skip)
+		return 0; /* the engine reports a malformed frame */
+	struct env_decoder dec = { 0 };
+	int drift = 0;
+	if (env_decode_begin(&dec, f->payload + skip, f->header.payload_length - skip) < 0)
+		goto out; /* the same */
+	for (uint32_t i = 0; i < dec.header.n_relations && !drift; i++) {
+		const struct env_relation *r = &dec.header.relations[i];
+		struct contract_rel_column *cols = xcalloc(r->n_columns ? r->n_columns : 1, sizeof *cols);
+		for (uint16_t k = 0; k < r->n_columns; k++)
+			cols[k] = (struct contract_rel_column){ r->columns[k].name, r->columns[k].name_len, r->columns[k].type_oid,
+								r->columns[k].typmod, r->columns[k].key };
+		struct contract_diff d;
+		drift = contract_check_relation(g->pin, r->schema, r->schema_len, r->name, r->name_len, (char)r->replident, cols,
+						r->n_columns, &d);
+		if (drift && gate_reload(g)) {
+			contract_diff_release(&d);
+			drift = contract_check_relation(g->pin, r->schema, r->schema_len, r->name, r->name_len,
+							(char)r->replident, cols, r->n_columns, &d);
+		}
+		free(cols);
+		if (drift) {
+			contract_log_drift(&d, g->cfg);
+			log_error("applyd stops before applying the transaction at stream offset %" PRIu64
+				  " (dataset.contract: pinned): it changes \"%s\" past the pin",
+				  f->header.offset, d.table);
+			contract_diff_release(&d);
+		}
+	}
+out:
+	env_decoder_free(&dec);
+	return drift;
+}
+
+static int gate_next(void *impl, struct stream_frame *f)
+{
+	struct contract_gate *g = impl;
+	if (g->drift == 1) {
+		g->drift = 2;
+		return STREAM_EINVAL;
+	}
+	if (g->drift)
+		return STREAM_EINVAL;
+	int st = frame_source_next(&g->inner, f);
+	if (st == STREAM_OK && g->pin && gate_check(g, f)) {
+		g->drift = 1;
+		return STREAM_END;
+	}
+	return st;
+}
+
+static int gate_seek(void *impl, uint64_t offset)
+{
+	struct contract_gate *g = impl;
+	return frame_source_seek(&g->inner, offset);
+}
+
+static int gate_wait(void *impl, int timeout_ms)
+{
+	struct contract_gate *g = impl;
+	return g->drift ? STREAM_OK : frame_source_wait(&g->inner, timeout_ms);
+}
+
+static int gate_position_get(void *impl, uint64_t *position, bool *exists)
+{
+	struct contract_gate *g = impl;
+	return frame_source_position_get(&g->inner, position, exists);
+}
+
+static int gate_position_set(void *impl, uint64_t position)
+{
+	struct contract_gate *g = impl;
+	return frame_source_position_set(&g->inner, position);
+}
+
+static int gate_meta(void *impl, struct stream_meta *meta)
+{
+	struct contract_gate *g = impl;
+	return frame_source_meta(&g->inner, meta);
+}
+
+static void gate_close(void *impl)
+{
+	struct contract_gate *g = impl;
+	frame_source_close(&g->inner);
+	contract_fingerprint_free(&g->reloaded);
+	free(g);
+}
+
+static const struct frame_source_ops gate_ops = {
+	.next = gate_next,
+	.seek = gate_seek,
+	.wait = gate_wait,
+	.position_get = gate_position_get,
+	.position_set = gate_position_set,
+	.meta = gate_meta,
+	.close = gate_close,
+};
+
 struct applyd {
 	const struct applyd_options *o;
 	const struct flow_config *cfg;
@@ -60,6 +212,8 @@ struct applyd {
 	bool ready_sent;
 	unsigned int rng;
 	struct pgconn_failures failures; /* failed connections and ended sessions with the target, by cause */
+	struct contract_fingerprint pin; /* owned: dataset.contract pinned, the pin the target was checked against */
+	struct contract_gate *gate;      /* the source's impl when pinned (owned by src) */
 };
 
 /* The samples of applyd.prom (metrics_publish: at most once a second). */
@@ -278,6 +432,18 @@ static struct apply_outcome connect_target(struct applyd *a)
 		return setup_rc;
 	if (checkpoint_migrate(a->conn, a->cfg->checkpoint_schema) < 0)
 		return apply_reconnect();
+	if (a->cfg->contract_pinned) {
+		/* the target's catalog against the pin, at every (re)connect */
+		contract_fingerprint_free(&a->pin);
+		contract_fingerprint_free(&a->gate->reloaded);
+		a->gate->pin = NULL;
+		int code = contract_start_check(a->conn, a->cfg, false, &a->pin);
+		if (code < 0)
+			return apply_reconnect();
+		if (code != EXIT_OK)
+			return apply_exit(code);
+		a->gate->pin = &a->pin;
+	}
 	/* one applier per flow and group */
 	char *key = xasprintf("trellara.applyd.%s.%s", a->flow, a->cfg->consumer_group);
 	const char *p[1] = { key };
@@ -467,6 +633,12 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 	}
 	if (!a.src.ops)
 		goto out;
+	if (a.cfg->contract_pinned) {
+		a.gate = xcalloc(1, sizeof *a.gate);
+		a.gate->inner = a.src;
+		a.gate->cfg = a.cfg;
+		a.src = (struct frame_source){ &gate_ops, a.gate };
+	}
 	a.target = (struct target_pg){ .cfg = a.cfg, .ids = a.ids };
 	a.engine = apply_engine_new(a.cfg, &target_pg_ops, &a.target, &a.src);
 	a.n_workers = (int)a.cfg->apply_workers - 1;
@@ -520,6 +692,8 @@ struct apply_outcome applyd_run(const struct applyd_options *o, struct applyd_st
 		}
 		if (rc.status != APPLY_RECONNECT) {
 			code = rc;
+			if (a.gate && a.gate->drift)
+				code = apply_exit(EXIT_CONFIG); /* the engine saw "invalid": the gate stopped it */
 			goto out;
 		}
 	}
@@ -549,6 +723,7 @@ out:
 		disconnect_target(&a);
 	apply_engine_free(a.engine);
 	frame_source_close(&a.src);
+	contract_fingerprint_free(&a.pin);
 	free(local_name);
 	free(js_name);
 	free(a.flow);

@@ -26,8 +26,9 @@ static const char usage_text[] =
 	"JetStream stream's servers) unavailable, or the target failing with transient\n"
 	"errors, after bounded retries, 73\n"
 	"stream storage failure, 75 another applyd holds this flow, 78 configuration\n"
-	"error, source identity mismatch, or a target role that may not set\n"
-	"session_replication_role\n";
+	"error, source identity mismatch, a target role that may not set\n"
+	"session_replication_role, or a schema drift from the pinned contract\n"
+	"(dataset.contract: pinned)\n";
 
 int main(int argc, char **argv)
 {

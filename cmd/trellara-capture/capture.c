@@ -8,6 +8,7 @@
  */
 #include "capture.h"
 #include "capture_jetstream.h"
+#include "../trellara-contract-test/contract.h"
 
 #include "trellara/backoff.h"
 #include "trellara/slot_policy.h"
@@ -21,6 +22,7 @@
 #include "trellara/runs.h"
 #include "trellara/metrics.h"
 #include "trellara/notify.h"
+#include "trellara/pgoutput.h"
 #include "trellara/checkpoint.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
@@ -56,7 +58,52 @@ struct capture {
 	enum slot_verdict slot_verdict; /* ensure_slot's last answer */
 	uint64_t promotions;          /* timeline changes followed */
 	struct pgconn_failures failures; /* failed connections and ended streaming sessions, by cause */
+	struct contract_fingerprint pin; /* owned: dataset.contract pinned, the pin checked at start */
+	bool in_stream_block;         /* between Stream Start and Stream Stop (for decoding a Relation message) */
+	struct pgoutput_message relation_msg; /* owned scratch */
 };
+
+/* dataset.contract: pinned.  A Relation message (pgoutput sends one
+ * before the first change of a relation in a session, and again after
+ * its definition changed) of a flow table that differs from the pin
+ * stops capture before any change of that relation is written: what came
+ * before is flushed and acknowledged, the restart finds the same message
+ * again until the contract is refreshed.  EXIT_OK or EXIT_CONFIG. */
+static int check_relation(struct capture *c, const uint8_t *buf, size_t len)
+{
+	if (len < 26 || buf[0] != 'w') /* XLogData: 'w', start, end, time, then the message */
+		return EXIT_OK;
+	const uint8_t *msg = buf + 25;
+	size_t msg_len = len - 25;
+	if (msg[0] == PGOUTPUT_STREAM_START || msg[0] == PGOUTPUT_STREAM_STOP) {
+		c->in_stream_block = msg[0] == PGOUTPUT_STREAM_START;
+		return EXIT_OK;
+	}
+	if (msg[0] != PGOUTPUT_RELATION)
+		return EXIT_OK;
+	char err[PGOUTPUT_ERR_LEN];
+	if (pgoutput_decode(msg, msg_len, c->cfg->pgoutput_protocol_version, c->in_stream_block, &c->relation_msg, err,
+			    sizeof err) < 0)
+		return EXIT_OK; /* the core decodes it again and reports it */
+	const struct pgoutput_message *m = &c->relation_msg;
+	int n = m->relation.natts;
+	struct contract_rel_column *cols = xcalloc(n > 0 ? (size_t)n : 1, sizeof *cols);
+	for (int i = 0; i < n; i++) {
+		const struct pgoutput_attribute *a = &m->relation.atts[i];
+		cols[i] = (struct contract_rel_column){ a->name, strlen(a->name), a->type_oid, a->typmod, a->key };
+	}
+	const char *nsp = *m->relation.nspname ? m->relation.nspname : "pg_catalog";
+	struct contract_diff d;
+	int drift = contract_check_relation(&c->pin, nsp, strlen(nsp), m->relation.relname, strlen(m->relation.relname),
+					    (char)m->relation.replident, cols, (size_t)n, &d);
+	free(cols);
+	if (!drift)
+		return EXIT_OK;
+	contract_log_drift(&d, c->cfg);
+	log_error("capture stops before writing any change of \"%s\" past the drift (dataset.contract: pinned)", d.table);
+	contract_diff_release(&d);
+	return EXIT_CONFIG;
+}
 
 /* The run's counters: the core's, and the reconnects counted here. */
 static void sync_stats(struct capture *c)
@@ -511,6 +558,14 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		int n = PQgetCopyData(c->conn, &buf, 1);
 		if (n > 0) {
 			*made_progress = true;
+			if (c->cfg->contract_pinned && check_relation(c, (const uint8_t *)buf, (size_t)n) != EXIT_OK) {
+				PQfreemem(buf);
+				/* what came before the drift is durable and acknowledged */
+				if (flush_batch(c) != EXIT_OK)
+					return EXIT_CANTCREAT;
+				send_status(c);
+				return EXIT_CONFIG;
+			}
 			bool reply;
 			int rc = capture_core_on_message(c->core, (const uint8_t *)buf, (size_t)n, clock_mono_us(), clock_wall_us(),
 							 &reply);
@@ -600,6 +655,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 	const struct flow_config *cfg = o->config;
 	struct capture c = { .o = o, .cfg = cfg, .stats = stats };
 	memset(stats, 0, sizeof *stats);
+	pgoutput_message_init(&c.relation_msg);
 	c.flow = config_flow_id(cfg);
 	c.rng = backoff_seed();
 	c.metrics = (struct metrics_publisher){ cfg->metrics_dir, "capture", c.flow, cfg->source_id, 0 };
@@ -631,6 +687,19 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		}
 		snprintf(c.run_id, sizeof c.run_id, "%s", run.run_id);
 		c.run_handoff_ready = run.state == RUN_STREAM_HANDOFF_READY;
+	}
+
+	if (cfg->contract_pinned) {
+		/* the source's catalog against the pin before streaming */
+		char *url = config_database_url(cfg, true);
+		PGconn *plain = pgconn_connect(url, PGCONN_NORMAL, "trellara-capture", "source");
+		config_free_secret(url);
+		code = plain ? contract_start_check(plain, cfg, true, &c.pin) : -1;
+		PQfinish(plain);
+		if (code != EXIT_OK) {
+			code = code < 0 ? EXIT_UNAVAILABLE : code;
+			goto out;
+		}
 	}
 
 	struct capture_core_options co = {
@@ -748,6 +817,7 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		/* Anything open belongs to the old connection: the server sends
 		 * it again from the slot's confirmed position. */
 		capture_core_reconnected(c.core);
+		c.in_stream_block = false;
 		bool progress = false;
 		int result = stream_loop(&c, &progress);
 		PQfinish(c.conn);
@@ -780,6 +850,8 @@ out:
 		 stats->transactions, stats->changes, stats->frames, stats->skipped_duplicates, stats->watermarks,
 		 lsn_format(stats->durable_lsn, l1));
 	capture_core_close(c.core);
+	contract_fingerprint_free(&c.pin);
+	pgoutput_message_release(&c.relation_msg);
 	PQfinish(c.target);
 	free(c.flow);
 	return code;

@@ -27,7 +27,8 @@ static const char usage_text[] =
 	"64 usage, 65 malformed replication data or stream, 69 source unavailable after\n"
 	"bounded retries or JetStream servers unavailable, 73 stream storage failure or\n"
 	"low disk, 75 stream locked by another writer (JetStream: another writer appended),\n"
-	"78 configuration error, source identity mismatch or JetStream stream missing or refused\n";
+	"78 configuration error, source identity mismatch, JetStream stream missing or refused,\n"
+	"or a schema drift from the pinned contract (dataset.contract: pinned)\n";
 
 enum { OPT_START_NOW = 1000 };
 

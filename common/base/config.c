@@ -86,6 +86,11 @@ static void set_late_defaults(struct flow_config *config)
 		config->stream_spill_dir = xstrdup(DEFAULT_STREAM_SPILL_DIR);
 	if (!config->checkpoint_schema)
 		config->checkpoint_schema = xstrdup(DEFAULT_CHECKPOINT_SCHEMA);
+	if (!config->contract)
+		config->contract = xstrdup("off");
+	config->contract_pinned = strcmp(config->contract, "pinned") == 0;
+	if (!config->contract_pin)
+		config->contract_pin = xstrdup(DEFAULT_CONTRACT_PIN);
 	if (!config->stream_compression && config->stream_kind == STREAM_KIND_LOCAL)
 		config->stream_compression = xstrdup(DEFAULT_STREAM_COMPRESSION);
 	config->stream_compression_zlib = config->stream_compression && strcmp(config->stream_compression, "zlib") == 0;
@@ -229,6 +234,8 @@ void config_free(struct flow_config *config)
 	}
 	free(config->tables);
 	free_strings(config->sequences, config->n_sequences);
+	free(config->contract);
+	free(config->contract_pin);
 	free(config->stream_path);
 	free(config->stream_kind_name);
 	free_strings(config->jetstream_servers, config->n_jetstream_servers);

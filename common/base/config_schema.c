@@ -86,8 +86,12 @@ static const struct field dataset_fields[] = {
 	{ .name = "tables", .kind = K_TABLES, .required = true, .children = table_fields },
 	{ .name = "sequences", .kind = K_STRING_LIST, .offset = CFG(sequences),
 	  .count_offset = CFG(n_sequences), .check = V_QUALIFIED_NAME, .unique = true },
+	{ .name = "contract", .kind = K_STRING, .offset = CFG(contract) },
+	{ .name = "contract_pin", .kind = K_STRING, .offset = CFG(contract_pin) },
 	{ 0 }
 };
+
+static int check_dataset(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base);
 
 static int check_stream(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base);
 
@@ -150,7 +154,7 @@ const struct field config_root_fields[] = {
 	{ .name = "config_version", .kind = K_VERSION, .required = true, .offset = CFG(config_version) },
 	{ .name = "environment", .kind = K_STRING, .offset = CFG(environment) },
 	{ .name = "source", .kind = K_SECTION, .required = true, .children = source_fields },
-	{ .name = "dataset", .kind = K_SECTION, .required = true, .children = dataset_fields },
+	{ .name = "dataset", .kind = K_SECTION, .required = true, .children = dataset_fields, .post = check_dataset },
 	{ .name = "stream", .kind = K_SECTION, .required = true, .children = stream_fields, .post = check_stream },
 	{ .name = "target", .kind = K_SECTION, .required = true, .children = target_fields },
 	{ .name = "snapshot", .kind = K_SECTION, .children = snapshot_fields },
@@ -168,6 +172,20 @@ static int check_pgoutput(const struct loader *ld, const yaml_node_t *mapping,
 			      "key \"%s.streaming\" needs protocol_version 2, but protocol_version is %d", keypath,
 			      config->pgoutput_protocol_version);
 		log_hint("set %s.streaming: false to use protocol_version 1", keypath);
+		return -1;
+	}
+	return 0;
+}
+
+/* dataset.contract: off or pinned (trellara-contract-test(1)) */
+static int check_dataset(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base)
+{
+	const struct flow_config *config = base;
+	yaml_node_t *node = config_mapping_value(ld, mapping, "contract", NULL);
+	if (node && strcmp(config->contract, "off") != 0 && strcmp(config->contract, "pinned") != 0) {
+		char *shown = config_describe(node, false);
+		report_at(ld, node, "key \"%s.contract\" must be \"off\" or \"pinned\", got %s", keypath, shown);
+		free(shown);
 		return -1;
 	}
 	return 0;

@@ -67,6 +67,9 @@ struct flow_config {
 	size_t n_tables;
 	char **sequences;                /* owned: dataset.sequences, "schema.name" each, each once */
 	size_t n_sequences;
+	char *contract;                  /* owned: dataset.contract, "off" (default) or "pinned" */
+	bool contract_pinned;            /* dataset.contract is "pinned": capture and applyd stop at a drift */
+	char *contract_pin;              /* owned: dataset.contract_pin, the pinned fingerprint (DEFAULT_CONTRACT_PIN) */
 
 	/* stream */
 	char *stream_kind_name; /* owned: stream.kind as written */

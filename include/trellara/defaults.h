@@ -119,6 +119,8 @@ enum trellara_exit {
 #define SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "256MB"
 #define DEFAULT_SPILL_THRESHOLD_CHANGES 1024
 #define DEFAULT_STREAM_SPILL_DIR "./target/trellara-spill"
+/* dataset.contract_pin: the pinned schema fingerprint (trellara-contract-test(1)) */
+#define DEFAULT_CONTRACT_PIN "./target/trellara-contract.json"
 #define DEFAULT_WAL_RETENTION_WARN_BYTES (1024ULL * 1024 * 1024)
 /* source.expected_downtime_seconds: the longest capture outage trellara check
  * measures the slot limits against (one hour) */

@@ -116,7 +116,8 @@ setup() {
 # instead with every such value changed to another valid one: numbers + 1,
 # booleans flipped, "x" appended to strings; config_version and the
 # one-choice keys (stream.kind, stream.durability, dataset.mode) kept,
-# stream.compression switched between none and zlib,
+# stream.compression switched between none and zlib, dataset.contract
+# between off and pinned,
 # protocol_version 1 (streaming is flipped to false with it).
 example_values() {
 	awk -v vary="${2:-}" '
@@ -163,6 +164,8 @@ example_values() {
 				new = value
 			else if (path == "stream.compression")
 				new = value == "none" ? "zlib" : "none"
+			else if (path == "dataset.contract")
+				new = value == "off" ? "pinned" : "off"
 			else if (value == "true")
 				new = "false"
 			else if (value == "false")

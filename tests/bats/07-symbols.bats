@@ -28,7 +28,7 @@ PREFIXES=(
 	# common/pg
 	checkpoint_ cutover_ pgconn_ runs_ sequences_
 	# cmd/
-	applyd_ capture_ check_ copy_ cutcmd_ executor_ inspect_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
+	applyd_ capture_ check_ contract_ copy_ cutcmd_ executor_ inspect_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
 	# sim/
 	sim_ model_broker_ model_source_ model_target_
 )
