@@ -76,8 +76,8 @@ flip_byte() {
 	[ "$(jq -r .schedules "$pkg/chaos-run.json")" -eq 20 ]
 	grep -q "trellara-chaos-report revision=$(jq -r .revision "$pkg/chaos-run.json")" "$pkg/chaos-report.html"
 	# versions: both servers, this tree's revision
-	[[ $(jq -r .postgresql.source "$pkg/versions.json") == "PostgreSQL $(psql_source "SHOW server_version")"* ]]
-	[[ $(jq -r .postgresql.target "$pkg/versions.json") == "PostgreSQL $(psql_target "SHOW server_version")"* ]]
+	[ "$(jq -r .postgresql.source "$pkg/versions.json")" = "$(psql_source "SELECT version()")" ]
+	[ "$(jq -r .postgresql.target "$pkg/versions.json")" = "$(psql_target "SELECT version()")" ]
 	[ "$(jq -r .source_revision "$pkg/versions.json")" = "$(git -C "$REPO" rev-parse HEAD)" ]
 	# the scorecard, in both forms, from one run
 	[ "$(trellara pilot-scorecard --render "$pkg/scorecard.json")" = "$(cat "$pkg/scorecard.txt")" ]
@@ -139,7 +139,7 @@ flip_byte() {
 	[ "$(q "$card" source_safe pass)" = true ]
 	[[ $(q "$card" source_safe answer) == "0 blockers, "* ]]
 	[ "$(q "$card" snapshot_handoff pass)" = true ]
-	[[ $(q "$card" snapshot_handoff answer) == *": streaming, 4 of 4 tables copied" ]]
+	[[ $(q "$card" snapshot_handoff answer) =~ ": "(stream_handoff_ready|streaming)", 4 of 4 tables copied"$ ]]
 	[ "$(q "$card" target_converged pass)" = true ]
 	[ "$(q "$card" target_converged answer)" = "CONVERGED: 4 tables" ]
 	[ "$(q "$card" operator_recovery pass)" = true ]
