@@ -59,9 +59,9 @@ flip_byte() {
 	pkg="$TEST_DIR/pkg"
 	run -0 --separate-stderr trellara pilot-package --config "$TEST_DIR/secret.yml" --output "$pkg" --chaos-schedules 20
 	[[ $output$stderr != *pilot-s3cret* ]]
-	run -1 grep -rl pilot-s3cret "$pkg"
 	# the package's identity is manifest.json's SHA-256
 	[ "${lines[-1]}" = "manifest.json SHA-256: $(sha256sum "$pkg/manifest.json" | cut -c1-64)" ]
+	run -1 grep -rl pilot-s3cret "$pkg"
 	for f in check.json snapshot-status.json snapshot-runs.csv snapshot-table-progress.csv \
 		snapshot-handoff-events.csv verify.json status.json diagnostics.json stream-frames.json \
 		chaos-run.json chaos-report.html versions.json scorecard.json scorecard.txt manifest.json proof-bundle.md; do
