@@ -256,3 +256,31 @@ man_scalar_keys() {
 		[ "$output" = "$want" ]
 	done
 }
+
+@test "config with-url: the program gets the URL in libpq's variables, never on its command line" {
+	write_flow "$FLOW"
+	# a stale libpq variable of the caller's must not reach the program
+	show='env | grep "^PG" | LC_ALL=C sort; printf "argv: %s\n" "$*"'
+	PGAPPNAME=stale PGHOST=elsewhere run -0 --separate-stderr \
+		trellara config with-url target.database_url --config "$FLOW" -- sh -c "$show" sh -X -c x
+	[ "$output" = $'PGDATABASE=app\nPGHOST=db2\nPGPASSWORD=target-secret\nPGUSER=app\nargv: -X -c x' ]
+	[ -z "$stderr" ]
+	run -0 trellara-config with-url source.database_url --config "$FLOW" -- sh -c "$show" sh
+	[ "$output" = $'PGDATABASE=app\nPGHOST=db1\nPGPASSWORD=source-secret\nPGUSER=replicator\nargv: ' ]
+	# the program's exit status is the command's
+	run -7 trellara-config with-url source.database_url --config "$FLOW" -- sh -c 'exit 7'
+}
+
+@test "config with-url: usage, a program that cannot run, a parameter libpq has no variable for" {
+	write_flow "$FLOW"
+	run -64 --separate-stderr trellara-config with-url stream.path --config "$FLOW" -- true
+	[[ $stderr == *'"stream.path" is not source.database_url or target.database_url'* ]]
+	run -64 trellara-config with-url target.database_url --config "$FLOW" --
+	run -64 trellara-config with-url target.database_url -- true
+	run -69 --separate-stderr trellara-config with-url target.database_url --config "$FLOW" -- "$TEST_DIR/none"
+	[[ $stderr == *"cannot run \"$TEST_DIR/none\""* ]]
+	TEST_TARGET_URL='postgresql://app:target-secret@db2/app?replication=database' \
+		run -78 --separate-stderr trellara-config with-url target.database_url --config "$FLOW" -- true
+	[[ $stderr == *'parameter "replication" of "target.database_url" has no libpq environment variable'* ]]
+	[[ $stderr != *target-secret* ]]
+}
