@@ -15,6 +15,7 @@
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
 #include "trellara/sequences.h"
+#include "trellara/snapfence.h"
 #include "trellara/sqlstate.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
@@ -30,14 +31,6 @@
 
 #define BUCKETS 16384 /* a power of two: the low bits of the row hash */
 #define MAX_EXAMPLES 10
-
-/* Both sides render values the same way. */
-static const char *const session_settings[] = {
-	"SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, YMD'", "SET extra_float_digits = 3",
-	"SET bytea_output = 'hex'", "SET IntervalStyle = 'postgres'", "SET statement_timeout = 0",
-	/* the one pass is one long scan: compiling it costs more than it saves */
-	"SET jit = off", NULL
-};
 
 enum div_kind { DIV_MISSING = 0, DIV_EXTRA, DIV_DIFFERS };
 static const char *const div_names[] = { "missing_in_target", "extra_in_target", "content_differs" };
@@ -75,21 +68,11 @@ struct verify {
 	const struct flow_config *cfg;
 	struct flow_ids ids;
 	struct verify_loss *loss;
-	PGconn *src, *dst, *repl;
-	bool fenced;
-	uint64_t fence_lsn;
-	char snapshot[128];
+	PGconn *src, *dst;
+	struct snapfence fence;
 	struct table_result *results;
 	size_t n_results;
 };
-
-static int settings(PGconn *c)
-{
-	for (int i = 0; session_settings[i]; i++)
-		if (pgconn_command(c, session_settings[i]) < 0)
-			return -1;
-	return 0;
-}
 
 /* Connects to one side; a failure that another pass may not meet (the
  * server down, restarting, unreachable; not the credentials) is the
@@ -110,7 +93,7 @@ static PGconn *connect_side(struct verify *v, const char *url, enum pgconn_kind 
 /* Whether a connection of the pass is lost (recorded as its loss). */
 static bool lost(struct verify *v)
 {
-	const struct { PGconn *conn; const char *side; } conns[] = { { v->src, "source" }, { v->repl, "source" },
+	const struct { PGconn *conn; const char *side; } conns[] = { { v->src, "source" }, { v->fence.repl, "source" },
 								      { v->dst, "target" } };
 	for (size_t i = 0; i < sizeof conns / sizeof conns[0] && !v->loss->side; i++)
 		if (pgconn_lost(conns[i].conn, v->loss->why, sizeof v->loss->why))
@@ -120,119 +103,13 @@ static bool lost(struct verify *v)
 
 static void release(struct verify *v)
 {
-	if (v->fenced) {
-		/* with the target session gone its fence no longer stands
-		 * (checkpoint.h): nothing to delete, and no way to */
-		if (!pgconn_lost(v->dst, NULL, 0))
-			checkpoint_fence_release(v->dst, v->cfg->checkpoint_schema, &v->ids, FENCE_BY_VERIFY);
-		v->fenced = false;
-	}
-	if (v->repl) {
-		PQfinish(v->repl); /* the temporary slot goes with its session */
-		v->repl = NULL;
-	}
+	snapfence_release(&v->fence, v->dst, v->cfg, &v->ids);
 }
 
-/* After the fence row: one committed transaction on the source past the
- * snapshot, holding only a trellara.fence logical message (capture turns
- * it into a watermark at its end, made durable at once: DESIGN §9).  It
- * also flushes the WAL up to L on an idle source (walsenders read only
- * flushed WAL).  Returns 0, or an exit code: a role that may not call
- * pg_logical_emit_message is a configuration error, named. */
-static int emit_fence_message(struct verify *v, const char *fence_lsn)
+static PGconn *connect_repl(void *arg)
 {
-	char *content = xasprintf("trellara-verify fence at %s for flow %s/%s", fence_lsn, v->cfg->source_id,
-				  v->cfg->dataset_id);
-	const char *p[2] = { ASSEMBLER_FENCE_PREFIX, content };
-	PGresult *res = PQexecParams(v->src, "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2)", 2, NULL, p, NULL,
-				     NULL, 0);
-	int code = 0;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-		if (sqlstate_classify(state) == SQLSTATE_CLASS_PERMISSION) {
-			char *role = pgconn_quote_ident(v->src, PQuser(v->src));
-			log_error("source: role %s may not emit verify's fence message (pg_logical_emit_message): %s", role,
-				  msg ? msg : "permission denied");
-			log_hint("as a superuser on the source: GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO %s",
-				 role);
-			free(role);
-			code = EXIT_CONFIG;
-		} else {
-			log_error("source: cannot emit verify's fence message: %s", msg ? msg : PQerrorMessage(v->src));
-			code = EXIT_UNAVAILABLE;
-		}
-	}
-	PQclear(res);
-	free(content);
-	return code;
-}
-
-/* Temporary slot + exported snapshot, then the fence at its consistent
- * point; waits until the target stands exactly there.  Returns 0, or an
- * exit code. */
-static int fence_at_snapshot(struct verify *v)
-{
-	for (int attempt = 1; attempt <= 3; attempt++) {
-		v->repl = connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
-		if (!v->repl)
-			return EXIT_UNAVAILABLE;
-		char slot[64];
-		snprintf(slot, sizeof slot, "trellara_verify_%ld", (long)getpid());
-		char *sql = xasprintf("CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')", slot);
-		PGresult *res = pgconn_query(v->repl, sql, 0, NULL);
-		free(sql);
-		if (!res || PQntuples(res) != 1 || !lsn_parse(PQgetvalue(res, 0, 1), &v->fence_lsn)) {
-			PQclear(res);
-			return EXIT_UNAVAILABLE;
-		}
-		snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
-		PQclear(res);
-		char l[LSN_FORMAT_LEN];
-		lsn_format(v->fence_lsn, l);
-		bool mine;
-		if (checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, v->fence_lsn, FENCE_BY_VERIFY, &mine) < 0)
-			return EXIT_UNAVAILABLE;
-		if (!mine) {
-			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)", v->cfg->source_id,
-				  v->cfg->dataset_id);
-			return EXIT_TEMPFAIL;
-		}
-		v->fenced = true;
-		/* the fence in band: a transaction committing past L that
-		 * capture records at once (a watermark at its end) */
-		int rc = emit_fence_message(v, l);
-		if (rc)
-			return rc;
-		log_info("comparing at %s: waiting for the target to reach the fence", l);
-		int64_t start_us = clock_mono_us();
-		for (;;) {
-			if (*v->o->stop)
-				return EXIT_TEMPFAIL;
-			struct fence_progress fp;
-			if (checkpoint_fence_progress(v->dst, v->cfg->checkpoint_schema, &v->ids, &fp) < 0)
-				return EXIT_UNAVAILABLE;
-			bool before = fp.before;
-			bool reached = fp.reached;
-			bool no_checkpoint = fp.fence_present && !fp.has_checkpoint;
-			if (reached && before && !no_checkpoint)
-				return 0;
-			if (reached && !before && !no_checkpoint)
-				break; /* applyd committed past the fence before it was set: again */
-			if (clock_mono_us() - start_us >= (int64_t)v->o->fence_timeout_s * 1000000) {
-				log_error("the target did not reach the fence %s within %d s%s", l, v->o->fence_timeout_s,
-					  no_checkpoint ? " (it has no apply checkpoint yet)" : "");
-				log_hint("is trellara-applyd running for %s?", v->cfg->path);
-				return EXIT_TEMPFAIL;
-			}
-			struct timespec ts = { 0, 100 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
-		}
-		log_info("the target passed %s before the fence was set: taking a new snapshot (attempt %d)", l, attempt + 1);
-		release(v);
-	}
-	log_error("the target kept passing the fence; try again");
-	return EXIT_TEMPFAIL;
+	struct verify *v = arg;
+	return connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
 }
 
 /* ---- one table ---- */
@@ -886,7 +763,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	struct flow_sequences seqs = { 0 };
 	v.src = connect_side(&v, cfg->source_database_url, PGCONN_NORMAL, "source");
 	v.dst = v.src ? connect_side(&v, cfg->target_database_url, PGCONN_NORMAL, "target") : NULL;
-	if (!v.src || !v.dst || settings(v.src) < 0 || settings(v.dst) < 0 ||
+	if (!v.src || !v.dst || snapfence_session_settings(v.src) < 0 || snapfence_session_settings(v.dst) < 0 ||
 	    checkpoint_migrate(v.dst, cfg->checkpoint_schema) < 0)
 		goto out;
 	if (o->table) {
@@ -909,19 +786,15 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 		code = rc == SEQUENCES_CONFIG ? EXIT_CONFIG : EXIT_UNAVAILABLE;
 		goto out;
 	}
-	rc = fence_at_snapshot(&v);
+	struct snapfence_options fo = { .cfg = cfg, .ids = &v.ids, .name = "verify", .timeout_s = o->fence_timeout_s,
+					.stop = o->stop, .connect_repl = connect_repl, .arg = &v };
+	rc = snapfence_set(&v.fence, v.src, v.dst, &fo);
 	if (rc) {
 		code = rc;
 		goto out;
 	}
 	/* the source as of the snapshot, the target held at the fence */
-	if (pgconn_command(v.src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
-		goto out;
-	char *lit = pgconn_quote_literal(v.src, v.snapshot);
-	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
-	rc = pgconn_command(v.src, set);
-	free(set);
-	free(lit);
+	rc = snapfence_source_begin(v.src, &v.fence);
 	/* held at the fence, the checkpoint does not move while we compare */
 	if (rc < 0 || checkpoint_load(v.dst, cfg->checkpoint_schema, &v.ids, &cp) < 0 ||
 	    pgconn_command(v.dst, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
@@ -968,7 +841,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	bool converged = data_converged && sequences_behind == 0;
 	char *sync_command = recovery_command("sequences sync", cfg->path, NULL);
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
-	lsn_format(v.fence_lsn, l1);
+	lsn_format(v.fence.lsn, l1);
 	lsn_format(cp.applied_through_lsn, l2);
 	const char *handoff_text = !run.exists ? "no snapshot run (the flow was started with --start-now): nothing to check"
 				   : handoff_ok ? "the run reached stream_handoff_ready at one consistent LSN before streaming"
@@ -1016,7 +889,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 		}
 		jsonw_close(&w, ']');
 		jsonw_open(&w, "watermark", '{');
-		jsonw_lsn(&w, "fence_lsn", true, v.fence_lsn);
+		jsonw_lsn(&w, "fence_lsn", true, v.fence.lsn);
 		jsonw_lsn(&w, "applied_through_lsn", true, cp.applied_through_lsn);
 		jsonw_lsn(&w, "last_commit_lsn", true, cp.last_commit_lsn);
 		jsonw_close(&w, '}');
@@ -1143,11 +1016,11 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	}
 	code = converged ? EXIT_OK : EXIT_NEGATIVE;
 	if (o->compared_at)
-		*o->compared_at = v.fence_lsn;
+		*o->compared_at = v.fence.lsn;
 out:
 	if (code == EXIT_UNAVAILABLE)
 		lost(&v); /* before the release clears the connections' errors */
-	if (v.dst && v.fenced) {
+	if (v.dst && v.fence.fenced) {
 		PGTransactionStatusType ts = PQtransactionStatus(v.dst);
 		if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) /* not PQTRANS_UNKNOWN: the connection is lost */
 			pgconn_command(v.dst, "ROLLBACK");
