@@ -52,8 +52,10 @@ struct table_result {
 	char error_text[512];
 	uint64_t source_rows, target_rows;
 	uint64_t count[3];
-	char *examples[3][MAX_EXAMPLES]; /* owned */
+	char **examples[3]; /* owned: the first VERIFY_MAX_RECORDED_KEYS keys of each kind, as ROW(key)::text */
 	int n_examples[3];
+	char **key_columns; /* owned: the key's columns in the order of its text; NULL when keyless */
+	int n_key_columns;
 };
 
 /* Why a pass could not finish for the network's sake, not its
@@ -148,7 +150,8 @@ static char *row_expr(PGconn *c, char **names, int n)
 	return out;
 }
 
-static int table_columns(struct verify *v, const struct table_config *t, const char *qualified, struct columns *cols)
+static int table_columns(struct verify *v, const struct table_config *t, const char *qualified, struct columns *cols,
+			 struct table_result *r)
 {
 	memset(cols, 0, sizeof *cols);
 	const char *p[1] = { qualified };
@@ -198,7 +201,12 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 	cols->int_key = n_key == 1 && integer ? xstrdup(key[0]) : NULL;
 	for (int i = 0; i < n_cov; i++)
 		free(all[i]);
-	for (int i = 0; i < n_key; i++)
+	if (n_key) {
+		r->key_columns = key; /* handed over */
+		r->n_key_columns = n_key;
+		key = NULL;
+	}
+	for (int i = 0; key && i < n_key; i++)
 		free(key[i]);
 	free(all);
 	free(key);
@@ -238,8 +246,10 @@ static int both(struct verify *v, const char *sql_src, const char *sql_dst, int 
 static void add_example(struct table_result *r, enum div_kind k, const char *key)
 {
 	r->count[k]++;
-	if (r->n_examples[k] < MAX_EXAMPLES)
+	if (r->n_examples[k] < VERIFY_MAX_RECORDED_KEYS) {
+		r->examples[k] = xrealloc(r->examples[k], ((size_t)r->n_examples[k] + 1) * sizeof *r->examples[k]);
 		r->examples[k][r->n_examples[k]++] = xstrdup(key);
+	}
 }
 
 /* Rows of a bucket as "key<US>hash" strings: ordered by key. */
@@ -631,7 +641,7 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	char *sql = NULL, *sql_dst = NULL;
 	PGresult *rs = NULL, *rt = NULL;
 	struct bucket_sums *sums_src = NULL, *sums_dst = NULL;
-	if (table_columns(v, t, qualified, &cols) < 0) {
+	if (table_columns(v, t, qualified, &cols, r) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "the source table does not exist");
 		goto out;
@@ -718,6 +728,90 @@ out:
 }
 
 /* ---- report ---- */
+
+/* The fields of a record's text (record_out: "(a,,\"b c\")"), each
+ * newly allocated, NULL for a NULL field; false when the text is not one
+ * record of n fields (nothing is left allocated then). */
+static bool record_fields(const char *text, int n, char **fields)
+{
+	const char *c = text;
+	int i = 0;
+	if (*c++ != '(')
+		return false;
+	for (;;) {
+		if (i == n)
+			goto fail;
+		struct strbuf sb = STRBUF_INIT;
+		bool null = *c == ',' || *c == ')';
+		while (*c && *c != ',' && *c != ')') {
+			if (*c == '"') {
+				for (c++;; c++) {
+					if (!*c) {
+						strbuf_release(&sb);
+						goto fail;
+					}
+					if (*c == '"' && c[1] == '"') {
+						strbuf_addch(&sb, '"');
+						c++;
+					} else if (*c == '\\' && c[1]) {
+						strbuf_addch(&sb, c[1]);
+						c++;
+					} else if (*c == '"') {
+						break;
+					} else {
+						strbuf_addch(&sb, *c);
+					}
+				}
+				c++;
+			} else if (*c == '\\' && c[1]) {
+				strbuf_addch(&sb, c[1]);
+				c += 2;
+			} else {
+				strbuf_addch(&sb, *c++);
+			}
+		}
+		fields[i++] = null ? NULL : strbuf_detach(&sb, NULL);
+		if (null)
+			strbuf_release(&sb);
+		if (*c == ')')
+			break;
+		if (*c++ != ',')
+			goto fail;
+	}
+	if (i == n && c[1] == '\0')
+		return true;
+fail:
+	while (i > 0)
+		free(fields[--i]);
+	return false;
+}
+
+/* "key_values": each recorded key of kind k as an array of its columns'
+ * values (text, null for NULL), in the order of key_columns; a key whose
+ * text is not exactly one such record is null (repair-plan does not guess
+ * it). */
+static void key_values_json(struct jsonw *w, const struct table_result *r, int k)
+{
+	char **fields = xcalloc((size_t)r->n_key_columns, sizeof *fields);
+	jsonw_open(w, "key_values", '[');
+	for (int e = 0; e < r->n_examples[k]; e++) {
+		if (!record_fields(r->examples[k][e], r->n_key_columns, fields)) {
+			jsonw_null(w, NULL);
+			continue;
+		}
+		jsonw_open(w, NULL, '[');
+		for (int c = 0; c < r->n_key_columns; c++) {
+			if (fields[c])
+				jsonw_text(w, NULL, fields[c]);
+			else
+				jsonw_null(w, NULL);
+			free(fields[c]);
+		}
+		jsonw_close(w, ']');
+	}
+	jsonw_close(w, ']');
+	free(fields);
+}
 
 /* "trellara SUB --config PATH [--table TABLE]" to paste into a shell:
  * the path and the table quoted for it.  Newly allocated. */
@@ -862,6 +956,14 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 			jsonw_str(&w, "result", table_ok(r) ? "converged" : "diverged");
 			jsonw_str(&w, "scope", scope_names[r->scope]);
 			jsonw_bool(&w, "keyless", r->keyless);
+			if (r->key_columns) {
+				jsonw_open(&w, "key_columns", '[');
+				for (int c = 0; c < r->n_key_columns; c++)
+					jsonw_text(&w, NULL, r->key_columns[c]);
+				jsonw_close(&w, ']');
+			} else {
+				jsonw_null(&w, "key_columns");
+			}
 			jsonw_u64(&w, "source_rows", true, r->source_rows);
 			jsonw_u64(&w, "target_rows", true, r->target_rows);
 			if (r->error)
@@ -874,9 +976,11 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 				jsonw_str(&w, "kind", div_names[k]);
 				jsonw_u64(&w, "count", true, r->count[k]);
 				jsonw_open(&w, "keys", '[');
-				for (int e = 0; e < r->n_examples[k]; e++)
+				for (int e = 0; e < r->n_examples[k] && e < MAX_EXAMPLES; e++)
 					jsonw_str(&w, NULL, r->examples[k][e]);
 				jsonw_close(&w, ']');
+				if (r->key_columns)
+					key_values_json(&w, r, k);
 				jsonw_close(&w, '}');
 			}
 			jsonw_close(&w, ']');
@@ -947,9 +1051,9 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 					if (!r->count[k])
 						continue;
 					printf("  %s: %" PRIu64 " (keys:", div_names[k], r->count[k]);
-					for (int e = 0; e < r->n_examples[k]; e++)
+					for (int e = 0; e < r->n_examples[k] && e < MAX_EXAMPLES; e++)
 						printf(" %s", r->examples[k][e]);
-					printf("%s)\n", r->count[k] > (uint64_t)r->n_examples[k] ? " ..." : "");
+					printf("%s)\n", r->count[k] > (uint64_t)r->n_examples[k] || r->n_examples[k] > MAX_EXAMPLES ? " ..." : "");
 				}
 			}
 			char *recovery = recovery_command("reseed", cfg->path, r->name);
@@ -1029,8 +1133,16 @@ out:
 	release(&v);
 	for (size_t i = 0; i < v.n_results; i++)
 		for (int k = 0; k < 3; k++)
+		{
 			for (int e = 0; e < v.results[i].n_examples[k]; e++)
 				free(v.results[i].examples[k][e]);
+			free(v.results[i].examples[k]);
+		}
+	for (size_t i = 0; i < v.n_results; i++) {
+		for (int c = 0; c < v.results[i].n_key_columns; c++)
+			free(v.results[i].key_columns[c]);
+		free(v.results[i].key_columns);
+	}
 	free(v.results);
 	free(q);
 	sequences_free(&seqs);
