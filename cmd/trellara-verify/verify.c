@@ -924,8 +924,11 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	int diverged_tables = 0;
 	for (size_t i = 0; i < v.n_results; i++)
 		diverged_tables += !table_ok(&v.results[i]);
-	bool handoff_ok = !run.exists || (run.state >= RUN_STREAM_HANDOFF_READY && run.state != RUN_FAILED_RECOVERABLE &&
-					 handoff_tables >= (int64_t)cfg->n_tables);
+	/* a run that a divergence failed after its handoff still handed off:
+	 * the data decides, and the evidence since the failure the run */
+	bool failed = run.exists && run.state == RUN_FAILED_RECOVERABLE;
+	bool handoff_ok = !run.exists || ((run.state >= RUN_STREAM_HANDOFF_READY || failed) &&
+					  handoff_tables >= (int64_t)cfg->n_tables);
 	int sequences_behind = 0;
 	for (size_t i = 0; i < seqs.n; i++)
 		sequences_behind += sequence_behind(&seqs.items[i]);
@@ -933,6 +936,26 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	 * verdict also needs every target sequence at or ahead of its source */
 	bool data_converged = diverged_tables == 0 && nq == 0 && handoff_ok;
 	bool converged = data_converged && sequences_behind == 0;
+	/* DESIGN §9: a failed run whose data converged again is verified again
+	 * only with a repair recorded since it failed (a reseed walks the run
+	 * forward itself); without one (a repair by hand) it stays failed */
+	bool repaired = false;
+	if (failed && data_converged && !o->table &&
+	    runs_repaired_since_failure(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, &repaired) < 0)
+		goto out;
+	bool hand_repaired = failed && data_converged && !o->table && !repaired;
+	char *repair_command = recovery_command("repair-plan", cfg->path, NULL);
+	{
+		char *full = xasprintf("%s --from VERIFY.json --apply", repair_command);
+		free(repair_command);
+		repair_command = full;
+	}
+	const char *run_text = !failed ? NULL
+			       : o->table ? "failed_recoverable: only a verify of every table promotes it"
+			       : !data_converged ? "failed_recoverable: the data still diverges"
+			       : repaired ? "verified again: a repair was recorded since it failed"
+					  : "failed_recoverable: the data converged, but no repair or reseed is recorded since it "
+					    "failed (a repair by hand records none): not verified again";
 	char *sync_command = recovery_command("sequences sync", cfg->path, NULL);
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
 	lsn_format(v.fence.lsn, l1);
@@ -1010,6 +1033,17 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 		}
 		jsonw_str(&w, "detail", handoff_text);
 		jsonw_close(&w, '}');
+		if (failed) {
+			jsonw_open(&w, "run", '{');
+			jsonw_str(&w, "run_id", run.run_id);
+			jsonw_str(&w, "state", repaired ? "verified" : "failed_recoverable");
+			jsonw_bool(&w, "repaired_since_failure", repaired);
+			jsonw_bool(&w, "hand_repair", hand_repaired);
+			jsonw_str(&w, "detail", run_text);
+			if (hand_repaired)
+				jsonw_str(&w, "recovery", repair_command);
+			jsonw_close(&w, '}');
+		}
 		jsonw_open(&w, "duplicates", '{');
 		jsonw_u64(&w, "skipped_by_dedup", true, cp.skipped_duplicates);
 		jsonw_u64(&w, "applied_transactions", true, cp.applied_transactions);
@@ -1067,6 +1101,12 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 			printf("  recover: %s\n", recovery);
 			free(recovery);
 		}
+		if (failed) {
+			printf("run %s: %s\n", run.run_id, run_text);
+			if (hand_repaired)
+				printf("  recover: %s, or the reseed of each table that diverged (trellara reseed)\n",
+				       repair_command);
+		}
 		printf("duplicates: %" PRIu64 " skipped by dedup, %" PRIu64 " transactions applied once each\n", cp.skipped_duplicates,
 		       cp.applied_transactions);
 		if (nq) {
@@ -1104,11 +1144,12 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	}
 	fflush(stdout);
 	free(sync_command);
+	free(repair_command);
 	/* DESIGN §9: only a converged verify promotes; a divergence demotes a
 	 * verified run.  The run is the data's: sequences behind (repaired by
 	 * a sync, not a new copy) neither promote nor demote it */
 	if (run.exists && data_converged && !o->table &&
-	    (run.state == RUN_STREAM_HANDOFF_READY || run.state == RUN_STREAMING || run.state == RUN_VERIFIED))
+	    (run.state == RUN_STREAM_HANDOFF_READY || run.state == RUN_STREAMING || run.state == RUN_VERIFIED || repaired))
 		runs_move(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, RUN_VERIFIED, NULL, 0, NULL,
 			  NULL, NULL, false);
 	if (run.exists && !data_converged && run.state == RUN_VERIFIED) {
