@@ -320,7 +320,8 @@ static void add_where(struct strbuf *sb, const struct repair_table *r, const str
 	}
 }
 
-/* The statements of one key's repair, for review (newly allocated, one a line). */
+/* Statement which (0 the DELETE, 1 the INSERT) of one key's repair, for
+ * review: newly allocated, or NULL when the repair has none. */
 static char *key_statements(const struct repair_table *r, const struct repair_key *k, int which)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -331,14 +332,12 @@ static char *key_statements(const struct repair_table *r, const struct repair_ke
 		strbuf_adds(&sb, " WHERE ");
 		add_where(&sb, r, k);
 		strbuf_adds(&sb, ";");
-	} else if ((which == 1 || (which == 0 && !del)) && ins) {
+	} else if (which == 1 && ins) {
 		strbuf_adds(&sb, "INSERT INTO ");
 		add_table_ident(&sb, r);
-		strbuf_adds(&sb, " OVERRIDING SYSTEM VALUE SELECT * FROM ");
-		add_table_ident(&sb, r);
-		strbuf_adds(&sb, " WHERE ");
+		strbuf_adds(&sb, " OVERRIDING SYSTEM VALUE VALUES (...); -- every column of the source row where ");
 		add_where(&sb, r, k);
-		strbuf_adds(&sb, "; -- the row read on the source at the fence, every column a parameter");
+		strbuf_adds(&sb, ", read at the fence");
 	}
 	if (!sb.len) {
 		strbuf_release(&sb);
