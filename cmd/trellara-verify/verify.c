@@ -952,7 +952,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	}
 	const char *run_text = !failed ? NULL
 			       : o->table ? "failed_recoverable: only a verify of every table promotes it"
-			       : !data_converged ? "failed_recoverable: the data still diverges"
+			       : !data_converged ? "failed_recoverable: the data does not converge (or the snapshot is not handed off)"
 			       : repaired ? "verified again: a repair was recorded since it failed"
 					  : "failed_recoverable: the data converged, but no repair or reseed is recorded since it "
 					    "failed (a repair by hand records none): not verified again";
