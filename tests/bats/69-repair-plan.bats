@@ -130,6 +130,10 @@ verify_json() {
 	verify_json "$TEST_DIR/verify.json"
 	[ "$VERIFY_STATUS" -eq 1 ]
 	[ "$(run_state)" = failed_recoverable ]
+	# status names the proportional repair, not a new snapshot
+	run trellara-status --config "$FLOW_FILE" --view diagnostics
+	[[ "$output" == *"snapshot_failed"* ]]
+	[[ "$output" == *"review \"trellara repair-plan --config $FLOW_FILE --from VERIFY.json\", then apply it with --apply"* ]]
 	# fixed with plain SQL on the target
 	psql_target "INSERT INTO items VALUES (4, 'item 4', chain('4'))"
 	assert_tables_equal public.items
