@@ -729,10 +729,7 @@ out:
 
 /* ---- report ---- */
 
-/* The fields of a record's text (record_out: "(a,,\"b c\")"), each
- * newly allocated, NULL for a NULL field; false when the text is not one
- * record of n fields (nothing is left allocated then). */
-static bool record_fields(const char *text, int n, char **fields)
+bool verify_key_fields(const char *text, int n, char **fields)
 {
 	const char *c = text;
 	int i = 0;
@@ -781,8 +778,10 @@ static bool record_fields(const char *text, int n, char **fields)
 	if (i == n && c[1] == '\0')
 		return true;
 fail:
-	while (i > 0)
+	while (i > 0) {
 		free(fields[--i]);
+		fields[i] = NULL;
+	}
 	return false;
 }
 
@@ -795,7 +794,7 @@ static void key_values_json(struct jsonw *w, const struct table_result *r, int k
 	char **fields = xcalloc((size_t)r->n_key_columns, sizeof *fields);
 	jsonw_open(w, "key_values", '[');
 	for (int e = 0; e < r->n_examples[k]; e++) {
-		if (!record_fields(r->examples[k][e], r->n_key_columns, fields)) {
+		if (!verify_key_fields(r->examples[k][e], r->n_key_columns, fields)) {
 			jsonw_null(w, NULL);
 			continue;
 		}
