@@ -744,8 +744,15 @@ int repair_plan_run(const struct repair_options *o)
 	if (!o->apply) {
 		if (o->json)
 			print_json(o, &p, false, 0);
-		else if (row_tables)
-			printf("review it, then apply it: trellara repair-plan --config %s --from %s --apply\n", o->cfg->path, o->from);
+		else if (row_tables) {
+			struct strbuf sb = STRBUF_INIT;
+			strbuf_adds(&sb, "trellara repair-plan --config ");
+			strbuf_add_shell_quoted(&sb, o->cfg->path);
+			strbuf_adds(&sb, " --from ");
+			strbuf_add_shell_quoted(&sb, o->from);
+			printf("review it, then apply it: %s --apply\n", sb.buf);
+			strbuf_release(&sb);
+		}
 		goto out;
 	}
 	if (!row_tables) {
