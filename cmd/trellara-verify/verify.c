@@ -943,12 +943,13 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	    runs_repaired_since_failure(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, &repaired) < 0)
 		goto out;
 	bool hand_repaired = failed && data_converged && !o->table && !repaired;
-	char *repair_command = recovery_command("repair-plan", cfg->path, NULL);
+	char *plan_command = recovery_command("repair-plan", cfg->path, NULL);
 	{
-		char *full = xasprintf("%s --from VERIFY.json --apply", repair_command);
-		free(repair_command);
-		repair_command = full;
+		char *full = xasprintf("%s --from VERIFY.json", plan_command);
+		free(plan_command);
+		plan_command = full;
 	}
+	char *repair_command = xasprintf("%s --apply", plan_command);
 	const char *run_text = !failed ? NULL
 			       : o->table ? "failed_recoverable: only a verify of every table promotes it"
 			       : !data_converged ? "failed_recoverable: the data does not converge (or the snapshot is not handed off)"
@@ -1010,6 +1011,8 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 				char *recovery = recovery_command("reseed", cfg->path, r->name);
 				jsonw_str(&w, "recovery", recovery);
 				free(recovery);
+				if (!r->keyless && !r->error)
+					jsonw_str(&w, "repair", plan_command);
 			}
 			jsonw_close(&w, '}');
 		}
@@ -1091,6 +1094,8 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 			}
 			char *recovery = recovery_command("reseed", cfg->path, r->name);
 			printf("  recover: %s\n", recovery);
+			if (!r->keyless && !r->error)
+				printf("  or row by row: %s (VERIFY.json: this verify's --format json)\n", plan_command);
 			free(recovery);
 		}
 		printf("watermark: compared at %s; the target had applied through %s\n", l1, l2);
@@ -1144,6 +1149,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	fflush(stdout);
 	free(sync_command);
 	free(repair_command);
+	free(plan_command);
 	/* DESIGN §9: only a converged verify promotes; a divergence demotes a
 	 * verified run.  The run is the data's: sequences behind (repaired by
 	 * a sync, not a new copy) neither promote nor demote it */
