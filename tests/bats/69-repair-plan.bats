@@ -64,6 +64,8 @@ verify_json() {
 	[ "$(jq -c .key_columns <<<"$tags")" = '["k1","k2"]' ]
 	[ "$(jq -c '.divergences[] | select(.kind == "missing_in_target") | .key_values' <<<"$tags")" = '[["a b,\"c","1"]]' ]
 	[ "$(jq -c '.divergences[] | select(.kind == "content_differs") | .key_values' <<<"$tags")" = '[["plain","2"]]' ]
+	[ "$(jq -r '.tables[] | select(.table == "public.items") | .repair' "$TEST_DIR/verify.json")" = \
+		"trellara repair-plan --config $FLOW_FILE --from VERIFY.json" ]
 
 	run -0 trellara-repair-plan --config "$FLOW_FILE" --from "$TEST_DIR/verify.json"
 	[[ "$output" == *'-- missing_in_target ("id") = ('"'3'"'): copy the source row'* ]]
@@ -106,6 +108,8 @@ verify_json() {
 	psql_target "DELETE FROM items WHERE id <= 30" "DELETE FROM logs WHERE msg = 'line 7'"
 	verify_json "$TEST_DIR/verify.json"
 	[ "$VERIFY_STATUS" -eq 1 ]
+	# a keyless table's rows cannot be named: verify offers no row repair
+	[ "$(jq -c '.tables[] | select(.table == "public.logs") | [.keyless, .key_columns, .repair]' "$TEST_DIR/verify.json")" = '[true,null,null]' ]
 	run -0 trellara-repair-plan --config "$FLOW_FILE" --from "$TEST_DIR/verify.json" --max-keys 10
 	[[ "$output" == *"table public.items: reseed: 30 divergent keys, more than --max-keys 10"* ]]
 	[[ "$output" == *"trellara reseed --config $FLOW_FILE --table public.items"* ]]
