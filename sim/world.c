@@ -840,7 +840,7 @@ static void applyd_step(struct world *w)
 static bool run_move(struct world *w, enum run_state to)
 {
 	struct run_evidence ev = { w->run >= RUN_SLOT_CREATED || to >= RUN_SLOT_CREATED ? "sim_slot" : NULL,
-				   w->consistent_lsn, w->failure_reason, false };
+				   w->consistent_lsn, w->failure_reason, false, false };
 	char err[RUN_TRANSITION_ERR_LEN];
 	if (run_transition_check(w->run, to, &ev, err, sizeof err) < 0) {
 		violated(w, "snapshot_state_machine_monotonic_until_recoverable", "%s", err);
@@ -1020,7 +1020,7 @@ static void snapshot_step(struct world *w)
 	}
 	case RUN_COPY_COMPLETE: {
 		if (w->o.regression_attempt) {
-			struct run_evidence ev = { "sim_slot", w->consistent_lsn, NULL, false };
+			struct run_evidence ev = { "sim_slot", w->consistent_lsn, NULL, false, false };
 			if (run_transition_check(RUN_COPY_COMPLETE, RUN_COPYING_TABLE, &ev, NULL, 0) == 0)
 				violated(w, "snapshot_state_machine_monotonic_until_recoverable",
 					 "copy_complete -> copying_table was allowed");

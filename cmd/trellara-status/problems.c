@@ -240,6 +240,14 @@ static void target_problems(struct status_report *r, const char *config)
 		snprintf(action, sizeof action, "\"trellara run --config %s\" (or \"trellara snapshot --config %s\") copies the tables",
 			 config, config);
 		add(r, STATUS_WARNING, "snapshot_missing", action, "the flow has no snapshot run: its tables were never copied");
+	} else if (strcmp(t->run_state, "failed_recoverable") == 0 && strncmp(t->run_failure_reason, "verify at ", 10) == 0) {
+		/* a divergence found by verify: repaired row by row, or by a
+		 * reseed of the table, not by a new snapshot */
+		snprintf(action, sizeof action,
+			 "save \"trellara verify --config %s --format json\" to VERIFY.json, review \"trellara repair-plan --config %s --from VERIFY.json\", then apply it with --apply (or reseed each diverged table: \"trellara reseed --config %s --table T\")",
+			 config, config, config);
+		add(r, STATUS_ALERT, "snapshot_failed", action, "snapshot run \"%s\" is failed_recoverable: %s", t->run_id,
+		    t->run_failure_reason);
 	} else if (strcmp(t->run_state, "failed_recoverable") == 0) {
 		snprintf(action, sizeof action,
 			 "fix the cause, then \"trellara snapshot --config %s\" resumes the run (\"trellara snapshot status --config %s\" shows each table)",

@@ -503,10 +503,10 @@ int stream_cli_append(const struct stream_cli_options *o)
 			code = EXIT_DATAERR;
 			break;
 		}
-		const struct json_member *type = json_object_get(&obj, "type");
-		const struct json_member *text = json_object_get(&obj, "payload");
-		const struct json_member *b64 = json_object_get(&obj, "payload_base64");
-		const struct json_member *flags = json_object_get(&obj, "flags");
+		const struct json_member *type = json_flat_get(&obj, "type");
+		const struct json_member *text = json_flat_get(&obj, "payload");
+		const struct json_member *b64 = json_flat_get(&obj, "payload_base64");
+		const struct json_member *flags = json_flat_get(&obj, "flags");
 		int t = type && type->is_string ? frame_type_from_name(type->value) : 0;
 		uint8_t *bytes = NULL;
 		size_t nbytes = 0;

@@ -15,6 +15,7 @@
 #include "trellara/pgconn.h"
 #include "trellara/runs.h"
 #include "trellara/sequences.h"
+#include "trellara/snapfence.h"
 #include "trellara/sqlstate.h"
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
@@ -30,14 +31,6 @@
 
 #define BUCKETS 1024 /* a power of two: the low bits of the row hash */
 #define MAX_EXAMPLES 10
-
-/* Both sides render values the same way. */
-static const char *const session_settings[] = {
-	"SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, YMD'", "SET extra_float_digits = 3",
-	"SET bytea_output = 'hex'", "SET IntervalStyle = 'postgres'", "SET statement_timeout = 0",
-	/* the one pass is one long scan: compiling it costs more than it saves */
-	"SET jit = off", NULL
-};
 
 enum div_kind { DIV_MISSING = 0, DIV_EXTRA, DIV_DIFFERS };
 static const char *const div_names[] = { "missing_in_target", "extra_in_target", "content_differs" };
@@ -59,8 +52,10 @@ struct table_result {
 	char error_text[512];
 	uint64_t source_rows, target_rows;
 	uint64_t count[3];
-	char *examples[3][MAX_EXAMPLES]; /* owned */
+	char **examples[3]; /* owned: the first VERIFY_MAX_RECORDED_KEYS keys of each kind, as ROW(key)::text */
 	int n_examples[3];
+	char **key_columns; /* owned: the key's columns in the order of its text; NULL when keyless */
+	int n_key_columns;
 };
 
 /* Why a pass could not finish for the network's sake, not its
@@ -75,21 +70,11 @@ struct verify {
 	const struct flow_config *cfg;
 	struct flow_ids ids;
 	struct verify_loss *loss;
-	PGconn *src, *dst, *repl;
-	bool fenced;
-	uint64_t fence_lsn;
-	char snapshot[128];
+	PGconn *src, *dst;
+	struct snapfence fence;
 	struct table_result *results;
 	size_t n_results;
 };
-
-static int settings(PGconn *c)
-{
-	for (int i = 0; session_settings[i]; i++)
-		if (pgconn_command(c, session_settings[i]) < 0)
-			return -1;
-	return 0;
-}
 
 /* Connects to one side; a failure that another pass may not meet (the
  * server down, restarting, unreachable; not the credentials) is the
@@ -110,7 +95,7 @@ static PGconn *connect_side(struct verify *v, const char *url, enum pgconn_kind 
 /* Whether a connection of the pass is lost (recorded as its loss). */
 static bool lost(struct verify *v)
 {
-	const struct { PGconn *conn; const char *side; } conns[] = { { v->src, "source" }, { v->repl, "source" },
+	const struct { PGconn *conn; const char *side; } conns[] = { { v->src, "source" }, { v->fence.repl, "source" },
 								      { v->dst, "target" } };
 	for (size_t i = 0; i < sizeof conns / sizeof conns[0] && !v->loss->side; i++)
 		if (pgconn_lost(conns[i].conn, v->loss->why, sizeof v->loss->why))
@@ -120,159 +105,13 @@ static bool lost(struct verify *v)
 
 static void release(struct verify *v)
 {
-	if (v->fenced) {
-		/* with the target session gone its fence no longer stands
-		 * (checkpoint.h): nothing to delete, and no way to */
-		if (!pgconn_lost(v->dst, NULL, 0))
-			checkpoint_fence_release(v->dst, v->cfg->checkpoint_schema, &v->ids, FENCE_BY_VERIFY);
-		v->fenced = false;
-	}
-	if (v->repl) {
-		PQfinish(v->repl); /* the temporary slot goes with its session */
-		v->repl = NULL;
-	}
+	snapfence_release(&v->fence, v->dst, v->cfg, &v->ids);
 }
 
-/* After the fence row: one committed transaction on the source past the
- * snapshot, holding only a trellara.fence logical message (capture turns
- * it into a watermark at its end, made durable at once: DESIGN §9).  It
- * also flushes the WAL up to L on an idle source (walsenders read only
- * flushed WAL).  Returns 0, or an exit code: a role that may not call
- * pg_logical_emit_message is a configuration error, named. */
-static int emit_fence_message(struct verify *v, const char *fence_lsn)
+static PGconn *connect_repl(void *arg)
 {
-	char *content = xasprintf("trellara-verify fence at %s for flow %s/%s", fence_lsn, v->cfg->source_id,
-				  v->cfg->dataset_id);
-	const char *p[2] = { ASSEMBLER_FENCE_PREFIX, content };
-	PGresult *res = PQexecParams(v->src, "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2)", 2, NULL, p, NULL,
-				     NULL, 0);
-	int code = 0;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-		if (sqlstate_classify(state) == SQLSTATE_CLASS_PERMISSION) {
-			char *role = pgconn_quote_ident(v->src, PQuser(v->src));
-			log_error("source: role %s may not emit verify's fence message (pg_logical_emit_message): %s", role,
-				  msg ? msg : "permission denied");
-			log_hint("as a superuser on the source: GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO %s",
-				 role);
-			free(role);
-			code = EXIT_CONFIG;
-		} else {
-			log_error("source: cannot emit verify's fence message: %s", msg ? msg : PQerrorMessage(v->src));
-			code = EXIT_UNAVAILABLE;
-		}
-	}
-	PQclear(res);
-	free(content);
-	return code;
-}
-
-/* The fence waits: FENCE_PASSED when the applier had committed at or
- * past the fence before it was set (the caller starts again). */
-#define FENCE_PASSED (-1)
-
-/* Sets or moves verify's fence to lsn, emits the in-band fence message
- * past it, and waits until the target stands exactly there.  Returns 0,
- * FENCE_PASSED, or an exit code. */
-static int fence_and_wait(struct verify *v, uint64_t lsn, bool move)
-{
-	char l[LSN_FORMAT_LEN];
-	lsn_format(lsn, l);
-	bool mine;
-	int q = move ? checkpoint_fence_move(v->dst, v->cfg->checkpoint_schema, &v->ids, lsn, FENCE_BY_VERIFY, &mine)
-		     : checkpoint_fence_request(v->dst, v->cfg->checkpoint_schema, &v->ids, lsn, FENCE_BY_VERIFY, &mine);
-	if (q < 0)
-		return EXIT_UNAVAILABLE;
-	if (!mine) {
-		if (move)
-			log_error("verify's fence for flow %s:%s is gone before it could move to %s", v->cfg->source_id,
-				  v->cfg->dataset_id, l);
-		else
-			log_error("a fence is already set for flow %s:%s (another verify or a reseed is running)",
-				  v->cfg->source_id, v->cfg->dataset_id);
-		return EXIT_TEMPFAIL;
-	}
-	v->fenced = true;
-	/* the fence in band: a transaction committing past it that capture
-	 * records at once (a watermark at its end) */
-	int rc = emit_fence_message(v, l);
-	if (rc)
-		return rc;
-	int64_t start_us = clock_mono_us();
-	for (;;) {
-		if (*v->o->stop)
-			return EXIT_TEMPFAIL;
-		struct fence_progress fp;
-		if (checkpoint_fence_progress(v->dst, v->cfg->checkpoint_schema, &v->ids, &fp) < 0)
-			return EXIT_UNAVAILABLE;
-		bool no_checkpoint = fp.fence_present && !fp.has_checkpoint;
-		if (fp.reached && !no_checkpoint)
-			return fp.before ? 0 : FENCE_PASSED;
-		if (clock_mono_us() - start_us >= (int64_t)v->o->fence_timeout_s * 1000000) {
-			log_error("the target did not reach the fence %s within %d s%s", l, v->o->fence_timeout_s,
-				  no_checkpoint ? " (it has no apply checkpoint yet)" : "");
-			log_hint("is trellara-applyd running for %s?", v->cfg->path);
-			return EXIT_TEMPFAIL;
-		}
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-}
-
-/* The source's WAL insert position: everything committed so far ends at
- * or before it. */
-static int source_insert_lsn(struct verify *v, uint64_t *lsn)
-{
-	PGresult *res = pgconn_query(v->src, "SELECT pg_catalog.pg_current_wal_insert_lsn()", 0, NULL);
-	bool ok = res && PQntuples(res) == 1 && lsn_parse(PQgetvalue(res, 0, 0), lsn);
-	PQclear(res);
-	return ok ? 0 : -1;
-}
-
-/* The fence in two steps (trellara-verify(1) THE FENCE): first at the
- * source's current position P, and once the target holds there, a
- * temporary slot + exported snapshot whose consistent point L is at or
- * after P, and the fence moved to L.  Held at P, the applier cannot pass
- * L while the slot is made, however fast it follows the source (before,
- * under load it could, and verify had to start again).  Returns 0, or an
- * exit code. */
-static int fence_at_snapshot(struct verify *v)
-{
-	for (int attempt = 1; attempt <= 3; attempt++) {
-		uint64_t pre;
-		if (source_insert_lsn(v, &pre) < 0)
-			return EXIT_UNAVAILABLE;
-		char l[LSN_FORMAT_LEN];
-		log_info("holding the target at %s before taking the snapshot", lsn_format(pre, l));
-		int rc = fence_and_wait(v, pre, false);
-		if (rc == 0) {
-			v->repl = connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
-			if (!v->repl)
-				return EXIT_UNAVAILABLE;
-			char slot[64];
-			snprintf(slot, sizeof slot, "trellara_verify_%ld", (long)getpid());
-			char *sql = xasprintf("CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')",
-					      slot);
-			PGresult *res = pgconn_query(v->repl, sql, 0, NULL);
-			free(sql);
-			if (!res || PQntuples(res) != 1 || !lsn_parse(PQgetvalue(res, 0, 1), &v->fence_lsn)) {
-				PQclear(res);
-				return EXIT_UNAVAILABLE;
-			}
-			snprintf(v->snapshot, sizeof v->snapshot, "%s", PQgetvalue(res, 0, 2));
-			PQclear(res);
-			fault_pause("verify.after_slot");
-			log_info("comparing at %s: waiting for the target to reach the fence", lsn_format(v->fence_lsn, l));
-			rc = fence_and_wait(v, v->fence_lsn, true);
-		}
-		if (rc != FENCE_PASSED)
-			return rc;
-		log_info("the target passed the fence before it was set: taking a new snapshot (attempt %d)", attempt + 1);
-		release(v);
-	}
-	log_error("the target kept passing the fence; try again");
-	return EXIT_TEMPFAIL;
+	struct verify *v = arg;
+	return connect_side(v, v->cfg->source_database_url, PGCONN_REPLICATION, "source");
 }
 
 /* ---- one table ---- */
@@ -311,7 +150,8 @@ static char *row_expr(PGconn *c, char **names, int n)
 	return out;
 }
 
-static int table_columns(struct verify *v, const struct table_config *t, const char *qualified, struct columns *cols)
+static int table_columns(struct verify *v, const struct table_config *t, const char *qualified, struct columns *cols,
+			 struct table_result *r)
 {
 	memset(cols, 0, sizeof *cols);
 	const char *p[1] = { qualified };
@@ -361,7 +201,12 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 	cols->int_key = n_key == 1 && integer ? xstrdup(key[0]) : NULL;
 	for (int i = 0; i < n_cov; i++)
 		free(all[i]);
-	for (int i = 0; i < n_key; i++)
+	if (n_key) {
+		r->key_columns = key; /* handed over */
+		r->n_key_columns = n_key;
+		key = NULL;
+	}
+	for (int i = 0; key && i < n_key; i++)
 		free(key[i]);
 	free(all);
 	free(key);
@@ -401,8 +246,10 @@ static int both(struct verify *v, const char *sql_src, const char *sql_dst, int 
 static void add_example(struct table_result *r, enum div_kind k, const char *key)
 {
 	r->count[k]++;
-	if (r->n_examples[k] < MAX_EXAMPLES)
+	if (r->n_examples[k] < VERIFY_MAX_RECORDED_KEYS) {
+		r->examples[k] = xrealloc(r->examples[k], ((size_t)r->n_examples[k] + 1) * sizeof *r->examples[k]);
 		r->examples[k][r->n_examples[k]++] = xstrdup(key);
+	}
 }
 
 /* Rows of a bucket as "key<US>hash" strings: ordered by key. */
@@ -794,7 +641,7 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	char *sql = NULL, *sql_dst = NULL;
 	PGresult *rs = NULL, *rt = NULL;
 	struct bucket_sums *sums_src = NULL, *sums_dst = NULL;
-	if (table_columns(v, t, qualified, &cols) < 0) {
+	if (table_columns(v, t, qualified, &cols, r) < 0) {
 		r->error = true;
 		snprintf(r->error_text, sizeof r->error_text, "the source table does not exist");
 		goto out;
@@ -882,6 +729,89 @@ out:
 
 /* ---- report ---- */
 
+bool verify_key_fields(const char *text, int n, char **fields)
+{
+	const char *c = text;
+	int i = 0;
+	if (*c++ != '(')
+		return false;
+	for (;;) {
+		if (i == n)
+			goto fail;
+		struct strbuf sb = STRBUF_INIT;
+		bool null = *c == ',' || *c == ')';
+		while (*c && *c != ',' && *c != ')') {
+			if (*c == '"') {
+				for (c++;; c++) {
+					if (!*c) {
+						strbuf_release(&sb);
+						goto fail;
+					}
+					if (*c == '"' && c[1] == '"') {
+						strbuf_addch(&sb, '"');
+						c++;
+					} else if (*c == '\\' && c[1]) {
+						strbuf_addch(&sb, c[1]);
+						c++;
+					} else if (*c == '"') {
+						break;
+					} else {
+						strbuf_addch(&sb, *c);
+					}
+				}
+				c++;
+			} else if (*c == '\\' && c[1]) {
+				strbuf_addch(&sb, c[1]);
+				c += 2;
+			} else {
+				strbuf_addch(&sb, *c++);
+			}
+		}
+		fields[i++] = null ? NULL : strbuf_detach(&sb, NULL);
+		if (null)
+			strbuf_release(&sb);
+		if (*c == ')')
+			break;
+		if (*c++ != ',')
+			goto fail;
+	}
+	if (i == n && c[1] == '\0')
+		return true;
+fail:
+	while (i > 0) {
+		free(fields[--i]);
+		fields[i] = NULL;
+	}
+	return false;
+}
+
+/* "key_values": each recorded key of kind k as an array of its columns'
+ * values (text, null for NULL), in the order of key_columns; a key whose
+ * text is not exactly one such record is null (repair-plan does not guess
+ * it). */
+static void key_values_json(struct jsonw *w, const struct table_result *r, int k)
+{
+	char **fields = xcalloc((size_t)r->n_key_columns, sizeof *fields);
+	jsonw_open(w, "key_values", '[');
+	for (int e = 0; e < r->n_examples[k]; e++) {
+		if (!verify_key_fields(r->examples[k][e], r->n_key_columns, fields)) {
+			jsonw_null(w, NULL);
+			continue;
+		}
+		jsonw_open(w, NULL, '[');
+		for (int c = 0; c < r->n_key_columns; c++) {
+			if (fields[c])
+				jsonw_text(w, NULL, fields[c]);
+			else
+				jsonw_null(w, NULL);
+			free(fields[c]);
+		}
+		jsonw_close(w, ']');
+	}
+	jsonw_close(w, ']');
+	free(fields);
+}
+
 /* "trellara SUB --config PATH [--table TABLE]" to paste into a shell:
  * the path and the table quoted for it.  Newly allocated. */
 static char *recovery_command(const char *sub, const char *config_path, const char *table)
@@ -926,7 +856,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	struct flow_sequences seqs = { 0 };
 	v.src = connect_side(&v, cfg->source_database_url, PGCONN_NORMAL, "source");
 	v.dst = v.src ? connect_side(&v, cfg->target_database_url, PGCONN_NORMAL, "target") : NULL;
-	if (!v.src || !v.dst || settings(v.src) < 0 || settings(v.dst) < 0 ||
+	if (!v.src || !v.dst || snapfence_session_settings(v.src) < 0 || snapfence_session_settings(v.dst) < 0 ||
 	    checkpoint_migrate(v.dst, cfg->checkpoint_schema) < 0)
 		goto out;
 	if (o->table) {
@@ -949,19 +879,15 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 		code = rc == SEQUENCES_CONFIG ? EXIT_CONFIG : EXIT_UNAVAILABLE;
 		goto out;
 	}
-	rc = fence_at_snapshot(&v);
+	struct snapfence_options fo = { .cfg = cfg, .ids = &v.ids, .name = "verify", .timeout_s = o->fence_timeout_s,
+					.stop = o->stop, .connect_repl = connect_repl, .arg = &v };
+	rc = snapfence_set(&v.fence, v.src, v.dst, &fo);
 	if (rc) {
 		code = rc;
 		goto out;
 	}
 	/* the source as of the snapshot, the target held at the fence */
-	if (pgconn_command(v.src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
-		goto out;
-	char *lit = pgconn_quote_literal(v.src, v.snapshot);
-	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
-	rc = pgconn_command(v.src, set);
-	free(set);
-	free(lit);
+	rc = snapfence_source_begin(v.src, &v.fence);
 	/* held at the fence, the checkpoint does not move while we compare */
 	if (rc < 0 || checkpoint_load(v.dst, cfg->checkpoint_schema, &v.ids, &cp) < 0 ||
 	    pgconn_command(v.dst, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
@@ -997,8 +923,11 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	int diverged_tables = 0;
 	for (size_t i = 0; i < v.n_results; i++)
 		diverged_tables += !table_ok(&v.results[i]);
-	bool handoff_ok = !run.exists || (run.state >= RUN_STREAM_HANDOFF_READY && run.state != RUN_FAILED_RECOVERABLE &&
-					 handoff_tables >= (int64_t)cfg->n_tables);
+	/* a run that a divergence failed after its handoff still handed off:
+	 * the data decides, and the evidence since the failure the run */
+	bool failed = run.exists && run.state == RUN_FAILED_RECOVERABLE;
+	bool handoff_ok = !run.exists || ((run.state >= RUN_STREAM_HANDOFF_READY || failed) &&
+					  handoff_tables >= (int64_t)cfg->n_tables);
 	int sequences_behind = 0;
 	for (size_t i = 0; i < seqs.n; i++)
 		sequences_behind += sequence_behind(&seqs.items[i]);
@@ -1006,9 +935,30 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	 * verdict also needs every target sequence at or ahead of its source */
 	bool data_converged = diverged_tables == 0 && nq == 0 && handoff_ok;
 	bool converged = data_converged && sequences_behind == 0;
+	/* DESIGN §9: a failed run whose data converged again is verified again
+	 * only with a repair recorded since it failed (a reseed walks the run
+	 * forward itself); without one (a repair by hand) it stays failed */
+	bool repaired = false;
+	if (failed && data_converged && !o->table &&
+	    runs_repaired_since_failure(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, &repaired) < 0)
+		goto out;
+	bool hand_repaired = failed && data_converged && !o->table && !repaired;
+	char *plan_command = recovery_command("repair-plan", cfg->path, NULL);
+	{
+		char *full = xasprintf("%s --from VERIFY.json", plan_command);
+		free(plan_command);
+		plan_command = full;
+	}
+	char *repair_command = xasprintf("%s --apply", plan_command);
+	const char *run_text = !failed ? NULL
+			       : o->table ? "failed_recoverable: only a verify of every table promotes it"
+			       : !data_converged ? "failed_recoverable: the data does not converge (or the snapshot is not handed off)"
+			       : repaired ? "verified again: a repair was recorded since it failed"
+					  : "failed_recoverable: the data converged, but no repair or reseed is recorded since it "
+					    "failed (a repair by hand records none): not verified again";
 	char *sync_command = recovery_command("sequences sync", cfg->path, NULL);
 	char l1[LSN_FORMAT_LEN], l2[LSN_FORMAT_LEN];
-	lsn_format(v.fence_lsn, l1);
+	lsn_format(v.fence.lsn, l1);
 	lsn_format(cp.applied_through_lsn, l2);
 	const char *handoff_text = !run.exists ? "no snapshot run (the flow was started with --start-now): nothing to check"
 				   : handoff_ok ? "the run reached stream_handoff_ready at one consistent LSN before streaming"
@@ -1029,6 +979,14 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 			jsonw_str(&w, "result", table_ok(r) ? "converged" : "diverged");
 			jsonw_str(&w, "scope", scope_names[r->scope]);
 			jsonw_bool(&w, "keyless", r->keyless);
+			if (r->key_columns) {
+				jsonw_open(&w, "key_columns", '[');
+				for (int c = 0; c < r->n_key_columns; c++)
+					jsonw_text(&w, NULL, r->key_columns[c]);
+				jsonw_close(&w, ']');
+			} else {
+				jsonw_null(&w, "key_columns");
+			}
 			jsonw_u64(&w, "source_rows", true, r->source_rows);
 			jsonw_u64(&w, "target_rows", true, r->target_rows);
 			if (r->error)
@@ -1041,9 +999,11 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 				jsonw_str(&w, "kind", div_names[k]);
 				jsonw_u64(&w, "count", true, r->count[k]);
 				jsonw_open(&w, "keys", '[');
-				for (int e = 0; e < r->n_examples[k]; e++)
+				for (int e = 0; e < r->n_examples[k] && e < MAX_EXAMPLES; e++)
 					jsonw_str(&w, NULL, r->examples[k][e]);
 				jsonw_close(&w, ']');
+				if (r->key_columns)
+					key_values_json(&w, r, k);
 				jsonw_close(&w, '}');
 			}
 			jsonw_close(&w, ']');
@@ -1051,12 +1011,14 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 				char *recovery = recovery_command("reseed", cfg->path, r->name);
 				jsonw_str(&w, "recovery", recovery);
 				free(recovery);
+				if (!r->keyless && !r->error)
+					jsonw_str(&w, "repair", plan_command);
 			}
 			jsonw_close(&w, '}');
 		}
 		jsonw_close(&w, ']');
 		jsonw_open(&w, "watermark", '{');
-		jsonw_lsn(&w, "fence_lsn", true, v.fence_lsn);
+		jsonw_lsn(&w, "fence_lsn", true, v.fence.lsn);
 		jsonw_lsn(&w, "applied_through_lsn", true, cp.applied_through_lsn);
 		jsonw_lsn(&w, "last_commit_lsn", true, cp.last_commit_lsn);
 		jsonw_close(&w, '}');
@@ -1073,6 +1035,17 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 		}
 		jsonw_str(&w, "detail", handoff_text);
 		jsonw_close(&w, '}');
+		if (failed) {
+			jsonw_open(&w, "run", '{');
+			jsonw_str(&w, "run_id", run.run_id);
+			jsonw_str(&w, "state", repaired ? "verified" : "failed_recoverable");
+			jsonw_bool(&w, "repaired_since_failure", repaired);
+			jsonw_bool(&w, "hand_repair", hand_repaired);
+			jsonw_str(&w, "detail", run_text);
+			if (hand_repaired)
+				jsonw_str(&w, "recovery", repair_command);
+			jsonw_close(&w, '}');
+		}
 		jsonw_open(&w, "duplicates", '{');
 		jsonw_u64(&w, "skipped_by_dedup", true, cp.skipped_duplicates);
 		jsonw_u64(&w, "applied_transactions", true, cp.applied_transactions);
@@ -1114,13 +1087,15 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 					if (!r->count[k])
 						continue;
 					printf("  %s: %" PRIu64 " (keys:", div_names[k], r->count[k]);
-					for (int e = 0; e < r->n_examples[k]; e++)
+					for (int e = 0; e < r->n_examples[k] && e < MAX_EXAMPLES; e++)
 						printf(" %s", r->examples[k][e]);
-					printf("%s)\n", r->count[k] > (uint64_t)r->n_examples[k] ? " ..." : "");
+					printf("%s)\n", r->count[k] > (uint64_t)r->n_examples[k] || r->n_examples[k] > MAX_EXAMPLES ? " ..." : "");
 				}
 			}
 			char *recovery = recovery_command("reseed", cfg->path, r->name);
 			printf("  recover: %s\n", recovery);
+			if (!r->keyless && !r->error)
+				printf("  or row by row: %s (VERIFY.json: this verify's --format json)\n", plan_command);
 			free(recovery);
 		}
 		printf("watermark: compared at %s; the target had applied through %s\n", l1, l2);
@@ -1129,6 +1104,12 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 			char *recovery = recovery_command("snapshot", cfg->path, NULL);
 			printf("  recover: %s\n", recovery);
 			free(recovery);
+		}
+		if (failed) {
+			printf("run %s: %s\n", run.run_id, run_text);
+			if (hand_repaired)
+				printf("  recover: %s, or the reseed of each table that diverged (trellara reseed)\n",
+				       repair_command);
 		}
 		printf("duplicates: %" PRIu64 " skipped by dedup, %" PRIu64 " transactions applied once each\n", cp.skipped_duplicates,
 		       cp.applied_transactions);
@@ -1167,11 +1148,13 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	}
 	fflush(stdout);
 	free(sync_command);
+	free(repair_command);
+	free(plan_command);
 	/* DESIGN §9: only a converged verify promotes; a divergence demotes a
 	 * verified run.  The run is the data's: sequences behind (repaired by
 	 * a sync, not a new copy) neither promote nor demote it */
 	if (run.exists && data_converged && !o->table &&
-	    (run.state == RUN_STREAM_HANDOFF_READY || run.state == RUN_STREAMING || run.state == RUN_VERIFIED))
+	    (run.state == RUN_STREAM_HANDOFF_READY || run.state == RUN_STREAMING || run.state == RUN_VERIFIED || repaired))
 		runs_move(v.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, run.run_id, RUN_VERIFIED, NULL, 0, NULL,
 			  NULL, NULL, false);
 	if (run.exists && !data_converged && run.state == RUN_VERIFIED) {
@@ -1183,11 +1166,11 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	}
 	code = converged ? EXIT_OK : EXIT_NEGATIVE;
 	if (o->compared_at)
-		*o->compared_at = v.fence_lsn;
+		*o->compared_at = v.fence.lsn;
 out:
 	if (code == EXIT_UNAVAILABLE)
 		lost(&v); /* before the release clears the connections' errors */
-	if (v.dst && v.fenced) {
+	if (v.dst && v.fence.fenced) {
 		PGTransactionStatusType ts = PQtransactionStatus(v.dst);
 		if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) /* not PQTRANS_UNKNOWN: the connection is lost */
 			pgconn_command(v.dst, "ROLLBACK");
@@ -1196,8 +1179,16 @@ out:
 	release(&v);
 	for (size_t i = 0; i < v.n_results; i++)
 		for (int k = 0; k < 3; k++)
+		{
 			for (int e = 0; e < v.results[i].n_examples[k]; e++)
 				free(v.results[i].examples[k][e]);
+			free(v.results[i].examples[k]);
+		}
+	for (size_t i = 0; i < v.n_results; i++) {
+		for (int c = 0; c < v.results[i].n_key_columns; c++)
+			free(v.results[i].key_columns[c]);
+		free(v.results[i].key_columns);
+	}
 	free(v.results);
 	free(q);
 	sequences_free(&seqs);

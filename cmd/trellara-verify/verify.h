@@ -49,4 +49,10 @@ struct verify_options {
 
 int verify_run(const struct verify_options *o);
 
+/* The n column values of a key's text (PostgreSQL's record output,
+ * "(a,,\"b \"\"c\"\"\")"): each newly allocated in fields[], NULL for a
+ * NULL field.  False when the text is not exactly one record of n fields
+ * (nothing is left allocated then). */
+bool verify_key_fields(const char *text, int n, char **fields);
+
 #endif

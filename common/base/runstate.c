@@ -87,8 +87,12 @@ int run_transition_check(enum run_state from, enum run_state to, const struct ru
 	if (to == from) {
 		/* a. repeat: allowed, evidence checked below */
 	} else if (from == RUN_FAILED_RECOVERABLE) {
-		/* b. restart points */
-		if (to != RUN_PLANNED && to != RUN_SLOT_CREATED && to != RUN_SNAPSHOT_EXPORTED &&
+		/* b. restart points; verified again after a recorded repair */
+		if (to == RUN_VERIFIED) {
+			if (!(ev && ev->repaired))
+				return reject(err, errlen, from, to,
+					      "a failed run is verified again only after a repair recorded since it failed");
+		} else if (to != RUN_PLANNED && to != RUN_SLOT_CREATED && to != RUN_SNAPSHOT_EXPORTED &&
 		    to != RUN_COPYING_TABLE)
 			return reject(err, errlen, from, to,
 				      "a failed run restarts only at planned, slot_created, snapshot_exported or copying_table");

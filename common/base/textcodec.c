@@ -330,7 +330,7 @@ fail:
 	return false;
 }
 
-const struct json_member *json_object_get(const struct json_object *obj, const char *key)
+const struct json_member *json_flat_get(const struct json_object *obj, const char *key)
 {
 	for (size_t i = 0; i < obj->n; i++)
 		if (strcmp(obj->members[i].key, key) == 0)

@@ -116,7 +116,22 @@ static const char *const migration_4[] = {
 	NULL
 };
 
-static const char *const *const migrations[] = { migration_1, migration_2, migration_3, migration_4 };
+/* Migration 5: the evidence of a repair applied by trellara-repair-plan
+ * (one row per table it repaired, in the repair's own transaction): which
+ * keys, copied from the source at which LSN, from which verify, when.  A
+ * clean verify after a repair recorded since the run failed promotes the
+ * run again (runstate.h rule 2b). */
+static const char *const migration_5[] = {
+	"CREATE TABLE @.repairs ("
+	" id bigserial PRIMARY KEY, source_id text NOT NULL, dataset_id text NOT NULL, run_id text,"
+	" relation text NOT NULL, key_columns jsonb NOT NULL, keys jsonb NOT NULL,"
+	" rows_deleted bigint NOT NULL, rows_inserted bigint NOT NULL, source_lsn pg_lsn NOT NULL,"
+	" verify_compared_at pg_lsn, applied_at timestamptz NOT NULL DEFAULT now())",
+	"CREATE INDEX repairs_flow ON @.repairs (source_id, dataset_id, applied_at)",
+	NULL
+};
+
+static const char *const *const migrations[] = { migration_1, migration_2, migration_3, migration_4, migration_5 };
 
 static int exec_schema_sql(PGconn *conn, const char *sql, const char *schema)
 {
@@ -783,6 +798,26 @@ int checkpoint_handoff_record_table(PGconn *conn, const char *schema, const stru
 				     " watermark_lsn FROM @.snapshot_table_progress WHERE source_id = $1 AND dataset_id = $2"
 				     " AND run_id = $3 AND relation = $4",
 				     4, p);
+	if (!res)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int checkpoint_repair_record(PGconn *conn, const char *schema, const struct flow_ids *ids, const struct repair_evidence *e)
+{
+	char lsn[LSN_FORMAT_LEN], from[LSN_FORMAT_LEN], deleted[24], inserted[24];
+	lsn_format(e->source_lsn, lsn);
+	lsn_format(e->verify_compared_at, from);
+	snprintf(deleted, sizeof deleted, "%" PRIu64, e->rows_deleted);
+	snprintf(inserted, sizeof inserted, "%" PRIu64, e->rows_inserted);
+	const char *p[10] = { ids->source_id, ids->dataset_id, e->run_id, e->relation, e->key_columns_json, e->keys_json,
+			      deleted, inserted, lsn, e->verify_compared_at ? from : NULL };
+	PGresult *res = query_schema(conn, schema,
+				     "INSERT INTO @.repairs (source_id, dataset_id, run_id, relation, key_columns, keys,"
+				     " rows_deleted, rows_inserted, source_lsn, verify_compared_at)"
+				     " VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9::pg_lsn, $10::pg_lsn)",
+				     10, p);
 	if (!res)
 		return -1;
 	PQclear(res);

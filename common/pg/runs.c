@@ -101,6 +101,32 @@ int runs_insert(PGconn *conn, const char *schema, const char *source_id, const c
 	return 0;
 }
 
+/* Whether a repair (the repairs table) was recorded since the run
+ * entered failed_recoverable: 1 yes, 0 no, -1 (logged) unreadable. */
+static int repaired_since_failure(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id,
+				  const char *run_id)
+{
+	const char *p[3] = { source_id, dataset_id, run_id };
+	PGresult *res = q(conn, schema,
+			  "SELECT EXISTS (SELECT 1 FROM @.snapshot_runs s JOIN @.repairs r USING (source_id, dataset_id)"
+			  " WHERE s.source_id = $1 AND s.dataset_id = $2 AND s.run_id = $3"
+			  " AND s.state = 'failed_recoverable' AND r.applied_at > s.updated_at)",
+			  3, p);
+	if (!res)
+		return -1;
+	int yes = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return yes;
+}
+
+int runs_repaired_since_failure(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id,
+				const char *run_id, bool *repaired)
+{
+	int rc = repaired_since_failure(conn, schema, source_id, dataset_id, run_id);
+	*repaired = rc == 1;
+	return rc < 0 ? -1 : 0;
+}
+
 int runs_move(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id, const char *run_id,
 	      enum run_state to, const char *slot_name, uint64_t consistent_lsn, const char *snapshot_name,
 	      const char *current_relation, const char *failure_reason, bool new_evidence)
@@ -129,6 +155,12 @@ int runs_move(PGconn *conn, const char *schema, const char *source_id, const cha
 		.failure_reason = failure_reason,
 		.new_evidence = new_evidence,
 	};
+	if (row.state == RUN_FAILED_RECOVERABLE && to == RUN_VERIFIED) {
+		int repaired = repaired_since_failure(conn, schema, source_id, dataset_id, run_id);
+		if (repaired < 0)
+			goto rollback;
+		ev.repaired = repaired == 1;
+	}
 	char err[RUN_TRANSITION_ERR_LEN];
 	if (run_transition_check(row.state, to, &ev, err, sizeof err) < 0) {
 		log_error("snapshot run \"%s\": %s", run_id, err);

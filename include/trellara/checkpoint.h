@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHECKPOINT_SCHEMA_VERSION 4
+#define CHECKPOINT_SCHEMA_VERSION 5
 
 /* The SQLSTATEs its expect_one() raises: apply_core.h. */
 
@@ -209,6 +209,19 @@ int checkpoint_handoff_record_run(PGconn *conn, const char *schema, const struct
 /* One more handoff event for relation of the run (a reseed's new copy). */
 int checkpoint_handoff_record_table(PGconn *conn, const char *schema, const struct flow_ids *ids,
 				    const char *run_id, const char *relation);
+/* A repair applied by trellara-repair-plan, recorded in its transaction
+ * (the repairs table, migration 5). */
+struct repair_evidence {
+	const char *run_id;           /* the flow's run, or NULL */
+	const char *relation;         /* "schema.table" */
+	const char *key_columns_json; /* ["id"] */
+	const char *keys_json;        /* [{"kind": "...", "key": ["1"]}, ...] */
+	uint64_t rows_deleted, rows_inserted;
+	uint64_t source_lsn;          /* the snapshot the rows were copied at (the fence) */
+	uint64_t verify_compared_at;  /* the verify whose result was repaired (0: unknown) */
+};
+int checkpoint_repair_record(PGconn *conn, const char *schema, const struct flow_ids *ids, const struct repair_evidence *e);
+
 /* How many distinct tables of the run have a handoff event. */
 int checkpoint_handoff_count(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id,
 			     int64_t *tables);

@@ -82,6 +82,13 @@ enum trellara_exit {
 #define MAX_VERIFY_MAX_ATTEMPTS 100
 /* verify: libpq's connect_timeout (seconds), so that a stop is heard soon */
 #define VERIFY_CONNECT_TIMEOUT_S "5"
+/* The divergent keys verify records per table and kind (its JSON's
+ * key_values); a count above it lists this many, and repair-plan proposes
+ * the reseed of the table (trellara-verify(1)). */
+#define VERIFY_MAX_RECORDED_KEYS 10000
+/* repair-plan --max-keys: divergent keys of one table it repairs row by
+ * row; more, and it proposes the reseed of the table */
+#define DEFAULT_REPAIR_MAX_KEYS 1000
 /* status --rate-seconds N: how far apart the apply rate's two samples are */
 #define DEFAULT_STATUS_RATE_SECONDS 1
 #define MAX_STATUS_RATE_SECONDS 3600

@@ -46,4 +46,10 @@ int runs_move(PGconn *conn, const char *schema, const char *source_id, const cha
 	      enum run_state to, const char *slot_name, uint64_t consistent_lsn, const char *snapshot_name,
 	      const char *current_relation, const char *failure_reason, bool new_evidence);
 
+/* Whether the run is failed_recoverable and a repair (trellara-repair-plan
+ * --apply, the checkpoint schema's repairs table) was recorded since it
+ * failed: the evidence runs_move() asks for failed_recoverable -> verified. */
+int runs_repaired_since_failure(PGconn *conn, const char *schema, const char *source_id, const char *dataset_id,
+				const char *run_id, bool *repaired);
+
 #endif

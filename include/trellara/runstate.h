@@ -26,7 +26,9 @@
  *     b. From failed_recoverable a run restarts only at planned,
  *        slot_created, snapshot_exported or copying_table (or repeats
  *        failed_recoverable).  It cannot go to copy_complete,
- *        stream_handoff_ready, streaming or verified.
+ *        stream_handoff_ready or streaming; it goes to verified only
+ *        with ev->repaired (a repair recorded after the failure, and a
+ *        clean verify after it: trellara-repair-plan(1)).
  *     c. verified -> failed_recoverable only with ev->new_evidence (a
  *        divergence found by a later verify).
  *     d. Any other state -> failed_recoverable is possible from every
@@ -49,7 +51,8 @@
  *     - failed_recoverable: slot name, consistent LSN and a non-empty
  *       failure_reason, all three.  The error names every one missing.
  *
- * ev->new_evidence is looked at only for verified -> failed_recoverable.
+ * ev->new_evidence is looked at only for verified -> failed_recoverable,
+ * ev->repaired only for failed_recoverable -> verified.
  */
 #ifndef TRELLARA_RUNSTATE_H
 #define TRELLARA_RUNSTATE_H
@@ -86,6 +89,7 @@ struct run_evidence {              /* what the run row holds when the move is at
 	uint64_t consistent_lsn;       /* 0 = none */
 	const char *failure_reason;    /* for failed_recoverable; NULL or "" = none */
 	bool new_evidence;             /* verified -> failed_recoverable needs it (a divergence found) */
+	bool repaired;                 /* failed_recoverable -> verified needs it (a repair recorded since) */
 };
 
 /* Suggested size of err; longer texts are truncated, never overflowed. */

@@ -46,7 +46,9 @@ struct json_object {
  * and *error_at (byte position). */
 bool json_parse_flat_object(const char *text, struct json_object *obj, const char **error,
 			    size_t *error_at);
-const struct json_member *json_object_get(const struct json_object *obj, const char *key);
+/* (not json_object_get: libjansson's function of that name, which
+ * trellara-repair-plan links, would be shadowed by this one) */
+const struct json_member *json_flat_get(const struct json_object *obj, const char *key);
 void json_object_free(struct json_object *obj);
 
 #endif

@@ -26,9 +26,9 @@ PREFIXES=(
 	# common/apply
 	apply_ chunk_set_ fold_ plan_
 	# common/pg
-	checkpoint_ cutover_ pgconn_ runs_ sequences_
+	checkpoint_ cutover_ pgconn_ runs_ sequences_ snapfence_
 	# cmd/
-	applyd_ capture_ check_ contract_ copy_ cutcmd_ executor_ inspect_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
+	applyd_ capture_ check_ contract_ copy_ cutcmd_ executor_ inspect_ repair_ seqcmd_ snapshot_ status_ tabledef_ target_pg_ verify_
 	# sim/
 	sim_ model_broker_ model_source_ model_target_
 )

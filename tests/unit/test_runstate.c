@@ -260,7 +260,18 @@ static void check_messages(void)
 		     "run cannot move from failed_recoverable to copy_complete: a failed run restarts only at planned, "
 		     "slot_created, snapshot_exported or copying_table");
 	expect_error(RUN_FAILED_RECOVERABLE, RUN_VERIFIED, &slot,
-		     "run cannot move from failed_recoverable to verified: a failed run restarts only at planned, "
+		     "run cannot move from failed_recoverable to verified: a failed run is verified again only after a "
+		     "repair recorded since it failed");
+	/* a repair recorded since the failure (repair-plan --apply) */
+	struct run_evidence repaired = slot;
+	repaired.repaired = true;
+	expect_ok(RUN_FAILED_RECOVERABLE, RUN_VERIFIED, &repaired);
+	repaired.slot_name = NULL;
+	expect_error(RUN_FAILED_RECOVERABLE, RUN_VERIFIED, &repaired,
+		     "run cannot move from failed_recoverable to verified: slot name is missing");
+	/* and it opens no other way back */
+	expect_error(RUN_FAILED_RECOVERABLE, RUN_STREAMING, &(struct run_evidence){ .slot_name = "s", .consistent_lsn = 1, .repaired = true },
+		     "run cannot move from failed_recoverable to streaming: a failed run restarts only at planned, "
 		     "slot_created, snapshot_exported or copying_table");
 	expect_error(RUN_PLANNED, RUN_SLOT_CREATED, NULL,
 		     "run cannot move from planned to slot_created: slot name and consistent LSN are missing");

@@ -1,0 +1,797 @@
+/*
+ * repair.c - the plan and its application (repair.h).
+ */
+#include "repair.h"
+
+#include "../trellara-verify/verify.h"
+
+#include "trellara/checkpoint.h"
+#include "trellara/defaults.h"
+#include "trellara/jsonw.h"
+#include "trellara/log.h"
+#include "trellara/lsn.h"
+#include "trellara/pgconn.h"
+#include "trellara/runs.h"
+#include "trellara/snapfence.h"
+#include "trellara/strbuf.h"
+#include "trellara/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum repair_kind { KIND_MISSING = 0, KIND_EXTRA, KIND_DIFFERS };
+static const char *const kind_names[] = { "missing_in_target", "extra_in_target", "content_differs", NULL };
+static const char *const kind_action[] = { "copy the source row", "delete the target row",
+					   "replace the target row with the source row" };
+
+struct repair_key {
+	enum repair_kind kind;
+	char **values; /* owned: one per key column, NULL for NULL */
+};
+
+struct repair_table {
+	char *name; /* owned: "schema.table" */
+	const struct table_config *t;
+	char **key_columns; /* owned */
+	int n_key_columns;
+	struct repair_key *keys; /* owned */
+	size_t n_keys;
+	char *reseed_reason; /* owned; NULL: repaired row by row */
+	/* applied */
+	uint64_t rows_deleted, rows_inserted;
+};
+
+struct plan {
+	char *flow; /* owned */
+	uint64_t compared_at;
+	bool converged; /* the file says CONVERGED: nothing to repair */
+	struct repair_table *tables; /* owned */
+	size_t n_tables;
+};
+
+static void plan_free(struct plan *p)
+{
+	for (size_t i = 0; i < p->n_tables; i++) {
+		struct repair_table *r = &p->tables[i];
+		for (size_t k = 0; k < r->n_keys; k++) {
+			for (int c = 0; c < r->n_key_columns; c++)
+				free(r->keys[k].values[c]);
+			free(r->keys[k].values);
+		}
+		free(r->keys);
+		for (int c = 0; c < r->n_key_columns; c++)
+			free(r->key_columns[c]);
+		free(r->key_columns);
+		free(r->reseed_reason);
+		free(r->name);
+	}
+	free(p->tables);
+	free(p->flow);
+}
+
+/* ---- reading the verify result ---- */
+
+/* A field that is not what a verify result holds: exit 65, named. */
+static int bad_field(const char *path, const char *field, const char *what)
+{
+	log_error("verify result \"%s\": field %s: %s", path, field, what);
+	log_hint("give the output of \"trellara verify --config FILE --format json\" (trellara-verify(1), JSON)");
+	return EXIT_DATAERR;
+}
+
+static void reseed(struct repair_table *r, char *reason)
+{
+	if (!r->reseed_reason)
+		r->reseed_reason = reason;
+	else
+		free(reason);
+}
+
+/* One table of the result's "tables" that diverged. */
+static int load_table(const struct repair_options *o, json_t *jt, size_t ti, struct repair_table *r)
+{
+	const char *path = o->from;
+	char field[96];
+	json_t *name = json_object_get(jt, "table"), *keyless = json_object_get(jt, "keyless");
+	snprintf(field, sizeof field, "tables[%zu].table", ti);
+	if (!json_is_string(name))
+		return bad_field(path, field, "missing or not a string");
+	r->name = xstrdup(json_string_value(name));
+	for (size_t i = 0; i < o->cfg->n_tables; i++) {
+		char n[300];
+		snprintf(n, sizeof n, "%s.%s", o->cfg->tables[i].schema, o->cfg->tables[i].name);
+		if (strcmp(n, r->name) == 0)
+			r->t = &o->cfg->tables[i];
+	}
+	if (!r->t) {
+		char *what = xasprintf("\"%s\" is not in dataset.tables of %s", r->name, o->cfg->path);
+		int rc = bad_field(path, field, what);
+		free(what);
+		return rc;
+	}
+	snprintf(field, sizeof field, "tables[%zu].keyless", ti);
+	if (!json_is_boolean(keyless))
+		return bad_field(path, field, "missing or not true/false");
+	json_t *error = json_object_get(jt, "error");
+	if (error)
+		reseed(r, xasprintf("verify could not compare it: %s", json_is_string(error) ? json_string_value(error) : "?"));
+	if (json_is_true(keyless))
+		reseed(r, xstrdup("it has no key (keyless): a row cannot be named exactly"));
+	json_t *cols = json_object_get(jt, "key_columns");
+	snprintf(field, sizeof field, "tables[%zu].key_columns", ti);
+	if (!cols || json_is_null(cols)) {
+		reseed(r, xstrdup(json_is_true(keyless) ? "it has no key (keyless): a row cannot be named exactly"
+						     : "the verify result lists no key_columns (an older trellara-verify)"));
+	} else if (!json_is_array(cols) || json_array_size(cols) == 0 || json_array_size(cols) > 1600) {
+		return bad_field(path, field, "not an array of column names");
+	} else {
+		r->n_key_columns = (int)json_array_size(cols);
+		r->key_columns = xcalloc((size_t)r->n_key_columns, sizeof *r->key_columns);
+		for (int c = 0; c < r->n_key_columns; c++) {
+			json_t *col = json_array_get(cols, (size_t)c);
+			if (!json_is_string(col))
+				return bad_field(path, field, "not an array of column names");
+			r->key_columns[c] = xstrdup(json_string_value(col));
+		}
+	}
+	json_t *divs = json_object_get(jt, "divergences");
+	snprintf(field, sizeof field, "tables[%zu].divergences", ti);
+	if (!json_is_array(divs))
+		return bad_field(path, field, "missing or not an array");
+	uint64_t total = 0;
+	for (size_t d = 0; d < json_array_size(divs); d++) {
+		json_t *jd = json_array_get(divs, d), *kind = json_object_get(jd, "kind"), *count = json_object_get(jd, "count");
+		snprintf(field, sizeof field, "tables[%zu].divergences[%zu].kind", ti, d);
+		int k = -1;
+		for (int i = 0; json_is_string(kind) && kind_names[i]; i++)
+			if (strcmp(kind_names[i], json_string_value(kind)) == 0)
+				k = i;
+		if (k < 0)
+			return bad_field(path, field, "missing or not missing_in_target, extra_in_target or content_differs");
+		snprintf(field, sizeof field, "tables[%zu].divergences[%zu].count", ti, d);
+		if (!json_is_integer(count) || json_integer_value(count) < 0)
+			return bad_field(path, field, "missing or not a whole number");
+		uint64_t n = (uint64_t)json_integer_value(count);
+		total += n;
+		json_t *values = json_object_get(jd, "key_values");
+		snprintf(field, sizeof field, "tables[%zu].divergences[%zu].key_values", ti, d);
+		if (!values) {
+			reseed(r, xasprintf("%s: %" PRIu64 " keys counted, none listed exactly (no key_values)", kind_names[k], n));
+			continue;
+		}
+		if (!json_is_array(values))
+			return bad_field(path, field, "not an array");
+		if (json_array_size(values) > n)
+			return bad_field(path, field, "more keys than the divergence's count");
+		if (json_array_size(values) < n)
+			reseed(r, xasprintf("%s: %" PRIu64 " keys counted, %zu listed", kind_names[k], n, json_array_size(values)));
+		for (size_t e = 0; e < json_array_size(values); e++) {
+			json_t *key = json_array_get(values, e);
+			if (json_is_null(key) || (json_is_array(key) && json_array_size(key) != (size_t)r->n_key_columns)) {
+				reseed(r, xasprintf("%s: a key that verify could not list exactly", kind_names[k]));
+				continue;
+			}
+			if (!json_is_array(key))
+				return bad_field(path, field, "a key is not an array of column values");
+			for (size_t c = 0; c < json_array_size(key); c++)
+				if (!json_is_string(json_array_get(key, c)) && !json_is_null(json_array_get(key, c)))
+					return bad_field(path, field, "a key's value is not text or null");
+			if (r->reseed_reason)
+				continue;
+			r->keys = xrealloc(r->keys, (r->n_keys + 1) * sizeof *r->keys);
+			struct repair_key *rk = &r->keys[r->n_keys++];
+			rk->kind = (enum repair_kind)k;
+			rk->values = xcalloc((size_t)r->n_key_columns, sizeof *rk->values);
+			for (int c = 0; c < r->n_key_columns; c++) {
+				json_t *v = json_array_get(key, (size_t)c);
+				rk->values[c] = json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
+			}
+		}
+	}
+	if (total > o->max_keys)
+		reseed(r, xasprintf("%" PRIu64 " divergent keys, more than --max-keys %" PRIu64, total, o->max_keys));
+	if (total == 0)
+		reseed(r, xstrdup("verify named no divergent key"));
+	return 0;
+}
+
+static int plan_load(const struct repair_options *o, struct plan *p)
+{
+	const char *path = o->from;
+	if (access(path, R_OK) != 0) {
+		log_error("verify result \"%s\": cannot read it: %s", path, strerror(errno));
+		return EXIT_NOINPUT;
+	}
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	int code = EXIT_DATAERR;
+	if (!root) {
+		log_error("verify result \"%s\": not JSON: %s at line %d, column %d", path, jerr.text, jerr.line, jerr.column);
+		return EXIT_DATAERR;
+	}
+	json_t *result = json_object_get(root, "result"), *flow = json_object_get(root, "flow");
+	json_t *at = json_object_get(root, "compared_at"), *tables = json_object_get(root, "tables");
+	if (!json_is_object(root)) {
+		code = bad_field(path, "(the document)", "not an object");
+		goto out;
+	}
+	if (!json_is_string(result) ||
+	    (strcmp(json_string_value(result), "CONVERGED") && strcmp(json_string_value(result), "DIVERGED"))) {
+		code = bad_field(path, "result", "missing or not CONVERGED or DIVERGED");
+		goto out;
+	}
+	char *mine = config_flow_id(o->cfg);
+	if (!json_is_string(flow) || strcmp(json_string_value(flow), mine) != 0) {
+		char *what = xasprintf("%s%s%s is not this flow (%s)", json_is_string(flow) ? "\"" : "",
+				       json_is_string(flow) ? json_string_value(flow) : "missing or not a string",
+				       json_is_string(flow) ? "\"" : "", mine);
+		free(mine);
+		code = bad_field(path, "flow", what);
+		free(what);
+		goto out;
+	}
+	p->flow = mine;
+	if (!json_is_string(at) || !lsn_parse(json_string_value(at), &p->compared_at)) {
+		code = bad_field(path, "compared_at", "missing or not an LSN");
+		goto out;
+	}
+	if (!json_is_array(tables)) {
+		code = bad_field(path, "tables", "missing or not an array");
+		goto out;
+	}
+	p->converged = strcmp(json_string_value(result), "CONVERGED") == 0;
+	p->tables = xcalloc(json_array_size(tables) + 1, sizeof *p->tables);
+	for (size_t i = 0; i < json_array_size(tables); i++) {
+		json_t *jt = json_array_get(tables, i), *tr = json_object_get(jt, "result");
+		char field[64];
+		snprintf(field, sizeof field, "tables[%zu].result", i);
+		if (!json_is_string(tr) || (strcmp(json_string_value(tr), "converged") && strcmp(json_string_value(tr), "diverged"))) {
+			code = bad_field(path, field, "missing or not converged or diverged");
+			goto out;
+		}
+		if (strcmp(json_string_value(tr), "diverged") != 0)
+			continue;
+		if (p->converged) {
+			code = bad_field(path, field, "a diverged table in a CONVERGED result");
+			goto out;
+		}
+		int rc = load_table(o, jt, i, &p->tables[p->n_tables++]);
+		if (rc) {
+			code = rc;
+			goto out;
+		}
+	}
+	code = EXIT_OK;
+out:
+	json_decref(root);
+	return code;
+}
+
+/* ---- the plan, for review ---- */
+
+/* "quoted" identifier for reading (no connection to quote with). */
+static void add_ident(struct strbuf *sb, const char *ident)
+{
+	strbuf_addch(sb, '"');
+	for (const char *c = ident; *c; c++) {
+		if (*c == '"')
+			strbuf_addch(sb, '"');
+		strbuf_addch(sb, *c);
+	}
+	strbuf_addch(sb, '"');
+}
+
+static void add_literal(struct strbuf *sb, const char *value)
+{
+	strbuf_addch(sb, '\'');
+	for (const char *c = value; *c; c++) {
+		if (*c == '\'')
+			strbuf_addch(sb, '\'');
+		strbuf_addch(sb, *c);
+	}
+	strbuf_addch(sb, '\'');
+}
+
+static void add_table_ident(struct strbuf *sb, const struct repair_table *r)
+{
+	add_ident(sb, r->t->schema);
+	strbuf_addch(sb, '.');
+	add_ident(sb, r->t->name);
+}
+
+/* "k1" = 'v1' AND "k2" IS NULL: the key's values as literals, for reading. */
+static void add_where(struct strbuf *sb, const struct repair_table *r, const struct repair_key *k)
+{
+	for (int c = 0; c < r->n_key_columns; c++) {
+		if (c)
+			strbuf_adds(sb, " AND ");
+		add_ident(sb, r->key_columns[c]);
+		if (k->values[c]) {
+			strbuf_adds(sb, " = ");
+			add_literal(sb, k->values[c]);
+		} else {
+			strbuf_adds(sb, " IS NULL");
+		}
+	}
+}
+
+/* Statement which (0 the DELETE, 1 the INSERT) of one key's repair, for
+ * review: newly allocated, or NULL when the repair has none. */
+static char *key_statements(const struct repair_table *r, const struct repair_key *k, int which)
+{
+	struct strbuf sb = STRBUF_INIT;
+	bool del = k->kind != KIND_MISSING, ins = k->kind != KIND_EXTRA;
+	if (which == 0 && del) {
+		strbuf_adds(&sb, "DELETE FROM ");
+		add_table_ident(&sb, r);
+		strbuf_adds(&sb, " WHERE ");
+		add_where(&sb, r, k);
+		strbuf_adds(&sb, ";");
+	} else if (which == 1 && ins) {
+		strbuf_adds(&sb, "INSERT INTO ");
+		add_table_ident(&sb, r);
+		strbuf_adds(&sb, " OVERRIDING SYSTEM VALUE VALUES (...); -- every column of the source row where ");
+		add_where(&sb, r, k);
+		strbuf_adds(&sb, ", read at the fence");
+	}
+	if (!sb.len) {
+		strbuf_release(&sb);
+		return NULL;
+	}
+	return strbuf_detach(&sb, NULL);
+}
+
+static char *key_text(const struct repair_table *r, const struct repair_key *k)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "(");
+	for (int c = 0; c < r->n_key_columns; c++) {
+		if (c)
+			strbuf_adds(&sb, ", ");
+		add_ident(&sb, r->key_columns[c]);
+	}
+	strbuf_adds(&sb, ") = (");
+	for (int c = 0; c < r->n_key_columns; c++) {
+		if (c)
+			strbuf_adds(&sb, ", ");
+		if (k->values[c])
+			add_literal(&sb, k->values[c]);
+		else
+			strbuf_adds(&sb, "NULL");
+	}
+	strbuf_adds(&sb, ")");
+	return strbuf_detach(&sb, NULL);
+}
+
+static char *reseed_command(const struct repair_options *o, const char *table)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "trellara reseed --config ");
+	strbuf_add_shell_quoted(&sb, o->cfg->path);
+	strbuf_adds(&sb, " --table ");
+	strbuf_add_shell_quoted(&sb, table);
+	return strbuf_detach(&sb, NULL);
+}
+
+static void print_text(const struct repair_options *o, const struct plan *p)
+{
+	char at[LSN_FORMAT_LEN];
+	printf("repair plan for flow %s from %s (verify compared at %s)\n", p->flow, o->from, lsn_format(p->compared_at, at));
+	for (size_t i = 0; i < p->n_tables; i++) {
+		const struct repair_table *r = &p->tables[i];
+		if (r->reseed_reason) {
+			char *command = reseed_command(o, r->name);
+			printf("table %s: reseed: %s\n  %s\n", r->name, r->reseed_reason, command);
+			free(command);
+			continue;
+		}
+		printf("table %s: %zu divergent key%s, repaired row by row\n", r->name, r->n_keys, r->n_keys == 1 ? "" : "s");
+		for (size_t k = 0; k < r->n_keys; k++) {
+			char *key = key_text(r, &r->keys[k]);
+			printf("  -- %s %s: %s\n", kind_names[r->keys[k].kind], key, kind_action[r->keys[k].kind]);
+			free(key);
+			for (int s = 0; s < 2; s++) {
+				char *sql = key_statements(r, &r->keys[k], s);
+				if (sql)
+					printf("  %s\n", sql);
+				free(sql);
+			}
+		}
+	}
+}
+
+static void print_json(const struct repair_options *o, const struct plan *p, bool applied, uint64_t source_lsn)
+{
+	struct jsonw w;
+	jsonw_init(&w, stdout, false);
+	jsonw_open(&w, NULL, '{');
+	jsonw_str(&w, "flow", p->flow);
+	jsonw_str(&w, "from", o->from);
+	jsonw_lsn(&w, "compared_at", true, p->compared_at);
+	jsonw_str(&w, "verify_result", p->converged ? "CONVERGED" : "DIVERGED");
+	jsonw_open(&w, "tables", '[');
+	for (size_t i = 0; i < p->n_tables; i++) {
+		const struct repair_table *r = &p->tables[i];
+		jsonw_open(&w, NULL, '{');
+		jsonw_str(&w, "table", r->name);
+		jsonw_str(&w, "action", r->reseed_reason ? "reseed" : "repair_rows");
+		if (r->reseed_reason) {
+			char *command = reseed_command(o, r->name);
+			jsonw_str(&w, "reason", r->reseed_reason);
+			jsonw_str(&w, "recovery", command);
+			free(command);
+		} else {
+			jsonw_open(&w, "key_columns", '[');
+			for (int c = 0; c < r->n_key_columns; c++)
+				jsonw_text(&w, NULL, r->key_columns[c]);
+			jsonw_close(&w, ']');
+			jsonw_open(&w, "repairs", '[');
+			for (size_t k = 0; k < r->n_keys; k++) {
+				jsonw_open(&w, NULL, '{');
+				jsonw_str(&w, "kind", kind_names[r->keys[k].kind]);
+				jsonw_open(&w, "key", '[');
+				for (int c = 0; c < r->n_key_columns; c++)
+					if (r->keys[k].values[c])
+						jsonw_text(&w, NULL, r->keys[k].values[c]);
+					else
+						jsonw_null(&w, NULL);
+				jsonw_close(&w, ']');
+				jsonw_str(&w, "action", kind_action[r->keys[k].kind]);
+				jsonw_open(&w, "sql", '[');
+				for (int s = 0; s < 2; s++) {
+					char *sql = key_statements(r, &r->keys[k], s);
+					if (sql)
+						jsonw_text(&w, NULL, sql);
+					free(sql);
+				}
+				jsonw_close(&w, ']');
+				jsonw_close(&w, '}');
+			}
+			jsonw_close(&w, ']');
+			if (applied) {
+				jsonw_u64(&w, "rows_deleted", true, r->rows_deleted);
+				jsonw_u64(&w, "rows_inserted", true, r->rows_inserted);
+			}
+		}
+		jsonw_close(&w, '}');
+	}
+	jsonw_close(&w, ']');
+	jsonw_bool(&w, "applied", applied);
+	if (applied)
+		jsonw_lsn(&w, "source_lsn", true, source_lsn);
+	else
+		jsonw_null(&w, "source_lsn");
+	jsonw_close(&w, '}');
+	putchar('\n');
+	fflush(stdout);
+}
+
+/* ---- applying ---- */
+
+struct apply_ctx {
+	const struct repair_options *o;
+	PGconn *src, *dst;
+};
+
+static PGconn *connect_repl(void *arg)
+{
+	struct apply_ctx *a = arg;
+	return pgconn_connect(a->o->cfg->source_database_url, PGCONN_REPLICATION, "trellara-repair-plan", "source");
+}
+
+/* 'p' partitioned, other kinds, '\0' none; -1 on a failed query (logged). */
+static int relkind(PGconn *c, const char *qualified, char *kind)
+{
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(c, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", 1, p);
+	if (!res)
+		return -1;
+	*kind = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0)[0] : '\0';
+	PQclear(res);
+	return 0;
+}
+
+/* Makes every divergent key of one table on the target what the source
+ * holds at the snapshot; the evidence row in the same transaction.
+ * 0, or an exit code (logged). */
+static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *run_id, uint64_t source_lsn,
+		       uint64_t compared_at)
+{
+	const struct flow_config *cfg = a->o->cfg;
+	int code = EXIT_UNAVAILABLE;
+	char *qs = pgconn_quote_ident(a->src, r->t->schema), *qn = pgconn_quote_ident(a->src, r->t->name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	char **cols = NULL, **where_vals = NULL;
+	int n_cols = 0;
+	struct strbuf list = STRBUF_INIT, where = STRBUF_INIT, sql = STRBUF_INIT;
+	PGresult *res = NULL;
+	json_t *keys_json = json_array(), *cols_json = json_array();
+	char *keys_text = NULL, *cols_text = NULL;
+	char src_kind, dst_kind;
+	if (relkind(a->src, qualified, &src_kind) < 0 || relkind(a->dst, qualified, &dst_kind) < 0)
+		goto out;
+	if (!src_kind || !dst_kind) {
+		log_error("table %s does not exist on the %s", r->name, src_kind ? "target" : "source");
+		code = EXIT_NEGATIVE;
+		goto out;
+	}
+	const char *p1[1] = { qualified };
+	res = pgconn_query(a->src,
+			   "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0"
+			   " AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+			   1, p1);
+	if (!res)
+		goto out;
+	n_cols = PQntuples(res);
+	cols = xcalloc((size_t)n_cols + 1, sizeof *cols);
+	for (int i = 0; i < n_cols; i++) {
+		cols[i] = pgconn_quote_ident(a->src, PQgetvalue(res, i, 0));
+		strbuf_addf(&list, "%s%s", i ? ", " : "", cols[i]);
+	}
+	PQclear(res);
+	res = NULL;
+	for (int c = 0; c < r->n_key_columns; c++) {
+		json_array_append_new(cols_json, json_string(r->key_columns[c]));
+		bool found = false;
+		char *q = pgconn_quote_ident(a->src, r->key_columns[c]);
+		for (int i = 0; i < n_cols; i++)
+			found = found || strcmp(cols[i], q) == 0;
+		free(q);
+		if (!found) {
+			log_error("table %s: the key column \"%s\" of the verify result is not a column of the source table",
+				  r->name, r->key_columns[c]);
+			code = EXIT_DATAERR;
+			goto out;
+		}
+	}
+	where_vals = xcalloc((size_t)r->n_key_columns + 1, sizeof *where_vals);
+	const char *only_src = src_kind == 'p' ? "" : "ONLY ", *only_dst = dst_kind == 'p' ? "" : "ONLY ";
+	for (size_t k = 0; k < r->n_keys; k++) {
+		const struct repair_key *key = &r->keys[k];
+		/* the key: each value a parameter, NULL as IS NULL */
+		strbuf_reset(&where);
+		int n_params = 0;
+		for (int c = 0; c < r->n_key_columns; c++) {
+			char *q = pgconn_quote_ident(a->src, r->key_columns[c]);
+			if (key->values[c]) {
+				where_vals[n_params++] = key->values[c];
+				strbuf_addf(&where, "%s%s = $%d", c ? " AND " : "", q, n_params);
+			} else {
+				strbuf_addf(&where, "%s%s IS NULL", c ? " AND " : "", q);
+			}
+			free(q);
+		}
+		strbuf_reset(&sql);
+		strbuf_addf(&sql, "SELECT %s FROM %s%s WHERE %s", list.buf, only_src, qualified, where.buf);
+		res = pgconn_query(a->src, sql.buf, n_params, (const char *const *)where_vals);
+		if (!res)
+			goto out;
+		int source_rows = PQntuples(res);
+		if (source_rows > 1) {
+			char *text = key_text(r, key);
+			log_error("table %s: the key %s names %d source rows: it is not a key", r->name, text, source_rows);
+			free(text);
+			code = EXIT_DATAERR;
+			goto out;
+		}
+		strbuf_reset(&sql);
+		strbuf_addf(&sql, "DELETE FROM %s%s WHERE %s", only_dst, qualified, where.buf);
+		PGresult *del = pgconn_query(a->dst, sql.buf, n_params, (const char *const *)where_vals);
+		if (!del)
+			goto out;
+		long deleted = strtol(PQcmdTuples(del), NULL, 10);
+		PQclear(del);
+		if (deleted > 1) {
+			char *text = key_text(r, key);
+			log_error("table %s: the key %s names %ld target rows: it is not a key there", r->name, text, deleted);
+			free(text);
+			code = EXIT_DATAERR;
+			goto out;
+		}
+		if (source_rows == 1) {
+			const char **values = xcalloc((size_t)n_cols + 1, sizeof *values);
+			strbuf_reset(&sql);
+			strbuf_addf(&sql, "INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE VALUES (", qualified, list.buf);
+			for (int i = 0; i < n_cols; i++) {
+				values[i] = PQgetisnull(res, 0, i) ? NULL : PQgetvalue(res, 0, i);
+				strbuf_addf(&sql, "%s$%d", i ? ", " : "", i + 1);
+			}
+			strbuf_adds(&sql, ")");
+			PGresult *ins = pgconn_query(a->dst, sql.buf, n_cols, values);
+			free(values);
+			if (!ins)
+				goto out;
+			PQclear(ins);
+		}
+		PQclear(res);
+		res = NULL;
+		/* the target is now what the source holds at the snapshot; a key
+		 * that changed since verify is said, not guessed about */
+		bool expected_del = key->kind != KIND_MISSING, expected_src = key->kind != KIND_EXTRA;
+		if ((deleted == 1) != expected_del || (source_rows == 1) != expected_src) {
+			char *text = key_text(r, key);
+			log_warn("table %s: key %s: verify found %s; at the fence the target had %ld and the source %d such rows:"
+				 " made the target's like the source's",
+				 r->name, text, kind_names[key->kind], deleted, source_rows);
+			free(text);
+		}
+		r->rows_deleted += (uint64_t)deleted;
+		r->rows_inserted += (uint64_t)source_rows;
+		json_t *values = json_array();
+		for (int c = 0; c < r->n_key_columns; c++)
+			json_array_append_new(values, key->values[c] ? json_string(key->values[c]) : json_null());
+		json_array_append_new(keys_json, json_pack("{s:s, s:o, s:I, s:b}", "kind", kind_names[key->kind], "key", values,
+							   "target_rows_deleted", (json_int_t)deleted, "source_row_copied",
+							   source_rows == 1));
+	}
+	keys_text = json_dumps(keys_json, JSON_COMPACT);
+	cols_text = json_dumps(cols_json, JSON_COMPACT);
+	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	struct repair_evidence ev = { .run_id = run_id, .relation = r->name, .key_columns_json = cols_text,
+				      .keys_json = keys_text, .rows_deleted = r->rows_deleted, .rows_inserted = r->rows_inserted,
+				      .source_lsn = source_lsn, .verify_compared_at = compared_at };
+	if (checkpoint_repair_record(a->dst, cfg->checkpoint_schema, &ids, &ev) < 0)
+		goto out;
+	code = 0;
+out:
+	PQclear(res);
+	for (int i = 0; cols && i < n_cols; i++)
+		free(cols[i]);
+	free(cols);
+	free(where_vals);
+	strbuf_release(&list);
+	strbuf_release(&where);
+	strbuf_release(&sql);
+	json_decref(keys_json);
+	json_decref(cols_json);
+	free(keys_text);
+	free(cols_text);
+	free(qualified);
+	free(qs);
+	free(qn);
+	return code;
+}
+
+/* The row repairs of the plan in one target transaction behind the fence.
+ * 0, or an exit code. */
+static int apply_plan(const struct repair_options *o, struct plan *p, uint64_t *source_lsn)
+{
+	const struct flow_config *cfg = o->cfg;
+	struct apply_ctx a = { .o = o };
+	struct snapfence fence = { 0 };
+	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
+	struct run_row run = { 0 };
+	int code = EXIT_UNAVAILABLE, rc;
+	a.src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-repair-plan", "source");
+	a.dst = a.src ? pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-repair-plan", "target") : NULL;
+	if (!a.src || !a.dst || snapfence_session_settings(a.src) < 0 || snapfence_session_settings(a.dst) < 0 ||
+	    checkpoint_migrate(a.dst, cfg->checkpoint_schema) < 0 ||
+	    runs_load(a.dst, cfg->checkpoint_schema, cfg->source_id, cfg->dataset_id, NULL, &run) < 0)
+		goto out;
+	struct snapfence_options fo = { .cfg = cfg, .ids = &ids, .name = "repair", .timeout_s = o->fence_timeout_s,
+					.stop = o->stop, .connect_repl = connect_repl, .arg = &a };
+	if ((rc = snapfence_set(&fence, a.src, a.dst, &fo)) != 0) {
+		code = rc;
+		goto out;
+	}
+	/* the source as of the snapshot; the target, held at the fence, in
+	 * one transaction, applied as a replica like applyd (no triggers) */
+	if (snapfence_source_begin(a.src, &fence) < 0 || pgconn_command(a.dst, "BEGIN") < 0 ||
+	    pgconn_command(a.dst, "SET LOCAL session_replication_role = replica") < 0)
+		goto out;
+	for (size_t i = 0; i < p->n_tables; i++) {
+		if (p->tables[i].reseed_reason)
+			continue;
+		if (*o->stop) {
+			code = EXIT_TEMPFAIL;
+			goto out;
+		}
+		if ((rc = apply_table(&a, &p->tables[i], run.exists ? run.run_id : NULL, fence.lsn, p->compared_at)) != 0) {
+			code = rc;
+			goto out;
+		}
+	}
+	if (pgconn_command(a.dst, "COMMIT") < 0)
+		goto out;
+	*source_lsn = fence.lsn;
+	code = EXIT_OK;
+out:
+	if (code != EXIT_OK && a.dst && PQtransactionStatus(a.dst) != PQTRANS_IDLE && PQtransactionStatus(a.dst) != PQTRANS_UNKNOWN)
+		pgconn_command(a.dst, "ROLLBACK");
+	if (a.src && PQtransactionStatus(a.src) != PQTRANS_IDLE && PQtransactionStatus(a.src) != PQTRANS_UNKNOWN)
+		pgconn_command(a.src, "ROLLBACK");
+	snapfence_release(&fence, a.dst, cfg, &ids);
+	PQfinish(a.src);
+	PQfinish(a.dst);
+	return code;
+}
+
+int repair_plan_run(const struct repair_options *o)
+{
+	struct plan p = { 0 };
+	int code = plan_load(o, &p);
+	if (code != EXIT_OK)
+		goto out;
+	if (p.converged) {
+		if (o->json)
+			print_json(o, &p, false, 0);
+		else
+			printf("verify result %s: CONVERGED: nothing to repair\n", o->from);
+		goto out;
+	}
+	size_t row_tables = 0, reseeds = 0, keys = 0;
+	for (size_t i = 0; i < p.n_tables; i++) {
+		if (p.tables[i].reseed_reason) {
+			reseeds++;
+		} else {
+			row_tables++;
+			keys += p.tables[i].n_keys;
+		}
+	}
+	if (!o->json) {
+		print_text(o, &p);
+		if (p.n_tables == 0)
+			printf("no table diverged: nothing for repair-plan (see the verify result for its other findings)\n");
+		else
+			printf("plan: %zu key%s repaired row by row in %zu table%s, %zu table%s to reseed\n", keys, keys == 1 ? "" : "s",
+			       row_tables, row_tables == 1 ? "" : "s", reseeds, reseeds == 1 ? "" : "s");
+	}
+	if (!o->apply) {
+		if (o->json)
+			print_json(o, &p, false, 0);
+		else if (row_tables) {
+			struct strbuf sb = STRBUF_INIT;
+			strbuf_adds(&sb, "trellara repair-plan --config ");
+			strbuf_add_shell_quoted(&sb, o->cfg->path);
+			strbuf_adds(&sb, " --from ");
+			strbuf_add_shell_quoted(&sb, o->from);
+			printf("review it, then apply it: %s --apply\n", sb.buf);
+			strbuf_release(&sb);
+		}
+		goto out;
+	}
+	if (!row_tables) {
+		if (o->json)
+			print_json(o, &p, false, 0);
+		else
+			printf("nothing applied: no table can be repaired row by row%s\n", reseeds ? "; reseed the tables above" : "");
+		code = p.n_tables ? EXIT_NEGATIVE : EXIT_OK;
+		goto out;
+	}
+	fflush(stdout);
+	uint64_t source_lsn = 0;
+	code = apply_plan(o, &p, &source_lsn);
+	if (code != EXIT_OK)
+		goto out;
+	char l[LSN_FORMAT_LEN];
+	lsn_format(source_lsn, l);
+	if (o->json) {
+		print_json(o, &p, true, source_lsn);
+	} else {
+		for (size_t i = 0; i < p.n_tables; i++)
+			if (!p.tables[i].reseed_reason)
+				printf("applied: table %s: %" PRIu64 " rows deleted, %" PRIu64
+				       " rows copied from the source at %s; recorded in %s.repairs\n",
+				       p.tables[i].name, p.tables[i].rows_deleted, p.tables[i].rows_inserted, l,
+				       o->cfg->checkpoint_schema);
+		printf("verifying every table of the flow again:\n");
+	}
+	fflush(stdout);
+	/* a fresh verify of the whole flow: its verdict is the answer, and
+	 * it alone may promote a failed run again */
+	uint64_t retry_base_ms = DEFAULT_RECONNECT_BASE_MS;
+	struct verify_options vo = { .cfg = o->cfg, .json = o->json, .fence_timeout_s = o->fence_timeout_s,
+				     .max_attempts = DEFAULT_VERIFY_MAX_ATTEMPTS, .retry_base_ms = (int)retry_base_ms,
+				     .stop = o->stop };
+	code = verify_run(&vo);
+	if (code == EXIT_OK && reseeds)
+		code = EXIT_NEGATIVE;
+out:
+	plan_free(&p);
+	return code;
+}
