@@ -168,7 +168,7 @@ series() {
 	awk "BEGIN { srand(7); $* }" >"$file"
 }
 
-@test "soak trend judge: a series growing 10 MB/h fails a 4 MB/h bound; a flat one with noise passes; warm-up excluded; too few samples fail closed" {
+@test "soak trend judge: a series growing 10 MB/h fails a 4 MB/h bound, also hidden by restarts; a flat one with noise passes; warm-ups excluded; too few samples fail closed" {
 	local judge="$REPO/scripts/soak-trend.sh"
 	# 2 h, a sample every 10 s: RSS of 50 MB growing 10 MB/h, +-1 MB noise
 	series "$TEST_DIR/grow" 'for (t = 0; t <= 7200; t += 10) printf "%d %d\n", t, 50e6 + t * 10e6 / 3600 + (rand() - 0.5) * 2e6'
@@ -190,6 +190,20 @@ series() {
 	run -1 "$judge" --bound-per-hour 4000000 --warmup-seconds 0 <"$TEST_DIR/ramp"
 	run -0 "$judge" --bound-per-hour 4000000 --warmup-seconds 600 <"$TEST_DIR/ramp"
 	[ "$(jq .samples <<<"$output")" = 301 ]
+
+	# a leak of 10 MB/h inside each 5-minute lifetime of a process killed
+	# and restarted (segment = its pid): one line through every sample is
+	# flat and passes, the slope inside the lifetimes fails
+	series "$TEST_DIR/killed" 'for (t = 0; t <= 7200; t += 10) printf "%d %d p%d\n", t, 30e6 + (t % 300) * 10e6 / 3600 + (rand() - 0.5) * 2e5, int(t / 300)'
+	run -0 "$judge" --bound-per-hour 4000000 < <(awk '{ print $1, $2 }' "$TEST_DIR/killed")
+	run -1 "$judge" --bound-per-hour 4000000 <"$TEST_DIR/killed"
+	[ "$(jq .segments <<<"$output")" = 25 ]
+	jq -e '.slope_per_hour > 9e6 and .slope_per_hour < 11e6' <<<"$output"
+	# no leak, but each restarted process fills 5 MB in its first 30 s:
+	# the restarts' own warm-up is left out with --segment-warmup-seconds
+	series "$TEST_DIR/restarts" 'for (t = 0; t <= 7200; t += 10) printf "%d %d p%d\n", t, 30e6 + ((t % 300) < 30 ? (t % 300) * 5e6 / 30 : 5e6) + (rand() - 0.5) * 2e5, int(t / 300)'
+	run -1 "$judge" --bound-per-hour 4000000 <"$TEST_DIR/restarts"
+	run -0 "$judge" --bound-per-hour 4000000 --segment-warmup-seconds 30 <"$TEST_DIR/restarts"
 
 	# fewer than 3 samples after the warm-up: no trend, a failure
 	run -1 "$judge" --bound-per-hour 1 --warmup-seconds 0 <<<$'0 1\n10 1'
