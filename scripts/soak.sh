@@ -279,7 +279,7 @@ STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 SAMPLES=$WORK/samples.tsv
 : >"$SAMPLES"
-pgbench -n -c 2 -j 2 -R "$TPS" -T "$DURATION_S" --max-tries=5 -f "$WORK/load.sql" -d "$SRC_URL" >"$WORK/pgbench.log" 2>&1 &
+pgbench -n -c 2 -j 2 -R "$TPS" -T "$DURATION_S" --max-tries=5 -f "$WORK/load.sql" "$SRC_URL" >"$WORK/pgbench.log" 2>&1 &
 BG[load]=$!
 START=$(now_s)
 next_kill=$((START + KILL_EVERY_S)) next_big=$((START + BIG_EVERY_S)) next_retention=$((START + RETENTION_EVERY_S))
