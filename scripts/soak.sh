@@ -333,7 +333,8 @@ while :; do
 			next_kill=$((now + KILL_EVERY_S))
 		fi # else: still restarting; the next round
 	fi
-	if ((now >= next_big)) && ! kill -0 "${BG[big]:-0}" 2>/dev/null; then
+	# (never kill -0 with an empty or 0 pid: 0 is our own process group)
+	if ((now >= next_big)) && ! { [[ -n ${BG[big]:-} ]] && kill -0 "${BG[big]}" 2>/dev/null; }; then
 		if [[ -n ${BG[big]:-} ]]; then wait "${BG[big]}" || big_failed=$((big_failed + 1)); fi
 		big_count=$((big_count + 1))
 		say "t=${t}s: large transaction $big_count ($BIG_ROWS rows)"
