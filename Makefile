@@ -11,6 +11,9 @@
 #   make shellcheck      shellcheck over scripts/ and tests/bats/
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           benchmarks (prints ratios against same-run baselines)
+#   make soak HOURS=N    the whole flow for N hours (default 0.1; 24 is the release
+#                        gate) under load, large transactions and kills; trends and
+#                        invariants into target/soak/ (scripts/soak.sh)
 #   make deps            install missing Debian packages (root) and PostgreSQL 18
 #                        for bats-cross (scripts/install-deps.sh --pg-majors 18)
 #   make sim             the failure simulator, build/sim/trellara-sim (no libpq)
@@ -371,6 +374,12 @@ verify-correctness-report:
 
 bench: all $(BENCH_BINS)
 	@scripts/bench.sh
+
+# make soak HOURS=N (README "make soak"): scripts/soak.sh, its own clusters
+HOURS ?= 0.1
+.PHONY: soak
+soak: all
+	@SOAK_HOURS=$(HOURS) scripts/soak.sh
 
 clean:
 	rm -rf build bin
