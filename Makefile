@@ -8,7 +8,7 @@
 #   make bats-cross      tests/bats/matrix/flow.bats on source PostgreSQL 15 -> target 18
 #   make check-matrix    the end-to-end bats tests in lanes: 16->16, 17->17, 18->18,
 #                        15->18, 16->17 (scripts/run-matrix.sh; installs 16-18 first)
-#   make shellcheck      shellcheck over scripts/ and tests/bats/
+#   make shellcheck      shellcheck over scripts/, bench/ and tests/bats/
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           benchmarks (prints ratios against same-run baselines)
 #   make soak HOURS=N    the whole flow for N hours (default 0.1; 24 is the release
@@ -284,9 +284,10 @@ build/systemd/%: configs/systemd/%.in $(GEN_EXIT_CODES)
 # leave out, and why) ----
 SHELL_SCRIPTS := $(shell grep -lE '^\#!.*\b(ba)?sh\b' scripts/* 2>/dev/null)
 BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/matrix/*.bats tests/bats/helpers/*.bash)
+BENCH_SHELL := $(wildcard bench/*.sh)
 .PHONY: shellcheck
 shellcheck:
-	shellcheck -x $(SHELL_SCRIPTS)
+	shellcheck -x $(SHELL_SCRIPTS) $(BENCH_SHELL)
 	shellcheck -x -s bash $(BATS_SHELL)
 # ---- end shellcheck ----
 

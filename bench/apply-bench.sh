@@ -155,13 +155,15 @@
 # named after the workload),
 # APPLY_BENCH_KEEP=1 keeps the directory (clusters stopped).
 #
-# Helpers: bench/lib-apply.sh (polling, CPU arithmetic, counters, the lag
-# run), bench/lib-apply-workloads.sh (the workloads).
+# Helpers: bench/lib-cluster.sh (the directory, the clusters, cleanup),
+# bench/lib-apply.sh (polling, CPU arithmetic, counters, the lag run),
+# bench/lib-apply-workloads.sh (the workloads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=tests/bats/helpers/pg.bash
-source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-cluster.sh
+source bench/lib-cluster.sh
+bench_init apply-bench APPLY_BENCH_KEEP stop_heartbeats
 # shellcheck source=bench/lib-apply.sh
 source bench/lib-apply.sh
 
@@ -187,10 +189,6 @@ PUB=bench_pub
 LAG_GOAL_MS=50 # p99
 TIMEOUT_S=600  # any single wait
 
-die() {
-	echo "apply-bench: $*" >&2
-	exit 1
-}
 for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-stream" "$REPO/bin/trellara-config"; do
 	[[ -x $prog ]] || die "$prog missing; run make first"
 done
@@ -232,61 +230,19 @@ for v in $VARIANTS; do
 	done
 done
 ((${#CONFIGS[@]} > 0)) || die "APPLY_BENCH_VARIANTS or APPLY_BENCH_WORKERS is empty"
-trellara_pg_check_bindir
+trellara_pg_check_bindir "$PG_BINDIR"
 PSQL=$(trellara_pg_psql_bin)
 
-# ---------------------------------------------------------------- cleanup
+# ---------------------------------------------------------------- directory
 #
-# The directory follows the bats harness layout (owner file, watchdog,
-# source/ and target/): if this script is SIGKILLed, the watchdog, or the
-# next bats run's reaper, stops both clusters and removes it.
-FDIR=
-declare -A BG=() # name -> pid of a background process of ours
-cleanup() {
-	local status=$? pid wpid
-	trap - EXIT INT TERM HUP
-	[[ -n ${FDIR:-} && -d $FDIR/bench ]] && touch "$FDIR/bench/hb.stop"
-	for pid in "${BG[@]}"; do
-		[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
-	done
-	if [[ -n $FDIR && -d $FDIR ]]; then
-		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
-			kill -KILL "$wpid" 2>/dev/null || true
-		fi
-		if [[ -n ${APPLY_BENCH_KEEP:-} ]]; then
-			trellara_pg_destroy_dir "$FDIR" keep
-			echo "apply-bench: kept $FDIR" >&2
-		else
-			trellara_pg_destroy_dir "$FDIR"
-		fi
-	fi
-	((status == 0)) || echo "apply-bench: FAILED (exit $status)" >&2
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-root=$(trellara_pg_tmp_root)
-FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
-chmod 0755 "$FDIR"
-_trellara_pg_proc_identity "$$" >"$FDIR/owner"
-trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
-mkdir -m 0755 "$FDIR/sock"
-mkdir -m 0700 "$FDIR/bench"
-_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
-WORK=$FDIR/bench
-SOCK=$FDIR/sock
-PORT=$((50000 + ($$ % 7000) * 2))
-TPORT=$((PORT + 1))
-src_conn_of() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$PORT" "$1"; }
-src_url_of() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$PORT"; }
-tgt_conn() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$TPORT" "$1"; }
-tgt_url() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$TPORT"; }
-# the current workload's source database (postgres until the first)
-SRC_CONN=$(src_conn_of postgres)
-SRC_URL=$(src_url_of postgres)
+# bench/lib-cluster.sh: the directory in the bats harness layout (owner
+# file, watchdog, source/ and target/): if this script is SIGKILLed, the
+# watchdog, or the next bats run's reaper, stops both clusters and removes
+# it; cleanup ends every process in BG, the heartbeats first.
+stop_heartbeats() { [[ -d $FDIR/bench ]] && touch "$FDIR/bench/hb.stop"; }
+bench_dir
+# SRC_CONN and SRC_URL: the current workload's source database (postgres
+# until the first)
 
 # Every configuration's flow file, validated before anything starts (the
 # same schema as applyd's): a build that does not know apply.compaction or
@@ -321,7 +277,7 @@ stream:
   min_free_bytes: 268435456
   protected_groups: [${W_GROUPS_YAML:-applyd}]
 target:
-  database_url: "$(tgt_url "$2")"
+  database_url: "$(bench_tgt_url "$2")"
 apply:
   consumer_group: $3
 EOF
@@ -357,10 +313,7 @@ done
 # ---------------------------------------------------------------- clusters
 
 T0=$EPOCHREALTIME
-trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" apply-bench-source &
-p1=$!
-trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" apply-bench-target &
-wait_both "$p1" $! || die "cannot create the clusters"
+bench_create source target
 cat >>"$FDIR/source/postgresql.conf" <<EOF
 # ---- bench/apply-bench.sh ----
 logical_decoding_work_mem = '64MB'  # PostgreSQL's default
@@ -384,17 +337,10 @@ max_worker_processes = 16
 # after another round's would wait for it, inside native's timed interval
 wal_retrieve_retry_interval = '50ms'
 EOF
-trellara_pg_start "$FDIR/source" &
-p1=$!
-trellara_pg_start "$FDIR/target" &
-wait_both "$p1" $! || die "cannot start the clusters"
+bench_start source target
 
-src() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$SRC_CONN" "$@"; }
-tgt() { # DB SQL...
-	local db=$1
-	shift
-	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" "$@"
-}
+src() { bench_psql "$SRC_CONN" "$@"; }
+tgt() { bench_psql "$(bench_tgt_conn "$1")" "${@:2}"; } # DB SQL...
 start_poll_session
 
 # ---------------------------------------------------------------- workloads
@@ -408,11 +354,11 @@ source bench/lib-apply-workloads.sh
 # R_DETAIL R_COUNTERS ("received statements folded")
 run_trellara() {
 	local cfg=$1 i=$2 db=${W}_$1_$2 flow=$WORK/$W/apply-$1-$2.yml log=$WORK/$W/applyd-$1-$2.log
-	local mdir=$WORK/$W/metrics-$1-$2 t0 t1 rc=0 pid bpids p cpu_a cpu_b
+	local mdir=$WORK/$W/metrics-$1-$2 t0 t1 pid bpids p cpu_a cpu_b
 	local -a perfs=()
 	write_flow "$flow" "$db" "applyd_${cfg}_$i" "$cfg" "$mdir"
 	tgt "$db" -c "CHECKPOINT" >/dev/null
-	poll_connect "$(tgt_conn "$db")"
+	poll_connect "$(bench_tgt_conn "$db")"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-applyd" --config "$flow" 2>"$log" &
 	pid=$!
@@ -445,10 +391,7 @@ run_trellara() {
 	poll_query "SELECT applied_transactions || ' ' || applied_changes FROM trellara.apply_checkpoint"
 	read -r R_TXNS R_CHANGES <<<"$POLL_ANSWER"
 	WATCH_PID=''
-	kill -TERM "$pid"
-	wait "$pid" || rc=$?
-	BG[applyd]=
-	((rc == 0)) || { cat "$log" >&2; die "trellara-applyd ($W, $cfg, round $i) exited $rc after SIGTERM"; }
+	bench_term applyd "trellara-applyd ($W, $cfg, round $i)" "$log"
 	R_SECONDS=$(secs "$t0" "$t1")
 	R_COUNTERS="$(counter received 'changes? received|received' "$mdir/applyd.prom" "$log")"
 	R_COUNTERS+=" $(counter statement 'statements?' "$mdir/applyd.prom" "$log")"
@@ -466,7 +409,7 @@ run_trellara() {
 run_native() {
 	local i=$1 db=${W}_native_$1 sub=${W}_native_$1 t0 t_applied='' t_flushed t_confirmed t_started='' oid wpid spid
 	tgt "$db" -c "CHECKPOINT" >/dev/null
-	poll_connect "$(tgt_conn "$db")"
+	poll_connect "$(bench_tgt_conn "$db")"
 	poll_query "SELECT oid FROM pg_subscription WHERE subname = '$sub'"
 	oid=$POLL_ANSWER
 	local q="SELECT format('%s %s %s', coalesce(bool_and(remote_lsn >= '$END'), false),
@@ -560,12 +503,12 @@ run_workload() {
 	done
 	W_GROUPS_YAML=${groups%, }
 	src -c "CREATE DATABASE w_$W" >/dev/null
-	SRC_CONN=$(src_conn_of "w_$W") SRC_URL=$(src_url_of "w_$W")
+	SRC_CONN=$(bench_src_conn "w_$W") SRC_URL=$(bench_src_url "w_$W")
 	tgt postgres -c "CREATE DATABASE tmpl_$W" >/dev/null
 	wl_init "$SRC_URL" >"$WORK/$W/init-source.log" 2>&1 &
 	p=$!
-	wl_init "$(tgt_url "tmpl_$W")" >"$WORK/$W/init-target.log" 2>&1 &
-	wait_both "$p" $! || { cat "$WORK/$W"/init-*.log >&2; die "$W: creating the tables failed"; }
+	wl_init "$(bench_tgt_url "tmpl_$W")" >"$WORK/$W/init-target.log" 2>&1 &
+	bench_wait_all "$p" $! || { cat "$WORK/$W"/init-*.log >&2; die "$W: creating the tables failed"; }
 	local tables
 	tables=$(printf '%s, ' "${W_TABLES[@]}")
 	src -c "$HEARTBEAT" \
@@ -603,7 +546,7 @@ run_workload() {
 
 	# capture the backlog into the stream (not part of the measurement)
 	write_flow_base "$WORK/$W/capture.yml" "${W}_${CONFIGS[0]}_1" "applyd_${CONFIGS[0]}_1"
-	local t0 capture_s rc=0 stream_mb
+	local t0 capture_s stream_mb
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-capture" --config "$WORK/$W/capture.yml" --start-now 2>"$WORK/$W/capture-backlog.log" &
 	BG[capture]=$!
@@ -612,10 +555,7 @@ run_workload() {
 	poll_until "SELECT coalesce((SELECT confirmed_flush_lsn >= '$END' FROM pg_replication_slots WHERE slot_name = '$W_SLOT'), false)" "$TIMEOUT_S"
 	WATCH_PID=''
 	capture_s=$(secs "$t0" "$EPOCHREALTIME")
-	kill -TERM "${BG[capture]}"
-	wait "${BG[capture]}" || rc=$?
-	BG[capture]=
-	((rc == 0)) || { cat "$WORK/$W/capture-backlog.log" >&2; die "trellara-capture ($W) exited $rc after SIGTERM"; }
+	bench_term capture "trellara-capture ($W)" "$WORK/$W/capture-backlog.log"
 	stream_mb=$("$REPO/bin/trellara-stream" inspect-local --config "$WORK/$W/capture.yml" --format json |
 		jq -r '.bytes / 1e6 | floor')
 
@@ -719,7 +659,7 @@ run_workload() {
 		tgt "${W}_native_$i" -c "SET client_min_messages = warning" -c "DROP SUBSCRIPTION ${W}_native_$i" >/dev/null
 	done
 	src -c "SELECT pg_drop_replication_slot('$W_SLOT')" >/dev/null
-	poll_connect "$(tgt_conn postgres)"
+	poll_connect "$(bench_tgt_conn postgres)"
 	dbs=()
 	for ((i = 1; i <= ROUNDS; i++)); do
 		for cfg in "${CONFIGS[@]}" native; do dbs+=(-c "DROP DATABASE ${W}_${cfg}_$i WITH (FORCE)"); done
@@ -733,7 +673,7 @@ run_workload() {
 
 LAG_LINES=()
 measure_lag() {
-	local why rc p cfg=${WBEST[$W]:-${CONFIGS[0]}} R=$REPEAT
+	local why p cfg=${WBEST[$W]:-${CONFIGS[0]}} R=$REPEAT
 	if [[ -z $LAG_RATE ]]; then
 		LAG_RATE=$(awk -v n="$TPCB_NATIVE_TPS" -v s="$TPCB_BACKLOG_TPS" 'BEGIN{r = n / 2; c = s / 2; printf "%d", r < c ? r : c}')
 		why="min(50% of native's $TPCB_NATIVE_TPS txns/s, 50% of the source's unthrottled $TPCB_BACKLOG_TPS tps)"
@@ -752,11 +692,7 @@ measure_lag() {
 	WATCH_PID=''
 	local -a tl=("$L_N" "$L_P50" "$L_P99" "$L_MAX" "$L_CATCHUP" "$L_TPS" "$L_READY")
 	for p in applyd capture; do
-		rc=0
-		kill -TERM "${BG[$p]}"
-		wait "${BG[$p]}" || rc=$?
-		BG[$p]=
-		((rc == 0)) || { cat "$WORK/$p-lag.log" >&2; die "trellara-$p exited $rc after SIGTERM"; }
+		bench_term "$p" "trellara-$p" "$WORK/$p-lag.log"
 	done
 	# native: the subscription again; it first catches up on Trellara's run
 	tgt "${W}_native_$R" -c "ALTER SUBSCRIPTION ${W}_native_$R ENABLE" >/dev/null

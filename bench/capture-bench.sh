@@ -40,8 +40,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=tests/bats/helpers/pg.bash
-source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-cluster.sh
+source bench/lib-cluster.sh
+bench_init capture-bench CAPTURE_BENCH_KEEP
 
 SECONDS_PGBENCH=${CAPTURE_BENCH_SECONDS:-20}
 BIG_ROWS=${CAPTURE_BENCH_ROWS:-1000000}
@@ -55,9 +56,9 @@ RATIO_GOAL=1.2
 HZ=$(getconf CLK_TCK)
 
 for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-stream"; do
-	[[ -x $prog ]] || { echo "capture-bench: $prog missing; run make first" >&2; exit 1; }
+	[[ -x $prog ]] || die "$prog missing; run make first"
 done
-trellara_pg_check_bindir
+trellara_pg_check_bindir "$PG_BINDIR"
 PSQL=$(trellara_pg_psql_bin)
 # The binaries themselves, not Debian's /usr/bin wrappers (a Perl start,
 # ~0.1 s, would be charged to pg_recvlogical).
@@ -65,78 +66,30 @@ PGBENCH=$PG_BINDIR/pgbench RECVLOGICAL=$PG_BINDIR/pg_recvlogical
 [[ -x $PGBENCH ]] || PGBENCH=$(command -v pgbench) || PGBENCH=
 [[ -x $RECVLOGICAL ]] || RECVLOGICAL=$(command -v pg_recvlogical) || RECVLOGICAL=
 for tool in "$PGBENCH" "$RECVLOGICAL" "$(command -v jq)" /usr/bin/time; do
-	[[ -x $tool ]] || { echo "capture-bench: needs pgbench, pg_recvlogical, jq and /usr/bin/time" >&2; exit 1; }
+	[[ -x $tool ]] || die "needs pgbench, pg_recvlogical, jq and /usr/bin/time"
 done
 
-# ---------------------------------------------------------------- cleanup
+# ---------------------------------------------------------------- cluster
 #
-# The directory follows the bats harness layout (owner file, watchdog,
-# source/): if this script is SIGKILLed, the watchdog (or the next bats
-# run's reaper) stops the cluster and removes the directory.
-FDIR=
-CUR_PID=     # the consumer running now (/usr/bin/time for pg_recvlogical)
-SAMPLER_PID= # its walsender's CPU sampler
-cleanup() {
-	local status=$? pid wpid
-	trap - EXIT INT TERM HUP
-	set +e
-	if [[ -n $CUR_PID ]]; then
-		for pid in $(ps -o pid= --ppid "$CUR_PID" 2>/dev/null) "$CUR_PID"; do
-			kill -KILL "$pid" 2>/dev/null
-		done
-		wait "$CUR_PID" 2>/dev/null # reaped here, not reported as "Killed"
-	fi
-	[[ -n $SAMPLER_PID ]] && kill "$SAMPLER_PID" 2>/dev/null
-	[[ -n ${POLL_PID:-} ]] && kill "$POLL_PID" 2>/dev/null
-	if [[ -n $FDIR && -d $FDIR ]]; then
-		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
-			kill -KILL "$wpid" 2>/dev/null || true
-		fi
-		if [[ -n ${CAPTURE_BENCH_KEEP:-} ]]; then
-			trellara_pg_destroy_dir "$FDIR" keep
-			echo "capture-bench: kept $FDIR" >&2
-		else
-			trellara_pg_destroy_dir "$FDIR"
-		fi
-	fi
-	((status == 0)) || echo "capture-bench: FAILED (exit $status)" >&2
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-die() {
-	echo "capture-bench: $*" >&2
-	exit 1
-}
-
-root=$(trellara_pg_tmp_root)
-FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
-chmod 0755 "$FDIR"
-_trellara_pg_proc_identity "$$" >"$FDIR/owner"
-trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
-mkdir -m 0755 "$FDIR/sock"
-mkdir -m 0700 "$FDIR/bench"
-if _trellara_pg_is_root; then
-	chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
-fi
+# bench/lib-cluster.sh: the directory in the bats harness layout (owner
+# file, watchdog, source/): if this script is SIGKILLed, the watchdog (or
+# the next bats run's reaper) stops the cluster and removes the directory.
+# BG[cur] is the consumer running now (/usr/bin/time for pg_recvlogical),
+# BG[sampler] its walsender's CPU sampler.
+bench_dir
 PGDATA_DIR=$FDIR/source
-PORT=$((50000 + ($$ % 7000) * 2))
-URL="postgresql:///postgres?host=$FDIR/sock&port=$PORT"
-WORK=$FDIR/bench
+URL=$SRC_URL
 
-trellara_pg_create "$PGDATA_DIR" "$PORT" "$FDIR/sock" capture-bench
+bench_create source
 cat >>"$PGDATA_DIR/postgresql.conf" <<EOF
 # ---- bench/capture-bench.sh ----
 logical_decoding_work_mem = '$DECODING_MEM'
 autovacuum = off              # nothing but the workload writes WAL
 max_wal_size = '8GB'          # no checkpoints in the middle of a measurement
 EOF
-trellara_pg_start "$PGDATA_DIR"
+bench_start source
 
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$URL" "$@"; }
+sql() { bench_psql "$URL" "$@"; }
 
 # One long-lived psql session for the catch-up poll: a query per 10 ms
 # without a process start and a backend fork each time.
@@ -153,27 +106,12 @@ cpu_seconds() {
 	awk -v t=$((f[11] + f[12])) -v hz="$HZ" 'BEGIN{printf "%.2f", t / hz}'
 }
 
-# in_bg OUTPUT CMD...: run CMD (stdout and stderr to OUTPUT) in the
-# background and wait for it, so that a signal to this script is handled at
-# once (bash defers traps while a foreground child runs) and cleanup can
-# end CMD.  (Not `in_bg CMD >OUTPUT`: the trap would run, and report, with
-# that redirection in place.)
-in_bg() {
-	local out=$1 rc=0
-	shift
-	"$@" >"$out" 2>&1 &
-	CUR_PID=$!
-	wait "$CUR_PID" || rc=$?
-	CUR_PID=
-	return "$rc"
-}
-
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
 
 # ---------------------------------------------------------------- setup
 
 sql -c "SELECT 1" >/dev/null
-in_bg "$WORK/pgbench-init.log" "$PGBENCH" -i -q -s "$SCALE" -d "$URL" ||
+bench_in_bg "$WORK/pgbench-init.log" "$PGBENCH" -i -q -s "$SCALE" -d "$URL" ||
 	{ cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
 sql -c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" \
 	-c "CHECKPOINT" >/dev/null
@@ -206,7 +144,7 @@ drop_slots() {
 # run_capture SLOT END TAG: sets R_SECONDS R_TXNS R_CHANGES R_FRAMES R_BYTES
 # R_RSS_KB (VmHWM) R_CPU (user + system seconds) R_WAL_CPU (its walsender's)
 run_capture() {
-	local slot=$1 end=$2 dir=$WORK/$3 flow log t0 t1 line wpid='' rc=0
+	local slot=$1 end=$2 dir=$WORK/$3 flow log t0 t1 line wpid=''
 	mkdir -p "$dir"
 	flow=$dir/trellara.yml
 	log=$dir/capture.log
@@ -242,23 +180,20 @@ EOF
 		FROM pg_replication_slots WHERE slot_name = '$slot'"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-capture" --config "$flow" --start-now 2>"$log" &
-	CUR_PID=$!
+	BG[cur]=$!
 	while :; do
 		poll_query "$q"
 		[[ $POLL_ANSWER =~ ^([tf])\ ([0-9]+)$ ]] || die "poll: unexpected answer \"$POLL_ANSWER\""
 		[[ ${BASH_REMATCH[2]} != 0 ]] && wpid=${BASH_REMATCH[2]}
 		[[ ${BASH_REMATCH[1]} == t ]] && break
-		kill -0 "$CUR_PID" 2>/dev/null || { cat "$log" >&2; die "trellara-capture exited early"; }
+		kill -0 "${BG[cur]}" 2>/dev/null || { cat "$log" >&2; die "trellara-capture exited early"; }
 		sleep 0.01
 	done
 	t1=$EPOCHREALTIME
-	R_RSS_KB=$(awk '/^VmHWM:/ {print $2}' "/proc/$CUR_PID/status")
-	R_CPU=$(cpu_seconds "$(<"/proc/$CUR_PID/stat")")
+	R_RSS_KB=$(awk '/^VmHWM:/ {print $2}' "/proc/${BG[cur]}/status")
+	R_CPU=$(cpu_seconds "$(<"/proc/${BG[cur]}/stat")")
 	R_WAL_CPU=$(cpu_seconds "$(<"/proc/$wpid/stat")")
-	kill -TERM "$CUR_PID"
-	wait "$CUR_PID" || rc=$?
-	CUR_PID=
-	((rc == 0)) || { cat "$log" >&2; die "trellara-capture exited $rc after SIGTERM"; }
+	bench_term cur trellara-capture "$log"
 	line=$(grep -o 'capture stopped: [0-9]* transactions ([0-9]* changes, [0-9]* frames)' "$log") ||
 		{ cat "$log" >&2; die "no final line in the capture log"; }
 	[[ $line =~ ([0-9]+)\ transactions\ \(([0-9]+)\ changes,\ ([0-9]+)\ frames ]] || die "cannot parse: $line"
@@ -293,14 +228,14 @@ run_recvlogical() {
 		"$RECVLOGICAL" -d "$URL" --slot "$slot" --start --endpos "$end" --no-loop \
 		-o proto_version=2 -o publication_names=$PUB -o streaming=on -o messages=true \
 		-f /dev/null 2>"$dir/recvlogical.log" &
-	CUR_PID=$!
-	walsender_sampler "$slot" "$CUR_PID" >"$dir/walsender.stat" &
-	SAMPLER_PID=$!
-	wait "$CUR_PID" || rc=$?
+	BG[cur]=$!
+	walsender_sampler "$slot" "${BG[cur]}" >"$dir/walsender.stat" &
+	BG[sampler]=$!
+	wait "${BG[cur]}" || rc=$?
 	t1=$EPOCHREALTIME
-	CUR_PID=
-	wait "$SAMPLER_PID" || true
-	SAMPLER_PID=
+	BG[cur]=
+	wait "${BG[sampler]}" || true
+	BG[sampler]=
 	((rc == 0)) || { cat "$dir/recvlogical.log" "$dir/time" >&2; die "pg_recvlogical exited $rc"; }
 	read -r R_RSS_KB u s <"$dir/time"
 	R_CPU=$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u + s}')
@@ -359,13 +294,13 @@ echo "== capture ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL $(t
 	"logical_decoding_work_mem $DECODING_MEM, source fsync off)"
 
 make_slots pgbench
-in_bg "$WORK/pgbench.log" "$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" ||
+bench_in_bg "$WORK/pgbench.log" "$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$URL" ||
 	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
 END_PGBENCH=$(end_marker)
 
 make_slots big
 aid0=$((SCALE * 100000))
-in_bg "$WORK/big.log" sql -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
+bench_in_bg "$WORK/big.log" sql -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
 	SELECT g, 1, g % 1000, 'row ' || g FROM generate_series($aid0 + 1, $aid0 + $BIG_ROWS) g" ||
 	{ cat "$WORK/big.log" >&2; die "the big transaction failed"; }
 END_BIG=$(end_marker)

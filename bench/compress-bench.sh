@@ -35,8 +35,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=tests/bats/helpers/pg.bash
-source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-cluster.sh
+source bench/lib-cluster.sh
+bench_init compress-bench COMPRESS_BENCH_KEEP
 
 SECONDS_PGBENCH=${COMPRESS_BENCH_SECONDS:-20}
 BIG_ROWS=${COMPRESS_BENCH_ROWS:-1000000}
@@ -47,80 +48,34 @@ PUB=bench_pub
 MODES=(none zlib)
 
 for prog in "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-stream"; do
-	[[ -x $prog ]] || { echo "compress-bench: $prog missing; run make first" >&2; exit 1; }
+	[[ -x $prog ]] || die "$prog missing; run make first"
 done
-trellara_pg_check_bindir
+trellara_pg_check_bindir "$PG_BINDIR"
 PSQL=$(trellara_pg_psql_bin)
 PGBENCH=$PG_BINDIR/pgbench
 [[ -x $PGBENCH ]] || PGBENCH=$(command -v pgbench) || PGBENCH=
 for tool in "$PGBENCH" "$(command -v jq)"; do
-	[[ -x $tool ]] || { echo "compress-bench: needs pgbench and jq" >&2; exit 1; }
+	[[ -x $tool ]] || die "needs pgbench and jq"
 done
 
-# ---------------------------------------------------------------- cleanup
-FDIR=
-CUR_PID= # the capture or applyd running now
-cleanup() {
-	local status=$? wpid
-	trap - EXIT INT TERM HUP
-	set +e
-	if [[ -n $CUR_PID ]]; then
-		kill -KILL "$CUR_PID" 2>/dev/null
-		wait "$CUR_PID" 2>/dev/null
-	fi
-	if [[ -n $FDIR && -d $FDIR ]]; then
-		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
-			kill -KILL "$wpid" 2>/dev/null || true
-		fi
-		if [[ -n ${COMPRESS_BENCH_KEEP:-} ]]; then
-			trellara_pg_destroy_dir "$FDIR" keep
-			echo "compress-bench: kept $FDIR" >&2
-		else
-			trellara_pg_destroy_dir "$FDIR"
-		fi
-	fi
-	((status == 0)) || echo "compress-bench: FAILED (exit $status)" >&2
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-die() {
-	echo "compress-bench: $*" >&2
-	exit 1
-}
-
-root=$(trellara_pg_tmp_root)
-FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
-chmod 0755 "$FDIR"
-_trellara_pg_proc_identity "$$" >"$FDIR/owner"
-trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
-mkdir -m 0755 "$FDIR/sock"
-mkdir -m 0700 "$FDIR/bench"
-if _trellara_pg_is_root; then
-	chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
-fi
+# ---------------------------------------------------------------- cluster
+#
+# bench/lib-cluster.sh: the directory in the bats harness layout (owner
+# file, watchdog, source/; cleanup on exit); BG[cur] is the capture or
+# applyd running now.
+bench_dir
 PGDATA_DIR=$FDIR/source
-PORT=$((50000 + ($$ % 7000) * 2 + 1))
-url() { printf 'postgresql:///%s?host=%s&port=%s' "$1" "$FDIR/sock" "$PORT"; }
-SRC=$(url src) TGT=$(url tgt) ADMIN=$(url postgres)
-WORK=$FDIR/bench
+SRC=$(bench_src_url src) TGT=$(bench_src_url tgt) ADMIN=$SRC_URL
 
-trellara_pg_create "$PGDATA_DIR" "$PORT" "$FDIR/sock" compress-bench
+bench_create source
 cat >>"$PGDATA_DIR/postgresql.conf" <<EOF
 # ---- bench/compress-bench.sh ----
 autovacuum = off              # nothing but the workload writes WAL
 max_wal_size = '8GB'          # no checkpoints in the middle of a measurement
 EOF
-trellara_pg_start "$PGDATA_DIR"
+bench_start source
 
-sql() { # URL ARGS...
-	local u=$1
-	shift
-	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$u" "$@"
-}
+sql() { bench_psql "$@"; } # URL ARGS...
 
 # One long-lived psql session for the polls; \c moves it between databases.
 coproc POLL { "$PSQL" -X -qAt -d "$ADMIN" 2>&1; }
@@ -134,16 +89,6 @@ poll_connect() {
 	[[ $POLL_ANSWER == connected ]] || die "poll session: cannot connect to $1: $POLL_ANSWER"
 }
 
-in_bg() { # OUTPUT CMD...: CMD in the background, waited for (signals are handled at once)
-	local out=$1 rc=0
-	shift
-	"$@" >"$out" 2>&1 &
-	CUR_PID=$!
-	wait "$CUR_PID" || rc=$?
-	CUR_PID=
-	return "$rc"
-}
-
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b - a}'; }
 io_field() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/io"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
@@ -151,7 +96,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) 
 # ---------------------------------------------------------------- setup
 
 sql "$ADMIN" -c "CREATE DATABASE src" >/dev/null
-in_bg "$WORK/pgbench-init.log" "$PGBENCH" -i -q -s "$SCALE" -d "$SRC" ||
+bench_in_bg "$WORK/pgbench-init.log" "$PGBENCH" -i -q -s "$SCALE" -d "$SRC" ||
 	{ cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
 sql "$SRC" -c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" \
 	-c "CHECKPOINT" >/dev/null
@@ -201,28 +146,25 @@ EOF
 
 # run_capture SLOT END DIR MODE: sets C_SECONDS C_BYTES C_FRAMES C_ZLIB C_WCHAR C_CPU
 run_capture() {
-	local slot=$1 end=$2 dir=$3 mode=$4 t0 t1 rc=0 q
+	local slot=$1 end=$2 dir=$3 mode=$4 t0 t1 q
 	mkdir -p "$dir"
 	write_flow "$dir/trellara.yml" "$slot" "$dir" "$mode"
 	q="SELECT CASE WHEN confirmed_flush_lsn >= '$end' THEN 't' ELSE 'f' END FROM pg_replication_slots WHERE slot_name = '$slot'"
 	poll_connect "$SRC"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-capture" --config "$dir/trellara.yml" --start-now 2>"$dir/capture.log" &
-	CUR_PID=$!
+	BG[cur]=$!
 	while :; do
 		poll_query "$q"
 		[[ $POLL_ANSWER == t ]] && break
 		[[ $POLL_ANSWER == f ]] || die "poll: unexpected answer \"$POLL_ANSWER\""
-		kill -0 "$CUR_PID" 2>/dev/null || { cat "$dir/capture.log" >&2; die "trellara-capture exited early"; }
+		kill -0 "${BG[cur]}" 2>/dev/null || { cat "$dir/capture.log" >&2; die "trellara-capture exited early"; }
 		sleep 0.01
 	done
 	t1=$EPOCHREALTIME
-	C_WCHAR=$(io_field wchar "$CUR_PID")
-	C_CPU=$(awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$CUR_PID/stat")
-	kill -TERM "$CUR_PID"
-	wait "$CUR_PID" || rc=$?
-	CUR_PID=
-	((rc == 0)) || { cat "$dir/capture.log" >&2; die "trellara-capture exited $rc after SIGTERM"; }
+	C_WCHAR=$(io_field wchar "${BG[cur]}")
+	C_CPU=$(awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/${BG[cur]}/stat")
+	bench_term cur trellara-capture "$dir/capture.log"
 	C_SECONDS=$(elapsed "$t0" "$t1")
 	C_BYTES=$("$REPO/bin/trellara-stream" inspect-local --dir "$dir/stream" --format json | jq -r .bytes)
 	C_FRAMES=$("$REPO/bin/trellara-stream" inspect-local --dir "$dir/stream" --format json | jq -r '.last_valid_offset + 1')
@@ -231,7 +173,7 @@ run_capture() {
 
 # run_apply END DIR: a fresh target, applyd on DIR's stream; sets A_SECONDS A_RCHAR A_CPU
 run_apply() {
-	local end=$1 dir=$2 t0 t1 rc=0 q
+	local end=$1 dir=$2 t0 t1 q
 	poll_connect "$ADMIN"
 	sql "$ADMIN" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS tgt WITH (FORCE)" \
 		-c "CREATE DATABASE tgt TEMPLATE tmpl" >/dev/null
@@ -239,23 +181,20 @@ run_apply() {
 	q="SELECT coalesce((SELECT applied_through_lsn >= '$end' FROM trellara.apply_checkpoint), false)"
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-applyd" --config "$dir/trellara.yml" 2>"$dir/applyd.log" &
-	CUR_PID=$!
+	BG[cur]=$!
 	while :; do
 		if [[ -n $(sql "$TGT" -c "SELECT 1 FROM pg_tables WHERE schemaname = 'trellara' AND tablename = 'apply_checkpoint'") ]]; then
 			poll_query "$q"
 			[[ $POLL_ANSWER == t ]] && break
 			[[ $POLL_ANSWER == f ]] || die "poll: unexpected answer \"$POLL_ANSWER\""
 		fi
-		kill -0 "$CUR_PID" 2>/dev/null || { cat "$dir/applyd.log" >&2; die "trellara-applyd exited early"; }
+		kill -0 "${BG[cur]}" 2>/dev/null || { cat "$dir/applyd.log" >&2; die "trellara-applyd exited early"; }
 		sleep 0.01
 	done
 	t1=$EPOCHREALTIME
-	A_RCHAR=$(io_field rchar "$CUR_PID")
-	A_CPU=$(awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$CUR_PID/stat")
-	kill -TERM "$CUR_PID"
-	wait "$CUR_PID" || rc=$?
-	CUR_PID=
-	((rc == 0)) || { cat "$dir/applyd.log" >&2; die "trellara-applyd exited $rc after SIGTERM"; }
+	A_RCHAR=$(io_field rchar "${BG[cur]}")
+	A_CPU=$(awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/${BG[cur]}/stat")
+	bench_term cur trellara-applyd "$dir/applyd.log"
 	A_SECONDS=$(elapsed "$t0" "$t1")
 	poll_connect "$ADMIN"
 	rm -rf "$dir/stream" "$dir/spill"
@@ -295,12 +234,12 @@ echo "== compression ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, PostgreSQL
 	"source and target fsync off; the stream fdatasyncs)"
 
 make_slots pgbench
-in_bg "$WORK/pgbench.log" "$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$SRC" ||
+bench_in_bg "$WORK/pgbench.log" "$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_PGBENCH" -d "$SRC" ||
 	{ cat "$WORK/pgbench.log" >&2; die "pgbench failed"; }
 END_PGBENCH=$(end_marker)
 make_slots big
 aid0=$((SCALE * 100000))
-in_bg "$WORK/big.log" sql "$SRC" -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
+bench_in_bg "$WORK/big.log" sql "$SRC" -c "INSERT INTO pgbench_accounts (aid, bid, abalance, filler)
 	SELECT g, 1, g % 1000, 'row ' || g FROM generate_series($aid0 + 1, $aid0 + $BIG_ROWS) g" ||
 	{ cat "$WORK/big.log" >&2; die "the big transaction failed"; }
 END_BIG=$(end_marker)

@@ -84,8 +84,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=tests/bats/helpers/pg.bash
-source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-cluster.sh
+source bench/lib-cluster.sh
+bench_init jetstream-bench JETSTREAM_BENCH_KEEP stop_nats
 # shellcheck source=tests/bats/helpers/wait.bash
 source tests/bats/helpers/wait.bash
 # shellcheck source=tests/bats/helpers/nats.bash
@@ -106,10 +107,6 @@ NCORES=$(nproc)
 TABLES=(pgbench_accounts pgbench_branches pgbench_tellers pgbench_history)
 KINDS=(jetstream local)
 
-die() {
-	echo "jetstream-bench: $*" >&2
-	exit 1
-}
 for n in "$SECONDS_PGBENCH" "$REPEAT"; do
 	[[ $n =~ ^[1-9][0-9]*$ ]] || die "not a positive whole number: \"$n\" (JETSTREAM_BENCH_SECONDS, JETSTREAM_BENCH_REPEAT)"
 done
@@ -124,69 +121,24 @@ for tool in jq nats-server; do
 	command -v "$tool" >/dev/null || die "needs $tool (hint: scripts/install-deps.sh as root)"
 done
 
-# ---------------------------------------------------------------- cleanup
+# ---------------------------------------------------------------- directory
 #
-# The directory follows the bats harness layout (owner file, watchdog,
-# source/ and target/): if this script is SIGKILLed, the watchdog (or the
-# next bats run's reaper) stops both clusters and removes the directory,
-# and nats.bash's watchdog, seeing its directory gone, kills the nodes.
-FDIR=
-declare -A BG=() # name -> pid of a background process of ours
-cleanup() {
-	local status=$? pid wpid
-	trap - EXIT INT TERM HUP
-	set +e
-	for pid in "${BG[@]}"; do
-		[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
-	done
-	for pid in "${BG[@]}"; do
-		[[ -n $pid ]] && wait "$pid" 2>/dev/null # reaped here, not reported as "Killed"
-	done
+# bench/lib-cluster.sh: the directory in the bats harness layout (owner
+# file, watchdog, source/ and target/): if this script is SIGKILLed, the
+# watchdog (or the next bats run's reaper) stops both clusters and removes
+# the directory, and nats.bash's watchdog, seeing its directory gone, kills
+# the nodes.  On exit, stop_nats ends every process in BG, then the nodes.
+stop_nats() {
+	local n
+	bench_kill_bg
 	if [[ -n ${JETSTREAM_BENCH_KEEP:-} && -n ${NATS_DIR:-} && -d ${NATS_DIR:-} ]]; then
-		for pid in "$NATS_DIR"/n*; do cp "$pid/server.log" "$FDIR/bench/nats-${pid##*/}.log" 2>/dev/null; done
+		for n in "$NATS_DIR"/n*; do cp "$n/server.log" "$FDIR/bench/nats-${n##*/}.log" 2>/dev/null; done
 	fi
 	trellara_nats_cluster_stop
-	if [[ -n $FDIR && -d $FDIR ]]; then
-		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
-			kill -KILL "$wpid" 2>/dev/null || true
-		fi
-		if [[ -n ${JETSTREAM_BENCH_KEEP:-} ]]; then
-			trellara_pg_destroy_dir "$FDIR" keep
-			echo "jetstream-bench: kept $FDIR" >&2
-		else
-			trellara_pg_destroy_dir "$FDIR"
-		fi
-	fi
-	((status == 0)) || echo "jetstream-bench: FAILED (exit $status)" >&2
-	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-root=$(trellara_pg_tmp_root)
-FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
-chmod 0755 "$FDIR"
-_trellara_pg_proc_identity "$$" >"$FDIR/owner"
-trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
-mkdir -m 0755 "$FDIR/sock"
-mkdir -m 0700 "$FDIR/bench"
-_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
-WORK=$FDIR/bench
-SOCK=$FDIR/sock
-PORT=$((50000 + ($$ % 7000) * 2))
-TPORT=$((PORT + 1))
-SRC_CONN="host=$SOCK port=$PORT dbname=postgres"
-SRC_URL="postgresql:///postgres?host=$SOCK&port=$PORT"
-tgt_conn() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$TPORT" "$1"; }
-tgt_url() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$TPORT"; }
-src() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$SRC_CONN" "$@"; }
-tgt() { # DB SQL...
-	local db=$1
-	shift
-	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" "$@"
-}
+bench_dir
+src() { bench_psql "$SRC_CONN" "$@"; }
+tgt() { bench_psql "$(bench_tgt_conn "$1")" "${@:2}"; } # DB SQL...
 
 # ---------------------------------------------------------------- /proc
 #
@@ -237,10 +189,7 @@ cores() { awk -v n="$1" -v s="$2" 'BEGIN{printf "%.2f", n / 1e9 / s}'; } # NS WA
 # ---------------------------------------------------------------- clusters
 
 T0=$EPOCHREALTIME
-trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" jetstream-bench-source &
-p1=$!
-trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" jetstream-bench-target &
-wait_both "$p1" $! || die "cannot create the clusters"
+bench_create source target
 cat >>"$FDIR/source/postgresql.conf" <<EOF
 # ---- bench/jetstream-bench.sh ----
 logical_decoding_work_mem = '64MB'  # PostgreSQL's default
@@ -258,10 +207,7 @@ max_wal_size = '8GB'
 checkpoint_timeout = '1h'
 shared_buffers = '512MB'
 EOF
-trellara_pg_start "$FDIR/source" &
-p1=$!
-trellara_pg_start "$FDIR/target" &
-wait_both "$p1" $! || die "cannot start the clusters"
+bench_start source target
 
 export BATS_FILE_TMPDIR=$FDIR # nats.bash: the store and logs in $FDIR/nats
 trellara_nats_cluster_start || die "cannot start the NATS cluster"
@@ -277,8 +223,8 @@ start_poll_session
 "$PGBENCH" -i -q -s "$SCALE" -d "$SRC_URL" >"$WORK/pgbench-init-source.log" 2>&1 &
 p1=$!
 tgt postgres -c "CREATE DATABASE tmpl" >/dev/null
-"$PGBENCH" -i -q -s "$SCALE" -d "$(tgt_url tmpl)" >"$WORK/pgbench-init-target.log" 2>&1 &
-wait_both "$p1" $! || { cat "$WORK"/pgbench-init-*.log >&2; die "pgbench -i failed"; }
+"$PGBENCH" -i -q -s "$SCALE" -d "$(bench_tgt_url tmpl)" >"$WORK/pgbench-init-target.log" 2>&1 &
+bench_wait_all "$p1" $! || { cat "$WORK"/pgbench-init-*.log >&2; die "pgbench -i failed"; }
 dbs=()
 for ((i = 1; i <= REPEAT; i++)); do
 	for kind in "${KINDS[@]}"; do dbs+=(-c "CREATE DATABASE ${kind}_$i TEMPLATE tmpl STRATEGY file_copy"); done
@@ -335,7 +281,7 @@ EOF
 	fi
 	cat >>"$ff" <<EOF
 target:
-  database_url: "$(tgt_url "${kind}_$i")"
+  database_url: "$(bench_tgt_url "${kind}_$i")"
 observability:
   metrics_dir: "$WORK/metrics-$kind-$i"
 EOF
@@ -441,7 +387,7 @@ warnings() { # LOG: its warn and error lines, counted
 # run_capture KIND ROUND
 run_capture() {
 	local kind=$1 i=$2 k="capture $1 $2" flow=$WORK/$1-$2.yml log=$WORK/capture-$1-$2.log
-	local prom=$WORK/metrics-$1-$2/capture.prom slot=${1}_$2 t0 t1 wpid='' rc=0 pid polls=0 last='' line
+	local prom=$WORK/metrics-$1-$2/capture.prom slot=${1}_$2 t0 t1 wpid='' pid polls=0 last='' line
 	local -a pubs=()
 	poll_connect "$SRC_CONN"
 	local q="SELECT CASE WHEN confirmed_flush_lsn >= '$END' THEN 't' ELSE 'f' END || ' ' || coalesce(active_pid, 0)
@@ -472,10 +418,7 @@ run_capture() {
 	WATCH_PID=''
 	[[ -n $wpid ]] || die "capture ($kind, round $i): its walsender was never seen"
 	measure_end "$k" "$pid" "$wpid"
-	kill -TERM "$pid"
-	wait "$pid" || rc=$?
-	BG[capture]=
-	((rc == 0)) || { tail -n 20 "$log" >&2; die "trellara-capture ($kind, round $i) exited $rc after SIGTERM"; }
+	bench_term capture "trellara-capture ($kind, round $i)" "$log" 20
 	S[$k]=$(secs "$t0" "$t1")
 	line=$(grep -o 'capture stopped: [0-9]* transactions ([0-9]* changes, [0-9]* frames)' "$log") ||
 		{ tail -n 20 "$log" >&2; die "no final line in the capture log ($kind, round $i)"; }
@@ -499,9 +442,9 @@ run_capture() {
 
 # run_apply KIND ROUND
 run_apply() {
-	local kind=$1 i=$2 k="apply $1 $2" db=${1}_$2 flow=$WORK/$1-$2.yml log=$WORK/applyd-$1-$2.log t0 t1 rc=0 pid p
+	local kind=$1 i=$2 k="apply $1 $2" db=${1}_$2 flow=$WORK/$1-$2.yml log=$WORK/applyd-$1-$2.log t0 t1 pid p
 	tgt "$db" -c "CHECKPOINT" >/dev/null
-	poll_connect "$(tgt_conn "$db")"
+	poll_connect "$(bench_tgt_conn "$db")"
 	measure_begin
 	t0=$EPOCHREALTIME
 	"$REPO/bin/trellara-applyd" --config "$flow" 2>"$log" &
@@ -536,10 +479,7 @@ run_apply() {
 	measure_end "$k" "$pid" "${bpids[@]}"
 	poll_query "SELECT applied_transactions FROM trellara.apply_checkpoint"
 	TX[$k]=$POLL_ANSWER
-	kill -TERM "$pid"
-	wait "$pid" || rc=$?
-	BG[applyd]=
-	((rc == 0)) || { tail -n 20 "$log" >&2; die "trellara-applyd ($kind, round $i) exited $rc after SIGTERM"; }
+	bench_term applyd "trellara-applyd ($kind, round $i)" "$log" 20
 	S[$k]=$(secs "$t0" "$t1")
 	[[ ${TX[$k]} == "$TXNS" ]] || die "applyd ($kind, round $i) applied ${TX[$k]} transactions, the backlog holds $TXNS"
 	p=$(tgt "$db" -c "$(fingerprint)")

@@ -1,23 +1,15 @@
 # lib-apply.sh - helpers of bench/apply-bench.sh (sourced, not run): the
 # poll session, timing and CPU arithmetic, and the lag measurement.
 # Uses the caller's globals: PSQL, SRC_CONN, SRC_URL, WORK, BG, TIMEOUT_S,
-# CLIENTS, LAG_RATE, LAG_SECONDS, and its functions die, src, tgt,
-# tgt_conn, fingerprint.
+# CLIENTS, LAG_RATE, LAG_SECONDS, and its functions src, tgt, fingerprint;
+# die and bench_tgt_conn from bench/lib-cluster.sh.
 # shellcheck shell=bash
 # shellcheck disable=SC2034,SC2154 # sets and reads the caller's globals
 
-# both at once: wait_both PID PID
-wait_both() {
-	local rc=0
-	wait "$1" || rc=1
-	wait "$2" || rc=1
-	return $rc
-}
-
 # One long-lived psql session for every poll (a query per 10 ms without a
 # process start and a backend fork each time); \c moves it between the
-# clusters and databases.  start_poll_session starts it (a coproc ends by
-# itself: EOF on its input when the script exits).
+# clusters and databases.  start_poll_session starts it (a coproc: the
+# cleanup of bench/lib-cluster.sh ends it, as EOF on its input would).
 start_poll_session() {
 	coproc POLL { "$PSQL" -X -qAt -d "$SRC_CONN" 2>&1; }
 }
@@ -106,7 +98,7 @@ counter() {
 # L_P99 L_MAX L_N L_CATCHUP L_TPS L_READY.
 lag_run() {
 	local name=$1 db=$2 t0 k0 kend pid seen=$WORK/lag-$1.seen hb=$WORK/lag-$1.hb last=-1
-	poll_connect "$(tgt_conn "$db")"
+	poll_connect "$(bench_tgt_conn "$db")"
 	# ready: a heartbeat inserted now is visible on the target
 	t0=$EPOCHREALTIME
 	k0=$(src -c "INSERT INTO bench_heartbeat (ts) VALUES (clock_timestamp()) RETURNING id")

@@ -70,8 +70,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=tests/bats/helpers/pg.bash
-source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-cluster.sh
+source bench/lib-cluster.sh
+bench_init snapshot-bench SNAPSHOT_BENCH_KEEP
 
 SCALE=${SNAPSHOT_BENCH_SCALE:-20}
 REPEAT=${SNAPSHOT_BENCH_REPEAT:-3}
@@ -84,80 +85,27 @@ RAW_GOAL_2=1.0    # 2 tables: the same <=
 PGCOPYDB_GOAL=1.5 # pgcopydb / trellara >=
 WORKERS=2
 
-[[ -x $REPO/bin/trellara-snapshot ]] || { echo "snapshot-bench: $REPO/bin/trellara-snapshot missing; run make first" >&2; exit 1; }
-[[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_SCALE and _REPEAT: positive integers" >&2; exit 1; }
-[[ $SPLIT_BYTES =~ ^[0-9]+$ ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_SPLIT_BYTES: a byte count (0: no split)" >&2; exit 1; }
-[[ $TARGET_FSYNC == on || $TARGET_FSYNC == off ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_TARGET_FSYNC: on or off" >&2; exit 1; }
-[[ $PGCOPYDB_MODE == auto || $PGCOPYDB_MODE == off ]] || { echo "snapshot-bench: SNAPSHOT_BENCH_PGCOPYDB: auto or off" >&2; exit 1; }
-trellara_pg_check_bindir
+[[ -x $REPO/bin/trellara-snapshot ]] || die "$REPO/bin/trellara-snapshot missing; run make first"
+[[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ ]] || die "SNAPSHOT_BENCH_SCALE and _REPEAT: positive integers"
+[[ $SPLIT_BYTES =~ ^[0-9]+$ ]] || die "SNAPSHOT_BENCH_SPLIT_BYTES: a byte count (0: no split)"
+[[ $TARGET_FSYNC == on || $TARGET_FSYNC == off ]] || die "SNAPSHOT_BENCH_TARGET_FSYNC: on or off"
+[[ $PGCOPYDB_MODE == auto || $PGCOPYDB_MODE == off ]] || die "SNAPSHOT_BENCH_PGCOPYDB: auto or off"
+trellara_pg_check_bindir "$PG_BINDIR"
 PSQL=$(trellara_pg_psql_bin)
 # The binaries themselves, not Debian's /usr/bin wrappers (a Perl start
 # each); trellara-snapshot and pgcopydb find pg_dump and psql on PATH.
 export PATH="$PG_BINDIR:$PATH"
 for tool in pgbench pg_dump; do
-	command -v "$tool" >/dev/null || { echo "snapshot-bench: $tool not found" >&2; exit 1; }
+	command -v "$tool" >/dev/null || die "$tool not found"
 done
 
-# ---------------------------------------------------------------- cleanup
+# ---------------------------------------------------------------- directory
 #
-# The directory follows the bats harness layout (owner file, watchdog,
-# source/ and target/): if this script is SIGKILLed, the watchdog, or the
-# next bats run's reaper, stops both clusters and removes it.
-FDIR=
-declare -A BG=() # name -> pid of a background process of ours
-cleanup() {
-	local status=$? pid child wpid
-	trap - EXIT INT TERM HUP
-	set +e
-	for pid in "${BG[@]}"; do
-		[[ -n $pid ]] || continue
-		# a pipeline's subshell: its psql processes first
-		for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
-			kill -KILL "$child" 2>/dev/null
-		done
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	done
-	if [[ -n $FDIR && -d $FDIR ]]; then
-		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
-			kill -KILL "$wpid" 2>/dev/null || true
-		fi
-		if [[ -n ${SNAPSHOT_BENCH_KEEP:-} ]]; then
-			trellara_pg_destroy_dir "$FDIR" keep
-			echo "snapshot-bench: kept $FDIR" >&2
-		else
-			trellara_pg_destroy_dir "$FDIR"
-		fi
-	fi
-	((status == 0)) || echo "snapshot-bench: FAILED (exit $status)" >&2
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-die() {
-	echo "snapshot-bench: $*" >&2
-	exit 1
-}
-
-root=$(trellara_pg_tmp_root)
-FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
-chmod 0755 "$FDIR"
-_trellara_pg_proc_identity "$$" >"$FDIR/owner"
-trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
-mkdir -m 0755 "$FDIR/sock"
-mkdir -m 0700 "$FDIR/bench"
-_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
-WORK=$FDIR/bench
-SOCK=$FDIR/sock
-PORT=$((50000 + ($$ % 7000) * 2))
-TPORT=$((PORT + 1))
-SRC_CONN="host=$SOCK port=$PORT dbname=postgres"
-SRC_URL="postgresql:///postgres?host=$SOCK&port=$PORT"
-tgt_conn() { printf 'host=%s port=%s dbname=%s\n' "$SOCK" "$TPORT" "$1"; }
-tgt_url() { printf 'postgresql:///%s?host=%s&port=%s\n' "$1" "$SOCK" "$TPORT"; }
+# bench/lib-cluster.sh: the directory in the bats harness layout (owner
+# file, watchdog, source/ and target/): if this script is SIGKILLed, the
+# watchdog, or the next bats run's reaper, stops both clusters and removes
+# it; cleanup ends every process in BG (a pipeline's psql processes first).
+bench_dir
 
 # ---------------------------------------------------------------- pgcopydb
 
@@ -185,16 +133,7 @@ fi
 
 # ---------------------------------------------------------------- clusters
 
-wait_both() { # PID PID
-	local rc=0
-	wait "$1" || rc=1
-	wait "$2" || rc=1
-	return $rc
-}
-trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" snapshot-bench-source &
-p1=$!
-trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" snapshot-bench-target &
-wait_both "$p1" $! || die "cannot create the clusters"
+bench_create source target
 cat >>"$FDIR/source/postgresql.conf" <<EOF
 # ---- bench/snapshot-bench.sh ----
 autovacuum = off
@@ -208,51 +147,26 @@ autovacuum = off              # the same work in every run
 max_wal_size = '16GB'         # no checkpoint in the middle of a run
 checkpoint_timeout = '1h'
 EOF
-trellara_pg_start "$FDIR/source" &
-p1=$!
-trellara_pg_start "$FDIR/target" &
-wait_both "$p1" $! || die "cannot start the clusters"
+bench_start source target
 
-src() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$SRC_CONN" "$@"; }
-tgt() { # DB SQL...
-	local db=$1
-	shift
-	"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" "$@"
-}
+src() { bench_psql "$SRC_CONN" "$@"; }
+tgt() { bench_psql "$(bench_tgt_conn "$1")" "${@:2}"; } # DB SQL...
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b - a}'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-
-# run_bg NAME OUTPUT CMD...: CMD in the background (stdout and stderr to
-# OUTPUT); its pid in BG[NAME], so that a signal ends it (bash defers
-# traps while a foreground child runs)
-run_bg() {
-	local name=$1 out=$2
-	shift 2
-	"$@" >"$out" 2>&1 &
-	BG[$name]=$!
-}
-wait_bg() { # NAME...: wait for each; fails if one failed
-	local name rc=0
-	for name; do
-		wait "${BG[$name]}" || rc=1
-		BG[$name]=
-	done
-	return $rc
-}
 
 # ---------------------------------------------------------------- setup
 
 T0=$EPOCHREALTIME
 src -c "SELECT 1" >/dev/null
-run_bg init "$WORK/pgbench-init.log" pgbench -i -q -s "$SCALE" -d "$SRC_URL"
-wait_bg init || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
-run_bg copy2 "$WORK/accounts2.log" src \
+bench_run_bg init "$WORK/pgbench-init.log" pgbench -i -q -s "$SCALE" -d "$SRC_URL"
+bench_wait_bg init || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
+bench_run_bg copy2 "$WORK/accounts2.log" src \
 	-c "CREATE TABLE pgbench_accounts2 (LIKE pgbench_accounts INCLUDING ALL EXCLUDING INDEXES)" \
 	-c "INSERT INTO pgbench_accounts2 SELECT * FROM pgbench_accounts" \
 	-c "ALTER TABLE pgbench_accounts2 ADD PRIMARY KEY (aid)" \
 	-c "VACUUM ANALYZE pgbench_accounts2" -c "VACUUM ANALYZE pgbench_accounts" \
 	-c "CREATE PUBLICATION $PUB FOR TABLE pgbench_accounts, pgbench_accounts2" -c "CHECKPOINT"
-wait_bg copy2 || { cat "$WORK/accounts2.log" >&2; die "cannot make pgbench_accounts2"; }
+bench_wait_bg copy2 || { cat "$WORK/accounts2.log" >&2; die "cannot make pgbench_accounts2"; }
 ROWS1=$(src -c "SELECT count(*) FROM pgbench_accounts")
 ROWS2=$(src -c "SELECT count(*) FROM pgbench_accounts2")
 BYTES1=$(src -c "SELECT pg_relation_size('pgbench_accounts')")
@@ -285,7 +199,7 @@ pipe() {
 	local t=$1 db=$2 opt=''
 	[[ $3 == binary ]] && opt=' (FORMAT binary)'
 	"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$SRC_CONN" -c "COPY public.$t TO STDOUT$opt" |
-		"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$(tgt_conn "$db")" -c "COPY public.$t FROM STDIN$opt"
+		"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$(bench_tgt_conn "$db")" -c "COPY public.$t FROM STDIN$opt"
 }
 
 run_raw() { # SHAPE FORMAT DB
@@ -293,17 +207,17 @@ run_raw() { # SHAPE FORMAT DB
 	quiesce "$db" TEMPLATE tmpl_raw
 	t0=$EPOCHREALTIME
 	for t in $(tables_of "$shape"); do
-		run_bg "pipe_$t" "$WORK/$db-$t.log" pipe "$t" "$db" "$fmt"
+		bench_run_bg "pipe_$t" "$WORK/$db-$t.log" pipe "$t" "$db" "$fmt"
 		names+=("pipe_$t")
 	done
-	wait_bg "${names[@]}" || { cat "$WORK/$db"-*.log >&2; die "$db: a COPY pipe failed"; }
+	bench_wait_bg "${names[@]}" || { cat "$WORK/$db"-*.log >&2; die "$db: a COPY pipe failed"; }
 	t1=$EPOCHREALTIME
 	names=()
 	for t in $(tables_of "$shape"); do
-		run_bg "index_$t" "$WORK/$db-$t-index.log" tgt "$db" -c "ALTER TABLE public.$t ADD CONSTRAINT ${t}_pkey PRIMARY KEY (aid)"
+		bench_run_bg "index_$t" "$WORK/$db-$t-index.log" tgt "$db" -c "ALTER TABLE public.$t ADD CONSTRAINT ${t}_pkey PRIMARY KEY (aid)"
 		names+=("index_$t")
 	done
-	wait_bg "${names[@]}" || { cat "$WORK/$db"-*-index.log >&2; die "$db: an index build failed"; }
+	bench_wait_bg "${names[@]}" || { cat "$WORK/$db"-*-index.log >&2; die "$db: an index build failed"; }
 	t2=$EPOCHREALTIME
 	R_DATA=$(secs "$t0" "$t1") R_INDEX=$(secs "$t1" "$t2") R_TOTAL=$(secs "$t0" "$t2")
 }
@@ -333,7 +247,7 @@ stream:
   path: "$WORK/stream-$db"
   min_free_bytes: 0
 target:
-  database_url: "$(tgt_url "$db")"
+  database_url: "$(bench_tgt_url "$db")"
 snapshot:
   workers: $WORKERS
   split_bytes: $SPLIT_BYTES
@@ -341,8 +255,8 @@ EOF
 	} >"$flow"
 	quiesce "$db"
 	t0=$EPOCHREALTIME
-	run_bg snapshot "$log" "$REPO/bin/trellara-snapshot" --config "$flow" --create-tables
-	wait_bg snapshot || { cat "$log" >&2; die "trellara-snapshot failed"; }
+	bench_run_bg snapshot "$log" "$REPO/bin/trellara-snapshot" --config "$flow" --create-tables
+	bench_wait_bg snapshot || { cat "$log" >&2; die "trellara-snapshot failed"; }
 	t1=$EPOCHREALTIME
 	src -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null
 	grep -q 'stream_handoff_ready' "$log" || { cat "$log" >&2; die "$db: no handoff in trellara-snapshot's output"; }
@@ -369,11 +283,11 @@ run_pgcopydb() { # SHAPE DB
 	quiesce "$db"
 	rm -rf "$WORK/pgcopydb-$db"
 	t0=$EPOCHREALTIME
-	run_bg pgcopydb "$WORK/$db.log" "$PGCOPYDB" clone --source "$SRC_URL" --target "$(tgt_url "$db")" \
+	bench_run_bg pgcopydb "$WORK/$db.log" "$PGCOPYDB" clone --source "$SRC_URL" --target "$(bench_tgt_url "$db")" \
 		--dir "$WORK/pgcopydb-$db" --table-jobs "$WORKERS" --index-jobs "$WORKERS" --filters "$WORK/filter-$shape.ini" \
 		"${split[@]}" \
 		--no-owner --no-acl --skip-large-objects --skip-extensions
-	wait_bg pgcopydb || { tail -n 30 "$WORK/$db.log" >&2; die "pgcopydb clone failed"; }
+	bench_wait_bg pgcopydb || { tail -n 30 "$WORK/$db.log" >&2; die "pgcopydb clone failed"; }
 	t1=$EPOCHREALTIME
 	R_DATA='' R_INDEX='' R_TOTAL=$(secs "$t0" "$t1")
 }

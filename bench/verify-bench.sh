@@ -52,8 +52,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-# shellcheck source=tests/bats/helpers/pg.bash
-source tests/bats/helpers/pg.bash
+# shellcheck source=bench/lib-cluster.sh
+source bench/lib-cluster.sh
+bench_init verify-bench VERIFY_BENCH_KEEP
 
 SCALE=${VERIFY_BENCH_SCALE:-20}
 REPEAT=${VERIFY_BENCH_REPEAT:-3}
@@ -67,86 +68,30 @@ DIVERGED_GOAL=1.10
 TIMEOUT_S=300 # any single wait
 
 for prog in "$REPO/bin/trellara-snapshot" "$REPO/bin/trellara-capture" "$REPO/bin/trellara-applyd" "$REPO/bin/trellara-verify"; do
-	[[ -x $prog ]] || { echo "verify-bench: $prog missing; run make first" >&2; exit 1; }
+	[[ -x $prog ]] || die "$prog missing; run make first"
 done
 [[ $SCALE =~ ^[1-9][0-9]*$ && $REPEAT =~ ^[1-9][0-9]*$ && $LOAD_TPS =~ ^[1-9][0-9]*$ ]] ||
-	{ echo "verify-bench: VERIFY_BENCH_SCALE, _REPEAT and _LOAD_TPS: positive integers" >&2; exit 1; }
-trellara_pg_check_bindir
+	die "VERIFY_BENCH_SCALE, _REPEAT and _LOAD_TPS: positive integers"
+trellara_pg_check_bindir "$PG_BINDIR"
 PSQL=$(trellara_pg_psql_bin)
 # the binaries themselves, not Debian's /usr/bin wrappers; --create-tables
 # finds pg_dump and psql on PATH
 export PATH="$PG_BINDIR:$PATH"
 for tool in pgbench pg_dump jq; do
-	command -v "$tool" >/dev/null || { echo "verify-bench: $tool not found" >&2; exit 1; }
+	command -v "$tool" >/dev/null || die "$tool not found"
 done
 
-# ---------------------------------------------------------------- cleanup
+# ---------------------------------------------------------------- clusters
 #
-# The directory follows the bats harness layout (owner file, watchdog,
-# source/ and target/): if this script is SIGKILLed, the watchdog, or the
-# next bats run's reaper, stops both clusters and removes it.
-FDIR=
-declare -A BG=() # name -> pid of a background process of ours
-cleanup() {
-	local status=$? pid wpid
-	trap - EXIT INT TERM HUP
-	set +e
-	for pid in "${BG[@]}"; do
-		[[ -n $pid ]] || continue
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	done
-	if [[ -n $FDIR && -d $FDIR ]]; then
-		if [[ -f $FDIR/watchdog.pid ]] && read -r wpid <"$FDIR/watchdog.pid" 2>/dev/null; then
-			kill -KILL "$wpid" 2>/dev/null || true
-		fi
-		if [[ -n ${VERIFY_BENCH_KEEP:-} ]]; then
-			trellara_pg_destroy_dir "$FDIR" keep
-			echo "verify-bench: kept $FDIR" >&2
-		else
-			trellara_pg_destroy_dir "$FDIR"
-		fi
-	fi
-	((status == 0)) || echo "verify-bench: FAILED (exit $status)" >&2
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+# bench/lib-cluster.sh: the directory in the bats harness layout (owner
+# file, watchdog, source/ and target/): if this script is SIGKILLed, the
+# watchdog, or the next bats run's reaper, stops both clusters and removes
+# it; cleanup ends every process in BG.
+bench_dir
+TGT_CONN=$(bench_tgt_conn "$DB")
+TGT_URL=$(bench_tgt_url "$DB")
 
-die() {
-	echo "verify-bench: $*" >&2
-	exit 1
-}
-
-root=$(trellara_pg_tmp_root)
-FDIR=$(mktemp -d "$root/trellara-bats.XXXXXX")
-chmod 0755 "$FDIR"
-_trellara_pg_proc_identity "$$" >"$FDIR/owner"
-trellara_pg_start_watchdog "$FDIR" "$(cat "$FDIR/owner")"
-mkdir -m 0755 "$FDIR/sock"
-mkdir -m 0700 "$FDIR/bench"
-_trellara_pg_is_root && chown "$TRELLARA_PG_OS_USER:" "$FDIR/sock"
-WORK=$FDIR/bench
-SOCK=$FDIR/sock
-PORT=$((50000 + ($$ % 7000) * 2))
-TPORT=$((PORT + 1))
-SRC_CONN="host=$SOCK port=$PORT dbname=postgres"
-SRC_URL="postgresql:///postgres?host=$SOCK&port=$PORT"
-TGT_CONN="host=$SOCK port=$TPORT dbname=$DB"
-TGT_URL="postgresql:///$DB?host=$SOCK&port=$TPORT"
-
-wait_both() { # PID PID
-	local rc=0
-	wait "$1" || rc=1
-	wait "$2" || rc=1
-	return $rc
-}
-trellara_pg_create "$FDIR/source" "$PORT" "$SOCK" verify-bench-source &
-p1=$!
-trellara_pg_create "$FDIR/target" "$TPORT" "$SOCK" verify-bench-target &
-wait_both "$p1" $! || die "cannot create the clusters"
+bench_create source target
 for side in source target; do
 	cat >>"$FDIR/$side/postgresql.conf" <<EOF
 # ---- bench/verify-bench.sh ----
@@ -155,13 +100,10 @@ max_wal_size = '16GB'         # no checkpoint in the middle of a measurement
 checkpoint_timeout = '1h'
 EOF
 done
-trellara_pg_start "$FDIR/source" &
-p1=$!
-trellara_pg_start "$FDIR/target" &
-wait_both "$p1" $! || die "cannot start the clusters"
+bench_start source target
 
-src() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$SRC_CONN" "$@"; }
-tgt() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$TGT_CONN" "$@"; }
+src() { bench_psql "$SRC_CONN" "$@"; }
+tgt() { bench_psql "$TGT_CONN" "$@"; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b - a}'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 elapsed_gt() { # T0 (an $EPOCHREALTIME) LIMIT_S
@@ -186,7 +128,7 @@ wait_for() {
 
 T0=$EPOCHREALTIME
 src -c "SELECT 1" >/dev/null
-"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "host=$SOCK port=$TPORT dbname=postgres" -c "CREATE DATABASE $DB" >/dev/null
+bench_psql "$(bench_tgt_conn postgres)" -c "CREATE DATABASE $DB" >/dev/null
 pgbench -i -q -s "$SCALE" -d "$SRC_URL" >"$WORK/pgbench-init.log" 2>&1 &
 BG[init]=$!
 wait "${BG[init]}" || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
@@ -234,7 +176,7 @@ wait_for tgt "SELECT coalesce(bool_and(applied_through_lsn >= '$NUDGE'), false) 
 src -c "VACUUM ANALYZE pgbench_accounts" -c "CHECKPOINT" >/dev/null &
 p1=$!
 tgt -c "VACUUM ANALYZE pgbench_accounts" -c "CHECKPOINT" >/dev/null &
-wait_both "$p1" $! || die "VACUUM failed"
+bench_wait_all "$p1" $! || die "VACUUM failed"
 SETUP_S=$(secs "$T0" "$EPOCHREALTIME")
 
 # ---------------------------------------------------------------- measurements
@@ -376,11 +318,7 @@ done
 
 # stop the flow
 for p in applyd capture; do
-	rc=0
-	kill -TERM "${BG[$p]}"
-	wait "${BG[$p]}" || rc=$?
-	BG[$p]=
-	((rc == 0)) || { cat "$WORK/$p.log" >&2; die "trellara-$p exited $rc after SIGTERM"; }
+	bench_term "$p" "trellara-$p" "$WORK/$p.log"
 done
 
 # ---------------------------------------------------------------- report
