@@ -65,7 +65,8 @@
 # the supervisor lived through the run and restarted each child exactly
 # as many times as it was killed (no exit other than the kills); no
 # transaction was ever quarantined; at the end, with the load stopped and
-# the target caught up: `trellara verify` CONVERGED and every table equal
+# the target caught up: `trellara sequences sync` (the stream does not
+# carry sequences), then `trellara verify` CONVERGED and every table equal
 # (sorted COPY output of both sides); `trellara run` drained on SIGTERM
 # (exit 0).
 #
@@ -73,7 +74,7 @@
 # format trellara-soak/1: settings, counts, each series' judgement (the
 # trend judge's JSON, with B, S and the bound), each invariant, result
 # pass|fail and the failures; the samples next to it (.samples.tsv: t,
-# series, value, segment).  Exit status 0 pass, 1 any failure, 64 bad
+# series, value, segment) and verify's JSON (.verify.json).  Exit status 0 pass, 1 any failure, 64 bad
 # settings, 78 missing programs.
 #
 # Environment: SOAK_HOURS, SOAK_TPS, SOAK_SAMPLE_SECONDS,
@@ -369,11 +370,16 @@ while (($(now_s) - t0 < 900)); do
 	sleep 1
 done
 sample "$(($(now_s) - START))"
-verify_result=none verify_rc=
+verify_result=none verify_data=none verify_rc='' sequences_rc=''
 if [[ $caught_up == true ]]; then
+	# the stream does not carry sequences (orders' and order_items'
+	# bigserial): synced first, as before a cutover, or verify names them
+	trellara-sequences sync --config "$FLOW" >"$WORK/sequences.log" 2>&1
+	sequences_rc=$?
 	trellara-verify --config "$FLOW" --format json >"$WORK/verify.json" 2>"$WORK/verify.log"
 	verify_rc=$?
 	verify_result=$(jq -r '.result // "none"' "$WORK/verify.json" 2>/dev/null) || verify_result=none
+	verify_data=$(jq -r '.data_result // "none"' "$WORK/verify.json" 2>/dev/null) || verify_data=none
 fi
 tables_differ=()
 for table in "${TABLES[@]}"; do
@@ -428,6 +434,7 @@ invariants=$(jq -n \
 	--argjson ck "${kills[capture]}" --argjson ak "${kills[applyd]}" \
 	--argjson qmax "$quarantine_max" --arg qfinal "$final_quarantine" \
 	--arg caught "$caught_up" --arg end_lsn "$end_lsn" --arg verify "$verify_result" --arg verify_rc "$verify_rc" \
+	--arg verify_data "$verify_data" --arg sequences_rc "$sequences_rc" \
 	--arg differ "${tables_differ[*]}" --arg run_rc "$run_rc" '
 	{load_ran: {pass: ($pgbench_rc == 0 and ($pgbench_txns | tonumber) > 0 and $big_failed == 0),
 	            detail: "pgbench exit \($pgbench_rc), \($pgbench_txns) transactions; \($big_failed) large transactions failed"},
@@ -435,13 +442,15 @@ invariants=$(jq -n \
 	            detail: (if $lost != "" then $lost else "capture restarted \($cr) times for \($ck) kills, applyd \($ar) for \($ak)" end)},
 	 no_quarantine: {pass: ($qmax == 0 and $qfinal == "0"), detail: "at most \($qmax) open in the samples, \($qfinal) rows at the end"},
 	 caught_up: {pass: ($caught == "true"), detail: "applied through \($end_lsn) within 900 s: \($caught)"},
-	 verify_converged: {pass: ($verify == "CONVERGED"), detail: "trellara verify: \($verify) (exit \($verify_rc))"},
+	 verify_converged: {pass: ($verify == "CONVERGED"),
+	            detail: "trellara sequences sync exit \($sequences_rc); trellara verify: \($verify), data \($verify_data) (exit \($verify_rc))"},
 	 tables_equal: {pass: ($differ == ""), detail: (if $differ == "" then "sorted COPY of every table equal" else "differ: \($differ)" end)},
 	 drained: {pass: ($run_rc == "0"), detail: "trellara run exit \($run_rc) on SIGTERM"}}')
 
 mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
 RESULT=$OUT_DIR/soak-$STAMP.json
 cp "$SAMPLES" "$OUT_DIR/soak-$STAMP.samples.tsv"
+[[ -s $WORK/verify.json ]] && cp "$WORK/verify.json" "$OUT_DIR/soak-$STAMP.verify.json"
 jq -n --arg started "$STARTED_AT" --arg finished "$FINISHED_AT" --arg host "$(uname -n)" \
 	--arg revision "$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)" \
 	--arg hours "$HOURS" --argjson duration "$DURATION_S" --argjson tps "$TPS" --argjson sample "$SAMPLE_S" \
