@@ -89,9 +89,8 @@ CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 # into the unit tests (and the simulator program).
 # The simulation itself (models, world, scenarios' presets), linked into
 # the unit tests too; the command line, run file and report are only the
-# binary's.  json.c too: the schema contract's pin is read with it
-# (cmd/trellara-contract-test/contract.c, linked into every unit test).
-SIM_LIB_SRC := $(addprefix sim/,json.c model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
+# binary's.
+SIM_LIB_SRC := $(addprefix sim/,model_broker.c model_broker_client.c model_cutover.c model_source.c model_target.c presets.c sim_db.c sim_rng.c tamper.c world.c)
 SIM_LIB_OBJ := $(SIM_LIB_SRC:%.c=build/obj/%.o)
 SIM_LIB_SAN_OBJ := $(SIM_LIB_SRC:%.c=build/san/%.o)
 
@@ -154,11 +153,11 @@ EXTRA_OBJ_trellara-stream := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-capture := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-applyd := build/obj/cmd/jetstream/jetstream_session.o
 # the schema contract (dataset.contract: pinned) that capture and applyd
-# check: contract-test's module, its catalog reader, the pin's JSON parser
-CONTRACT_OBJ := build/obj/cmd/trellara-contract-test/contract.o build/obj/cmd/trellara-contract-test/contract_pg.o build/obj/sim/json.o
+# check: contract-test's module and its catalog reader (the pin's JSON
+# parser is common/base/jsonread.c)
+CONTRACT_OBJ := build/obj/cmd/trellara-contract-test/contract.o build/obj/cmd/trellara-contract-test/contract_pg.o
 EXTRA_OBJ_trellara-capture += $(CONTRACT_OBJ)
 EXTRA_OBJ_trellara-applyd += $(CONTRACT_OBJ)
-EXTRA_OBJ_trellara-contract-test := build/obj/sim/json.o
 define PROGRAM_RULE
 bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(SUBLIB_A)
 	@mkdir -p bin
@@ -177,26 +176,19 @@ build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A
 # links take only the no-libpq sub-libraries and no -lpq/-lyaml (zlib only,
 # for compressed frames), so a call into libpq (or into anything that needs
 # it) fails the build.
-NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_broker model_source sim_json sim_world tabledef
+NOLIBPQ_TESTS := ack_policy slot_policy jetstream_policy seqstate cutplan apply_core apply_deps apply_fold apply_chunks apply_fence capture_core planner_set stream_sim sim_db model_broker model_source jsonread sim_world tabledef
 NOLIBPQ_BINS := $(NOLIBPQ_TESTS:%=build/tests/%_nolibpq)
 build/tests/%_nolibpq: build/obj/tests/unit/test_%.o $(SIM_LIB_OBJ) $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  LINK    $@ (no libpq: $(NOLIBPQ_A:build/lib/lib%.a=%))")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 
-# The simulator's JSON tests link json.o and the no-libpq libraries only.
-build/tests/test_sim_json build/tests/sim_json_nolibpq: build/obj/tests/unit/test_sim_json.o build/obj/sim/json.o $(NOLIBPQ_A)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 # --create-tables' DDL generator: its test links tabledef.o and the
 # no-libpq libraries only (the catalog reader is snapshot_tables.c).
 build/tests/test_tabledef build/tests/tabledef_nolibpq: build/obj/tests/unit/test_tabledef.o build/obj/cmd/trellara-snapshot/tabledef.o $(NOLIBPQ_A)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 build/san-tests/test_tabledef: build/san/tests/unit/test_tabledef.o build/san/cmd/trellara-snapshot/tabledef.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
-build/san-tests/test_sim_json: build/san/tests/unit/test_sim_json.o build/san/sim/json.o $(filter-out build/lib/libtrellara-pg-san.a,$(SUBLIB_SAN_A))
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $^ $(NOLIBPQ_LDLIBS)
 

@@ -10,7 +10,7 @@
  *   <!-- trellara-chaos-report revision=SHA tree=TREEHASH -->
  * which `make verify-correctness-report` compares with the source.
  */
-#include "json.h"
+#include "trellara/jsonread.h"
 #include "run.h"
 
 #include "trellara/xalloc.h"
@@ -52,7 +52,7 @@ static bool refuse(struct check *c, const struct json_value *at, const char *fmt
 static const struct json_value *member(struct check *c, const struct json_value *obj, const char *key, enum json_type type,
 				       bool nullable)
 {
-	const struct json_value *v = sim_json_get(obj, key);
+	const struct json_value *v = jsonread_get(obj, key);
 	if (c->bad)
 		return NULL;
 	if (!v) {
@@ -63,8 +63,8 @@ static const struct json_value *member(struct check *c, const struct json_value 
 		return NULL;
 	bool ok = v->type == type || (type == JSON_TRUE && v->type == JSON_FALSE);
 	if (!ok) {
-		refuse(c, v, "member \"%s\" is %s, not %s%s", key, sim_json_type_name(v->type),
-		       sim_json_type_name(type), nullable ? " or null" : "");
+		refuse(c, v, "member \"%s\" is %s, not %s%s", key, jsonread_type_name(v->type),
+		       jsonread_type_name(type), nullable ? " or null" : "");
 		return NULL;
 	}
 	return v;
@@ -121,7 +121,7 @@ static void check_entry(struct check *c, const struct json_value *e, bool curate
 	uint64_t u;
 	if (e->type != JSON_OBJECT) {
 		refuse(c, e, "a %s entry is %s, not object", curated ? "scenarios" : "simulations",
-		       sim_json_type_name(e->type));
+		       jsonread_type_name(e->type));
 		return;
 	}
 	if (curated) {
@@ -133,13 +133,13 @@ static void check_entry(struct check *c, const struct json_value *e, bool curate
 	str(c, e, "name", false);
 	const char *status = str(c, e, "status", false);
 	if (status && !valid_status(status)) {
-		refuse(c, sim_json_get(e, "status"), "status \"%.40s\" is none of pass, fail, not_applicable, not_run",
+		refuse(c, jsonread_get(e, "status"), "status \"%.40s\" is none of pass, fail, not_applicable, not_run",
 		       status);
 		return;
 	}
 	if (status && pass && (strcmp(status, "fail") == 0 || strcmp(status, "not_run") == 0))
-		refuse(c, sim_json_get(e, "status"), "result is PASS but \"%.80s\" is %s",
-		       sim_json_get_string(e, "name"), status);
+		refuse(c, jsonread_get(e, "status"), "result is PASS but \"%.80s\" is %s",
+		       jsonread_get_string(e, "name"), status);
 	str(c, e, "reason", true);
 	str(c, e, "invariant", false);
 	str(c, e, "check", false);
@@ -158,10 +158,10 @@ static void check_run(struct check *c, const struct json_value *root)
 {
 	uint64_t u;
 	if (root->type != JSON_OBJECT) {
-		refuse(c, root, "the top level is %s, not object", sim_json_type_name(root->type));
+		refuse(c, root, "the top level is %s, not object", jsonread_type_name(root->type));
 		return;
 	}
-	const struct json_value *format = sim_json_get(root, "format");
+	const struct json_value *format = jsonread_get(root, "format");
 	if (!format) {
 		refuse(c, root, "member \"format\" is missing");
 		return;
@@ -172,7 +172,7 @@ static void check_run(struct check *c, const struct json_value *root)
 	}
 	const char *result = str(c, root, "result", false);
 	if (result && strcmp(result, "PASS") != 0 && strcmp(result, "FAIL") != 0) {
-		refuse(c, sim_json_get(root, "result"), "result \"%.40s\" is neither PASS nor FAIL", result);
+		refuse(c, jsonread_get(root, "result"), "result \"%.40s\" is neither PASS nor FAIL", result);
 		return;
 	}
 	bool pass = result && strcmp(result, "PASS") == 0;
@@ -181,10 +181,10 @@ static void check_run(struct check *c, const struct json_value *root)
 	str(c, root, "variant", false);
 	const char *revision = str(c, root, "revision", false);
 	if (revision && !hex_or_unknown(revision))
-		refuse(c, sim_json_get(root, "revision"), "revision is not a hex object name");
+		refuse(c, jsonread_get(root, "revision"), "revision is not a hex object name");
 	const char *tree = str(c, root, "tree", false);
 	if (tree && !hex_or_unknown(tree))
-		refuse(c, sim_json_get(root, "tree"), "tree is not a hex object name");
+		refuse(c, jsonread_get(root, "tree"), "tree is not a hex object name");
 	member(c, root, "dirty", JSON_TRUE, false);
 	const struct json_value *build = member(c, root, "build", JSON_OBJECT, false);
 	if (build) {
@@ -206,15 +206,15 @@ static void check_run(struct check *c, const struct json_value *root)
 		return;
 	uint_member(c, ex, "schedules", &u);
 	uint64_t failed = 0, not_run = 0;
-	if (sim_json_get(ex, "failed"))
+	if (jsonread_get(ex, "failed"))
 		uint_member(c, ex, "failed", &failed);
-	if (sim_json_get(ex, "not_run"))
+	if (jsonread_get(ex, "not_run"))
 		uint_member(c, ex, "not_run", &not_run);
 	const struct json_value *failures = member(c, ex, "failures", JSON_ARRAY, false);
 	for (size_t i = 0; failures && i < failures->n && !c->bad; i++) {
 		const struct json_value *f = failures->items[i];
 		if (f->type != JSON_OBJECT) {
-			refuse(c, f, "an exploration failure is %s, not object", sim_json_type_name(f->type));
+			refuse(c, f, "an exploration failure is %s, not object", jsonread_type_name(f->type));
 			break;
 		}
 		uint_member(c, f, "seed", &u);
@@ -225,7 +225,7 @@ static void check_run(struct check *c, const struct json_value *root)
 	if (!c->bad && pass && ((failures && failures->n > 0) || failed > 0))
 		refuse(c, failures, "result is PASS but the exploration has failed schedules");
 	if (!c->bad && pass && not_run > 0)
-		refuse(c, sim_json_get(ex, "not_run"), "result is PASS but %" PRIu64 " schedules were not run",
+		refuse(c, jsonread_get(ex, "not_run"), "result is PASS but %" PRIu64 " schedules were not run",
 		       not_run);
 }
 
@@ -309,25 +309,25 @@ static void status_cell(FILE *out, const char *status)
 
 static void live_cell(FILE *out, const struct json_value *e)
 {
-	const struct json_value *live = sim_json_get_type(e, "live_test", JSON_OBJECT);
+	const struct json_value *live = jsonread_get_type(e, "live_test", JSON_OBJECT);
 	if (!live) {
 		cell(out, NULL);
 		return;
 	}
 	fputs("<td><code>", out);
-	html(out, sim_json_get_string(live, "file"));
+	html(out, jsonread_get_string(live, "file"));
 	fputs("</code>: ", out);
-	html(out, sim_json_get_string(live, "name"));
+	html(out, jsonread_get_string(live, "name"));
 	fputs("</td>", out);
 }
 
 static void counters_cell(FILE *out, const struct json_value *e)
 {
-	const struct json_value *c = sim_json_get(e, "counters");
+	const struct json_value *c = jsonread_get(e, "counters");
 	uint64_t v;
 	fputs("<td class=\"counters\">", out);
 	for (size_t k = 0; k < sizeof counter_names / sizeof counter_names[0]; k++) {
-		sim_json_get_uint(c, counter_names[k], &v);
+		jsonread_get_uint(c, counter_names[k], &v);
 		fprintf(out, "%s%s %" PRIu64, k ? ", " : "", counter_names[k], v);
 	}
 	fputs("</td>", out);
@@ -335,7 +335,7 @@ static void counters_cell(FILE *out, const struct json_value *e)
 
 static void seeds_cell(FILE *out, const struct json_value *e)
 {
-	const struct json_value *seeds = sim_json_get_type(e, "seeds", JSON_ARRAY);
+	const struct json_value *seeds = jsonread_get_type(e, "seeds", JSON_ARRAY);
 	fputs("<td>", out);
 	for (size_t i = 0; seeds && i < seeds->n; i++) {
 		char buf[64];
@@ -351,15 +351,15 @@ static void seeds_cell(FILE *out, const struct json_value *e)
 /* "reason" for entries not checked, "detail" (with the broken invariant) for failures */
 static void note_cell(FILE *out, const struct json_value *e)
 {
-	const char *status = sim_json_get_string(e, "status");
-	const char *reason = sim_json_get_string(e, "reason");
+	const char *status = jsonread_get_string(e, "status");
+	const char *reason = jsonread_get_string(e, "reason");
 	fputs("<td>", out);
 	if (status && strcmp(status, "fail") == 0) {
 		fputs("broke <code>", out);
-		html(out, sim_json_get_string(e, "failed_invariant") ? sim_json_get_string(e, "failed_invariant")
-								  : sim_json_get_string(e, "invariant"));
+		html(out, jsonread_get_string(e, "failed_invariant") ? jsonread_get_string(e, "failed_invariant")
+								  : jsonread_get_string(e, "invariant"));
 		fputs("</code>: ", out);
-		html(out, sim_json_get_string(e, "detail"));
+		html(out, jsonread_get_string(e, "detail"));
 	} else if (reason) {
 		html(out, reason);
 	} else {
@@ -373,23 +373,23 @@ static void entry_row(FILE *out, const struct json_value *e, bool curated)
 	fputs("<tr>", out);
 	if (curated) {
 		char buf[32];
-		number_text(sim_json_get(e, "number"), buf, sizeof buf);
+		number_text(jsonread_get(e, "number"), buf, sizeof buf);
 		cell(out, buf);
 	}
-	code_cell(out, sim_json_get_string(e, "name"));
+	code_cell(out, jsonread_get_string(e, "name"));
 	if (curated)
-		code_cell(out, sim_json_get_string(e, "boundary"));
-	status_cell(out, sim_json_get_string(e, "status"));
+		code_cell(out, jsonread_get_string(e, "boundary"));
+	status_cell(out, jsonread_get_string(e, "status"));
 	fputs("<td><code>", out);
-	html(out, sim_json_get_string(e, "invariant"));
+	html(out, jsonread_get_string(e, "invariant"));
 	fputs("</code><br>", out);
-	html(out, sim_json_get_string(e, "check"));
+	html(out, jsonread_get_string(e, "check"));
 	fputs("</td>", out);
 	seeds_cell(out, e);
 	counters_cell(out, e);
-	code_cell(out, sim_json_get_string(e, "reproduce"));
+	code_cell(out, jsonread_get_string(e, "reproduce"));
 	live_cell(out, e);
-	cell(out, sim_json_get_string(e, "recovery"));
+	cell(out, jsonread_get_string(e, "recovery"));
 	note_cell(out, e);
 	fputs("</tr>\n", out);
 }
@@ -399,19 +399,19 @@ static const char entry_head[] = "<th>status</th><th>invariant and what is check
 
 static void write_html(FILE *out, const struct json_value *root)
 {
-	const char *result = sim_json_get_string(root, "result");
+	const char *result = jsonread_get_string(root, "result");
 	bool pass = strcmp(result, "PASS") == 0;
-	const struct json_value *build = sim_json_get(root, "build");
-	const struct json_value *totals = sim_json_get(root, "totals");
-	const struct json_value *sims = sim_json_get(root, "simulations");
-	const struct json_value *rows = sim_json_get(root, "scenarios");
-	const struct json_value *ex = sim_json_get(root, "exploration");
-	const struct json_value *failures = sim_json_get(ex, "failures");
+	const struct json_value *build = jsonread_get(root, "build");
+	const struct json_value *totals = jsonread_get(root, "totals");
+	const struct json_value *sims = jsonread_get(root, "simulations");
+	const struct json_value *rows = jsonread_get(root, "scenarios");
+	const struct json_value *ex = jsonread_get(root, "exploration");
+	const struct json_value *failures = jsonread_get(ex, "failures");
 	char buf[256];
 
 	fputs("<!DOCTYPE html>\n", out);
-	fprintf(out, "<!-- trellara-chaos-report revision=%s tree=%s -->\n", sim_json_get_string(root, "revision"),
-		sim_json_get_string(root, "tree"));
+	fprintf(out, "<!-- trellara-chaos-report revision=%s tree=%s -->\n", jsonread_get_string(root, "revision"),
+		jsonread_get_string(root, "tree"));
 	fputs("<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Trellara correctness report: ", out);
 	html(out, result);
 	fputs("</title>\n<style>\n"
@@ -431,9 +431,9 @@ static void write_html(FILE *out, const struct json_value *root)
 	fprintf(out, "<p class=\"banner %s\">", pass ? "PASS" : "FAIL");
 	html(out, result);
 	fputs("</p>\n", out);
-	if (sim_json_get_string(root, "result_reason")) {
+	if (jsonread_get_string(root, "result_reason")) {
 		fputs("<p>", out);
-		html(out, sim_json_get_string(root, "result_reason"));
+		html(out, jsonread_get_string(root, "result_reason"));
 		fputs("</p>\n", out);
 	}
 	fputs("<p>Generated by <code>trellara chaos report</code> from the run file of one "
@@ -441,19 +441,19 @@ static void write_html(FILE *out, const struct json_value *root)
 	      out);
 
 	fputs("<h2>The run</h2>\n<table>\n", out);
-	fact_value(out, "seed", sim_json_get(root, "seed"));
-	fact_value(out, "schedules", sim_json_get(root, "schedules"));
-	fact_value(out, "variant", sim_json_get(root, "variant"));
-	if (sim_json_get_string(root, "scenario"))
-		fact_value(out, "scenario", sim_json_get(root, "scenario"));
-	fact_value(out, "source revision", sim_json_get(root, "revision"));
-	fact_value(out, "uncommitted changes", sim_json_get(root, "dirty"));
-	fact_value(out, "source tree", sim_json_get(root, "tree"));
-	fact_value(out, "compiler", sim_json_get(build, "cc"));
-	fact_value(out, "build flags", sim_json_get(build, "cflags"));
-	fact_value(out, "started (UTC)", sim_json_get(root, "started_at"));
-	fact_value(out, "duration (ms)", sim_json_get(root, "duration_ms"));
-	fact_value(out, "schedules per second", sim_json_get(root, "schedules_per_second"));
+	fact_value(out, "seed", jsonread_get(root, "seed"));
+	fact_value(out, "schedules", jsonread_get(root, "schedules"));
+	fact_value(out, "variant", jsonread_get(root, "variant"));
+	if (jsonread_get_string(root, "scenario"))
+		fact_value(out, "scenario", jsonread_get(root, "scenario"));
+	fact_value(out, "source revision", jsonread_get(root, "revision"));
+	fact_value(out, "uncommitted changes", jsonread_get(root, "dirty"));
+	fact_value(out, "source tree", jsonread_get(root, "tree"));
+	fact_value(out, "compiler", jsonread_get(build, "cc"));
+	fact_value(out, "build flags", jsonread_get(build, "cflags"));
+	fact_value(out, "started (UTC)", jsonread_get(root, "started_at"));
+	fact_value(out, "duration (ms)", jsonread_get(root, "duration_ms"));
+	fact_value(out, "schedules per second", jsonread_get(root, "schedules_per_second"));
 	fputs("</table>\n", out);
 
 	fputs("<h2>Totals</h2>\n<table>\n", out);
@@ -473,10 +473,10 @@ static void write_html(FILE *out, const struct json_value *root)
 	/* a table per simulation family, in the order the families first appear */
 	fputs("<h2>Simulations</h2>\n", out);
 	for (size_t i = 0; sims && i < sims->n; i++) {
-		const char *family = sim_json_get_string(sims->items[i], "family");
+		const char *family = jsonread_get_string(sims->items[i], "family");
 		bool seen = false;
 		for (size_t j = 0; j < i && !seen; j++)
-			seen = strcmp(sim_json_get_string(sims->items[j], "family"), family) == 0;
+			seen = strcmp(jsonread_get_string(sims->items[j], "family"), family) == 0;
 		if (seen)
 			continue;
 		fputs("<h3>", out);
@@ -485,7 +485,7 @@ static void write_html(FILE *out, const struct json_value *root)
 		fputs(entry_head, out);
 		fputs("</tr>\n", out);
 		for (size_t j = i; j < sims->n; j++)
-			if (strcmp(sim_json_get_string(sims->items[j], "family"), family) == 0)
+			if (strcmp(jsonread_get_string(sims->items[j], "family"), family) == 0)
 				entry_row(out, sims->items[j], false);
 		fputs("</table>\n", out);
 	}
@@ -516,20 +516,20 @@ static void write_html(FILE *out, const struct json_value *root)
 		const struct json_value *list = l ? rows : sims;
 		for (size_t i = 0; list && i < list->n; i++) {
 			const struct json_value *e = list->items[i];
-			if (strcmp(sim_json_get_string(e, "status"), "fail") != 0)
+			if (strcmp(jsonread_get_string(e, "status"), "fail") != 0)
 				continue;
 			if (n_failed++ == 0)
 				fputs("<ul>\n", out);
 			fputs("<li><code>", out);
-			html(out, sim_json_get_string(e, "name"));
+			html(out, jsonread_get_string(e, "name"));
 			fputs("</code>: broke <code>", out);
-			html(out, sim_json_get_string(e, "failed_invariant")
-					  ? sim_json_get_string(e, "failed_invariant")
-					  : sim_json_get_string(e, "invariant"));
+			html(out, jsonread_get_string(e, "failed_invariant")
+					  ? jsonread_get_string(e, "failed_invariant")
+					  : jsonread_get_string(e, "invariant"));
 			fputs("</code>: ", out);
-			html(out, sim_json_get_string(e, "detail"));
+			html(out, jsonread_get_string(e, "detail"));
 			fputs("<br>replay: <code>", out);
-			html(out, sim_json_get_string(e, "reproduce"));
+			html(out, jsonread_get_string(e, "reproduce"));
 			fputs("</code></li>\n", out);
 		}
 	}
@@ -537,15 +537,15 @@ static void write_html(FILE *out, const struct json_value *root)
 		const struct json_value *f = failures->items[i];
 		if (n_failed++ == 0)
 			fputs("<ul>\n", out);
-		number_text(sim_json_get(f, "seed"), buf, sizeof buf);
+		number_text(jsonread_get(f, "seed"), buf, sizeof buf);
 		fputs("<li>schedule seed ", out);
 		html(out, buf);
 		fputs(": broke <code>", out);
-		html(out, sim_json_get_string(f, "invariant"));
+		html(out, jsonread_get_string(f, "invariant"));
 		fputs("</code>: ", out);
-		html(out, sim_json_get_string(f, "detail"));
+		html(out, jsonread_get_string(f, "detail"));
 		fputs("<br>replay: <code>", out);
-		html(out, sim_json_get_string(f, "replay"));
+		html(out, jsonread_get_string(f, "replay"));
 		fputs("</code></li>\n", out);
 	}
 	if (n_failed)
@@ -557,10 +557,10 @@ static void write_html(FILE *out, const struct json_value *root)
 	for (int l = 0; l < 2; l++) {
 		const struct json_value *list = l ? rows : sims;
 		for (size_t i = 0; list && i < list->n; i++)
-			n_not_run += strcmp(sim_json_get_string(list->items[i], "status"), "not_run") == 0;
+			n_not_run += strcmp(jsonread_get_string(list->items[i], "status"), "not_run") == 0;
 	}
 	uint64_t schedules_not_run = 0;
-	sim_json_get_uint(ex, "not_run", &schedules_not_run);
+	jsonread_get_uint(ex, "not_run", &schedules_not_run);
 	if (n_not_run || schedules_not_run)
 		fprintf(out, "<p>Not run, which fails the run too: %zu applicable entr%s (status <code>not_run</code> above) and %" PRIu64
 			     " random schedule%s.</p>\n",
@@ -617,7 +617,7 @@ enum sim_report_status sim_report_write(const char *input, const char *output, c
 
 	if (!text)
 		goto out;
-	root = sim_json_parse(text, len, &jerr);
+	root = jsonread_parse(text, len, &jerr);
 	if (!root) {
 		snprintf(err, errlen, "\"%s\": byte %zu: not a %s file: bad JSON: %s", input, jerr.offset, SIM_RUN_FORMAT,
 			 jerr.message);
@@ -651,7 +651,7 @@ out:
 		unlink(tmp);
 	}
 	free(tmp);
-	sim_json_free(root);
+	jsonread_free(root);
 	free(text);
 	return status;
 }

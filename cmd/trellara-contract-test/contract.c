@@ -4,7 +4,7 @@
  */
 #include "contract.h"
 
-#include "json.h"
+#include "trellara/jsonread.h"
 
 #include "trellara/jsonw.h"
 #include "trellara/strbuf.h"
@@ -508,7 +508,7 @@ static int bad(struct pin_reader *r, const char *where, const char *what)
 static int get_str(struct pin_reader *r, const struct json_value *obj, const char *where, const char *key,
 		   bool nullable, char **out)
 {
-	const struct json_value *v = sim_json_get(obj, key);
+	const struct json_value *v = jsonread_get(obj, key);
 	*out = NULL;
 	if (v && v->type == JSON_NULL && nullable)
 		return 0;
@@ -522,7 +522,7 @@ static int get_str(struct pin_reader *r, const struct json_value *obj, const cha
 
 static int get_bool(struct pin_reader *r, const struct json_value *obj, const char *where, const char *key, bool *out)
 {
-	const struct json_value *v = sim_json_get(obj, key);
+	const struct json_value *v = jsonread_get(obj, key);
 	if (!v || (v->type != JSON_TRUE && v->type != JSON_FALSE)) {
 		errbuf_setf(r->err, r->errlen, "%s: \"%s\" must be true or false", where, key);
 		return -1;
@@ -535,7 +535,7 @@ static int get_bool(struct pin_reader *r, const struct json_value *obj, const ch
 static int get_char(struct pin_reader *r, const struct json_value *obj, const char *where, const char *key,
 		    const char *allowed, bool empty_ok, char *out)
 {
-	const struct json_value *v = sim_json_get(obj, key);
+	const struct json_value *v = jsonread_get(obj, key);
 	bool ok = v && v->type == JSON_STRING &&
 		  ((v->len == 1 && strchr(allowed, v->text[0])) || (empty_ok && v->len == 0));
 	if (!ok) {
@@ -550,7 +550,7 @@ static int get_char(struct pin_reader *r, const struct json_value *obj, const ch
 static int get_names(struct pin_reader *r, const struct json_value *obj, const char *where, const char *key,
 		     char ***names, size_t *n)
 {
-	const struct json_value *v = sim_json_get_type(obj, key, JSON_ARRAY);
+	const struct json_value *v = jsonread_get_type(obj, key, JSON_ARRAY);
 	*names = NULL;
 	*n = 0;
 	if (!v)
@@ -571,13 +571,13 @@ static int decode_column(struct pin_reader *r, const struct json_value *v, const
 	if (v->type != JSON_OBJECT)
 		return bad(r, where, "must be an object");
 	uint64_t oid;
-	const struct json_value *typmod = sim_json_get(v, "typmod");
+	const struct json_value *typmod = jsonread_get(v, "typmod");
 	if (get_str(r, v, where, "name", false, &c->name) < 0 || get_str(r, v, where, "type", false, &c->type) < 0 ||
 	    get_bool(r, v, where, "not_null", &c->not_null) < 0 ||
 	    get_char(r, v, where, "identity", "ad", true, &c->identity) < 0 ||
 	    get_char(r, v, where, "generated", "sv", true, &c->generated) < 0)
 		return -1;
-	if (!sim_json_get_uint(v, "type_oid", &oid) || oid > UINT32_MAX)
+	if (!jsonread_get_uint(v, "type_oid", &oid) || oid > UINT32_MAX)
 		return bad(r, where, "\"type_oid\" must be an OID");
 	if (!typmod || typmod->type != JSON_NUMBER || !typmod->is_int || typmod->i < INT32_MIN || typmod->i > INT32_MAX)
 		return bad(r, where, "\"typmod\" must be a 32-bit integer");
@@ -605,7 +605,7 @@ static int decode_table(struct pin_reader *r, const struct json_value *v, size_t
 	    get_names(r, v, where, "replica_identity_columns", &t->replica_identity_columns,
 		      &t->n_replica_identity_columns) < 0)
 		return -1;
-	const struct json_value *cols = sim_json_get_type(v, "columns", JSON_ARRAY);
+	const struct json_value *cols = jsonread_get_type(v, "columns", JSON_ARRAY);
 	if (!cols)
 		return bad(r, where, "\"columns\" must be a list");
 	t->columns = xcalloc(cols->n ? cols->n : 1, sizeof *t->columns);
@@ -625,25 +625,25 @@ int contract_pin_decode(const char *text, size_t len, struct contract_fingerprin
 	struct json_error jerr;
 	int rc = -1;
 	memset(fp, 0, sizeof *fp);
-	struct json_value *doc = sim_json_parse(text, len, &jerr);
+	struct json_value *doc = jsonread_parse(text, len, &jerr);
 	if (!doc) {
 		errbuf_setf(err, errlen, "not valid JSON: %s at byte %zu", jerr.message, jerr.offset);
 		goto out;
 	}
-	const char *format = doc->type == JSON_OBJECT ? sim_json_get_string(doc, "format") : NULL;
+	const char *format = doc->type == JSON_OBJECT ? jsonread_get_string(doc, "format") : NULL;
 	uint64_t version = 0;
 	if (!format || strcmp(format, CONTRACT_PIN_FORMAT) != 0) {
 		errbuf_setf(err, errlen, "\"format\" is not \"%s\"", CONTRACT_PIN_FORMAT);
 		goto out;
 	}
-	if (!sim_json_get_uint(doc, "version", &version) || version != CONTRACT_PIN_VERSION) {
+	if (!jsonread_get_uint(doc, "version", &version) || version != CONTRACT_PIN_VERSION) {
 		errbuf_setf(err, errlen, "\"version\" is not %d", CONTRACT_PIN_VERSION);
 		goto out;
 	}
 	if (get_str(&r, doc, "pin", "flow", false, &fp->flow) < 0 ||
 	    get_str(&r, doc, "pin", "pinned_at", true, &fp->pinned_at) < 0)
 		goto out;
-	const struct json_value *tables = sim_json_get_type(doc, "tables", JSON_ARRAY);
+	const struct json_value *tables = jsonread_get_type(doc, "tables", JSON_ARRAY);
 	if (!tables) {
 		errbuf_setf(err, errlen, "\"tables\" must be a list");
 		goto out;
@@ -656,7 +656,7 @@ int contract_pin_decode(const char *text, size_t len, struct contract_fingerprin
 	}
 	rc = 0;
 out:
-	sim_json_free(doc);
+	jsonread_free(doc);
 	if (rc < 0)
 		contract_fingerprint_free(fp);
 	return rc;

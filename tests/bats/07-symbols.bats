@@ -14,7 +14,7 @@ load helpers/nodb
 PREFIXES=(
 	main
 	# common/base
-	backoff_ base64_ cli_ clock_ config_ conninfo_ crc32c errbuf_ fault_ fs_ json_ jsonw_ log_ lsn_
+	backoff_ base64_ cli_ clock_ config_ conninfo_ crc32c errbuf_ fault_ fs_ json_ jsonread_ jsonw_ log_ lsn_
 	cutplan_ metrics_ notify_ opt_ run_ seq_ sqlstate_ strbuf_ utf8_
 	xasprintf xcalloc xmalloc xrealloc xstrdup xstrndup
 	# common/stream: the stream, its file systems, and its on-disk pieces

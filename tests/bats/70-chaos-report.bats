@@ -351,7 +351,7 @@ run_file() {
 	mkdir -p "$copy/docs" && echo report >"$copy/docs/correctness-report.html"
 	echo '/* unit */' >>"$copy/tests/unit/unit.h"
 	[ "$("$copy/sim/source-info.sh" tree)" = "$before" ]
-	echo '/* changed */' >>"$copy/sim/json.c"
+	echo '/* changed */' >>"$copy/sim/report.c"
 	after=$("$copy/sim/source-info.sh" tree)
 	[[ $after =~ ^[0-9a-f]{40}$ ]]
 	[ "$after" != "$before" ]

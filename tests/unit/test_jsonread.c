@@ -1,13 +1,13 @@
 /*
- * test_sim_json.c - the simulator's JSON: its writes through jsonw.h
- * (jsonw_text, jsonw_finish) and its strict parser (sim/json.c):
+ * test_jsonread.c - the JSON reader and writer: writes through jsonw.h
+ * (jsonw_text, jsonw_finish) and its strict parser (common/base/jsonread.c):
  * escaping, valid and invalid documents with the byte offset of the
  * problem, the nesting limit, and a writer -> parser round trip over
  * seeded random trees.
  *
- * Links with sim/json.o and the no-libpq libraries (build/tests/sim_json_nolibpq).
+ * Links with the no-libpq libraries only (build/tests/jsonread_nolibpq).
  */
-#include "../../sim/json.h"
+#include "trellara/jsonread.h"
 #include "trellara/jsonw.h"
 #include "trellara/textcodec.h"
 #include "unit.h"
@@ -59,7 +59,7 @@ static void test_writer_escaping(void)
 	/* valid UTF-8 whatever the strings held, so the parser takes it back */
 	CHECK(utf8_valid(out, strlen(out)));
 	struct json_error err;
-	struct json_value *v = sim_json_parse(out, strlen(out), &err);
+	struct json_value *v = jsonread_parse(out, strlen(out), &err);
 	CHECK(v != NULL);
 	if (!v) {
 		fprintf(stderr, "  %zu: %s in %s\n", err.offset, err.message, out);
@@ -67,23 +67,23 @@ static void test_writer_escaping(void)
 		return;
 	}
 	CHECK(v->type == JSON_OBJECT && v->n == 11);
-	CHECK_STR(sim_json_get_string(v, "k\"ey"), tricky);
+	CHECK_STR(jsonread_get_string(v, "k\"ey"), tricky);
 	/* each byte that is not UTF-8 is U+FFFD (EF BF BD) */
-	CHECK_STR(sim_json_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
-	CHECK_STR(sim_json_get_string(v, "cut"), "x\xef\xbf\xbd\xef\xbf\xbd");
-	CHECK_STR(sim_json_get_string(v, "overlong"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
-	CHECK(sim_json_get_type(v, "nul", JSON_NULL) != NULL);
+	CHECK_STR(jsonread_get_string(v, "bad_utf8"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	CHECK_STR(jsonread_get_string(v, "cut"), "x\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK_STR(jsonread_get_string(v, "overlong"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK(jsonread_get_type(v, "nul", JSON_NULL) != NULL);
 	uint64_t big = 0;
-	CHECK(sim_json_get_uint(v, "big", &big) && big == UINT64_MAX);
-	const struct json_value *neg = sim_json_get(v, "neg");
+	CHECK(jsonread_get_uint(v, "big", &big) && big == UINT64_MAX);
+	const struct json_value *neg = jsonread_get(v, "neg");
 	CHECK(neg && neg->is_int && neg->i == INT64_MIN && !neg->is_uint);
-	const struct json_value *rate = sim_json_get_type(v, "rate", JSON_NUMBER);
+	const struct json_value *rate = jsonread_get_type(v, "rate", JSON_NUMBER);
 	CHECK(rate && strcmp(rate->text, "2.500") == 0);
-	CHECK(sim_json_get_type(v, "n", JSON_NULL) != NULL);
-	CHECK(sim_json_get_type(v, "t", JSON_TRUE) != NULL);
-	const struct json_value *empty = sim_json_get_type(v, "empty", JSON_ARRAY);
+	CHECK(jsonread_get_type(v, "n", JSON_NULL) != NULL);
+	CHECK(jsonread_get_type(v, "t", JSON_TRUE) != NULL);
+	const struct json_value *empty = jsonread_get_type(v, "empty", JSON_ARRAY);
 	CHECK(empty && empty->n == 0);
-	sim_json_free(v);
+	jsonread_free(v);
 	free(out);
 }
 
@@ -123,11 +123,11 @@ static void test_writer_finish(void)
 static void expect_error(const char *text, size_t offset, const char *what)
 {
 	struct json_error err;
-	struct json_value *v = sim_json_parse(text, strlen(text), &err);
+	struct json_value *v = jsonread_parse(text, strlen(text), &err);
 	CHECK(v == NULL);
 	if (v) {
 		fprintf(stderr, "  parsed, but should not have: %s\n", text);
-		sim_json_free(v);
+		jsonread_free(v);
 		return;
 	}
 	if (err.offset != offset || !strstr(err.message, what)) {
@@ -143,14 +143,14 @@ static void test_parser_valid(void)
 	static const char text[] = " {\"a\": [1, -2, 3.5e2, true, false, null, \"x\\u00e9\\ud83d\\ude00\\/\"],\n"
 				   "  \"b\": {}, \"c\": [], \"d\": 0, \"e\": -0, \"f\": 18446744073709551616} ";
 	struct json_error err;
-	struct json_value *v = sim_json_parse(text, strlen(text), &err);
+	struct json_value *v = jsonread_parse(text, strlen(text), &err);
 	CHECK(v != NULL);
 	if (!v) {
 		fprintf(stderr, "  %zu: %s\n", err.offset, err.message);
 		return;
 	}
 	CHECK(v->type == JSON_OBJECT && v->n == 6);
-	const struct json_value *a = sim_json_get_type(v, "a", JSON_ARRAY);
+	const struct json_value *a = jsonread_get_type(v, "a", JSON_ARRAY);
 	CHECK(a && a->n == 7);
 	if (a && a->n == 7) {
 		CHECK(a->items[0]->is_uint && a->items[0]->u == 1);
@@ -161,12 +161,12 @@ static void test_parser_valid(void)
 		CHECK_STR(a->items[6]->text, "x\xc3\xa9\xf0\x9f\x98\x80/");
 		CHECK(a->items[6]->offset == 41);
 	}
-	CHECK(sim_json_get_type(v, "b", JSON_OBJECT) && sim_json_get(v, "b")->n == 0);
-	const struct json_value *f = sim_json_get(v, "f");
+	CHECK(jsonread_get_type(v, "b", JSON_OBJECT) && jsonread_get(v, "b")->n == 0);
+	const struct json_value *f = jsonread_get(v, "f");
 	CHECK(f && f->type == JSON_NUMBER && !f->is_uint && !f->is_int); /* 2^64 does not fit: text only */
-	CHECK(sim_json_get(v, "zz") == NULL);
+	CHECK(jsonread_get(v, "zz") == NULL);
 	CHECK(v->offset == 1);
-	sim_json_free(v);
+	jsonread_free(v);
 }
 
 static void test_parser_truncated(void)
@@ -216,9 +216,9 @@ static void test_nesting_limit(void)
 		deep[n++] = '[';
 	for (int i = 0; i < JSON_MAX_DEPTH; i++)
 		deep[n++] = ']';
-	struct json_value *v = sim_json_parse(deep, n, &err);
+	struct json_value *v = jsonread_parse(deep, n, &err);
 	CHECK(v != NULL);
-	sim_json_free(v);
+	jsonread_free(v);
 	/* one more is refused, at the offset of the bracket that is too deep */
 	n = 0;
 	for (int i = 0; i <= JSON_MAX_DEPTH; i++)
@@ -339,15 +339,15 @@ static void test_round_trip(void)
 		int finish = jsonw_finish(&w);
 		fclose(f);
 		struct json_error err;
-		struct json_value *v = sim_json_parse(buf, len, &err);
+		struct json_value *v = jsonread_parse(buf, len, &err);
 		rng = seed;
 		bool same =
-			finish == 0 && v && sim_json_get(v, "root") && check_random(sim_json_get(v, "root"), &rng, 0);
+			finish == 0 && v && jsonread_get(v, "root") && check_random(jsonread_get(v, "root"), &rng, 0);
 		if (!same)
 			fprintf(stderr, "  round trip of seed %llu failed: %s\n", (unsigned long long)seed, buf);
 		else
 			ok++;
-		sim_json_free(v);
+		jsonread_free(v);
 		free(buf);
 	}
 	CHECK(ok == 500);
@@ -362,5 +362,5 @@ int main(void)
 	test_parser_bad();
 	test_nesting_limit();
 	test_round_trip();
-	return unit_done("test_sim_json");
+	return unit_done("test_jsonread");
 }

@@ -1,23 +1,23 @@
 /*
- * json.h - the simulator's JSON: its run files are written with the
- * programs' writer (jsonw.h; every string through jsonw_text, so the file
- * is valid UTF-8 whatever a message holds, and jsonw_finish says whether
- * the document is complete and was written); this is the small strict
- * parser (RFC 8259) that reads them back into a tree for
- * `trellara chaos report`.
+ * jsonread.h - the project's JSON reader: documents are written with
+ * jsonw.h (every string through jsonw_text, so the file is valid UTF-8
+ * whatever a message holds, and jsonw_finish says whether the document is
+ * complete and was written); this is the small strict parser (RFC 8259)
+ * that reads them back into a tree: the simulator's run files for
+ * `trellara chaos report`, the schema contract's pin file.
  *
  * Parser.  One value, optional surrounding whitespace, nothing after it;
  * no comments, no trailing commas, no leading zeros, no lone surrogates,
  * strings in valid UTF-8 without NUL, nesting at most JSON_MAX_DEPTH.
  * A failure names the problem and the byte offset where it was found
- * (json_parse fills struct json_error).  Numbers keep their text and, when
+ * (jsonread_parse fills struct json_error).  Numbers keep their text and, when
  * they are integers that fit, their value as int64 / uint64.
  *
- * Owns.  The tree json_parse returns (json_free releases it).  No I/O in
+ * Owns.  The tree jsonread_parse returns (jsonread_free releases it).  No I/O in
  * the parser, no globals, no libpq.
  */
-#ifndef TRELLARA_SIM_JSON_H
-#define TRELLARA_SIM_JSON_H
+#ifndef TRELLARA_JSONREAD_H
+#define TRELLARA_JSONREAD_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,14 +53,14 @@ struct json_error {
 };
 
 /* Parses len bytes of text; NULL on failure with *err filled. */
-struct json_value *sim_json_parse(const char *text, size_t len, struct json_error *err);
-void sim_json_free(struct json_value *v);
+struct json_value *jsonread_parse(const char *text, size_t len, struct json_error *err);
+void jsonread_free(struct json_value *v);
 
 /* Lookups (NULL when absent or of another type). */
-const struct json_value *sim_json_get(const struct json_value *obj, const char *key);
-const char *sim_json_get_string(const struct json_value *obj, const char *key);
-bool sim_json_get_uint(const struct json_value *obj, const char *key, uint64_t *out);
-const struct json_value *sim_json_get_type(const struct json_value *obj, const char *key, enum json_type type);
-const char *sim_json_type_name(enum json_type type);
+const struct json_value *jsonread_get(const struct json_value *obj, const char *key);
+const char *jsonread_get_string(const struct json_value *obj, const char *key);
+bool jsonread_get_uint(const struct json_value *obj, const char *key, uint64_t *out);
+const struct json_value *jsonread_get_type(const struct json_value *obj, const char *key, enum json_type type);
+const char *jsonread_type_name(enum json_type type);
 
 #endif

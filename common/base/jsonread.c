@@ -1,7 +1,7 @@
 /*
- * json.c - the simulator's strict JSON parser (see json.h).
+ * jsonread.c - the strict JSON parser (see jsonread.h).
  */
-#include "json.h"
+#include "trellara/jsonread.h"
 
 #include "trellara/textcodec.h"
 #include "trellara/xalloc.h"
@@ -346,7 +346,7 @@ static struct json_value *parse_value(struct parser *ps, int depth)
 				size_t key_at = ps->pos;
 				if (parse_string(ps, &key, &key_len) < 0)
 					goto bad;
-				if (sim_json_get(v, key)) {
+				if (jsonread_get(v, key)) {
 					fail(ps, key_at, "duplicate member \"%.60s\"", key);
 					free(key);
 					goto bad;
@@ -379,7 +379,7 @@ static struct json_value *parse_value(struct parser *ps, int depth)
 			goto bad;
 		}
 	bad:
-		sim_json_free(v);
+		jsonread_free(v);
 		return NULL;
 	}
 	if (c == '"') {
@@ -402,7 +402,7 @@ static struct json_value *parse_value(struct parser *ps, int depth)
 	return NULL;
 }
 
-struct json_value *sim_json_parse(const char *text, size_t len, struct json_error *err)
+struct json_value *jsonread_parse(const char *text, size_t len, struct json_error *err)
 {
 	struct parser ps = { .p = (const unsigned char *)text, .len = len, .err = err };
 	memset(err, 0, sizeof *err);
@@ -412,18 +412,18 @@ struct json_value *sim_json_parse(const char *text, size_t len, struct json_erro
 	skip_ws(&ps);
 	if (ps.pos != ps.len) {
 		fail(&ps, ps.pos, "trailing data after the value");
-		sim_json_free(v);
+		jsonread_free(v);
 		return NULL;
 	}
 	return v;
 }
 
-void sim_json_free(struct json_value *v)
+void jsonread_free(struct json_value *v)
 {
 	if (!v)
 		return;
 	for (size_t i = 0; i < v->n; i++) {
-		sim_json_free(v->items[i]);
+		jsonread_free(v->items[i]);
 		if (v->keys)
 			free(v->keys[i]);
 	}
@@ -433,7 +433,7 @@ void sim_json_free(struct json_value *v)
 	free(v);
 }
 
-const struct json_value *sim_json_get(const struct json_value *obj, const char *key)
+const struct json_value *jsonread_get(const struct json_value *obj, const char *key)
 {
 	if (!obj || obj->type != JSON_OBJECT)
 		return NULL;
@@ -443,28 +443,28 @@ const struct json_value *sim_json_get(const struct json_value *obj, const char *
 	return NULL;
 }
 
-const struct json_value *sim_json_get_type(const struct json_value *obj, const char *key, enum json_type type)
+const struct json_value *jsonread_get_type(const struct json_value *obj, const char *key, enum json_type type)
 {
-	const struct json_value *v = sim_json_get(obj, key);
+	const struct json_value *v = jsonread_get(obj, key);
 	return v && v->type == type ? v : NULL;
 }
 
-const char *sim_json_get_string(const struct json_value *obj, const char *key)
+const char *jsonread_get_string(const struct json_value *obj, const char *key)
 {
-	const struct json_value *v = sim_json_get_type(obj, key, JSON_STRING);
+	const struct json_value *v = jsonread_get_type(obj, key, JSON_STRING);
 	return v ? v->text : NULL;
 }
 
-bool sim_json_get_uint(const struct json_value *obj, const char *key, uint64_t *out)
+bool jsonread_get_uint(const struct json_value *obj, const char *key, uint64_t *out)
 {
-	const struct json_value *v = sim_json_get_type(obj, key, JSON_NUMBER);
+	const struct json_value *v = jsonread_get_type(obj, key, JSON_NUMBER);
 	if (!v || !v->is_uint)
 		return false;
 	*out = v->u;
 	return true;
 }
 
-const char *sim_json_type_name(enum json_type type)
+const char *jsonread_type_name(enum json_type type)
 {
 	switch (type) {
 	case JSON_NULL: return "null";
