@@ -44,8 +44,8 @@ fi
 # minute or more of tests): the run then ends with short files running
 # beside each other instead of one long file running alone.
 if [[ ${BATS_JOBS:-1} != 1 ]] && ((${#files[@]} > 1)); then
-	heavy=(68-jetstream-flow 40-snapshot 50-operate 63-cutover 30-apply 35-apply-parallel 41-snapshot-schemas 60-verify 64-failover
-		20-capture flow 67-jetstream-capture)
+	heavy=(72-pilot-package 68-jetstream-flow 40-snapshot 50-operate 63-cutover 30-apply 35-apply-parallel 41-snapshot-schemas 60-verify
+		64-failover 71-drill 69-repair-plan 20-capture flow 67-jetstream-capture)
 	first=() rest=()
 	for f in "${files[@]}"; do
 		name=${f##*/}
