@@ -47,12 +47,6 @@ NATS_LIBS := $(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
 LDLIBS_trellara-stream := $(NATS_LIBS)
 LDLIBS_trellara-capture := $(NATS_LIBS)
 LDLIBS_trellara-applyd := $(NATS_LIBS)
-# libjansson (libjansson-dev) reads JSON: only trellara-repair-plan, which
-# reads a verify result, links it (and only its repair.c includes it).
-JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
-JANSSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
-LDLIBS_trellara-repair-plan := $(JANSSON_LIBS)
-JANSSON_SRC := cmd/trellara-repair-plan/repair.c
 NATS_SRC := cmd/jetstream/jetstream_session.c cmd/trellara-stream/stream_jetstream.c \
 	cmd/trellara-capture/capture_jetstream.c cmd/trellara-applyd/applyd_jetstream.c
 
@@ -77,11 +71,10 @@ NOLIBPQ_LDLIBS := -lz
 PROGRAMS := $(notdir $(wildcard cmd/trellara-*))
 PROGRAM_BINS := $(PROGRAMS:%=bin/%)
 # Every cmd/ module except main.c (and those on libnats, or calling into
-# them: capture's loop opens its JetStream sink, applyd's its source; and
-# repair-plan's reader, on libjansson) is linkable into unit tests and the
-# simulator.
+# them: capture's loop opens its JetStream sink, applyd's its source) is
+# linkable into unit tests and the simulator.
 NATS_CALLERS := cmd/trellara-capture/capture.c cmd/trellara-applyd/applyd.c
-CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC) $(NATS_CALLERS) $(JANSSON_SRC),$(wildcard cmd/*/*.c)))
+CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC) $(NATS_CALLERS),$(wildcard cmd/*/*.c)))
 CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
 CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
 
@@ -166,7 +159,6 @@ bin/$(1): $(patsubst %.c,build/obj/%.o,$(wildcard cmd/$(1)/*.c)) $(EXTRA_OBJ_$(1
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULE,$(p))))
 $(NATS_SRC:%.c=build/obj/%.o): ALL_CFLAGS += $(NATS_CFLAGS)
-$(JANSSON_SRC:%.c=build/obj/%.o): ALL_CFLAGS += $(JANSSON_CFLAGS)
 
 build/tests/%: build/obj/tests/unit/%.o $(CMD_LIB_OBJ) $(SIM_LIB_OBJ) $(SUBLIB_A)
 	@mkdir -p $(@D)

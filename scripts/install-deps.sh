@@ -20,7 +20,6 @@
 #                    the client tools every test uses (psql, pgbench, pg_dump)
 #   libpq-dev        libpq: every program that talks to PostgreSQL
 #   libyaml-dev      libyaml: the flow file
-#   libjansson-dev   libjansson: trellara-repair-plan reads a verify result (JSON)
 #   clang, libclang-rt-14-dev  libFuzzer: the short fuzz runs of make check
 #   zlib1g-dev       zlib: linked by every program (checksum, compression routines)
 #   libnats-dev nats-server  the JetStream stream kind: the NATS C client
@@ -149,7 +148,7 @@ done
 
 # ---------------------------------------------------------------- Debian
 
-packages=(postgresql libpq-dev libyaml-dev libjansson-dev zlib1g-dev libnats-dev nats-server bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
+packages=(postgresql libpq-dev libyaml-dev zlib1g-dev libnats-dev nats-server bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
 ((${#fetch[@]} == 0)) || command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()

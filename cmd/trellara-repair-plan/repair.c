@@ -7,6 +7,8 @@
 
 #include "trellara/checkpoint.h"
 #include "trellara/defaults.h"
+#include "trellara/fsutil.h"
+#include "trellara/jsonread.h"
 #include "trellara/jsonw.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
@@ -18,13 +20,42 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 enum repair_kind { KIND_MISSING = 0, KIND_EXTRA, KIND_DIFFERS };
+
+/* ---- reading the verify result (jsonread.h): NULL-safe accessors ---- */
+
+typedef const struct json_value jv;
+
+static bool jv_is(jv *v, enum json_type t)
+{
+	return v && v->type == t;
+}
+
+static bool jv_is_boolean(jv *v)
+{
+	return jv_is(v, JSON_TRUE) || jv_is(v, JSON_FALSE);
+}
+
+static bool jv_is_integer(jv *v)
+{
+	return jv_is(v, JSON_NUMBER) && v->is_int;
+}
+
+static size_t jv_array_size(jv *v)
+{
+	return jv_is(v, JSON_ARRAY) ? v->n : 0;
+}
+
+static jv *jv_array_get(jv *v, size_t i)
+{
+	return i < jv_array_size(v) ? v->items[i] : NULL;
+}
+
 static const char *const kind_names[] = { "missing_in_target", "extra_in_target", "content_differs", NULL };
 static const char *const kind_action[] = { "copy the source row", "delete the target row",
 					   "replace the target row with the source row" };
@@ -93,15 +124,15 @@ static void reseed(struct repair_table *r, char *reason)
 }
 
 /* One table of the result's "tables" that diverged. */
-static int load_table(const struct repair_options *o, json_t *jt, size_t ti, struct repair_table *r)
+static int load_table(const struct repair_options *o, jv *jt, size_t ti, struct repair_table *r)
 {
 	const char *path = o->from;
 	char field[96];
-	json_t *name = json_object_get(jt, "table"), *keyless = json_object_get(jt, "keyless");
+	jv *name = jsonread_get(jt, "table"), *keyless = jsonread_get(jt, "keyless");
 	snprintf(field, sizeof field, "tables[%zu].table", ti);
-	if (!json_is_string(name))
+	if (!jv_is(name, JSON_STRING))
 		return bad_field(path, field, "missing or not a string");
-	r->name = xstrdup(json_string_value(name));
+	r->name = xstrdup((name)->text);
 	for (size_t i = 0; i < o->cfg->n_tables; i++) {
 		char n[300];
 		snprintf(n, sizeof n, "%s.%s", o->cfg->tables[i].schema, o->cfg->tables[i].name);
@@ -115,71 +146,71 @@ static int load_table(const struct repair_options *o, json_t *jt, size_t ti, str
 		return rc;
 	}
 	snprintf(field, sizeof field, "tables[%zu].keyless", ti);
-	if (!json_is_boolean(keyless))
+	if (!jv_is_boolean(keyless))
 		return bad_field(path, field, "missing or not true/false");
-	json_t *error = json_object_get(jt, "error");
+	jv *error = jsonread_get(jt, "error");
 	if (error)
-		reseed(r, xasprintf("verify could not compare it: %s", json_is_string(error) ? json_string_value(error) : "?"));
-	if (json_is_true(keyless))
+		reseed(r, xasprintf("verify could not compare it: %s", jv_is(error, JSON_STRING) ? (error)->text : "?"));
+	if (jv_is(keyless, JSON_TRUE))
 		reseed(r, xstrdup("it has no key (keyless): a row cannot be named exactly"));
-	json_t *cols = json_object_get(jt, "key_columns");
+	jv *cols = jsonread_get(jt, "key_columns");
 	snprintf(field, sizeof field, "tables[%zu].key_columns", ti);
-	if (!cols || json_is_null(cols)) {
-		reseed(r, xstrdup(json_is_true(keyless) ? "it has no key (keyless): a row cannot be named exactly"
+	if (!cols || jv_is(cols, JSON_NULL)) {
+		reseed(r, xstrdup(jv_is(keyless, JSON_TRUE) ? "it has no key (keyless): a row cannot be named exactly"
 						     : "the verify result lists no key_columns (an older trellara-verify)"));
-	} else if (!json_is_array(cols) || json_array_size(cols) == 0 || json_array_size(cols) > 1600) {
+	} else if (!jv_is(cols, JSON_ARRAY) || jv_array_size(cols) == 0 || jv_array_size(cols) > 1600) {
 		return bad_field(path, field, "not an array of column names");
 	} else {
-		r->n_key_columns = (int)json_array_size(cols);
+		r->n_key_columns = (int)jv_array_size(cols);
 		r->key_columns = xcalloc((size_t)r->n_key_columns, sizeof *r->key_columns);
 		for (int c = 0; c < r->n_key_columns; c++) {
-			json_t *col = json_array_get(cols, (size_t)c);
-			if (!json_is_string(col))
+			jv *col = jv_array_get(cols, (size_t)c);
+			if (!jv_is(col, JSON_STRING))
 				return bad_field(path, field, "not an array of column names");
-			r->key_columns[c] = xstrdup(json_string_value(col));
+			r->key_columns[c] = xstrdup((col)->text);
 		}
 	}
-	json_t *divs = json_object_get(jt, "divergences");
+	jv *divs = jsonread_get(jt, "divergences");
 	snprintf(field, sizeof field, "tables[%zu].divergences", ti);
-	if (!json_is_array(divs))
+	if (!jv_is(divs, JSON_ARRAY))
 		return bad_field(path, field, "missing or not an array");
 	uint64_t total = 0;
-	for (size_t d = 0; d < json_array_size(divs); d++) {
-		json_t *jd = json_array_get(divs, d), *kind = json_object_get(jd, "kind"), *count = json_object_get(jd, "count");
+	for (size_t d = 0; d < jv_array_size(divs); d++) {
+		jv *jd = jv_array_get(divs, d), *kind = jsonread_get(jd, "kind"), *count = jsonread_get(jd, "count");
 		snprintf(field, sizeof field, "tables[%zu].divergences[%zu].kind", ti, d);
 		int k = -1;
-		for (int i = 0; json_is_string(kind) && kind_names[i]; i++)
-			if (strcmp(kind_names[i], json_string_value(kind)) == 0)
+		for (int i = 0; jv_is(kind, JSON_STRING) && kind_names[i]; i++)
+			if (strcmp(kind_names[i], (kind)->text) == 0)
 				k = i;
 		if (k < 0)
 			return bad_field(path, field, "missing or not missing_in_target, extra_in_target or content_differs");
 		snprintf(field, sizeof field, "tables[%zu].divergences[%zu].count", ti, d);
-		if (!json_is_integer(count) || json_integer_value(count) < 0)
+		if (!jv_is_integer(count) || (count)->i < 0)
 			return bad_field(path, field, "missing or not a whole number");
-		uint64_t n = (uint64_t)json_integer_value(count);
+		uint64_t n = (uint64_t)(count)->i;
 		total += n;
-		json_t *values = json_object_get(jd, "key_values");
+		jv *values = jsonread_get(jd, "key_values");
 		snprintf(field, sizeof field, "tables[%zu].divergences[%zu].key_values", ti, d);
 		if (!values) {
 			reseed(r, xasprintf("%s: %" PRIu64 " keys counted, none listed exactly (no key_values)", kind_names[k], n));
 			continue;
 		}
-		if (!json_is_array(values))
+		if (!jv_is(values, JSON_ARRAY))
 			return bad_field(path, field, "not an array");
-		if (json_array_size(values) > n)
+		if (jv_array_size(values) > n)
 			return bad_field(path, field, "more keys than the divergence's count");
-		if (json_array_size(values) < n)
-			reseed(r, xasprintf("%s: %" PRIu64 " keys counted, %zu listed", kind_names[k], n, json_array_size(values)));
-		for (size_t e = 0; e < json_array_size(values); e++) {
-			json_t *key = json_array_get(values, e);
-			if (json_is_null(key) || (json_is_array(key) && json_array_size(key) != (size_t)r->n_key_columns)) {
+		if (jv_array_size(values) < n)
+			reseed(r, xasprintf("%s: %" PRIu64 " keys counted, %zu listed", kind_names[k], n, jv_array_size(values)));
+		for (size_t e = 0; e < jv_array_size(values); e++) {
+			jv *key = jv_array_get(values, e);
+			if (jv_is(key, JSON_NULL) || (jv_is(key, JSON_ARRAY) && jv_array_size(key) != (size_t)r->n_key_columns)) {
 				reseed(r, xasprintf("%s: a key that verify could not list exactly", kind_names[k]));
 				continue;
 			}
-			if (!json_is_array(key))
+			if (!jv_is(key, JSON_ARRAY))
 				return bad_field(path, field, "a key is not an array of column values");
-			for (size_t c = 0; c < json_array_size(key); c++)
-				if (!json_is_string(json_array_get(key, c)) && !json_is_null(json_array_get(key, c)))
+			for (size_t c = 0; c < jv_array_size(key); c++)
+				if (!jv_is(jv_array_get(key, c), JSON_STRING) && !jv_is(jv_array_get(key, c), JSON_NULL))
 					return bad_field(path, field, "a key's value is not text or null");
 			if (r->reseed_reason)
 				continue;
@@ -188,8 +219,8 @@ static int load_table(const struct repair_options *o, json_t *jt, size_t ti, str
 			rk->kind = (enum repair_kind)k;
 			rk->values = xcalloc((size_t)r->n_key_columns, sizeof *rk->values);
 			for (int c = 0; c < r->n_key_columns; c++) {
-				json_t *v = json_array_get(key, (size_t)c);
-				rk->values[c] = json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
+				jv *v = jv_array_get(key, (size_t)c);
+				rk->values[c] = jv_is(v, JSON_STRING) ? xstrdup((v)->text) : NULL;
 			}
 		}
 	}
@@ -207,54 +238,61 @@ static int plan_load(const struct repair_options *o, struct plan *p)
 		log_error("verify result \"%s\": cannot read it: %s", path, strerror(errno));
 		return EXIT_NOINPUT;
 	}
-	json_error_t jerr;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	char *text = NULL;
+	size_t len = 0;
+	if (fs_read_file(path, &text, &len) < 0) {
+		log_error("verify result \"%s\": cannot read it: %s", path, strerror(errno));
+		return EXIT_NOINPUT;
+	}
+	struct json_error jerr;
+	struct json_value *root = jsonread_parse(text, len, &jerr);
+	free(text);
 	int code = EXIT_DATAERR;
 	if (!root) {
-		log_error("verify result \"%s\": not JSON: %s at line %d, column %d", path, jerr.text, jerr.line, jerr.column);
+		log_error("verify result \"%s\": not JSON: %s at byte %zu", path, jerr.message, jerr.offset);
 		return EXIT_DATAERR;
 	}
-	json_t *result = json_object_get(root, "result"), *flow = json_object_get(root, "flow");
-	json_t *at = json_object_get(root, "compared_at"), *tables = json_object_get(root, "tables");
-	if (!json_is_object(root)) {
+	jv *result = jsonread_get(root, "result"), *flow = jsonread_get(root, "flow");
+	jv *at = jsonread_get(root, "compared_at"), *tables = jsonread_get(root, "tables");
+	if (!jv_is(root, JSON_OBJECT)) {
 		code = bad_field(path, "(the document)", "not an object");
 		goto out;
 	}
-	if (!json_is_string(result) ||
-	    (strcmp(json_string_value(result), "CONVERGED") && strcmp(json_string_value(result), "DIVERGED"))) {
+	if (!jv_is(result, JSON_STRING) ||
+	    (strcmp((result)->text, "CONVERGED") && strcmp((result)->text, "DIVERGED"))) {
 		code = bad_field(path, "result", "missing or not CONVERGED or DIVERGED");
 		goto out;
 	}
 	char *mine = config_flow_id(o->cfg);
-	if (!json_is_string(flow) || strcmp(json_string_value(flow), mine) != 0) {
-		char *what = xasprintf("%s%s%s is not this flow (%s)", json_is_string(flow) ? "\"" : "",
-				       json_is_string(flow) ? json_string_value(flow) : "missing or not a string",
-				       json_is_string(flow) ? "\"" : "", mine);
+	if (!jv_is(flow, JSON_STRING) || strcmp((flow)->text, mine) != 0) {
+		char *what = xasprintf("%s%s%s is not this flow (%s)", jv_is(flow, JSON_STRING) ? "\"" : "",
+				       jv_is(flow, JSON_STRING) ? (flow)->text : "missing or not a string",
+				       jv_is(flow, JSON_STRING) ? "\"" : "", mine);
 		free(mine);
 		code = bad_field(path, "flow", what);
 		free(what);
 		goto out;
 	}
 	p->flow = mine;
-	if (!json_is_string(at) || !lsn_parse(json_string_value(at), &p->compared_at)) {
+	if (!jv_is(at, JSON_STRING) || !lsn_parse((at)->text, &p->compared_at)) {
 		code = bad_field(path, "compared_at", "missing or not an LSN");
 		goto out;
 	}
-	if (!json_is_array(tables)) {
+	if (!jv_is(tables, JSON_ARRAY)) {
 		code = bad_field(path, "tables", "missing or not an array");
 		goto out;
 	}
-	p->converged = strcmp(json_string_value(result), "CONVERGED") == 0;
-	p->tables = xcalloc(json_array_size(tables) + 1, sizeof *p->tables);
-	for (size_t i = 0; i < json_array_size(tables); i++) {
-		json_t *jt = json_array_get(tables, i), *tr = json_object_get(jt, "result");
+	p->converged = strcmp((result)->text, "CONVERGED") == 0;
+	p->tables = xcalloc(jv_array_size(tables) + 1, sizeof *p->tables);
+	for (size_t i = 0; i < jv_array_size(tables); i++) {
+		jv *jt = jv_array_get(tables, i), *tr = jsonread_get(jt, "result");
 		char field[64];
 		snprintf(field, sizeof field, "tables[%zu].result", i);
-		if (!json_is_string(tr) || (strcmp(json_string_value(tr), "converged") && strcmp(json_string_value(tr), "diverged"))) {
+		if (!jv_is(tr, JSON_STRING) || (strcmp((tr)->text, "converged") && strcmp((tr)->text, "diverged"))) {
 			code = bad_field(path, field, "missing or not converged or diverged");
 			goto out;
 		}
-		if (strcmp(json_string_value(tr), "diverged") != 0)
+		if (strcmp((tr)->text, "diverged") != 0)
 			continue;
 		if (p->converged) {
 			code = bad_field(path, field, "a diverged table in a CONVERGED result");
@@ -268,7 +306,7 @@ static int plan_load(const struct repair_options *o, struct plan *p)
 	}
 	code = EXIT_OK;
 out:
-	json_decref(root);
+	jsonread_free(root);
 	return code;
 }
 
@@ -510,8 +548,19 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 	int n_cols = 0;
 	struct strbuf list = STRBUF_INIT, where = STRBUF_INIT, sql = STRBUF_INIT;
 	PGresult *res = NULL;
-	json_t *keys_json = json_array(), *cols_json = json_array();
+	/* the evidence's two JSON documents, written as the keys are repaired */
 	char *keys_text = NULL, *cols_text = NULL;
+	size_t keys_len = 0, cols_len = 0;
+	FILE *keys_out = open_memstream(&keys_text, &keys_len), *cols_out = open_memstream(&cols_text, &cols_len);
+	if (!keys_out || !cols_out) {
+		log_error("table %s: cannot hold the repair's evidence in memory: %s", r->name, strerror(errno));
+		goto out;
+	}
+	struct jsonw keys_w, cols_w;
+	jsonw_init(&keys_w, keys_out, false);
+	jsonw_init(&cols_w, cols_out, false);
+	jsonw_open(&keys_w, NULL, '[');
+	jsonw_open(&cols_w, NULL, '[');
 	char src_kind, dst_kind;
 	if (relkind(a->src, qualified, &src_kind) < 0 || relkind(a->dst, qualified, &dst_kind) < 0)
 		goto out;
@@ -536,7 +585,7 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 	PQclear(res);
 	res = NULL;
 	for (int c = 0; c < r->n_key_columns; c++) {
-		json_array_append_new(cols_json, json_string(r->key_columns[c]));
+		jsonw_text(&cols_w, NULL, r->key_columns[c]);
 		bool found = false;
 		char *q = pgconn_quote_ident(a->src, r->key_columns[c]);
 		for (int i = 0; i < n_cols; i++)
@@ -622,15 +671,29 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 		}
 		r->rows_deleted += (uint64_t)deleted;
 		r->rows_inserted += (uint64_t)source_rows;
-		json_t *values = json_array();
-		for (int c = 0; c < r->n_key_columns; c++)
-			json_array_append_new(values, key->values[c] ? json_string(key->values[c]) : json_null());
-		json_array_append_new(keys_json, json_pack("{s:s, s:o, s:I, s:b}", "kind", kind_names[key->kind], "key", values,
-							   "target_rows_deleted", (json_int_t)deleted, "source_row_copied",
-							   source_rows == 1));
+		jsonw_open(&keys_w, NULL, '{');
+		jsonw_str(&keys_w, "kind", kind_names[key->kind]);
+		jsonw_open(&keys_w, "key", '[');
+		for (int c = 0; c < r->n_key_columns; c++) {
+			if (key->values[c])
+				jsonw_text(&keys_w, NULL, key->values[c]);
+			else
+				jsonw_null(&keys_w, NULL);
+		}
+		jsonw_close(&keys_w, ']');
+		jsonw_i64(&keys_w, "target_rows_deleted", true, deleted);
+		jsonw_bool(&keys_w, "source_row_copied", source_rows == 1);
+		jsonw_close(&keys_w, '}');
 	}
-	keys_text = json_dumps(keys_json, JSON_COMPACT);
-	cols_text = json_dumps(cols_json, JSON_COMPACT);
+	jsonw_close(&keys_w, ']');
+	jsonw_close(&cols_w, ']');
+	bool keys_ok = jsonw_finish(&keys_w) == 0 && fclose(keys_out) == 0;
+	bool cols_ok = jsonw_finish(&cols_w) == 0 && fclose(cols_out) == 0;
+	keys_out = cols_out = NULL;
+	if (!keys_ok || !cols_ok) {
+		log_error("table %s: cannot write the repair's evidence", r->name);
+		goto out;
+	}
 	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
 	struct repair_evidence ev = { .run_id = run_id, .relation = r->name, .key_columns_json = cols_text,
 				      .keys_json = keys_text, .rows_deleted = r->rows_deleted, .rows_inserted = r->rows_inserted,
@@ -647,8 +710,10 @@ out:
 	strbuf_release(&list);
 	strbuf_release(&where);
 	strbuf_release(&sql);
-	json_decref(keys_json);
-	json_decref(cols_json);
+	if (keys_out)
+		fclose(keys_out);
+	if (cols_out)
+		fclose(cols_out);
 	free(keys_text);
 	free(cols_text);
 	free(qualified);

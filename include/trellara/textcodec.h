@@ -46,8 +46,7 @@ struct json_object {
  * and *error_at (byte position). */
 bool json_parse_flat_object(const char *text, struct json_object *obj, const char **error,
 			    size_t *error_at);
-/* (not json_object_get: libjansson's function of that name, which
- * trellara-repair-plan links, would be shadowed by this one) */
+/* The member named key, or NULL. */
 const struct json_member *json_flat_get(const struct json_object *obj, const char *key);
 void json_object_free(struct json_object *obj);
 
