@@ -84,6 +84,11 @@ tamper_frame() {
 		"UPDATE accounts SET owner = 'renamed' WHERE id = 3"
 	big_transaction 200000 3000
 	converged
+	# stopped first, so that no watermark lands between the two reads below
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
 	frames_json >"$TEST_DIR/frames.jsonl"
 	# the two large transactions are stored compressed, to well under a
 	# quarter of their bytes; the single-row ones are not compressed
@@ -99,10 +104,6 @@ tamper_frame() {
 	disk=$(jq '.bytes' <<<"$output")
 	[ "$disk" -eq "$(jq -s 'map(32 + .stored_length) | add' "$TEST_DIR/frames.jsonl")" ]
 	[ $((disk * 2)) -lt "$(jq -s 'map(32 + .payload_length) | add' "$TEST_DIR/frames.jsonl")" ]
-	bg_stop applyd TERM
-	[ "$BG_STATUS" -eq 0 ]
-	bg_stop capture TERM
-	[ "$BG_STATUS" -eq 0 ]
 }
 
 @test "stream.compression switched between capture runs: a stream of compressed and plain frames reads whole and applies identically" {
