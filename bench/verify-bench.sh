@@ -212,7 +212,7 @@ verify() {
 	t1=$EPOCHREALTIME
 	R_S=$(secs "$t0" "$t1")
 	# the fence of its last attempt, and when applyd held there
-	lsn=$(sed -n 's/.*comparing at \([0-9A-F]*\/[0-9A-F]*\): waiting.*/\1/p' "$WORK/verify-$tag.log" | tail -n 1)
+	lsn=$(sed -n 's/.* at \([0-9A-F]*\/[0-9A-F]*\): waiting for the target to reach the fence.*/\1/p' "$WORK/verify-$tag.log" | tail -n 1)
 	held=
 	[[ -n $lsn ]] && held=$(grep -F "held at fence $lsn " "$WORK/applyd.log" | tail -n 1 | grep -o '^[^ ]*[0-9]Z') || held=
 	if [[ -n $held ]]; then
