@@ -29,9 +29,10 @@
 #   raw text    the same without (FORMAT binary): the issue's
 #               psql COPY | psql COPY.
 #   trellara    trellara-snapshot --config F --create-tables into an empty
-#               database, snapshot.workers 2 and snapshot.split_bytes
-#               SPLIT_BYTES (1 table: pgbench_accounts in ranges copied two
-#               at a time; 2 tables: each table likewise), a
+#               database, snapshot.workers 2 and snapshot.split_bytes at
+#               its default (1 GiB: at scale 20 no table is split, so
+#               "1 table" is one worker's copy and "2 tables" one table per
+#               worker), a
 #               fresh slot per run (dropped afterwards); timed from exec to
 #               exit, so it includes its connections, checkpoint schema,
 #               table creation (from the catalogs), slot and exported
@@ -41,6 +42,11 @@
 #               longest table copy in its log (a split table's: first range
 #               to last), "index s" the post-data phase from its log
 #               timestamps.
+#   trellara split  the same with snapshot.split_bytes SPLIT_BYTES (1
+#               table: pgbench_accounts in ranges copied two at a time;
+#               2 tables: each table likewise): what splitting a table
+#               costs or gains on this machine (on 2 cores one pipe already
+#               keeps both busy, so the ranges' extra work shows).
 #   pgcopydb    pgcopydb clone (text COPY) into an empty database, with a
 #               filter file naming only the shape's tables, --table-jobs
 #               and --index-jobs 2, --split-tables-larger-than SPLIT_BYTES
@@ -58,11 +64,12 @@
 # Goals (issue 17): 1 table (2 M rows at scale 20), 2 workers: trellara
 # total <= 1.1 x (raw binary data + index) (aim 1.0: split copies can beat
 # one pipe); 2 tables: <= 1.0 x (both raw pipes, then both builds, at
-# once); pgcopydb total >= 1.5 x trellara total.
+# once); pgcopydb total >= 1.5 x trellara total.  Judged for both trellara
+# rows: the default configuration and the forced split.
 #
 # Environment: SNAPSHOT_BENCH_SCALE (pgbench scale, default 20; 70 for a
 # ~1 GB table), SNAPSHOT_BENCH_REPEAT (default 3),
-# SNAPSHOT_BENCH_SPLIT_BYTES (snapshot.split_bytes, default 67108864:
+# SNAPSHOT_BENCH_SPLIT_BYTES (the "trellara split" rows' snapshot.split_bytes, default 67108864:
 # scale 20's 260 MB table in 4 ranges),
 # SNAPSHOT_BENCH_TARGET_FSYNC (on; "off" makes the target's flushes free),
 # SNAPSHOT_BENCH_PGCOPYDB (auto: use it, installing it if possible;
@@ -224,8 +231,8 @@ run_raw() { # SHAPE FORMAT DB
 
 ts_epoch() { date -u -d "$1" +%s.%N; } # a log line's ISO time stamp
 
-run_trellara() { # SHAPE DB
-	local shape=$1 db=$2 slot=snapbench_$2 flow=$WORK/$2.yml log=$WORK/$2.log t t0 t1 line
+run_trellara() { # SHAPE DB [SPLIT_BYTES]
+	local shape=$1 db=$2 split=${3:-} slot=snapbench_$2 flow=$WORK/$2.yml log=$WORK/$2.log t t0 t1 line
 	{
 		cat <<EOF
 config_version: 2
@@ -250,8 +257,8 @@ target:
   database_url: "$(bench_tgt_url "$db")"
 snapshot:
   workers: $WORKERS
-  split_bytes: $SPLIT_BYTES
 EOF
+		[[ -z $split ]] || echo "  split_bytes: $split"
 	} >"$flow"
 	quiesce "$db"
 	t0=$EPOCHREALTIME
@@ -307,7 +314,7 @@ check_and_drop() {
 	rm -rf "$WORK/pgcopydb-$db" "$WORK/stream-$db"
 }
 
-METHODS=("raw_binary" "raw_text" "trellara")
+METHODS=("raw_binary" "raw_text" "trellara" "trellara_split")
 [[ -n $PGCOPYDB ]] && METHODS+=("pgcopydb")
 declare -A TOTAL=() DATA=() INDEX=()
 measure() { # SHAPE METHOD ROUND
@@ -316,6 +323,7 @@ measure() { # SHAPE METHOD ROUND
 	raw_binary) run_raw "$shape" binary "$db" ;;
 	raw_text) run_raw "$shape" text "$db" ;;
 	trellara) run_trellara "$shape" "$db" ;;
+	trellara_split) run_trellara "$shape" "$db" "$SPLIT_BYTES" ;;
 	pgcopydb) run_pgcopydb "$shape" "$db" ;;
 	esac
 	check_and_drop "$shape" "$db"
@@ -345,7 +353,7 @@ fmt() { if [[ $1 == - ]]; then echo -; else awk -v v="$1" 'BEGIN{printf "%.2f", 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
 met() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN{ok = op == ">=" ? v >= g : v <= g; print ok ? "met" : "NOT met"}'; }
 declare -A MED=()
-printf '%-8s %-10s %9s %8s %7s %8s %8s %9s %7s\n' shape method rows MB "data s" "index s" "total s" rows/s MB/s
+printf '%-8s %-14s %9s %8s %7s %8s %8s %9s %7s\n' shape method rows MB "data s" "index s" "total s" rows/s MB/s
 for shape in 1 2; do
 	rows=$ROWS1 bytes=$BYTES1
 	((shape == 2)) && rows=$((ROWS1 + ROWS2)) bytes=$((BYTES1 + BYTES2))
@@ -354,7 +362,7 @@ for shape in 1 2; do
 	for m in "${METHODS[@]}"; do
 		tot=$(med_or_dash "${TOTAL[$shape,$m]}")
 		MED[$shape,$m]=$tot
-		printf '%-8s %-10s %9d %8.1f %7s %8s %8.2f %9.0f %7.1f\n' "$label" "${m/_/ }" "$rows" \
+		printf '%-8s %-14s %9d %8.1f %7s %8s %8.2f %9.0f %7.1f\n' "$label" "${m/_/ }" "$rows" \
 			"$(awk -v b="$bytes" 'BEGIN{print b / 1e6}')" "$(fmt "$(med_or_dash "${DATA[$shape,$m]}")")" \
 			"$(fmt "$(med_or_dash "${INDEX[$shape,$m]}")")" "$tot" \
 			"$(awk -v r="$rows" -v s="$tot" 'BEGIN{print r / s}')" "$(awk -v b="$bytes" -v s="$tot" 'BEGIN{print b / 1e6 / s}')"
@@ -364,18 +372,21 @@ echo "MB = the source tables' heap (pg_relation_size); rows/s and MB/s over tota
 	"index = ADD PRIMARY KEY after the load (2 tables: both pipes, then both builds, at once);" \
 	"trellara: data = its longest table copy, index = its post-data phase (from its log), total = exec to exit"
 for shape in 1 2; do
-	label="1 table, workers $WORKERS, split_bytes $SPLIT_BYTES" goal=$RAW_GOAL_1
-	((shape == 2)) && label="2 tables, workers $WORKERS" goal=$RAW_GOAL_2
-	r=$(ratio "${MED[$shape,trellara]}" "${MED[$shape,raw_binary]}")
-	line="$label: trellara / (raw binary + index) = $r (goal <= $goal: $(met "$r" "$goal" "<="));"
-	line+=" trellara / (raw text + index) = $(ratio "${MED[$shape,trellara]}" "${MED[$shape,raw_text]}");"
-	if [[ -n $PGCOPYDB ]]; then
-		r=$(ratio "${MED[$shape,pgcopydb]}" "${MED[$shape,trellara]}")
-		line+=" pgcopydb / trellara = $r (goal >= $PGCOPYDB_GOAL: $(met "$r" "$PGCOPYDB_GOAL" ">="))"
-	else
-		line+=" pgcopydb / trellara: not measured"
-	fi
-	echo "$line"
+	for m in trellara trellara_split; do
+		label="1 table, workers $WORKERS" goal=$RAW_GOAL_1
+		((shape == 2)) && label="2 tables, workers $WORKERS" goal=$RAW_GOAL_2
+		if [[ $m == trellara ]]; then label+=", split_bytes default (not split)"; else label+=", split_bytes $SPLIT_BYTES"; fi
+		r=$(ratio "${MED[$shape,$m]}" "${MED[$shape,raw_binary]}")
+		line="$label: ${m/_/ } / (raw binary + index) = $r (goal <= $goal: $(met "$r" "$goal" "<="));"
+		line+=" ${m/_/ } / (raw text + index) = $(ratio "${MED[$shape,$m]}" "${MED[$shape,raw_text]}");"
+		if [[ -n $PGCOPYDB ]]; then
+			r=$(ratio "${MED[$shape,pgcopydb]}" "${MED[$shape,$m]}")
+			line+=" pgcopydb / ${m/_/ } = $r (goal >= $PGCOPYDB_GOAL: $(met "$r" "$PGCOPYDB_GOAL" ">="))"
+		else
+			line+=" pgcopydb / ${m/_/ }: not measured"
+		fi
+		echo "$line"
+	done
 done
 echo "pgcopydb: $PGCOPYDB_NOTE${PGCOPYDB:+ (clone, text COPY, --table-jobs/--index-jobs = workers, --split-tables-larger-than = split_bytes, includes its VACUUM ANALYZE)}"
 if ((REPEAT > 1)); then

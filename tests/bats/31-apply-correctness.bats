@@ -48,7 +48,7 @@ start_locker() {
 	LOCKER_PID=$!
 	exec 7>"$TEST_DIR/locker.fifo"
 	LOCKER_STEP=0
-	locker "SET deadlock_timeout = '10min';"
+	locker "SET deadlock_timeout = '60s';"
 }
 
 # locker SQL: run SQL in the locker session and wait until it has run
@@ -287,6 +287,13 @@ applyd_waits_for_locker() {
 	for side in source target; do
 		psql_$side "CREATE TABLE accounts (id int PRIMARY KEY, v text)"
 	done
+	# PostgreSQL looks for a deadlock once, deadlock_timeout after a
+	# session starts waiting: applyd's sessions look after 4 s (under the
+	# 5 s lock_timeout of parallel apply), so that the locker's request for
+	# row 3, which closes the cycle, is in by then even on a loaded machine
+	# (at the default 1 s it sometimes was not, and nobody found the
+	# deadlock until the locker's own timeout)
+	psql_target "ALTER DATABASE $TARGET_DB SET deadlock_timeout = '4s'"
 	flow "public.accounts"
 	start_flow
 	psql_source "INSERT INTO accounts VALUES (1, 'a'), (2, 'b'), (3, 'c')"

@@ -56,8 +56,9 @@ applyd_took_chunks() {
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
 	bg_start poller poll_counts
 	psql_source "INSERT INTO big SELECT g, g FROM generate_series(1, $ROWS) g"
-	# capture stops after the first chunk is durable and published
-	wait_for -t 60 "[ -e '$TEST_DIR/capture.after_chunk_sync.paused' ]"
+	# capture stops after the first chunk is durable and published (with
+	# streaming off the server decodes the whole transaction first)
+	wait_for -t 180 "[ -e '$TEST_DIR/capture.after_chunk_sync.paused' ]"
 	[ "$(trellara-stream read --config "$FLOW_FILE" --format json | jq -s '[.[] | select(.type == "chunk")] | length')" -ge 1 ]
 	# applyd read the chunk (its transaction is open) and is at the end of the stream
 	wait_for -t 30 applyd_took_chunks
