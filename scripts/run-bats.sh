@@ -40,12 +40,14 @@ else
 	files=(tests/bats/*.bats) # pathname expansion sorts (LC_ALL=C: bytewise)
 	shopt -u nullglob
 fi
-# With BATS_JOBS, the longest files start first (each lists, roughly, a
-# minute or more of tests): the run then ends with short files running
-# beside each other instead of one long file running alone.
+# With BATS_JOBS, the longest files start first, longest first (each
+# lists, roughly, a minute or more of tests; the order is the files'
+# total times in one full run): the run then ends with short files
+# running beside each other instead of one long file running alone.
 if [[ ${BATS_JOBS:-1} != 1 ]] && ((${#files[@]} > 1)); then
-	heavy=(72-pilot-package 68-jetstream-flow 40-snapshot 50-operate 63-cutover 30-apply 35-apply-parallel 41-snapshot-schemas 60-verify
-		64-failover 71-drill 69-repair-plan 20-capture flow 67-jetstream-capture)
+	heavy=(40-snapshot 43-snapshot-split 41-snapshot-schemas 22-capture-limits 68-jetstream-flow 31-apply-correctness 60-verify
+		50-operate 20-capture 30-apply 63-cutover 21-check 72-pilot-package 64-failover 35-apply-parallel 67-jetstream-capture
+		70-chaos-report 32-apply-chunks 15-inspect-transaction flow 01-harness 09-docs 65-verify-interrupt 71-drill 13-stream-compression)
 	first=() rest=()
 	for f in "${files[@]}"; do
 		name=${f##*/}

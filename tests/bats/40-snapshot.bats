@@ -20,7 +20,7 @@ source_init() {
 }
 
 source_load() {
-	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" > "$TEST_DIR/pgbench.log" 2>&1
+	pgbench -n -c 2 -R 200 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" > "$TEST_DIR/pgbench.log" 2>&1
 }
 
 stream_and_compare() {
@@ -44,7 +44,7 @@ run_state() {
 @test "a snapshot of 4 tables (one of 1 000 000 rows) while pgbench writes, then streaming: identical, no gap, no overlap" {
 	source_init 10
 	# the source writes from before the snapshot starts until after it ends
-	pgbench -n -c 2 -T 300 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1 &
+	pgbench -n -c 2 -R 200 -T 300 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1 &
 	load=$!
 	wait_for -t 30 "[ \"\$(psql_source 'SELECT count(*) FROM pgbench_history')\" -gt 0 ]"
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables

@@ -76,7 +76,7 @@ stream_compare_verify() {
 	[ "$(ranges "count(*) FILTER (WHERE state = 'copied' AND watermark_lsn = '$(table_watermark)')")" -eq "$redone" ]
 	[ "$(ranges "sum(copied_rows)")" -eq 200000 ]
 	[ "$(psql_target "SELECT count(*) FROM pg_indexes WHERE tablename = 'pgbench_accounts'")" -eq 1 ]
-	source_load() { pgbench -n -c 2 -T 3 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1; }
+	source_load() { pgbench -n -c 2 -R 200 -T 3 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1; }
 	source_load
 	stream_compare_verify
 }
@@ -114,7 +114,7 @@ stream_compare_verify() {
 
 @test "rows updated while a split table is copied: streamed afterwards, identical and CONVERGED" {
 	source_init 4
-	pgbench -n -c 2 -T 300 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1 &
+	pgbench -n -c 2 -R 200 -T 300 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1 &
 	load=$!
 	wait_for -t 30 "[ \"\$(psql_source 'SELECT count(*) FROM pgbench_history')\" -gt 0 ]"
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables

@@ -31,7 +31,7 @@ source_init() {
 }
 
 source_load() {
-	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
+	pgbench -n -c 2 -R 200 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >"$TEST_DIR/pgbench.log" 2>&1
 }
 
 wait_running() {

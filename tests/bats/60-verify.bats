@@ -26,7 +26,7 @@ teardown() {
 }
 
 load_source() {
-	pgbench -n -c 2 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
+	pgbench -n -c 2 -R 200 -T "$1" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
 }
 
 # applyd's count of applied transactions (0 before its first)

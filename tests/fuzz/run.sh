@@ -82,10 +82,17 @@ case $target in
 pgoutput) fuzz_pgoutput ;;
 envelope) fuzz_envelope ;;
 all)
-	# each in its own run, so a crash in one still lets the other run
+	# each in its own run, so a crash in one still lets the other run;
+	# both at once (each is one process), their output one after the other
 	rc=0
-	"$0" "$seconds" pgoutput || rc=$?
-	"$0" "$seconds" envelope || rc=$?
+	"$0" "$seconds" pgoutput >"$out/pgoutput.log" 2>&1 &
+	p1=$!
+	"$0" "$seconds" envelope >"$out/envelope.log" 2>&1 &
+	p2=$!
+	wait "$p1" || rc=$?
+	cat "$out/pgoutput.log"
+	wait "$p2" || rc=$?
+	cat "$out/envelope.log"
 	exit "$rc"
 	;;
 esac

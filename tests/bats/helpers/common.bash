@@ -374,29 +374,32 @@ sorted_copy() (
 	target) url=$TARGET_URL ;;
 	*) echo "sorted_copy: side must be source or target, not \"$side\"" >&2; return 64 ;;
 	esac
-	rows=$(_trellara_psql "$url" -c "COPY (SELECT * FROM $table) TO STDOUT") || return 1
-	[[ -z $rows ]] || printf '%s\n' "$rows" | LC_ALL=C sort
+	# streamed, never held in a shell variable (a million rows took tens
+	# of seconds that way); a psql failure fails the pipeline
+	set -o pipefail
+	_trellara_psql "$url" -c "COPY (SELECT * FROM $table) TO STDOUT" | LC_ALL=C sort
 )
 
 # assert_tables_equal TABLE...: same rows on both sides, or a diff and failure.
+# Each side's sorted rows go to a file of this test's directory, compared
+# byte for byte.
 assert_tables_equal() {
-	local table src tgt status=0
+	local table status=0 dir
+	dir=$(mktemp -d "${TEST_DIR:-${BATS_TEST_TMPDIR:-/tmp}}/tables.XXXXXX") || return 1
 	for table in "$@"; do
-		src=$(sorted_copy source "$table") || return 1
-		tgt=$(sorted_copy target "$table") || return 1
-		if [[ $src != "$tgt" ]]; then
+		if ! sorted_copy source "$table" >"$dir/source" || ! sorted_copy target "$table" >"$dir/target"; then
+			rm -rf "$dir"
+			return 1
+		fi
+		if ! cmp -s "$dir/source" "$dir/target"; then
 			printf 'table %s differs (source rows: %d, target rows: %d):\n' "$table" \
-				"$(_trellara_count_lines "$src")" "$(_trellara_count_lines "$tgt")" >&2
-			diff -u --label "source $table" --label "target $table" \
-				<(printf '%s' "$src${src:+$'\n'}") <(printf '%s' "$tgt${tgt:+$'\n'}") | head -n 60 >&2
+				"$(wc -l <"$dir/source")" "$(wc -l <"$dir/target")" >&2
+			diff -u --label "source $table" --label "target $table" "$dir/source" "$dir/target" | head -n 60 >&2
 			status=1
 		fi
 	done
+	rm -rf "$dir"
 	return "$status"
-}
-
-_trellara_count_lines() {
-	if [[ -z $1 ]]; then echo 0; else printf '%s\n' "$1" | wc -l; fi
 }
 
 # ----------------------------------------------------------------- flow file
