@@ -368,7 +368,7 @@ server_log() {
 # yourself if it needs quoting).
 sorted_copy() (
 	_trellara_pg_untrace
-	local side=$1 table=$2 url rows
+	local side=$1 table=$2 url
 	case $side in
 	source) url=$SOURCE_URL ;;
 	target) url=$TARGET_URL ;;
