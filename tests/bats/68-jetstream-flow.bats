@@ -136,6 +136,10 @@ converged() {
 }
 
 @test "kind jetstream: one node killed mid-load, the flow goes on; two killed, the slot's confirmed position stands still and capture says the broker holds it back, without exiting; nodes back: caught up, identical, CONVERGED" {
+	# applyd's eight reconnect attempts must outlast the two-node outage
+	# below (about 20 s, more on a loaded machine): from 300 ms they span
+	# about a minute, from the file's 100 ms only about 20 s
+	export TRELLARA_RECONNECT_BASE_MS=300
 	start_flow
 	bg_start load source_load 45
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
