@@ -197,9 +197,18 @@ unit: unit-plain unit-san
 unit-plain: $(UNIT_BINS) $(NOLIBPQ_BINS)
 	@set -e; for t in $(UNIT_BINS) $(NOLIBPQ_BINS); do echo "== $$t"; $$t; done
 
-unit-san: $(UNIT_SAN_BINS)
-	@set -e; for t in $(UNIT_SAN_BINS); do echo "== $$t (asan+ubsan)"; \
-		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+# Each sanitizer run is a target of its own, so that make -j shares them
+# out between the cores beside unit-plain (under the sanitizers they take
+# about five times as long); the longest start first.
+UNIT_SAN_SLOW := test_stream_sim test_model_source test_assembler test_sim_world test_stream_compress
+UNIT_SAN_ORDER := $(filter $(UNIT_SAN_SLOW:%=build/san-tests/%),$(UNIT_SAN_BINS)) \
+	$(filter-out $(UNIT_SAN_SLOW:%=build/san-tests/%),$(UNIT_SAN_BINS))
+UNIT_SAN_RUNS := $(UNIT_SAN_ORDER:%=run-%)
+.PHONY: $(UNIT_SAN_RUNS)
+unit-san: $(UNIT_SAN_RUNS)
+$(UNIT_SAN_RUNS): run-%: %
+	@echo "== $< (asan+ubsan)"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $<
 
 # Test programs the bats tests run (not unit tests: they need a server)
 BATS_TOOLS := build/tests/plan_set_emit build/tests/jetstream_publish
@@ -236,8 +245,8 @@ CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CHECK_BATS_JOBS ?= $(shell echo $$(($(CHECK_JOBS) + 1)))
 check: deps
 	$(MAKE) -j$(CHECK_JOBS) all $(BATS_TOOLS)
-	$(MAKE) shellcheck
-	$(MAKE) -j$(CHECK_JOBS) unit
+	$(MAKE) -j$(CHECK_JOBS) --output-sync=target shellcheck
+	$(MAKE) -j$(CHECK_JOBS) --output-sync=target unit
 	$(MAKE) sim-check
 	$(MAKE) -j$(CHECK_JOBS) sim-variants-check
 	$(MAKE) verify-correctness-report
@@ -269,9 +278,12 @@ build/systemd/%: configs/systemd/%.in $(GEN_EXIT_CODES)
 SHELL_SCRIPTS := $(shell grep -lE '^\#!.*\b(ba)?sh\b' scripts/* 2>/dev/null)
 BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/matrix/*.bats tests/bats/helpers/*.bash)
 BENCH_SHELL := $(wildcard bench/*.sh)
-.PHONY: shellcheck
-shellcheck:
+# two parts, which make -j runs side by side
+.PHONY: shellcheck shellcheck-scripts shellcheck-tests
+shellcheck: shellcheck-scripts shellcheck-tests
+shellcheck-scripts:
 	shellcheck -x $(SHELL_SCRIPTS) $(BENCH_SHELL)
+shellcheck-tests:
 	shellcheck -x -s bash $(BATS_SHELL)
 # ---- end shellcheck ----
 

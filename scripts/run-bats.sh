@@ -42,12 +42,13 @@ else
 fi
 # With BATS_JOBS, the longest files start first, longest first (each
 # lists, roughly, a minute or more of tests; the order is the files'
-# total times in one full run): the run then ends with short files
+# total times in a fresh-clone make check): the run then ends with short files
 # running beside each other instead of one long file running alone.
 if [[ ${BATS_JOBS:-1} != 1 ]] && ((${#files[@]} > 1)); then
-	heavy=(40-snapshot 43-snapshot-split 41-snapshot-schemas 22-capture-limits 68-jetstream-flow 31-apply-correctness 60-verify
-		50-operate 20-capture 30-apply 63-cutover 21-check 72-pilot-package 64-failover 35-apply-parallel 67-jetstream-capture
-		70-chaos-report 32-apply-chunks 15-inspect-transaction flow 01-harness 09-docs 65-verify-interrupt 71-drill 13-stream-compression)
+	heavy=(68-jetstream-flow 40-snapshot 50-operate 72-pilot-package 60-verify 30-apply 41-snapshot-schemas 20-capture
+		64-failover 63-cutover 22-capture-limits 67-jetstream-capture 35-apply-parallel 32-apply-chunks 43-snapshot-split
+		31-apply-correctness 21-check 70-chaos-report 15-inspect-transaction flow 01-harness 09-docs 65-verify-interrupt 71-drill
+		13-stream-compression)
 	first=() rest=()
 	for f in "${files[@]}"; do
 		name=${f##*/}

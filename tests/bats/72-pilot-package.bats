@@ -123,6 +123,20 @@ flip_byte() {
 	[[ $output == *"bad: verify.json: missing"* ]]
 	[[ $output == *"bad: notes.txt: not listed in the manifest"* ]]
 
+	# a file that cannot be read is named itself, and no other file is
+	# blamed for it (read as an unprivileged user when we are root)
+	rm -rf "$TEST_DIR/copy"
+	cp -a "$pkg" "$TEST_DIR/copy"
+	chmod 000 "$TEST_DIR/copy/status.json"
+	as_user=()
+	if [[ $(id -u) -eq 0 ]]; then
+		chown -R "${TRELLARA_PG_OS_USER:-postgres}" "$TEST_DIR/copy"
+		chmod 0755 "$TEST_DIR"
+		as_user=(runuser -u "${TRELLARA_PG_OS_USER:-postgres}" --)
+	fi
+	run -1 "${as_user[@]}" "$REPO/scripts/trellara-pilot-package" --verify "$TEST_DIR/copy"
+	[ "$(grep '^bad: ' <<<"$output")" = "bad: status.json: cannot be read" ]
+
 	# a package is written into a new (or empty) directory only
 	run -73 --separate-stderr trellara pilot-package --config "$FLOW_FILE" --output "$pkg"
 	[[ $stderr == *"output \"$pkg\" exists and is not an empty directory"* ]]
