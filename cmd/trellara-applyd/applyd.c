@@ -34,6 +34,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +217,7 @@ struct applyd {
 	struct pgconn_failures failures; /* failed connections and ended sessions with the target, by cause */
 	struct contract_fingerprint pin; /* owned: dataset.contract pinned, the pin the target was checked against */
 	struct contract_gate *gate;      /* the source's impl when pinned (owned by src) */
+	uint64_t trimmed_released, trimmed_changes; /* the engine's stats at the last trim_heap */
 };
 
 /* The samples of applyd.prom (metrics_publish: at most once a second). */
@@ -247,6 +251,25 @@ static void write_metrics(struct applyd *a, bool force)
 
 /* ---- the loop ---- */
 
+/* Idle: freed heap memory given back to the system (malloc_trim) after
+ * the engine freed a large batch's segment, or after APPLYD_TRIM_CHANGES
+ * more row changes (a chunked transaction's, a backlog's): the allocator
+ * keeps what a burst freed otherwise, and a long-running applier's
+ * resident memory would stay at the largest burst it ever saw. */
+#define APPLYD_TRIM_CHANGES 100000
+
+static void trim_heap(struct applyd *a)
+{
+	const struct apply_engine_stats *st = apply_engine_stats(a->engine);
+	if (st->memory_released == a->trimmed_released && st->changes - a->trimmed_changes < APPLYD_TRIM_CHANGES)
+		return;
+	a->trimmed_released = st->memory_released;
+	a->trimmed_changes = st->changes;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
 /* Until stopped (APPLY_OK) or anything else than a frame applied. */
 static struct apply_outcome apply_loop(struct applyd *a)
 {
@@ -262,6 +285,7 @@ static struct apply_outcome apply_loop(struct applyd *a)
 		if (!apply_is_ok(rc))
 			return rc;
 		if (what == APPLY_STEP_IDLE) {
+			trim_heap(a);
 			frame_source_wait(&a->src, 200);
 		} else if (what == APPLY_STEP_HELD) {
 			struct timespec ts = { 0, 100 * 1000 * 1000 };

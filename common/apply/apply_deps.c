@@ -18,7 +18,9 @@
  * must grow it is rebuilt with the keys of live batches only, into a new
  * arena, sized for them (it may shrink); the undo log's entry numbers are
  * mapped to the new table (every entry the log names is live: its holder
- * is at or above the record's batch, which is above the watermark).
+ * is at or above the record's batch, which is above the watermark).  An
+ * idle applier frees the undo log's array when it is empty and larger
+ * than DEPS_KEEP_LOG records (apply_deps_shrink).
  */
 #include "trellara/apply_deps.h"
 
@@ -104,6 +106,8 @@ struct apply_deps {
 };
 
 #define DEPS_MIN_CAP 16
+/* undo records kept allocated when none is current (32 bytes each) */
+#define DEPS_KEEP_LOG 1024
 
 struct apply_deps *apply_deps_new(void)
 {
@@ -316,6 +320,17 @@ void apply_deps_committed(struct apply_deps *d, uint64_t batch)
 		d->log_head++;
 	if (d->live_head == d->live_n)
 		reclaim(d);
+}
+
+bool apply_deps_shrink(struct apply_deps *d)
+{
+	if (d->log_head != d->log_n || d->log_cap <= DEPS_KEEP_LOG)
+		return false;
+	/* a large batch's undo records are all dropped: not kept for good */
+	free(d->log);
+	d->log = NULL;
+	d->log_head = d->log_n = d->log_cap = 0;
+	return true;
 }
 
 void apply_deps_abandon(struct apply_deps *d, uint64_t batch)

@@ -205,6 +205,9 @@ static struct apply_outcome idle_duties(struct apply_engine *a)
 		a->progress_txns = 0;
 		a->last_progress_us = now;
 	}
+	/* nothing open: what a burst's large segment grew is not kept */
+	if (!a->chunk.active && !a->in_txn && !a->batch_skipped && !a->n_flights)
+		apply_engine_fold_shrink(a);
 	/* a fence the applier already stands at: hold there */
 	if (!a->chunk.active && !a->in_txn) {
 		struct apply_outcome rc = apply_engine_fence_refresh(a);

@@ -210,6 +210,22 @@ static struct apply_outcome send_tracked(struct apply_engine *a, const struct pl
 	return rc;
 }
 
+void apply_engine_fold_shrink(struct apply_engine *a)
+{
+	bool released = apply_deps_shrink(a->deps);
+	if (fold_shrink(a->fold)) {
+		/* and the arrays the flush sized for that segment */
+		free(a->set_run);
+		free(a->idx);
+		a->set_run = NULL;
+		a->idx = NULL;
+		a->set_cap = a->idx_cap = 0;
+		released = true;
+	}
+	if (released)
+		a->stats.memory_released++;
+}
+
 struct apply_outcome apply_engine_fold_flush(struct apply_engine *a)
 {
 	size_t n = fold_count(a->fold);

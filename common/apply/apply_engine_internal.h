@@ -172,6 +172,9 @@ struct apply_outcome apply_engine_fold_flush(struct apply_engine *a);
 /* A new target transaction: the segment emptied unsent, the batch's
  * counters zero. */
 void apply_engine_fold_forget(struct apply_engine *a);
+/* Idle, nothing open: the memory a large segment (and a large parallel
+ * batch's undo log) grew is freed; stats.memory_released counts it. */
+void apply_engine_fold_shrink(struct apply_engine *a);
 
 /* ---- apply_engine_parallel.c ---- */
 

@@ -5,8 +5,11 @@
  * in one arena of blocks that never move, so the views fold_get hands out
  * stay put while the segment grows; fold_reset rewinds the arena and keeps
  * its blocks, the per-relation hash tables and entry arrays for the next
- * segment.  A merge writes the new value into the arena and leaves the old
- * bytes behind: a segment's memory is bounded by the changes it received.
+ * segment (a backlog's large segments reuse them); fold_shrink, when the
+ * applier is idle, frees them all if they hold more than FOLD_KEEP_BYTES
+ * (keeping the largest segment ever seen for good is not wanted).  A
+ * merge writes the new value into the arena and leaves the old bytes
+ * behind: a segment's memory is bounded by the changes it received.
  */
 #include "trellara/apply_fold.h"
 
@@ -176,6 +179,28 @@ void fold_free(struct fold *f)
 	free(f);
 }
 
+/* Every allocation of the segment freed: the fold as fold_new left it. */
+static void release(struct fold *f)
+{
+	for (size_t i = 0; i < f->cap_rels; i++) {
+		free(f->rels[i].entries);
+		free(f->rels[i].slots);
+		free(f->rels[i].kept);
+	}
+	free(f->rels);
+	free(f->prels);
+	free(f->order);
+	f->rels = NULL;
+	f->prels = NULL;
+	f->order = NULL;
+	f->cap_rels = 0;
+	buf_free(&f->scratch);
+	arena_release(&f->arena);
+	free(f->out->changes);
+	f->out->changes = NULL;
+	f->out->cap = 0;
+}
+
 void fold_reset(struct fold *f)
 {
 	f->received_before += f->pending;
@@ -187,6 +212,28 @@ void fold_reset(struct fold *f)
 	f->out->valid = false;
 	f->out->n = 0;
 	arena_rewind(&f->arena);
+}
+
+bool fold_shrink(struct fold *f)
+{
+	if (f->pending || f->n_rels || fold_held_bytes(f) <= FOLD_KEEP_BYTES)
+		return false;
+	release(f);
+	return true;
+}
+
+size_t fold_held_bytes(const struct fold *f)
+{
+	size_t n = sizeof *f + sizeof *f->out + f->out->cap * sizeof *f->out->changes + f->scratch.cap;
+	for (const struct arena_block *b = f->arena.first; b; b = b->next)
+		n += sizeof *b + b->cap;
+	n += f->cap_rels * (sizeof *f->rels + sizeof *f->prels + sizeof *f->order);
+	for (size_t i = 0; i < f->cap_rels; i++) {
+		const struct fold_rel *fr = &f->rels[i];
+		n += fr->cap_entries * sizeof *fr->entries + fr->cap_slots * sizeof *fr->slots +
+		     fr->cap_kept * sizeof *fr->kept;
+	}
+	return n;
 }
 
 size_t fold_pending(const struct fold *f)

@@ -88,6 +88,10 @@ uint64_t apply_deps_barrier(struct apply_deps *d, uint64_t batch);
 /* every batch <= batch committed (commits are in order): their keys are free. */
 void apply_deps_committed(struct apply_deps *d, uint64_t batch);
 
+/* Nothing left to undo: the undo log's array is freed when a large batch
+ * grew it (for an idle applier); true if it was. */
+bool apply_deps_shrink(struct apply_deps *d);
+
 /* every batch >= batch rolled back: their keys are free; later calls use new, higher batch numbers. */
 void apply_deps_abandon(struct apply_deps *d, uint64_t batch);
 

@@ -126,6 +126,11 @@ struct apply_engine_stats {
 	 * tracker); times the in-flight batches were rolled back and their
 	 * transactions applied again on one connection */
 	uint64_t overlapped, dependency_waits, serial_fallbacks;
+	/* times an idle applier freed the memory a large segment grew (more
+	 * than FOLD_KEEP_BYTES: a catch-up, a backlog; kept from segment to
+	 * segment while busy); the process may then give the freed heap back
+	 * to the system */
+	uint64_t memory_released;
 };
 
 struct apply_engine;

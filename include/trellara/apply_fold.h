@@ -97,6 +97,16 @@ struct fold *fold_new(void);
 void fold_free(struct fold *f);
 /* Empties the segment (relations too); keeps allocations for reuse. */
 void fold_reset(struct fold *f);
+/* An empty fold (new, or reset) whose allocations hold more than
+ * FOLD_KEEP_BYTES (a large segment's: a catch-up batch, a backlog) frees
+ * them all; true if it did.  For an idle applier: segment after segment
+ * of a backlog reuse their memory, and a long-running applier does not
+ * keep the largest segment it ever saw. */
+bool fold_shrink(struct fold *f);
+#define FOLD_KEEP_BYTES (256 * 1024)
+/* The bytes the fold holds in its own allocations (arena blocks, tables,
+ * arrays, with their unused room), whatever the segment uses of them. */
+size_t fold_held_bytes(const struct fold *f);
 
 /* The fold's index for relation pr (descriptor, key mask, identity_always mask,
  * partitioned, col_types if the lead added it - copy every pointer field you find

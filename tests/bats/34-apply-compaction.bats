@@ -203,3 +203,34 @@ backlog() {
 	[ "$statements" -eq 21 ]
 	bg_stop capture TERM
 }
+
+# applyd's resident memory, kB
+applyd_rss() {
+	awk '/^VmRSS:/ { print $2 }' "/proc/$(bg_pid applyd)/status"
+}
+
+@test "compaction: once idle, applyd gives back the memory a backlog's large segments grew" {
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	psql_source "INSERT INTO accounts VALUES (0, 'first', 0, 'x')"
+	caught_up
+	local fresh
+	fresh=$(applyd_rss)
+	bg_stop applyd TERM
+	# 3000 transactions of 50 rows each: batches of 1000 of them, whose
+	# segments hold megabytes
+	for i in $(seq 0 2999); do
+		echo "INSERT INTO accounts SELECT g, 'o' || g, g, repeat('n', 200) FROM generate_series($i * 50 + 1, $i * 50 + 50) g;"
+	done >"$TEST_DIR/backlog.sql"
+	psql -X -q -v ON_ERROR_STOP=1 -d "$SOURCE_URL" -f "$TEST_DIR/backlog.sql"
+	captured
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	caught_up
+	assert_tables_equal accounts
+	# idle: what those segments grew is freed and given back (it stayed
+	# about 20 MB above a fresh applyd's before)
+	wait_for -t 10 -m "applyd's RSS back within 8 MB of a fresh one's ($fresh kB)" \
+		"[ \"\$(applyd_rss)\" -le $((fresh + 8192)) ]"
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+}

@@ -396,9 +396,34 @@ static void run_random(uint64_t seed)
 	free(m);
 }
 
+/* A large batch's undo log is freed by an idle applier, and only once
+ * nothing is left to undo; the tracker works on as before. */
+static void test_shrink(void)
+{
+	struct apply_deps *d = apply_deps_new();
+	CHECK(!apply_deps_shrink(d)); /* nothing grown */
+	char key[16];
+	bool all = true;
+	for (int i = 0; i < 5000; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		all &= touch_s(d, 1, 1, key) == 0;
+	}
+	CHECK(all);
+	CHECK(!apply_deps_shrink(d)); /* batch 1 is open: its records may be undone */
+	apply_deps_committed(d, 1);
+	CHECK(apply_deps_shrink(d));
+	CHECK(!apply_deps_shrink(d));
+	CHECK(touch_s(d, 2, 1, "k7") == 0); /* 1 committed */
+	CHECK(touch_s(d, 3, 1, "k7") == 2);
+	apply_deps_abandon(d, 3);
+	CHECK(touch_s(d, 4, 1, "k7") == 2);
+	apply_deps_free(d);
+}
+
 int main(void)
 {
 	test_basic();
+	test_shrink();
 	test_several_holders();
 	test_commit_releases();
 	test_abandon();

@@ -1044,6 +1044,69 @@ static void test_many_keys(void)
 	fold_free(f);
 }
 
+/* ---- memory: a large segment's allocations are not kept ---- */
+
+/* n inserts of keys first..first+n-1 into relation 0 (value: vlen bytes) */
+static void add_inserts(struct fold *f, const struct plan_relation *pr, int first, int n, size_t vlen)
+{
+	static char val[4096];
+	memset(val, 'v', sizeof val);
+	CHECK(fold_relation(f, pr, true) == 0);
+	bool all_ok = true;
+	for (int i = first; i < first + n; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "%d", i);
+		struct env_value v[2] = { { ENV_TEXT, (uint32_t)strlen(id), (const uint8_t *)id },
+					  { ENV_TEXT, (uint32_t)vlen, (const uint8_t *)val } };
+		struct env_change c = { .op = ENV_INSERT, .new_tuple = { 2, v } };
+		all_ok &= fold_add(f, 0, &c, (uint64_t)i) == FOLD_OK;
+	}
+	CHECK(all_ok);
+	CHECK(fold_count(f) == (size_t)n);
+}
+
+static void test_memory(void)
+{
+	struct fold *f = fold_new();
+	struct env_column cols[2] = { { "id", 2, 23, -1, true }, { "v", 1, 25, -1, false } };
+	struct env_relation r = { 300, "public", "mem", 3, 3, 'd', 2, cols };
+	static const bool key[2] = { true, false };
+	struct plan_relation pr = { .rel = &r, .key = key };
+	/* a steady batch's segment: what it allocated is kept for the next */
+	add_inserts(f, &pr, 0, 200, 100);
+	size_t small = fold_held_bytes(f);
+	CHECK(small > 0 && small <= FOLD_KEEP_BYTES);
+	fold_reset(f);
+	CHECK(fold_held_bytes(f) == small);
+	add_inserts(f, &pr, 1000, 200, 100);
+	CHECK(fold_held_bytes(f) == small); /* reused, nothing allocated again */
+	fold_reset(f);
+	CHECK(!fold_shrink(f)); /* small: kept even when idle */
+	CHECK(fold_held_bytes(f) == small);
+	/* a catch-up batch's segments: tens of megabytes, kept from one
+	 * segment to the next, given back when the applier is idle */
+	add_inserts(f, &pr, 0, 20000, 1000);
+	size_t large = fold_held_bytes(f);
+	CHECK(large > 20000 * 1000);
+	CHECK(!fold_shrink(f)); /* never while the segment holds changes */
+	CHECK(fold_held_bytes(f) == large);
+	fold_reset(f);
+	CHECK(fold_held_bytes(f) == large);
+	add_inserts(f, &pr, 30000, 20000, 1000);
+	CHECK(fold_held_bytes(f) == large); /* the next segment reuses it all */
+	fold_reset(f);
+	CHECK(fold_shrink(f));
+	size_t after = fold_held_bytes(f);
+	CHECK(after <= FOLD_KEEP_BYTES);
+	CHECK(!fold_shrink(f));
+	printf("memory: %zu bytes held by a steady segment, %zu by a large one, %zu after it shrank\n", small, large,
+	       after);
+	/* and the fold works as before */
+	add_inserts(f, &pr, 5, 300, 10);
+	CHECK(fold_get(f, 0)->change.op == ENV_INSERT && fold_get(f, 0)->tag == 5);
+	fold_free(f);
+}
+
 /* ---- random sequences against the model ---- */
 
 static uint64_t splitmix64(uint64_t *state)
@@ -1100,6 +1163,7 @@ int main(void)
 	test_full_with_key();
 	test_tags_and_stats();
 	test_many_keys();
+	test_memory();
 	test_exhaustive();
 	test_random();
 	return unit_done("apply_fold");
