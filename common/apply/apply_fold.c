@@ -160,25 +160,6 @@ struct fold *fold_new(void)
 	return f;
 }
 
-void fold_free(struct fold *f)
-{
-	if (!f)
-		return;
-	for (size_t i = 0; i < f->cap_rels; i++) {
-		free(f->rels[i].entries);
-		free(f->rels[i].slots);
-		free(f->rels[i].kept);
-	}
-	free(f->rels);
-	free(f->prels);
-	free(f->order);
-	buf_free(&f->scratch);
-	arena_release(&f->arena);
-	free(f->out->changes);
-	free(f->out);
-	free(f);
-}
-
 /* Every allocation of the segment freed: the fold as fold_new left it. */
 static void release(struct fold *f)
 {
@@ -199,6 +180,15 @@ static void release(struct fold *f)
 	free(f->out->changes);
 	f->out->changes = NULL;
 	f->out->cap = 0;
+}
+
+void fold_free(struct fold *f)
+{
+	if (!f)
+		return;
+	release(f);
+	free(f->out);
+	free(f);
 }
 
 void fold_reset(struct fold *f)
