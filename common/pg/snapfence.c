@@ -88,6 +88,8 @@ static int emit_fence_message(PGconn *src, const struct snapfence_options *o, co
 /* The fence waits: FENCE_PASSED when the applier had committed at or
  * past the fence before it was set (the caller starts again). */
 #define FENCE_PASSED (-1)
+/* step 1's fence set again when the applier passed it before it stood */
+#define SNAPFENCE_HOLD_TRIES 5
 
 /* Sets or moves the fence to lsn, emits the in-band fence message past
  * it, and waits until the target stands exactly there.  Returns 0,
@@ -159,12 +161,31 @@ int snapfence_set(struct snapfence *f, PGconn *src, PGconn *dst, const struct sn
 {
 	const struct flow_config *cfg = o->cfg;
 	for (int attempt = 1; attempt <= 3; attempt++) {
-		uint64_t pre;
-		if (source_insert_lsn(src, &pre) < 0)
-			return EXIT_UNAVAILABLE;
+		/* step 1: held at the source's position P.  An applier that
+		 * committed past P before the fence stood (a batch it had open
+		 * then, under load) is simply held again at the source's new
+		 * position: no snapshot was taken yet, no attempt is spent */
+		int rc = FENCE_PASSED;
 		char l[LSN_FORMAT_LEN];
-		log_info("holding the target at %s before taking the snapshot", lsn_format(pre, l));
-		int rc = fence_and_wait(f, src, dst, o, pre, false);
+		for (int hold = 1; hold <= SNAPFENCE_HOLD_TRIES && rc == FENCE_PASSED; hold++) {
+			uint64_t pre;
+			if (source_insert_lsn(src, &pre) < 0)
+				return EXIT_UNAVAILABLE;
+			lsn_format(pre, l);
+			log_info("holding the target at %s before taking the snapshot", l);
+			char point[64];
+			snprintf(point, sizeof point, "%s.before_fence", o->name);
+			fault_pause(point);
+			rc = fence_and_wait(f, src, dst, o, pre, false);
+			if (rc == FENCE_PASSED) {
+				log_info("the target passed %s before the fence stood: holding it at the source's new position", l);
+				snapfence_release(f, dst, cfg, o->ids);
+			}
+		}
+		if (rc == FENCE_PASSED) {
+			log_error("the target kept passing the fence before it stood (%d times); try again", SNAPFENCE_HOLD_TRIES);
+			return EXIT_TEMPFAIL;
+		}
 		if (rc == 0) {
 			f->repl = o->connect_repl(o->arg);
 			if (!f->repl)

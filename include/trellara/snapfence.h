@@ -12,9 +12,13 @@
  * logical slot exporting a snapshot at its consistent point L (at or
  * after P, so applyd, held at P, cannot pass it), moves the fence to L,
  * emits the message again and waits until applyd holds exactly at L.  The
- * pause point NAME.after_slot (fault.h) lies between the slot and the
- * move.  Should applyd have committed past a fence anyway, it starts
- * again (three attempts).  snapfence_source_begin() opens the source
+ * pause point NAME.before_fence (fault.h) lies between reading P and
+ * setting the first fence, NAME.after_slot between the slot and the
+ * move.  Should applyd have committed past the first fence before it
+ * stood (a batch open at the time, under load), it is held again at the
+ * source's new position (up to five times: no snapshot was taken yet);
+ * past the second one (it cannot, held at P), the slot is dropped and
+ * everything starts again (three attempts).  snapfence_source_begin() opens the source
  * transaction at the snapshot.  snapfence_release() removes the fence and
  * drops the slot (its session); it is safe to call on every exit path.
  *

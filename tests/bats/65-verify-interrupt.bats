@@ -155,3 +155,27 @@ retries() {
 	bg_stop load TERM || true
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
 }
+
+@test "under load, applyd past the first fence before it stood is held again at the source's new position: no second snapshot, CONVERGED" {
+	printf '\\set id random(1, 500)\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n' >"$TEST_DIR/update.sql"
+	bg_start load pgbench -n -c 2 -T 120 -f "$TEST_DIR/update.sql" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB"
+	wait_for -t 30 "[ \"\$(psql_target 'SELECT sum(balance) FROM accounts')\" -gt 125250 ]"
+	# verify stops after reading the source's position P, before its first
+	# fence stands
+	bg_start verify env TRELLARA_PAUSE=verify.before_fence TRELLARA_PAUSE_DIR="$TEST_DIR" \
+		trellara-verify --config "$FLOW_FILE" --max-attempts 1
+	wait_for -t 60 -m "verify at verify.before_fence" "[ -e '$TEST_DIR/verify.before_fence.paused' ]"
+	p=$(sed -n 's/.*holding the target at \([0-9A-F]*\/[0-9A-F]*\) before taking the snapshot.*/\1/p' "$TEST_DIR/verify.log")
+	[ -n "$p" ]
+	# meanwhile applyd commits past P
+	wait_for -t 30 -m "applyd past $p" \
+		"[ \"\$(psql_target \"SELECT last_commit_lsn >= '$p'::pg_lsn FROM trellara.apply_checkpoint\")\" = t ]"
+	touch "$TEST_DIR/verify.before_fence.resume"
+	bg_wait verify 120
+	[ "$BG_STATUS" -eq 0 ]
+	grep -q "the target passed $p before the fence stood: holding it at the source's new position" "$TEST_DIR/verify.log"
+	[ "$(grep -c "taking a new snapshot" "$TEST_DIR/verify.log")" -eq 0 ]
+	grep -q "^result: CONVERGED" "$TEST_DIR/verify.log"
+	bg_stop load TERM || true
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+}
