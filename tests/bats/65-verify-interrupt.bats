@@ -132,15 +132,22 @@ retries() {
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
 }
 
-@test "under load, applyd cannot pass the slot's consistent point before verify's fence stands: held first at the source's position, one attempt, CONVERGED" {
+# verify_paused_under_load POINT: pgbench updating accounts (background
+# "load", 2 clients, up to 120 s) and flowing to the target, then verify
+# (one attempt, $TEST_DIR/verify.log) held at pause point POINT
+verify_paused_under_load() {
 	printf '\\set id random(1, 500)\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n' >"$TEST_DIR/update.sql"
 	bg_start load pgbench -n -c 2 -T 120 -f "$TEST_DIR/update.sql" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB"
 	wait_for -t 30 "[ \"\$(psql_target 'SELECT sum(balance) FROM accounts')\" -gt 125250 ]"
+	bg_start verify env TRELLARA_PAUSE="$1" TRELLARA_PAUSE_DIR="$TEST_DIR" \
+		trellara-verify --config "$FLOW_FILE" --max-attempts 1
+	wait_for -t 60 -m "verify at $1" "[ -e '$TEST_DIR/$1.paused' ]"
+}
+
+@test "under load, applyd cannot pass the slot's consistent point before verify's fence stands: held first at the source's position, one attempt, CONVERGED" {
 	# verify stops right after creating its slot, before the fence moves to
 	# the slot's consistent point L
-	bg_start verify env TRELLARA_PAUSE=verify.after_slot TRELLARA_PAUSE_DIR="$TEST_DIR" \
-		trellara-verify --config "$FLOW_FILE" --max-attempts 1
-	wait_for -t 60 -m "verify at verify.after_slot" "[ -e '$TEST_DIR/verify.after_slot.paused' ]"
+	verify_paused_under_load verify.after_slot
 	l=$(psql_source "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name LIKE 'trellara_verify_%'")
 	[ -n "$l" ]
 	# the source commits well past L while verify waits ...
@@ -157,14 +164,9 @@ retries() {
 }
 
 @test "under load, applyd past the first fence before it stood is held again at the source's new position: no second snapshot, CONVERGED" {
-	printf '\\set id random(1, 500)\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n' >"$TEST_DIR/update.sql"
-	bg_start load pgbench -n -c 2 -T 120 -f "$TEST_DIR/update.sql" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB"
-	wait_for -t 30 "[ \"\$(psql_target 'SELECT sum(balance) FROM accounts')\" -gt 125250 ]"
 	# verify stops after reading the source's position P, before its first
 	# fence stands
-	bg_start verify env TRELLARA_PAUSE=verify.before_fence TRELLARA_PAUSE_DIR="$TEST_DIR" \
-		trellara-verify --config "$FLOW_FILE" --max-attempts 1
-	wait_for -t 60 -m "verify at verify.before_fence" "[ -e '$TEST_DIR/verify.before_fence.paused' ]"
+	verify_paused_under_load verify.before_fence
 	p=$(sed -n 's/.*holding the target at \([0-9A-F]*\/[0-9A-F]*\) before taking the snapshot.*/\1/p' "$TEST_DIR/verify.log")
 	[ -n "$p" ]
 	# meanwhile applyd commits past P
