@@ -38,6 +38,7 @@ struct capture_jetstream {
 	struct queued_frame *queue; /* owned */
 	size_t n_queued, cap_queued;
 	struct stream_meta binding; /* owned */
+	struct frame_buffer deflated; /* owned: a payload compressed (stream.compression zlib) */
 	bool poisoned;
 	int exit_code;              /* why it is poisoned */
 	/* the PubAcks of the sync under way, from libnats' thread */
@@ -138,7 +139,15 @@ static int sink_append(void *impl, int type, const uint8_t *payload, size_t len)
 	struct capture_jetstream *js = impl;
 	if (js->poisoned)
 		return -1;
-	size_t size = FRAME_HEADER_SIZE + len;
+	/* compressed as the local stream's writer compresses (stream_frame.c):
+	 * flag bit 15, the CRC over the stored bytes; every reader inflates */
+	uint16_t flags = 0;
+	size_t stored = len;
+	if (js->cfg->stream_compression_zlib && frame_payload_compress(payload, len, &js->deflated, &stored)) {
+		payload = js->deflated.data;
+		flags = FRAME_FLAG_ZLIB;
+	}
+	size_t size = FRAME_HEADER_SIZE + stored;
 	if (len > MAX_FRAME_PAYLOAD || (js->max_payload > 0 && size > (size_t)js->max_payload)) {
 		set_failure(js, EXIT_CANTCREAT, "a %s frame of %zu bytes is larger than the servers accept (%" PRId64 ")",
 			    frame_type_name(type) ? frame_type_name(type) : "?", size, js->max_payload);
@@ -154,8 +163,8 @@ static int sink_append(void *impl, int type, const uint8_t *payload, size_t len)
 	q->offset = js->next_offset++;
 	q->len = size;
 	q->bytes = xmalloc(size);
-	frame_encode_header(q->bytes, type, 0, q->offset, clock_wall_us(), payload, (uint32_t)len);
-	memcpy(q->bytes + FRAME_HEADER_SIZE, payload, len);
+	frame_encode_header(q->bytes, type, flags, q->offset, clock_wall_us(), payload, (uint32_t)stored);
+	memcpy(q->bytes + FRAME_HEADER_SIZE, payload, stored);
 	return 0;
 }
 
@@ -321,6 +330,7 @@ static void sink_close(void *impl)
 	free(js->queue);
 	jetstream_session_close(&js->s); /* pending publishes are dropped, never acknowledged */
 	stream_meta_free(&js->binding);
+	frame_buffer_free(&js->deflated);
 	pthread_mutex_destroy(&js->mu);
 	pthread_cond_destroy(&js->cv);
 	free(js->name);

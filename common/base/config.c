@@ -91,7 +91,7 @@ static void set_late_defaults(struct flow_config *config)
 	config->contract_pinned = strcmp(config->contract, "pinned") == 0;
 	if (!config->contract_pin)
 		config->contract_pin = xstrdup(DEFAULT_CONTRACT_PIN);
-	if (!config->stream_compression && config->stream_kind == STREAM_KIND_LOCAL)
+	if (!config->stream_compression)
 		config->stream_compression = xstrdup(DEFAULT_STREAM_COMPRESSION);
 	config->stream_compression_zlib = config->stream_compression && strcmp(config->stream_compression, "zlib") == 0;
 	if (!config->apply_batch_transactions) /* the schema refuses an explicit 0 */

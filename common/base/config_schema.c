@@ -192,12 +192,12 @@ static int check_dataset(const struct loader *ld, const yaml_node_t *mapping, co
 }
 
 /* stream.kind and the keys of each kind: local needs path; jetstream
- * needs servers, name and subject, and takes none of the local keys. */
+ * needs servers, name and subject, and takes none of the local keys;
+ * compression goes with either. */
 static int check_stream(const struct loader *ld, const yaml_node_t *mapping, const char *keypath, void *base)
 {
 	struct flow_config *config = base;
-	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", "compression",
-						  NULL };
+	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", NULL };
 	static const char *const jetstream_keys[] = { "servers", "name", "subject", "replicas", "credentials",
 						      "duplicate_window_seconds", "max_bytes", NULL };
 	yaml_node_t *kind_node = config_mapping_value(ld, mapping, "kind", NULL);

@@ -88,7 +88,7 @@ struct flow_config {
 	uint64_t max_batch_transactions;
 	uint64_t max_batch_messages;
 	uint64_t min_free_bytes;
-	char *stream_compression; /* owned: stream.compression, "none" or "zlib" (local only; NULL with jetstream) */
+	char *stream_compression; /* owned: stream.compression, "none" or "zlib" (either kind) */
 	bool stream_compression_zlib; /* stream.compression is "zlib" */
 	char **protected_groups; /* owned; default: { apply.consumer_group } */
 	size_t n_protected_groups;

@@ -15,6 +15,7 @@ load helpers/nats
 TABLES="public.pgbench_accounts,public.pgbench_branches,public.pgbench_tellers,public.pgbench_history"
 
 setup_file() {
+	trellara_nats_need_publish || return 1
 	trellara_setup_file || return 1
 	trellara_nats_cluster_start
 }
@@ -289,4 +290,43 @@ converged() {
 	[[ $(psql_target "SELECT stream_id FROM trellara.apply_checkpoint") == "jetstream:$JS_STREAM:"* ]]
 	pgbench_compare
 	converged
+}
+
+@test "kind jetstream, stream.compression zlib: a large transaction's chunks are stored compressed, payloads under 512 bytes plain; capture and applyd killed and restarted read them back: identical, CONVERGED" {
+	sed -i "s/^  subject: $JS_SUBJECT\$/&\n  compression: zlib/" "$FLOW_FILE"
+	run -0 trellara-config get stream.compression --config "$FLOW_FILE"
+	[ "$output" = zlib ]
+	start_flow
+	source_load_count 50
+	# one transaction of 100000 rows: several MiB, in chunks that fit the servers' max_payload
+	psql_source "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime, filler)
+		SELECT 1, 1, g, g, now(), 'x' FROM generate_series(1, 100000) g"
+	wait_for -t 120 -m "the large transaction in the stream" \
+		'"$PUBLISH" "$NATS_URLS" dump "$JS_STREAM" | jq -s -e "any(.[]; .type == \"commit_marker\")" >/dev/null'
+	# capture's restart reads the stream's last messages (compressed ones
+	# among them) back; applyd resumes from its checkpoint in the stream
+	local name
+	for name in capture applyd; do
+		bg_stop "$name" KILL
+		[ "$BG_STATUS" -eq 137 ]
+	done
+	start_flow
+	source_load_count 50
+	caught_up 180
+	pgbench_compare
+	converged
+	local frames
+	frames=$("$PUBLISH" "$NATS_URLS" dump "$JS_STREAM")
+	# every chunk compressed, and stored in less than a third of its bytes
+	jq -s -e '[.[] | select(.type == "chunk" or .type == "pending_chunk")] as $c
+		| ($c | length) >= 2 and ($c | all(.compressed))
+		and ([$c[].bytes] | add) * 3 < ([$c[].payload_bytes] | add)' <<<"$frames" >/dev/null
+	# a payload under 512 bytes is stored as it is; a compressed one is smaller than its payload
+	jq -s -e '[.[] | select(.payload_bytes < 512)] | length >= 1 and all(.compressed | not)' <<<"$frames" >/dev/null
+	jq -s -e '[.[] | select(.compressed)] | all(.bytes < .payload_bytes)' <<<"$frames" >/dev/null
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	bg_stop capture TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
 }

@@ -19,10 +19,12 @@
  *   jetstream_publish URLS dump STREAM
  *       reads every message of STREAM by sequence (js get-message) and
  *       decodes it as a trellara frame: one JSON object a line, {"seq",
- *       "offset", "type", "xid", "commit_lsn", "end_lsn", "lsn", "bytes"} (the LSNs
- *       as numbers, 0 where the type has none); exits 1 at a message that
- *       is not a valid frame (bad header or CRC, or an offset that is not
- *       its sequence - 1)
+ *       "offset", "type", "xid", "commit_lsn", "end_lsn", "lsn", "bytes",
+ *       "compressed", "payload_bytes"} (the LSNs as numbers, 0 where the
+ *       type has none; bytes the message's, payload_bytes the payload's
+ *       once inflated); exits 1 at a message that is not a valid frame
+ *       (bad header or CRC, a compressed payload that does not inflate, or
+ *       an offset that is not its sequence - 1)
  *
  * URLS: one server URL or several, comma-separated.  Exits 0, or 1 with
  * the error on stderr.
@@ -142,11 +144,14 @@ static int dump(jsCtx *js, char **argv)
 		return fail("stream info", st, jerr);
 	uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
 	jsStreamInfo_Destroy(si);
+	struct frame_buffer inflated = { 0 }; /* owned: a compressed payload inflated */
 	for (uint64_t seq = first; seq && seq <= last; seq++) {
 		natsMsg *m = NULL;
 		st = js_GetMsg(&m, js, argv[0], seq, NULL, &jerr);
-		if (st != NATS_OK)
+		if (st != NATS_OK) {
+			frame_buffer_free(&inflated);
 			return fail("get message", st, jerr);
+		}
 		const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
 		size_t len = (size_t)natsMsg_GetDataLength(m);
 		struct frame_header h;
@@ -163,21 +168,32 @@ static int dump(jsCtx *js, char **argv)
 			ok = false;
 			reason = "offset is not sequence - 1";
 		}
+		const uint8_t *payload = NULL;
+		bool compressed = false;
+		const char *bad = ok ? frame_payload_decode(&h, data + FRAME_HEADER_SIZE, &inflated, &payload, &compressed) : NULL;
+		if (bad) {
+			ok = false;
+			reason = bad;
+		}
 		if (ok && h.type != FRAME_DDL &&
-		    env_frame_summary(h.type, data + FRAME_HEADER_SIZE, h.payload_length, &sum, err, sizeof err) < 0) {
+		    env_frame_summary(h.type, payload, h.payload_length, &sum, err, sizeof err) < 0) {
 			ok = false;
 			reason = err;
 		}
-		natsMsg_Destroy(m);
 		if (!ok) {
 			fprintf(stderr, "jetstream_publish: message %" PRIu64 ": not a valid frame: %s\n", seq, reason);
+			natsMsg_Destroy(m);
+			frame_buffer_free(&inflated);
 			return 1;
 		}
+		natsMsg_Destroy(m);
 		printf("{\"seq\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"type\":\"%s\",\"xid\":%" PRIu32
-		       ",\"commit_lsn\":%" PRIu64 ",\"end_lsn\":%" PRIu64 ",\"lsn\":%" PRIu64 ",\"bytes\":%zu}\n",
+		       ",\"commit_lsn\":%" PRIu64 ",\"end_lsn\":%" PRIu64 ",\"lsn\":%" PRIu64
+		       ",\"bytes\":%zu,\"compressed\":%s,\"payload_bytes\":%" PRIu32 "}\n",
 		       seq, h.offset, frame_type_name(h.type), sum.has_xid ? sum.xid : 0, sum.commit_lsn, sum.end_lsn, sum.lsn,
-		       len);
+		       len, compressed ? "true" : "false", h.payload_length);
 	}
+	frame_buffer_free(&inflated);
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
