@@ -31,9 +31,14 @@ enum { ITEM_WHOLE = -1, ITEM_FINISH = -2 };
 struct copy_shared {
 	struct copy_job *job;
 	pthread_mutex_t lock;
+	pthread_cond_t changed; /* a table copied, or a worker free */
 	struct copy_item *items; /* owned */
 	size_t n_items;
 	size_t next; /* next item to take */
+	/* tables whose data is in, for job->after_table: taken before items */
+	size_t *done; /* owned: n_tables */
+	size_t n_done, next_done;
+	unsigned busy; /* workers on an item or a table's after_table */
 };
 
 char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
@@ -474,6 +479,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 		if (!faulted && t->bytes > 65536) {
 			faulted = true;
 			fault_point("snapshot.mid_table_copy");
+			fault_pause("snapshot.mid_table_copy");
 		}
 	}
 	if (n == -2) {
@@ -622,6 +628,48 @@ out:
 	free(relation);
 }
 
+/* The next piece of work, under the lock: a table copied, waiting for
+ * its after_table (*item NULL, *table_done its index), first; else the
+ * next item.  With neither but a worker still busy, waits: that worker
+ * may finish a table.  false: nothing is left. */
+static bool take(struct copy_shared *sh, struct copy_item **item, size_t *table_done)
+{
+	bool got = true;
+	pthread_mutex_lock(&sh->lock);
+	for (;;) {
+		if (sh->next_done < sh->n_done) {
+			*item = NULL;
+			*table_done = sh->done[sh->next_done++];
+			break;
+		}
+		if (sh->next < sh->n_items) {
+			*item = &sh->items[sh->next++];
+			break;
+		}
+		if (sh->busy == 0) {
+			got = false;
+			break;
+		}
+		pthread_cond_wait(&sh->changed, &sh->lock);
+	}
+	if (got)
+		sh->busy++;
+	pthread_mutex_unlock(&sh->lock);
+	return got;
+}
+
+/* A piece of work ended; table_done: a table whose data is now in, for
+ * job->after_table (SIZE_MAX: none). */
+static void put_back(struct copy_shared *sh, size_t table_done)
+{
+	pthread_mutex_lock(&sh->lock);
+	if (table_done != SIZE_MAX && sh->job->after_table)
+		sh->done[sh->n_done++] = table_done;
+	sh->busy--;
+	pthread_cond_broadcast(&sh->changed);
+	pthread_mutex_unlock(&sh->lock);
+}
+
 static void *worker(void *arg)
 {
 	struct copy_shared *sh = arg;
@@ -642,24 +690,29 @@ static void *worker(void *arg)
 		PQclear(res);
 	}
 	for (;;) {
-		pthread_mutex_lock(&sh->lock);
-		size_t i = sh->next++;
-		pthread_mutex_unlock(&sh->lock);
-		if (i >= sh->n_items)
+		struct copy_item *item;
+		size_t finished = SIZE_MAX;
+		if (!take(sh, &item, &finished))
 			break;
-		struct copy_item *item = &sh->items[i];
+		if (!item) {
+			/* a table's data is in: its keys and indexes before more copying */
+			if (job->after_table(job->after_ctx, finished, dst) < 0)
+				log_debug("table %s.%s: its keys and indexes were not built", job->tables[finished].schema,
+					  job->tables[finished].name);
+			put_back(sh, SIZE_MAX);
+			continue;
+		}
 		struct copy_table *t = &job->tables[item->table];
 		if (item->range == ITEM_WHOLE) {
 			if (!src || !dst || !meta) {
 				snprintf(t->error, sizeof t->error, "no connection");
 				t->outcome = COPY_FAILED;
-				continue;
-			}
-			if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
+			} else if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
 				t->outcome = COPY_FAILED;
-				continue;
+			} else {
+				copy_one(job, t, NULL, NULL, src, dst, meta, replica);
 			}
-			copy_one(job, t, NULL, NULL, src, dst, meta, replica);
+			put_back(sh, t->outcome == COPY_DONE ? item->table : SIZE_MAX);
 			continue;
 		}
 		/* a range: copied as a table of its own, then counted in its table */
@@ -675,8 +728,11 @@ static void *worker(void *arg)
 		} else {
 			copy_one(job, &part, &t->ranges[item->range], t->filenode, src, dst, meta, replica);
 		}
-		if (range_done(sh, t, &part, item->range == ITEM_FINISH))
+		/* the worker that counts the last range is the one left on t */
+		bool last = range_done(sh, t, &part, item->range == ITEM_FINISH);
+		if (last)
 			finish_split_table(job, t, dst, meta);
+		put_back(sh, last && t->outcome == COPY_DONE ? item->table : SIZE_MAX);
 	}
 	PQfinish(src);
 	PQfinish(meta);
@@ -688,6 +744,8 @@ int copy_tables(struct copy_job *job)
 {
 	struct copy_shared sh = { .job = job, .next = 0 };
 	pthread_mutex_init(&sh.lock, NULL);
+	pthread_cond_init(&sh.changed, NULL);
+	sh.done = xcalloc(job->n_tables ? job->n_tables : 1, sizeof *sh.done);
 	/* the ranges of split tables first (the biggest work), then the
 	 * tables copied whole */
 	size_t cap = job->n_tables;
@@ -728,6 +786,8 @@ int copy_tables(struct copy_job *job)
 		pthread_join(threads[i], NULL);
 	free(threads);
 	free(sh.items);
+	free(sh.done);
+	pthread_cond_destroy(&sh.changed);
 	pthread_mutex_destroy(&sh.lock);
 	if (started == 0 && job->n_tables > 0)
 		return -1;

@@ -16,7 +16,8 @@
  * A table whose schema fingerprint differs before, at and after its copy
  * is rolled back and marked schema_changed: it is not handed off until a
  * later run copies it again.  Fault point snapshot.mid_table_copy (after
- * the first rows went to the target); pause point snapshot.before_table_copy.
+ * the first rows went to the target), which is also a pause point; pause
+ * point snapshot.before_table_copy.
  *
  * A plain table larger than the job's split_bytes is split (copy_range.c):
  * copied in ranges of ctid blocks, each range's rows and its progress row
@@ -64,6 +65,13 @@ struct copy_job {
 	size_t n_tables;
 	unsigned workers;
 	uint64_t split_bytes;        /* 0: no table is split */
+	/* once a table's data is in (its progress row committed): its keys
+	 * and indexes, built by the worker that finished it, on that worker's
+	 * target connection, before the worker takes more to copy (the other
+	 * workers copy on); NULL: nothing.  table indexes tables[]; 0, or -1
+	 * (logged: the caller records it). */
+	int (*after_table)(void *ctx, size_t table, void *dst_pgconn);
+	void *after_ctx;
 };
 
 /* Before copy_empty_targets: which tables are split, and in which ranges
@@ -79,8 +87,9 @@ int copy_plan_splits(struct copy_job *job, void *dst_pgconn);
 /* Frees the plans copy_plan_splits made. */
 void copy_tables_release(struct copy_table *tables, size_t n);
 
-/* Copies every table; returns 0 when each has an outcome (look at them),
- * -1 when workers could not even start (logged). */
+/* Copies every table, and runs job->after_table for each table copied;
+ * returns 0 when each has an outcome (look at them), -1 when workers
+ * could not even start (logged). */
 int copy_tables(struct copy_job *job);
 
 /* When a target table of the list holds rows, empties every one of

@@ -267,6 +267,50 @@ static int sync_sequences(PGconn *src, PGconn *dst, struct flow_sequences *seqs)
 	return rc;
 }
 
+/* Which flow tables get keys and indexes (keys[i]: created by this run,
+ * or no index on the target and some on the source) and foreign keys
+ * (fkeys[i]: those, or none on the target and some on the source), and
+ * the source's definitions of them.  created[] is updated; NULL on an
+ * error (logged). */
+static struct snapshot_post_data *plan_post_data(PGconn *src, PGconn *dst, const struct flow_config *cfg, bool *created)
+{
+	bool *fkeys = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *fkeys);
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
+		char *qualified = xasprintf("%s.%s", qs, qn);
+		const char *p[1] = { qualified };
+		static const char count_sql[] =
+			"SELECT (SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)),"
+			" (SELECT count(*) FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'f')";
+		PGresult *rt = pgconn_query(dst, count_sql, 1, p);
+		PGresult *rs = pgconn_query(src, count_sql, 1, p);
+		bool counted = rt && rs;
+		if (!created[i])
+			created[i] = counted && atoi(PQgetvalue(rt, 0, 0)) == 0 && atoi(PQgetvalue(rs, 0, 0)) > 0;
+		fkeys[i] = created[i] || (counted && atoi(PQgetvalue(rt, 0, 1)) == 0 && atoi(PQgetvalue(rs, 0, 1)) > 0);
+		PQclear(rt);
+		PQclear(rs);
+		free(qualified);
+		free(qs);
+		free(qn);
+	}
+	struct snapshot_post_data *post = snapshot_post_data_plan(src, cfg, created, fkeys);
+	free(fkeys);
+	return post;
+}
+
+/* copy_job.after_table: the copied table's keys and indexes */
+struct after_copy {
+	struct snapshot_post_data *post;
+	const size_t *flow_index;
+};
+
+static int build_after_copy(void *ctx, size_t table, void *dst_pgconn)
+{
+	struct after_copy *a = ctx;
+	return snapshot_post_data_build(a->post, a->flow_index[table], dst_pgconn);
+}
+
 int snapshot_run(const struct snapshot_options *o)
 {
 	const struct flow_config *cfg = o->cfg;
@@ -276,6 +320,9 @@ int snapshot_run(const struct snapshot_options *o)
 	bool *copied = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *copied);
 	bool *created = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *created);
 	struct copy_table *tables = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *tables);
+	size_t *flow_index = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *flow_index); /* tables[k] is flow table flow_index[k] */
+	struct snapshot_post_data *post = NULL;
+	struct after_copy after = { .flow_index = flow_index };
 	struct flow_sequences seqs = { 0 };
 	PGconn *dst = pgconn_connect(cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
 	PGconn *src = pgconn_connect(cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
@@ -377,8 +424,20 @@ int snapshot_run(const struct snapshot_options *o)
 		}
 		tables[n].schema = cfg->tables[i].schema;
 		tables[n].name = cfg->tables[i].name;
+		flow_index[n] = i;
 		n++;
 	}
+	/* indexes and constraints after the data: for the tables this run
+	 * created, and for those a killed earlier invocation created without
+	 * them (no index on the target, some on the source); the foreign keys
+	 * likewise (none on the target, some on the source).  Each table's
+	 * keys are built by the copy worker that finished its data, while
+	 * the others copy on; the foreign keys after all of them. */
+	if (o->create_tables && !(post = plan_post_data(src, dst, cfg, created))) {
+		code = EXIT_CONFIG;
+		goto out;
+	}
+	after.post = post;
 	if (n > 0) {
 		char first[300];
 		snprintf(first, sizeof first, "%s.%s", tables[0].schema, tables[0].name);
@@ -388,6 +447,7 @@ int snapshot_run(const struct snapshot_options *o)
 			.cfg = cfg, .run_id = run_id, .snapshot_name = ex.snapshot_name, .watermark_lsn = watermark,
 			.tables = tables, .n_tables = n, .workers = (unsigned)cfg->snapshot_workers,
 			.split_bytes = cfg->snapshot_split_bytes,
+			.after_table = post ? build_after_copy : NULL, .after_ctx = &after,
 		};
 		/* which tables are split, and what an earlier invocation's ranges
 		 * still hold, before anything is emptied */
@@ -451,38 +511,11 @@ int snapshot_run(const struct snapshot_options *o)
 		code = failed ? EXIT_TEMPFAIL : EXIT_NEGATIVE;
 		goto out;
 	}
-	/* indexes and constraints after the data: for the tables this run
-	 * created, and for those a killed earlier invocation created without
-	 * them (no index on the target, some on the source); the foreign keys
-	 * likewise (none on the target, some on the source: the keys of each
-	 * table commit on their own, the foreign keys after them) */
-	if (o->create_tables) {
-		bool *fkeys = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *fkeys);
-		for (size_t i = 0; i < cfg->n_tables; i++) {
-			char *qs = pgconn_quote_ident(dst, cfg->tables[i].schema), *qn = pgconn_quote_ident(dst, cfg->tables[i].name);
-			char *qualified = xasprintf("%s.%s", qs, qn);
-			const char *p[1] = { qualified };
-			static const char count_sql[] =
-				"SELECT (SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)),"
-				" (SELECT count(*) FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'f')";
-			PGresult *rt = pgconn_query(dst, count_sql, 1, p);
-			PGresult *rs = pgconn_query(src, count_sql, 1, p);
-			bool counted = rt && rs;
-			if (!created[i])
-				created[i] = counted && atoi(PQgetvalue(rt, 0, 0)) == 0 && atoi(PQgetvalue(rs, 0, 0)) > 0;
-			fkeys[i] = created[i] || (counted && atoi(PQgetvalue(rt, 0, 1)) == 0 && atoi(PQgetvalue(rs, 0, 1)) > 0);
-			PQclear(rt);
-			PQclear(rs);
-			free(qualified);
-			free(qs);
-			free(qn);
-		}
-		int built = snapshot_build_post_data(src, dst, cfg, created, fkeys);
-		free(fkeys);
-		if (built < 0) {
-			code = EXIT_CONFIG;
-			goto out;
-		}
+	/* the foreign keys after every table's data and keys (and the keys
+	 * of tables no worker built: copied by an earlier invocation) */
+	if (post && snapshot_post_data_finish(post, dst) < 0) {
+		code = EXIT_CONFIG;
+		goto out;
 	}
 	/* the sequences after the data: read now, not at the snapshot (they
 	 * are not transactional), each is at least where the copied rows
@@ -513,6 +546,8 @@ out:
 	free(created);
 	copy_tables_release(tables, cfg->n_tables);
 	free(tables);
+	free(flow_index);
+	snapshot_post_data_free(post);
 	sequences_free(&seqs);
 	return code;
 }

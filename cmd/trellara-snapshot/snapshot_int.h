@@ -26,12 +26,24 @@ struct flow_ids snapshot_flow_ids(const struct flow_config *cfg);
 int snapshot_create_missing_tables(PGconn *src, PGconn *dst, const struct flow_config *cfg, const char *section,
 				   bool only_missing, bool *created);
 
-/* --create-tables after the copy: the keys, indexes and replica identity
- * of the tables marked in keys[], each table in a target transaction of
- * its own, snapshot.workers tables at once; then, in one transaction,
- * the foreign keys (into flow tables) of the tables marked in fkeys[].
- * 0, or -1 (logged). */
-int snapshot_build_post_data(PGconn *src, PGconn *dst, const struct flow_config *cfg, const bool *keys,
-			     const bool *fkeys);
+/* --create-tables after the copy (DESIGN §6): the keys, indexes and
+ * replica identity of the tables marked in keys[], each table in a target
+ * transaction of its own, then, in one transaction, the foreign keys
+ * (into flow tables) of the tables marked in fkeys[] (both indexed like
+ * cfg->tables).
+ *
+ * snapshot_post_data_plan reads the source's catalogs for them (NULL on
+ * an error, logged); snapshot_post_data_build builds one table's keys
+ * and indexes on the given target connection, as soon as its data is in
+ * (a copy worker's, job->after_table; 0, or -1 logged; nothing for a
+ * table with none, or built already); snapshot_post_data_finish builds
+ * what is still unbuilt, snapshot.workers tables at once, then the
+ * foreign keys (0, or -1 logged: a table's build that failed fails it). */
+struct snapshot_post_data;
+struct snapshot_post_data *snapshot_post_data_plan(PGconn *src, const struct flow_config *cfg, const bool *keys,
+						   const bool *fkeys);
+int snapshot_post_data_build(struct snapshot_post_data *pd, size_t table, PGconn *dst);
+int snapshot_post_data_finish(struct snapshot_post_data *pd, PGconn *dst);
+void snapshot_post_data_free(struct snapshot_post_data *pd);
 
 #endif

@@ -379,76 +379,111 @@ out:
 /* ---- post-data: each table's keys and indexes in parallel ---- */
 
 /* One flow table's keys, indexes and replica identity (its tree's). */
+enum build_state { BUILD_NONE = 0, BUILD_PENDING, BUILD_DONE, BUILD_FAILED };
 struct build_group {
 	const char *display;       /* the flow table, "schema.name" */
 	struct tabledef_stmts stmts; /* owned */
-	bool failed;
+	enum build_state state;    /* written by the one worker that builds it */
 };
 
-struct build_shared {
+struct snapshot_post_data {
 	const struct flow_config *cfg;
-	struct build_group *groups;
-	size_t n_groups;
-	size_t next;
-	pthread_mutex_t lock;
+	size_t n;                   /* cfg->n_tables */
+	char **flow;                /* owned: each flow table's "schema.name" */
+	bool *keys, *fkeys;         /* owned copies */
+	struct tabledef_set set;    /* owned: the source's catalogs at one point */
+	size_t *from, *to;          /* owned: each flow table's part of set */
+	struct build_group *groups; /* owned: by flow table */
 };
+
+/* A target session about to build indexes: an index build sorts its
+ * table's keys, in memory rather than in runs on disk when the server's
+ * setting is small (never lowered). */
+static void build_session(PGconn *conn)
+{
+	PGresult *res = PQexec(conn, "SELECT set_config('maintenance_work_mem', '" SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "', false)"
+				     " WHERE pg_size_bytes(current_setting('maintenance_work_mem'))"
+				     " < pg_size_bytes('" SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "')");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		log_debug("target: maintenance_work_mem left as it is: %s", PQresultErrorMessage(res));
+	PQclear(res);
+}
 
 /* The statements of group g in one transaction of conn: all or none. */
-static int build_one(PGconn *conn, struct build_group *g)
+static void build_one(PGconn *conn, struct build_group *g)
 {
 	int64_t t0_us = clock_mono_us();
+	g->state = BUILD_FAILED;
+	if (!conn) {
+		log_error("cannot create target table %s (post-data): no connection to the target", g->display);
+		return;
+	}
 	if (begin(conn, "") < 0)
-		return -1;
+		return;
 	for (size_t i = 0; i < g->stmts.n; i++) {
 		log_debug("--create-tables post-data: %s", g->stmts.items[i].sql);
 		if (pgconn_command(conn, g->stmts.items[i].sql) < 0) {
 			log_error("cannot create target table %s (post-data): %s failed", g->stmts.items[i].table_display,
 				  g->stmts.items[i].sql);
 			pgconn_command(conn, "ROLLBACK");
-			return -1;
+			return;
 		}
 	}
 	if (pgconn_command(conn, "COMMIT") < 0)
-		return -1;
+		return;
+	g->state = BUILD_DONE;
 	log_info("target table %s: keys and indexes built (%zu statements, %.2f s)", g->display, g->stmts.n,
 		 (double)(clock_mono_us() - t0_us) / 1e6);
-	return 0;
 }
+
+int snapshot_post_data_build(struct snapshot_post_data *pd, size_t table, PGconn *dst)
+{
+	if (table >= pd->n || pd->groups[table].state != BUILD_PENDING)
+		return 0;
+	if (dst)
+		build_session(dst);
+	build_one(dst, &pd->groups[table]);
+	return pd->groups[table].state == BUILD_DONE ? 0 : -1;
+}
+
+struct build_shared {
+	struct snapshot_post_data *pd;
+	size_t *pending; /* the flow tables still to build */
+	size_t n_pending;
+	size_t next;
+	pthread_mutex_t lock;
+};
 
 static void *build_worker(void *arg)
 {
 	struct build_shared *sh = arg;
-	PGconn *conn = pgconn_connect(sh->cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
-	/* an index build sorts its table's keys: in memory rather than in
-	 * runs on disk when the server's setting is small (never lowered) */
-	PGresult *res = conn ? PQexec(conn, "SELECT set_config('maintenance_work_mem', '" SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "', false)"
-					    " WHERE pg_size_bytes(current_setting('maintenance_work_mem'))"
-					    " < pg_size_bytes('" SNAPSHOT_BUILD_MAINTENANCE_WORK_MEM "')")
-			     : NULL;
-	if (conn && PQresultStatus(res) != PGRES_TUPLES_OK)
-		log_debug("target: maintenance_work_mem left as it is: %s", PQresultErrorMessage(res));
-	PQclear(res);
+	PGconn *conn = pgconn_connect(sh->pd->cfg->target_database_url, PGCONN_NORMAL, "trellara-snapshot", "target");
 	for (;;) {
 		pthread_mutex_lock(&sh->lock);
 		size_t i = sh->next++;
 		pthread_mutex_unlock(&sh->lock);
-		if (i >= sh->n_groups)
+		if (i >= sh->n_pending)
 			break;
-		sh->groups[i].failed = !conn || build_one(conn, &sh->groups[i]) < 0;
+		snapshot_post_data_build(sh->pd, sh->pending[i], conn);
 	}
 	PQfinish(conn);
 	return NULL;
 }
 
-/* The groups, snapshot.workers at a time, each on a target connection of
- * its own.  0 when every group is built, -1 (logged) otherwise. */
-static int build_in_parallel(const struct flow_config *cfg, struct build_group *groups, size_t n)
+/* The groups still pending, snapshot.workers at a time, each worker on a
+ * target connection of its own.  0 when every one is built, -1 (logged)
+ * otherwise. */
+static int build_pending(struct snapshot_post_data *pd)
 {
-	struct build_shared sh = { .cfg = cfg, .groups = groups, .n_groups = n };
+	struct build_shared sh = { .pd = pd };
+	sh.pending = xcalloc(pd->n ? pd->n : 1, sizeof *sh.pending);
+	for (size_t i = 0; i < pd->n; i++)
+		if (pd->groups[i].state == BUILD_PENDING)
+			sh.pending[sh.n_pending++] = i;
 	pthread_mutex_init(&sh.lock, NULL);
-	size_t workers = cfg->snapshot_workers ? (size_t)cfg->snapshot_workers : 1;
-	if (workers > n)
-		workers = n;
+	size_t workers = pd->cfg->snapshot_workers ? (size_t)pd->cfg->snapshot_workers : 1;
+	if (workers > sh.n_pending)
+		workers = sh.n_pending;
 	pthread_t *threads = xcalloc(workers ? workers : 1, sizeof *threads);
 	size_t started = 0;
 	for (size_t i = 0; i < workers; i++) {
@@ -461,70 +496,86 @@ static int build_in_parallel(const struct flow_config *cfg, struct build_group *
 	for (size_t i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	free(threads);
+	free(sh.pending);
 	pthread_mutex_destroy(&sh.lock);
-	int rc = started > 0 || n == 0 ? 0 : -1;
-	for (size_t i = 0; i < n; i++)
-		if (groups[i].failed || started == 0)
+	int rc = 0;
+	for (size_t i = 0; i < pd->n; i++)
+		if (pd->groups[i].state == BUILD_PENDING || pd->groups[i].state == BUILD_FAILED)
 			rc = -1;
 	return rc;
 }
 
-int snapshot_build_post_data(PGconn *src, PGconn *dst, const struct flow_config *cfg, const bool *keys,
-			     const bool *fkeys)
+struct snapshot_post_data *snapshot_post_data_plan(PGconn *src, const struct flow_config *cfg, const bool *keys,
+						   const bool *fkeys)
 {
-	int rc = -1;
-	struct tabledef_set set = { 0 };
 	size_t n = cfg->n_tables;
-	char **flow = xcalloc(n ? n : 1, sizeof *flow);
-	size_t *from = xcalloc(n ? n : 1, sizeof *from), *to = xcalloc(n ? n : 1, sizeof *to);
-	struct build_group *groups = xcalloc(n ? n : 1, sizeof *groups);
-	size_t n_groups = 0;
-	struct tabledef_stmts fk = { 0 };
-	bool src_open = false, dst_open = false;
+	struct snapshot_post_data *pd = xcalloc(1, sizeof *pd);
+	pd->cfg = cfg;
+	pd->n = n;
+	pd->flow = xcalloc(n ? n : 1, sizeof *pd->flow);
+	pd->keys = xcalloc(n ? n : 1, sizeof *pd->keys);
+	pd->fkeys = xcalloc(n ? n : 1, sizeof *pd->fkeys);
+	pd->from = xcalloc(n ? n : 1, sizeof *pd->from);
+	pd->to = xcalloc(n ? n : 1, sizeof *pd->to);
+	pd->groups = xcalloc(n ? n : 1, sizeof *pd->groups);
 	for (size_t i = 0; i < n; i++) {
 		char name[300];
 		snapshot_table_names(cfg, i, name, sizeof name);
-		flow[i] = xstrdup(name);
+		pd->flow[i] = xstrdup(name);
+		pd->keys[i] = keys[i];
+		pd->fkeys[i] = fkeys[i];
 	}
 	/* the source's catalogs at one point in time */
 	if (begin(src, " ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
-		goto out;
-	src_open = true;
+		goto failed;
 	for (size_t i = 0; i < n; i++) {
-		from[i] = to[i] = set.n_tables;
+		pd->from[i] = pd->to[i] = pd->set.n_tables;
 		if (!keys[i] && !fkeys[i])
 			continue;
 		char *qs = pgconn_quote_ident(src, cfg->tables[i].schema), *qn = pgconn_quote_ident(src, cfg->tables[i].name);
 		char *qualified = xasprintf("%s.%s", qs, qn);
-		int r = read_tree(src, qualified, flow[i], &set);
+		int r = read_tree(src, qualified, pd->flow[i], &pd->set);
 		free(qualified);
 		free(qs);
 		free(qn);
-		if (r < 0)
-			goto out;
-		to[i] = set.n_tables;
+		if (r < 0) {
+			pgconn_command(src, "ROLLBACK");
+			goto failed;
+		}
+		pd->to[i] = pd->set.n_tables;
 	}
-	src_open = false;
 	if (pgconn_command(src, "COMMIT") < 0)
-		goto out;
-	/* keys and indexes: one transaction per flow table, tables in parallel */
+		goto failed;
+	/* keys and indexes: one transaction per flow table */
 	for (size_t i = 0; i < n; i++) {
+		struct build_group *g = &pd->groups[i];
+		g->display = pd->flow[i];
 		if (!keys[i])
 			continue;
-		struct build_group *g = &groups[n_groups];
-		g->display = flow[i];
-		tabledef_post_data_keys(&set, from[i], to[i], &g->stmts);
+		tabledef_post_data_keys(&pd->set, pd->from[i], pd->to[i], &g->stmts);
 		if (g->stmts.n)
-			n_groups++;
+			g->state = BUILD_PENDING;
 	}
-	if (build_in_parallel(cfg, groups, n_groups) < 0)
-		goto out;
+	return pd;
+failed:
+	snapshot_post_data_free(pd);
+	return NULL;
+}
+
+int snapshot_post_data_finish(struct snapshot_post_data *pd, PGconn *dst)
+{
+	size_t n = pd->n;
+	if (build_pending(pd) < 0)
+		return -1;
 	fault_point("snapshot.after_keys_before_foreign_keys");
 	/* then the foreign keys into flow tables, together: each needs the
 	 * key it references */
+	struct tabledef_stmts fk = { 0 };
+	int rc = -1;
+	bool dst_open = false;
 	for (size_t i = 0; i < n; i++)
-		if (fkeys[i])
-			tabledef_post_data_fkeys(&set, from[i], to[i], (const char *const *)flow, n, &fk);
+		if (pd->fkeys[i])
+			tabledef_post_data_fkeys(&pd->set, pd->from[i], pd->to[i], (const char *const *)pd->flow, n, &fk);
 	if (fk.n) {
 		if (begin(dst, "") < 0)
 			goto out;
@@ -546,23 +597,30 @@ int snapshot_build_post_data(PGconn *src, PGconn *dst, const struct flow_config 
 			goto out;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (keys[i])
-			log_info("target table %s: post-data created from the source's catalogs", flow[i]);
+		if (pd->keys[i])
+			log_info("target table %s: post-data created from the source's catalogs", pd->flow[i]);
 	rc = 0;
 out:
-	if (src_open)
-		pgconn_command(src, "ROLLBACK");
 	if (dst_open)
 		pgconn_command(dst, "ROLLBACK");
-	for (size_t i = 0; i < n_groups; i++)
-		tabledef_stmts_free(&groups[i].stmts);
-	free(groups);
 	tabledef_stmts_free(&fk);
-	tabledef_set_free(&set);
-	for (size_t i = 0; i < n; i++)
-		free(flow[i]);
-	free(flow);
-	free(from);
-	free(to);
 	return rc;
+}
+
+void snapshot_post_data_free(struct snapshot_post_data *pd)
+{
+	if (!pd)
+		return;
+	for (size_t i = 0; i < pd->n; i++) {
+		tabledef_stmts_free(&pd->groups[i].stmts);
+		free(pd->flow[i]);
+	}
+	free(pd->groups);
+	tabledef_set_free(&pd->set);
+	free(pd->flow);
+	free(pd->keys);
+	free(pd->fkeys);
+	free(pd->from);
+	free(pd->to);
+	free(pd);
 }

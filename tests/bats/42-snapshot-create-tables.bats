@@ -226,3 +226,47 @@ SQL
 	[ "$(psql_target "${cons//TABLE/child}" | grep -c '^[cp]|')" -eq 2 ]
 	[ "$(psql_target "SELECT count(*) FROM pg_index WHERE indrelid = 'm_2'::regclass")" -eq 2 ]
 }
+
+# index_count TABLE: the target's indexes on TABLE (0 when it has none)
+index_count() {
+	psql_target "SELECT count(*) FROM pg_index WHERE indrelid = '$1'::regclass"
+}
+
+@test "--create-tables: a small table's keys and indexes are built while a big table's copy is still open; killed there, the resume keeps them and builds the big table's after its own data" {
+	psql_source "CREATE SCHEMA app" \
+		"CREATE TABLE app.big (id int PRIMARY KEY, v text NOT NULL)" \
+		"CREATE INDEX big_v_idx ON app.big (v)" \
+		"INSERT INTO app.big SELECT g, md5(g::text) FROM generate_series(1, 20000) g" \
+		"CREATE TABLE app.small (id int PRIMARY KEY, code text UNIQUE)" \
+		"INSERT INTO app.small SELECT g, 'c' || g FROM generate_series(1, 10) g" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE app.big, app.small"
+	write_flow_file "$FLOW_FILE" --tables "app.big,app.small" --set snapshot.workers=2 \
+		--set stream.min_free_bytes=1048576
+	# one worker stops in the middle of big's copy (more than 64 KiB sent, its transaction open)
+	export TRELLARA_PAUSE=snapshot.mid_table_copy TRELLARA_PAUSE_DIR="$TEST_DIR"
+	bg_start snap trellara-snapshot --config "$FLOW_FILE" --create-tables
+	wait_for -t 60 "[ -e '$TEST_DIR/snapshot.mid_table_copy.paused' ]"
+	# meanwhile the other worker copied small and built its key and unique index
+	wait_for -t 60 -m "small's keys built while big is copied" '[ "$(index_count app.small)" -eq 2 ]'
+	[ "$(index_count app.big)" -eq 0 ]
+	[ "$(psql_target "SELECT count(*) FROM app.big")" -eq 0 ]
+	# killed -9 there: small stays copied with its keys, big's half copy is rolled back
+	small_keys=$(psql_target "SELECT string_agg(indexrelid::text, ',' ORDER BY indexrelid) FROM pg_index WHERE indrelid = 'app.small'::regclass")
+	bg_stop snap KILL
+	[ "$BG_STATUS" -eq 137 ]
+	unset TRELLARA_PAUSE
+	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	echo "$output" >"$TEST_DIR/snap2.log"
+	[[ $output == *"skipped app.small: copied already"* ]]
+	[[ $output != *"target table app.small: keys and indexes built"* ]]
+	[ "$(psql_target "SELECT string_agg(indexrelid::text, ',' ORDER BY indexrelid) FROM pg_index WHERE indrelid = 'app.small'::regclass")" = "$small_keys" ]
+	# big's keys came after its own data
+	grep "table app.big: 20000 rows copied\|target table app.big: keys and indexes built" "$TEST_DIR/snap2.log" >"$TEST_DIR/order"
+	[ "$(wc -l <"$TEST_DIR/order")" -eq 2 ]
+	[[ $(head -1 "$TEST_DIR/order") == *"rows copied"* ]]
+	[ "$(index_count app.big)" -eq 2 ]
+	# both tables as on the source, definitions and rows
+	[ "$(definitions target | grep -c '^index|')" -eq 4 ]
+	diff -u <(definitions source) <(definitions target)
+	assert_tables_equal app.big app.small
+}
