@@ -47,10 +47,15 @@ char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 	char *qs = pgconn_quote_ident(conn, schema), *qn = pgconn_quote_ident(conn, name);
 	char *qualified = xasprintf("%s.%s", qs, qn);
 	const char *p[1] = { qualified };
+	/* the columns, and a partitioned table's partitions (every level):
+	 * one attached or detached during the copy changes what the parent
+	 * holds (a plain table's is its columns' alone, as it always was) */
 	PGresult *res = pgconn_query(conn,
-				     "SELECT md5(string_agg(attname || ':' || format_type(atttypid, atttypmod) || ':' || attnotnull,"
-				     " ',' ORDER BY attnum)) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0"
-				     " AND NOT attisdropped",
+				     "SELECT md5((SELECT string_agg(attname || ':' || format_type(atttypid, atttypmod) || ':'"
+				     " || attnotnull, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+				     " AND attnum > 0 AND NOT attisdropped)"
+				     " || coalesce('|' || (SELECT string_agg(relid::oid::text, ',' ORDER BY relid::oid)"
+				     " FROM pg_partition_tree(to_regclass($1)) WHERE relid <> to_regclass($1)), ''))",
 				     1, p);
 	char *fp = NULL;
 	if (res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
@@ -451,7 +456,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 	PQclear(res);
 	free(sql);
 	if (r)
-		sql = copy_range_sql(cols, qualified, r, fmt);
+		sql = copy_range_sql(cols, r->partition[0] ? r->partition : qualified, r, fmt);
 	else
 		sql = xasprintf("COPY (SELECT %s FROM %s%s) TO STDOUT%s", cols, only_for(src_kind), qualified, fmt);
 	res = PQexec(src, sql);
@@ -512,7 +517,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 	while ((res = PQgetResult(dst)) != NULL)
 		PQclear(res);
 	if (r) {
-		int same = same_filenode(src, qualified, filenode);
+		int same = r->partition[0] ? same_filenode(src, r->partition, r->filenode) : same_filenode(src, qualified, filenode);
 		if (same < 0)
 			goto failed;
 		if (!same) {
@@ -555,6 +560,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 		log_info("table %s.%s: range %d/%d: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name,
 			 r->range_no, r->n_ranges, t->rows, t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
 		fault_point("snapshot.after_range_commit");
+		fault_pause("snapshot.after_range_commit");
 	} else {
 		log_info("table %s.%s: %" PRIu64 " rows copied (%s COPY, %.1f MB, %.2f s)", t->schema, t->name, t->rows,
 			 t->binary ? "binary" : "text", (double)t->bytes / 1e6, t->seconds);
@@ -609,7 +615,20 @@ static void finish_split_table(struct copy_job *job, struct copy_table *t, PGcon
 	char *relation = xasprintf("%s.%s", t->schema, t->name);
 	char *fp = meta ? copy_table_fingerprint(meta, t->schema, t->name) : NULL;
 	struct flow_ids ids = { cfg->source_id, cfg->dataset_id, cfg->consumer_group };
-	if (!dst || !fp || pgconn_command(dst, "BEGIN") < 0 ||
+	/* a partitioned table's ranges cover the leaves of its plan: a
+	 * partition attached or detached since, and they are not the table */
+	int leaves = meta && t->ranges[0].partition[0] ? copy_partitions_unchanged(meta, t) : 1;
+	if (leaves == 0) {
+		t->outcome = COPY_SCHEMA_CHANGED;
+		snprintf(t->error, sizeof t->error, "its partitions changed while it was copied");
+		char *config = strbuf_shell_quote(cfg->path);
+		log_warn("table %s.%s: a partition was attached or detached during its copy: not handed off; run"
+			 " \"trellara snapshot --config %s\" again to copy it again",
+			 t->schema, t->name, config);
+		free(config);
+		goto out;
+	}
+	if (!dst || !fp || leaves < 0 || pgconn_command(dst, "BEGIN") < 0 ||
 	    checkpoint_progress_copied(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, t->rows, job->watermark_lsn,
 				       fp) < 0 ||
 	    pgconn_command(dst, "COMMIT") < 0) {

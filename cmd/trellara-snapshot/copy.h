@@ -23,7 +23,13 @@
  * copied in ranges of ctid blocks, each range's rows and its progress row
  * (snapshot_range_progress) in one target transaction, several ranges at
  * once; the table's own progress row (and so its watermark) is written
- * once every range is in.  Fault point snapshot.after_range_commit.
+ * once every range is in.  A partitioned table larger than split_bytes
+ * (its leaves together) is split by its leaf partitions, a leaf larger
+ * than split_bytes by blocks as well: each range read from its leaf
+ * (ONLY), written through the target's parent (routed); a partition
+ * attached or detached before the last range is in, and the table is
+ * schema_changed.  Fault point snapshot.after_range_commit, also a pause
+ * point.
  */
 #ifndef TRELLARA_SNAPSHOT_COPY_H
 #define TRELLARA_SNAPSHOT_COPY_H
@@ -84,6 +90,11 @@ struct copy_job {
  * recorded in the target.  0, or -1 (logged). */
 int copy_plan_splits(struct copy_job *job, void *dst_pgconn);
 
+/* Whether partitioned table t has the leaf partitions its plan's ranges
+ * read (none attached or detached since): 1 yes, 0 no, -1 on error
+ * (logged). */
+int copy_partitions_unchanged(void *src_pgconn, const struct copy_table *t);
+
 /* Frees the plans copy_plan_splits made. */
 void copy_tables_release(struct copy_table *tables, size_t n);
 
@@ -103,8 +114,10 @@ int copy_empty_targets(const struct flow_config *cfg, void *pgconn, struct copy_
 /* pg_class.relkind of a relation, '\0' when it does not exist. */
 char copy_relkind(void *pgconn, const char *qualified);
 
-/* md5 of a table's columns (name, type, not null) as the given
- * connection's snapshot sees them; NULL when the table does not exist. */
+/* md5 of a table's columns (name, type, not null) and, for a
+ * partitioned table, the oids of its partitions at every level, as the
+ * given connection's catalog shows them; NULL when the table does not
+ * exist. */
 char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name);
 
 /* ---- shared by copy.c and copy_range.c ---- */

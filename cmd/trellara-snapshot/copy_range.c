@@ -147,7 +147,7 @@ static int earlier_ranges_hold(PGconn *src, struct copy_table *t, const char *qu
 		struct snapshot_range *r = &t->ranges[i];
 		if (!r->copied)
 			continue;
-		char *sql = copy_range_sql(cols, qualified, r, fmt);
+		char *sql = copy_range_sql(cols, r->partition[0] ? r->partition : qualified, r, fmt);
 		struct copy_hash h;
 		int read = read_hash(src, sql, &h);
 		free(sql);
@@ -174,6 +174,124 @@ out:
 	return rc;
 }
 
+/* A partitioned table's leaf partitions now: names (quoted by the
+ * source), sizes and filenodes, by name.  1 listed, 0 not to be split
+ * (a leaf that is no plain table: a foreign one), -1 on error (logged). */
+struct leaf {
+	char name[272];
+	char filenode[24];
+	uint64_t size;
+};
+
+static int list_leaves(PGconn *src, const char *qualified, struct leaf **leaves, int *n)
+{
+	*leaves = NULL;
+	*n = 0;
+	const char *p[1] = { qualified };
+	PGresult *res = pgconn_query(src,
+				     "SELECT format('%I.%I', n.nspname, c.relname), pg_relation_size(c.oid),"
+				     " pg_relation_filenode(c.oid)::text, c.relkind = 'r'"
+				     " FROM pg_partition_tree(to_regclass($1)) t JOIN pg_class c ON c.oid = t.relid"
+				     " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE t.isleaf ORDER BY 1",
+				     1, p);
+	if (!res)
+		return -1;
+	int rows = PQntuples(res), rc = 1;
+	*leaves = xcalloc(rows ? (size_t)rows : 1, sizeof **leaves);
+	for (int i = 0; i < rows; i++) {
+		struct leaf *l = &(*leaves)[i];
+		if (strcmp(PQgetvalue(res, i, 3), "t") != 0 || PQgetisnull(res, i, 2) ||
+		    strlen(PQgetvalue(res, i, 0)) >= sizeof l->name) {
+			rc = 0;
+			break;
+		}
+		snprintf(l->name, sizeof l->name, "%s", PQgetvalue(res, i, 0));
+		snprintf(l->filenode, sizeof l->filenode, "%s", PQgetvalue(res, i, 2));
+		l->size = strtoull(PQgetvalue(res, i, 1), NULL, 10);
+	}
+	PQclear(res);
+	if (rc == 1)
+		*n = rows;
+	else {
+		free(*leaves);
+		*leaves = NULL;
+	}
+	return rc;
+}
+
+/* The ranges of a partitioned table: each leaf one range, or, larger than
+ * split_bytes, its ranges of blocks (copy_range_plan); numbered across. */
+static struct snapshot_range *plan_leaves(const struct leaf *leaves, int n_leaves, uint64_t block_size,
+					  uint64_t split_bytes, unsigned workers, int *n_out)
+{
+	struct snapshot_range *all = NULL;
+	int n = 0;
+	for (int i = 0; i < n_leaves; i++) {
+		struct snapshot_range one = { .first_block = 0, .open_end = true, .split_bytes = split_bytes }, *part = &one;
+		int k = 1;
+		if (leaves[i].size > split_bytes)
+			part = copy_range_plan(leaves[i].size, block_size, split_bytes, workers, &k);
+		all = xrealloc(all, (size_t)(n + k) * sizeof *all);
+		for (int j = 0; j < k; j++) {
+			struct snapshot_range *r = &all[n + j];
+			*r = part[j];
+			snprintf(r->partition, sizeof r->partition, "%s", leaves[i].name);
+			snprintf(r->filenode, sizeof r->filenode, "%s", leaves[i].filenode);
+		}
+		if (part != &one)
+			free(part);
+		n += k;
+	}
+	for (int i = 0; i < n; i++) {
+		all[i].range_no = i + 1;
+		all[i].n_ranges = n;
+	}
+	*n_out = n;
+	return all;
+}
+
+/* An earlier plan of a partitioned table holds only over the same leaves:
+ * then each of its ranges gets its leaf's filenode now.  true when it
+ * does. */
+static bool same_leaves(struct snapshot_range *r, int n, const struct leaf *leaves, int n_leaves)
+{
+	int seen = 0;
+	for (int i = 0; i < n; i++) {
+		int found = -1;
+		for (int j = 0; j < n_leaves && found < 0; j++)
+			if (strcmp(r[i].partition, leaves[j].name) == 0)
+				found = j;
+		if (found < 0)
+			return false;
+		if (i == 0 || strcmp(r[i].partition, r[i - 1].partition) != 0)
+			seen++;
+		snprintf(r[i].filenode, sizeof r[i].filenode, "%s", leaves[found].filenode);
+	}
+	return seen == n_leaves;
+}
+
+int copy_partitions_unchanged(void *src_pgconn, const struct copy_table *t)
+{
+	PGconn *src = src_pgconn;
+	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
+	char *qualified = xasprintf("%s.%s", qs, qn);
+	struct leaf *leaves;
+	int n_leaves;
+	int listed = list_leaves(src, qualified, &leaves, &n_leaves);
+	free(qualified);
+	free(qs);
+	free(qn);
+	if (listed <= 0)
+		return listed;
+	/* same_leaves writes each range's filenode: a copy of the plan */
+	struct snapshot_range *r = xcalloc((size_t)t->n_ranges, sizeof *r);
+	memcpy(r, t->ranges, (size_t)t->n_ranges * sizeof *r);
+	bool same = same_leaves(r, t->n_ranges, leaves, n_leaves);
+	free(r);
+	free(leaves);
+	return same;
+}
+
 /* Plans table t (see copy.h).  0, or -1 (logged). */
 static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct copy_table *t, uint64_t block_size)
 {
@@ -185,16 +303,30 @@ static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct cop
 	struct snapshot_range *earlier = NULL;
 	int n_earlier = 0, rc = -1;
 	PGresult *res = NULL;
+	struct leaf *leaves = NULL; /* a partitioned table's, when it is split */
+	int n_leaves = 0;
+	bool partitioned = false;
+	uint64_t total = 0;
 	if (checkpoint_ranges_list(dst, cfg->checkpoint_schema, &ids, job->run_id, relation, &earlier, &n_earlier) < 0)
 		goto out;
-	/* only a plain table is split: a partitioned one is copied through its
-	 * parent, whole (each of its partitions is no table of the flow) */
+	/* a plain table is split by blocks; a partitioned one by its leaf
+	 * partitions, a large leaf by blocks too (read from the leaf, written
+	 * through the parent); a partitioned table with a leaf that is no
+	 * plain table is copied through its parent, whole */
 	char kind = copy_relkind(src, qualified);
+	if (kind == 'p' && job->split_bytes > 0) {
+		int listed = list_leaves(src, qualified, &leaves, &n_leaves);
+		if (listed < 0)
+			goto out;
+		partitioned = listed == 1;
+		for (int i = 0; i < n_leaves; i++)
+			total += leaves[i].size;
+	}
 	const char *p[1] = { qualified };
 	res = pgconn_query(src, "SELECT pg_relation_size(to_regclass($1)), pg_relation_filenode(to_regclass($1))", 1, p);
 	if (!res)
 		goto out;
-	if (kind != 'r' || job->split_bytes == 0 || PQgetisnull(res, 0, 0)) {
+	if ((kind != 'r' && !partitioned) || job->split_bytes == 0 || (!partitioned && PQgetisnull(res, 0, 0))) {
 		if (n_earlier > 0) {
 			log_info("table %s.%s: not split now: its ranges of an earlier invocation are dropped, it is copied whole",
 				 t->schema, t->name);
@@ -204,13 +336,18 @@ static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct cop
 		}
 		goto out;
 	}
-	uint64_t size = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-	t->filenode = xstrdup(PQgetvalue(res, 0, 1));
+	uint64_t size = partitioned ? total : strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+	t->filenode = xstrdup(partitioned ? "" : PQgetvalue(res, 0, 1));
 	if (n_earlier > 0) {
 		if (earlier[0].split_bytes != job->split_bytes) {
 			log_warn("table %s.%s: split with snapshot.split_bytes %" PRIu64 " by an earlier invocation, %" PRIu64
 				 " now: its ranges are dropped, it is copied whole again",
 				 t->schema, t->name, earlier[0].split_bytes, job->split_bytes);
+		} else if (partitioned != (earlier[0].partition[0] != '\0') ||
+			   (partitioned && !same_leaves(earlier, n_earlier, leaves, n_leaves))) {
+			log_warn("table %s.%s: its partitions are not those an earlier invocation split it by: its ranges"
+				 " are dropped, it is copied whole again",
+				 t->schema, t->name);
 		} else {
 			t->ranges = earlier;
 			t->n_ranges = n_earlier;
@@ -237,14 +374,29 @@ static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct cop
 		rc = n_earlier > 0 ? record_plan(dst, job, relation, NULL, 0) : 0;
 		goto out;
 	}
-	t->ranges = copy_range_plan(size, block_size, job->split_bytes, job->workers, &t->n_ranges);
+	if (partitioned) {
+		t->ranges = plan_leaves(leaves, n_leaves, block_size, job->split_bytes, job->workers, &t->n_ranges);
+		if (t->n_ranges == 0) { /* no leaf: copied through its parent, whole */
+			free(t->ranges);
+			t->ranges = NULL;
+			rc = n_earlier > 0 ? record_plan(dst, job, relation, NULL, 0) : 0;
+			goto out;
+		}
+	} else {
+		t->ranges = copy_range_plan(size, block_size, job->split_bytes, job->workers, &t->n_ranges);
+	}
 	if (record_plan(dst, job, relation, t->ranges, t->n_ranges) < 0)
 		goto out;
-	log_info("table %s.%s: %.1f MB, split into %d ranges of about %" PRIu64 " blocks", t->schema, t->name,
-		 (double)size / 1e6, t->n_ranges, t->ranges[0].end_block - t->ranges[0].first_block);
+	if (partitioned)
+		log_info("table %s.%s: %.1f MB in %d partitions, split into %d ranges", t->schema, t->name,
+			 (double)size / 1e6, n_leaves, t->n_ranges);
+	else
+		log_info("table %s.%s: %.1f MB, split into %d ranges of about %" PRIu64 " blocks", t->schema, t->name,
+			 (double)size / 1e6, t->n_ranges, t->ranges[0].end_block - t->ranges[0].first_block);
 	rc = 0;
 out:
 	PQclear(res);
+	free(leaves);
 	free(earlier);
 	free(qualified);
 	free(relation);

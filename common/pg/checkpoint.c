@@ -131,7 +131,15 @@ static const char *const migration_5[] = {
 	NULL
 };
 
-static const char *const *const migrations[] = { migration_1, migration_2, migration_3, migration_4, migration_5 };
+/* Migration 6: a partitioned table's copy is split by its leaf
+ * partitions (and a large leaf by blocks): which leaf a range reads. */
+static const char *const migration_6[] = {
+	"ALTER TABLE @.snapshot_range_progress ADD COLUMN partition text",
+	NULL
+};
+
+static const char *const *const migrations[] = { migration_1, migration_2, migration_3,
+						 migration_4, migration_5, migration_6 };
 
 static int exec_schema_sql(PGconn *conn, const char *sql, const char *schema)
 {
@@ -688,7 +696,7 @@ int checkpoint_ranges_list(PGconn *conn, const char *schema, const struct flow_i
 	const char *p[4] = { ids->source_id, ids->dataset_id, run_id, relation };
 	PGresult *res = query_schema(conn, schema,
 				     "SELECT range_no, n_ranges, first_block, end_block, split_bytes, state, copied_rows,"
-				     " content_hash, watermark_lsn FROM @.snapshot_range_progress"
+				     " content_hash, watermark_lsn, coalesce(partition, '') FROM @.snapshot_range_progress"
 				     " WHERE source_id = $1 AND dataset_id = $2 AND run_id = $3 AND relation = $4 ORDER BY range_no",
 				     4, p);
 	if (!res)
@@ -707,6 +715,7 @@ int checkpoint_ranges_list(PGconn *conn, const char *schema, const struct flow_i
 		r->copied_rows = strtoull(PQgetvalue(res, i, 6), NULL, 10);
 		snprintf(r->content_hash, sizeof r->content_hash, "%s", PQgetvalue(res, i, 7));
 		r->has_watermark = !PQgetisnull(res, i, 8) && lsn_parse(PQgetvalue(res, i, 8), &r->watermark_lsn);
+		snprintf(r->partition, sizeof r->partition, "%s", PQgetvalue(res, i, 9));
 	}
 	PQclear(res);
 	return 0;
@@ -730,13 +739,14 @@ int checkpoint_ranges_plan(PGconn *conn, const char *schema, const struct flow_i
 		snprintf(first, sizeof first, "%" PRIu64, ranges[i].first_block);
 		snprintf(end, sizeof end, "%" PRIu64, ranges[i].end_block);
 		snprintf(split, sizeof split, "%" PRIu64, ranges[i].split_bytes);
-		const char *q[9] = { ids->source_id, ids->dataset_id, run_id, relation, no, count, first,
-				     ranges[i].open_end ? NULL : end, split };
+		const char *q[10] = { ids->source_id, ids->dataset_id, run_id, relation, no, count, first,
+				      ranges[i].open_end ? NULL : end, split,
+				      ranges[i].partition[0] ? ranges[i].partition : NULL };
 		res = query_schema(conn, schema,
 				   "INSERT INTO @.snapshot_range_progress (source_id, dataset_id, run_id, relation, range_no,"
-				   " n_ranges, first_block, end_block, split_bytes, state)"
-				   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'planned')",
-				   9, q);
+				   " n_ranges, first_block, end_block, split_bytes, state, partition)"
+				   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'planned', $10)",
+				   10, q);
 		if (!res)
 			return -1;
 		PQclear(res);

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHECKPOINT_SCHEMA_VERSION 5
+#define CHECKPOINT_SCHEMA_VERSION 6
 
 /* The SQLSTATEs its expect_one() raises: apply_core.h. */
 
@@ -176,10 +176,13 @@ int checkpoint_progress_schema_changed(PGconn *conn, const char *schema, const s
 int checkpoint_progress_clear(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *run_id);
 
 /* One range of a split table's copy (snapshot_range_progress): blocks
- * [first_block, end_block), or from first_block on when open_end. */
+ * [first_block, end_block), or from first_block on when open_end, of the
+ * table, or of one leaf partition of a partitioned table. */
 struct snapshot_range {
 	int range_no;            /* 1..n_ranges */
 	int n_ranges;
+	char partition[272];     /* the leaf, "schema"."name" quoted as the source's format('%I.%I') gives it; "": the table itself */
+	char filenode[24];       /* the leaf's pg_relation_filenode at the plan (not stored) */
 	uint64_t first_block, end_block;
 	bool open_end;
 	uint64_t split_bytes;    /* snapshot.split_bytes the plan was made with */
