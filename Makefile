@@ -236,13 +236,13 @@ check-matrix: all $(BATS_TOOLS)
 	@scripts/run-matrix.sh
 
 # Both cores: the builds, the plain and the sanitizer unit runs side by
-# side, and one bats file more than there are cores at a time
+# side, and two bats files more than there are cores at a time
 # (scripts/run-bats.sh BATS_JOBS): a bats file spends much of its time
-# waiting (servers starting, a flow catching up, pgbench -T), and with
-# one file per core the whole of make check kept the 2 cores only about
-# 55% busy (user + sys over wall time).
+# waiting (servers starting, a flow catching up, pgbench -T): with one
+# file per core the whole of make check kept the 2 cores only about 55%
+# busy (user + sys over wall time), with one more file 62%.
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-CHECK_BATS_JOBS ?= $(shell echo $$(($(CHECK_JOBS) + 1)))
+CHECK_BATS_JOBS ?= $(shell echo $$(($(CHECK_JOBS) + 2)))
 check: deps
 	$(MAKE) -j$(CHECK_JOBS) all $(BATS_TOOLS)
 	$(MAKE) -j$(CHECK_JOBS) --output-sync=target shellcheck
