@@ -185,6 +185,19 @@ SQL
 		--set snapshot.split_bytes="$SPLIT" --set snapshot.workers=2
 }
 
+# attach_while_paused POINT: the snapshot (--create-tables) stopped at
+# pause point POINT while the source's ev gets partition ev_9 with a row;
+# then resumed, it must end without a handoff (exit 1); the pause is unset
+attach_while_paused() {
+	TRELLARA_PAUSE=$1 TRELLARA_PAUSE_DIR=$TEST_DIR bg_start snap trellara-snapshot --config "$FLOW_FILE" --create-tables
+	wait_for -t 60 "[ -e '$TEST_DIR/$1.paused' ]"
+	psql_source "CREATE TABLE ev_9 (LIKE ev)" "INSERT INTO ev_9 VALUES (1, 9, 'attached')" \
+		"ALTER TABLE ev ATTACH PARTITION ev_9 FOR VALUES IN (9)"
+	touch "$TEST_DIR/$1.resume"
+	bg_wait snap 120
+	[ "$BG_STATUS" -eq 1 ]
+}
+
 ev_ranges() {
 	psql_target "SELECT $1 FROM trellara.snapshot_range_progress WHERE relation = 'public.ev'"
 }
@@ -220,19 +233,11 @@ ev_ranges() {
 	# with the partition attached, each consistent on its own
 	write_flow_file "$FLOW_FILE" --tables "public.ev" --set stream.min_free_bytes=1048576 \
 		--set snapshot.split_bytes="$SPLIT" --set snapshot.workers=1
-	export TRELLARA_PAUSE=snapshot.after_range_commit TRELLARA_PAUSE_DIR="$TEST_DIR"
-	bg_start snap trellara-snapshot --config "$FLOW_FILE" --create-tables
-	wait_for -t 60 "[ -e '$TEST_DIR/snapshot.after_range_commit.paused' ]"
-	psql_source "CREATE TABLE ev_9 (LIKE ev)" "INSERT INTO ev_9 VALUES (1, 9, 'attached')" \
-		"ALTER TABLE ev ATTACH PARTITION ev_9 FOR VALUES IN (9)"
-	touch "$TEST_DIR/snapshot.after_range_commit.resume"
-	bg_wait snap 120
-	[ "$BG_STATUS" -eq 1 ]
+	attach_while_paused snapshot.after_range_commit
 	grep -q "table public.ev: a partition was attached or detached during its copy: not handed off" "$TEST_DIR/snap.log"
 	grep -q "NOT handed off public.ev: its schema changed during the copy" "$TEST_DIR/snap.log"
 	[ "$(psql_target "SELECT state FROM trellara.snapshot_table_progress WHERE relation = 'public.ev'")" = schema_changed ]
 	n=$(ev_ranges "max(n_ranges)")
-	unset TRELLARA_PAUSE
 	# the target gets the partition too, as an operator would
 	psql_target "CREATE TABLE ev_9 (LIKE ev)" "ALTER TABLE ev ATTACH PARTITION ev_9 FOR VALUES IN (9)"
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
@@ -247,17 +252,9 @@ ev_ranges() {
 @test "a partition attached while a partitioned table is copied whole through its parent (not split): not handed off; the next run copies it with the partition's rows: identical" {
 	part_init
 	write_flow_file "$FLOW_FILE" --tables "public.ev" --set stream.min_free_bytes=1048576 --set snapshot.split_bytes=0
-	export TRELLARA_PAUSE=snapshot.mid_table_copy TRELLARA_PAUSE_DIR="$TEST_DIR"
-	bg_start snap trellara-snapshot --config "$FLOW_FILE" --create-tables
-	wait_for -t 60 "[ -e '$TEST_DIR/snapshot.mid_table_copy.paused' ]"
-	psql_source "CREATE TABLE ev_9 (LIKE ev)" "INSERT INTO ev_9 VALUES (1, 9, 'attached')" \
-		"ALTER TABLE ev ATTACH PARTITION ev_9 FOR VALUES IN (9)"
-	touch "$TEST_DIR/snapshot.mid_table_copy.resume"
-	bg_wait snap 120
-	[ "$BG_STATUS" -eq 1 ]
+	attach_while_paused snapshot.mid_table_copy
 	grep -q "NOT handed off public.ev: its schema changed during the copy" "$TEST_DIR/snap.log"
 	[ "$(ev_ranges "count(*)")" -eq 0 ]
-	unset TRELLARA_PAUSE
 	psql_target "CREATE TABLE ev_9 (LIKE ev)" "ALTER TABLE ev ATTACH PARTITION ev_9 FOR VALUES IN (9)"
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
 	[[ "$output" == *"copied public.ev: 68001 rows"$'\n'* ]]
