@@ -23,6 +23,7 @@
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,47 +132,126 @@ static int record_plan(PGconn *dst, const struct copy_job *job, const char *rela
 	return 0;
 }
 
-/* Whether every range copied earlier reads now as it did then: 1 yes (the
- * kept ones counted in t), 0 no (logged), -1 on error. */
-static int earlier_ranges_hold(PGconn *src, struct copy_table *t, const char *qualified)
+/* A source connection in a read-only transaction at the job's exported
+ * snapshot, no parallel scans (a range's rows in block order); NULL
+ * (logged) when it cannot be had. */
+static PGconn *connect_at_snapshot(const struct copy_job *job)
 {
-	char *cols = NULL;
-	bool binary;
-	int rc = -1;
-	if (copy_columns_at_snapshot(src, qualified, &cols, &binary) < 0)
-		goto out;
-	const char *fmt = binary ? " (FORMAT binary)" : "";
-	int kept = 0;
-	uint64_t rows = 0;
-	for (int i = 0; i < t->n_ranges; i++) {
-		struct snapshot_range *r = &t->ranges[i];
-		if (!r->copied)
-			continue;
-		char *sql = copy_range_sql(cols, r->partition[0] ? r->partition : qualified, r, fmt);
+	PGconn *src = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
+	if (!src || pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		goto failed;
+	char *lit = pgconn_quote_literal(src, job->snapshot_name);
+	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
+	free(lit);
+	int imported = pgconn_command(src, set);
+	free(set);
+	if (imported < 0 || pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
+		goto failed;
+	return src;
+failed:
+	PQfinish(src);
+	return NULL;
+}
+
+/* The ranges copied earlier, read again by up to snapshot.workers
+ * connections at once, each at the snapshot. */
+struct reread {
+	const struct copy_job *job;
+	struct copy_table *t;
+	const char *qualified, *cols, *fmt;
+	pthread_mutex_t lock;
+	int next;       /* the next range to look at */
+	int differs;    /* a range that reads differently (range_no), 0: none yet */
+	bool failed;    /* a read failed */
+};
+
+static void *reread_worker(void *arg)
+{
+	struct reread *rr = arg;
+	PGconn *src = connect_at_snapshot(rr->job);
+	for (;;) {
+		pthread_mutex_lock(&rr->lock);
+		if (!src)
+			rr->failed = true;
+		int i = rr->next;
+		while (i < rr->t->n_ranges && !rr->t->ranges[i].copied)
+			i++;
+		rr->next = i + 1;
+		bool stop = rr->failed || rr->differs || i >= rr->t->n_ranges;
+		pthread_mutex_unlock(&rr->lock);
+		if (stop)
+			break;
+		struct snapshot_range *r = &rr->t->ranges[i];
+		char *sql = copy_range_sql(rr->cols, r->partition[0] ? r->partition : rr->qualified, r, rr->fmt);
 		struct copy_hash h;
 		int read = read_hash(src, sql, &h);
 		free(sql);
-		if (read < 0)
-			goto out;
 		char now[40];
 		copy_hash_format(&h, now, sizeof now);
-		if (strcmp(now, r->content_hash) != 0) {
-			log_warn("table %s.%s: range %d/%d, copied by an earlier invocation, reads differently at this snapshot"
-				 " (rows changed or moved since): the table is copied whole again",
-				 t->schema, t->name, r->range_no, r->n_ranges);
-			rc = 0;
-			goto out;
-		}
-		kept++;
-		rows += r->copied_rows;
+		pthread_mutex_lock(&rr->lock);
+		if (read < 0)
+			rr->failed = true;
+		else if (strcmp(now, r->content_hash) != 0 && !rr->differs)
+			rr->differs = r->range_no;
+		pthread_mutex_unlock(&rr->lock);
 	}
-	t->ranges_kept = kept;
-	t->keep_rows = kept > 0;
-	t->rows = rows;
-	rc = 1;
-out:
+	PQfinish(src);
+	return NULL;
+}
+
+/* Whether every range copied earlier reads now as it did then: 1 yes (the
+ * kept ones counted in t), 0 no (logged), -1 on error. */
+static int earlier_ranges_hold(PGconn *src, const struct copy_job *job, struct copy_table *t, const char *qualified)
+{
+	char *cols = NULL;
+	bool binary;
+	if (copy_columns_at_snapshot(src, qualified, &cols, &binary) < 0) {
+		free(cols);
+		return -1;
+	}
+	int copied = 0;
+	uint64_t rows = 0;
+	for (int i = 0; i < t->n_ranges; i++)
+		if (t->ranges[i].copied) {
+			copied++;
+			rows += t->ranges[i].copied_rows;
+		}
+	struct reread rr = { .job = job, .t = t, .qualified = qualified, .cols = cols,
+			     .fmt = binary ? " (FORMAT binary)" : "" };
+	pthread_mutex_init(&rr.lock, NULL);
+	int n = job->workers ? (int)job->workers : 1;
+	if (n > copied)
+		n = copied;
+	pthread_t *threads = xcalloc(n ? (size_t)n : 1, sizeof *threads);
+	int started = 0;
+	for (int i = 0; i < n; i++) {
+		if (pthread_create(&threads[i], NULL, reread_worker, &rr) != 0) {
+			log_error("cannot start a thread to read table %s.%s's ranges again", t->schema, t->name);
+			rr.failed = true;
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	free(threads);
+	pthread_mutex_destroy(&rr.lock);
 	free(cols);
-	return rc;
+	if (rr.failed)
+		return -1;
+	if (rr.differs) {
+		log_warn("table %s.%s: range %d/%d, copied by an earlier invocation, reads differently at this snapshot"
+			 " (rows changed or moved since): the table is copied whole again",
+			 t->schema, t->name, rr.differs, t->n_ranges);
+		return 0;
+	}
+	if (copied)
+		log_info("table %s.%s: its %d ranges copied earlier read again on %d connections at this snapshot", t->schema,
+			 t->name, copied, started);
+	t->ranges_kept = copied;
+	t->keep_rows = copied > 0;
+	t->rows = rows;
+	return 1;
 }
 
 /* A partitioned table's leaf partitions now: names (quoted by the
@@ -352,7 +432,7 @@ static int plan_table(PGconn *src, PGconn *dst, struct copy_job *job, struct cop
 			t->ranges = earlier;
 			t->n_ranges = n_earlier;
 			earlier = NULL;
-			int hold = earlier_ranges_hold(src, t, qualified);
+			int hold = earlier_ranges_hold(src, job, t, qualified);
 			if (hold < 0)
 				goto out;
 			if (hold) {
@@ -408,17 +488,10 @@ out:
 int copy_plan_splits(struct copy_job *job, void *dst_pgconn)
 {
 	PGconn *dst = dst_pgconn;
-	PGconn *src = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
+	PGconn *src = connect_at_snapshot(job);
 	PGresult *res = NULL;
 	int rc = -1;
-	if (!src || pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
-		goto out;
-	char *lit = pgconn_quote_literal(src, job->snapshot_name);
-	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
-	free(lit);
-	int imported = pgconn_command(src, set);
-	free(set);
-	if (imported < 0 || pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
+	if (!src)
 		goto out;
 	res = pgconn_query(src, "SELECT current_setting('block_size')::bigint", 0, NULL);
 	if (!res)
