@@ -331,9 +331,9 @@ static int same_filenode(PGconn *src, const char *qualified, const char *filenod
 }
 
 /* Copies table t whole (r NULL), or its range r (t is then the range's
- * own record, split the table's filenode). */
-static void copy_one(struct copy_job *job, struct copy_table *t, const struct snapshot_range *r, const char *filenode,
-		     PGconn *src, PGconn *dst, PGconn *meta, bool replica)
+ * own record; r carries the filenode its relation was planned at). */
+static void copy_one(struct copy_job *job, struct copy_table *t, const struct snapshot_range *r, PGconn *src,
+		     PGconn *dst, PGconn *meta, bool replica)
 {
 	const struct flow_config *cfg = job->cfg;
 	char *qs = pgconn_quote_ident(src, t->schema), *qn = pgconn_quote_ident(src, t->name);
@@ -456,7 +456,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 	PQclear(res);
 	free(sql);
 	if (r)
-		sql = copy_range_sql(cols, r->partition[0] ? r->partition : qualified, r, fmt);
+		sql = copy_range_sql(cols, qualified, r, fmt);
 	else
 		sql = xasprintf("COPY (SELECT %s FROM %s%s) TO STDOUT%s", cols, only_for(src_kind), qualified, fmt);
 	res = PQexec(src, sql);
@@ -517,7 +517,7 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 	while ((res = PQgetResult(dst)) != NULL)
 		PQclear(res);
 	if (r) {
-		int same = r->partition[0] ? same_filenode(src, r->partition, r->filenode) : same_filenode(src, qualified, filenode);
+		int same = same_filenode(src, copy_range_relation(r, qualified), r->filenode);
 		if (same < 0)
 			goto failed;
 		if (!same) {
@@ -729,7 +729,7 @@ static void *worker(void *arg)
 			} else if (pgconn_command(dst, "SET synchronous_commit = on") < 0) {
 				t->outcome = COPY_FAILED;
 			} else {
-				copy_one(job, t, NULL, NULL, src, dst, meta, replica);
+				copy_one(job, t, NULL, src, dst, meta, replica);
 			}
 			put_back(sh, t->outcome == COPY_DONE ? item->table : SIZE_MAX);
 			continue;
@@ -745,7 +745,7 @@ static void *worker(void *arg)
 			snprintf(part.error, sizeof part.error, "target: cannot set synchronous_commit");
 			part.outcome = COPY_FAILED;
 		} else {
-			copy_one(job, &part, &t->ranges[item->range], t->filenode, src, dst, meta, replica);
+			copy_one(job, &part, &t->ranges[item->range], src, dst, meta, replica);
 		}
 		/* the worker that counts the last range is the one left on t */
 		bool last = range_done(sh, t, &part, item->range == ITEM_FINISH);

@@ -145,8 +145,12 @@ void copy_hash_format(const struct copy_hash *h, char *buf, size_t len);
 struct snapshot_range *copy_range_plan(uint64_t size, uint64_t block_size, uint64_t split_bytes, unsigned workers,
 				       int *n_out);
 
-/* COPY (SELECT cols FROM ONLY qualified WHERE ctid in the range) TO STDOUT
- * with fmt; owned. */
+/* The relation range r reads: its leaf partition, or the table
+ * qualified. */
+const char *copy_range_relation(const struct snapshot_range *r, const char *qualified);
+
+/* COPY (SELECT cols FROM ONLY relation WHERE ctid in the range) TO STDOUT
+ * with fmt, relation that of copy_range_relation; owned. */
 char *copy_range_sql(const char *cols, const char *qualified, const struct snapshot_range *r, const char *fmt);
 
 #endif

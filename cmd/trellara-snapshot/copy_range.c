@@ -48,8 +48,14 @@ void copy_hash_format(const struct copy_hash *h, char *buf, size_t len)
 	snprintf(buf, len, "%08" PRIx32 "-%08" PRIx32 "-%" PRIx64, h->crc32c, h->crc32, h->len);
 }
 
+const char *copy_range_relation(const struct snapshot_range *r, const char *qualified)
+{
+	return r->partition[0] ? r->partition : qualified;
+}
+
 char *copy_range_sql(const char *cols, const char *qualified, const struct snapshot_range *r, const char *fmt)
 {
+	qualified = copy_range_relation(r, qualified);
 	/* the bounds are numbers of ours, not data */
 	if (r->open_end)
 		return xasprintf("COPY (SELECT %s FROM ONLY %s WHERE ctid >= '(%" PRIu64 ",0)'::tid) TO STDOUT%s", cols,
@@ -182,7 +188,7 @@ static void *reread_worker(void *arg)
 		if (stop)
 			break;
 		struct snapshot_range *r = &rr->t->ranges[i];
-		char *sql = copy_range_sql(rr->cols, r->partition[0] ? r->partition : rr->qualified, r, rr->fmt);
+		char *sql = copy_range_sql(rr->cols, rr->qualified, r, rr->fmt);
 		struct copy_hash h;
 		int read = read_hash(src, sql, &h);
 		free(sql);
@@ -497,9 +503,16 @@ int copy_plan_splits(struct copy_job *job, void *dst_pgconn)
 	if (!res)
 		goto out;
 	uint64_t block_size = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-	for (size_t i = 0; i < job->n_tables; i++)
-		if (plan_table(src, dst, job, &job->tables[i], block_size) < 0)
+	for (size_t i = 0; i < job->n_tables; i++) {
+		struct copy_table *t = &job->tables[i];
+		if (plan_table(src, dst, job, t, block_size) < 0)
 			goto out;
+		/* a plain table's ranges read the table: its filenode (a leaf's
+		 * range has its leaf's) */
+		for (int k = 0; k < t->n_ranges; k++)
+			if (!t->ranges[k].partition[0])
+				snprintf(t->ranges[k].filenode, sizeof t->ranges[k].filenode, "%s", t->filenode);
+	}
 	rc = 0;
 out:
 	if (rc < 0)

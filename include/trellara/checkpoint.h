@@ -182,7 +182,7 @@ struct snapshot_range {
 	int range_no;            /* 1..n_ranges */
 	int n_ranges;
 	char partition[272];     /* the leaf, "schema"."name" quoted as the source's format('%I.%I') gives it; "": the table itself */
-	char filenode[24];       /* the leaf's pg_relation_filenode at the plan (not stored) */
+	char filenode[24];       /* pg_relation_filenode of what it reads (the table or its leaf) at the plan (not stored) */
 	uint64_t first_block, end_block;
 	bool open_end;
 	uint64_t split_bytes;    /* snapshot.split_bytes the plan was made with */
