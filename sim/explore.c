@@ -248,7 +248,7 @@ static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_
 					"retention_ignores_group", "snapshot_ignores_schema_change", "fold_forgets_updated_row_delete",
 					"commit_out_of_order", "copy_drops_last_insert", "failure_keeps_unrecorded_lock",
 					"new_slot_after_promotion", "ack_on_held_sync", "ack_before_broker_quorum",
-					"pending_cut_ignored", "fence_one_step", NULL };
+					"pending_cut_ignored", "fence_one_step", "split_resume_keeps_changed_range", NULL };
 
 const char *const *sim_variant_names(void)
 {

@@ -307,6 +307,63 @@ static bool e_copied_twice(const struct sim_world_result *r, char *why, size_t n
 		return snprintf(why, n, "no table was copied twice"), false;
 	return true;
 }
+/* split tables (the project's own family "snapshot split"): every table
+ * in three ranges, each committed with its progress row */
+static void split(struct sim_world_options *o)
+{
+	snap(o);
+	o->split_ranges = 3;
+}
+/* killed right after a range's commit (its second), run again later */
+static void p_split_killed_after_range(struct sim_world_options *o)
+{
+	split(o);
+	o->kill_point = "snapshot.after_range_commit";
+	o->kill_nth = 2;
+}
+/* ... with a quiet source: one transaction after the slot,
+ * so that ranges copied before the kill mostly read the same at the resume */
+static void p_split_killed_quiet(struct sim_world_options *o)
+{
+	p_split_killed_after_range(o);
+	o->kill_nth = 4; /* the second table's first range */
+	o->transactions = o->pre_transactions + 1;
+}
+static bool e_split_resumed(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_copied(r, why, n) || !e_point_hit(r, why, n))
+		return false;
+	if (r->snapshot_resumes == 0)
+		return snprintf(why, n, "the killed snapshot was never run again"), false;
+	return true;
+}
+static bool e_split_kept(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_split_resumed(r, why, n))
+		return false;
+	if (r->ranges_kept == 0)
+		return snprintf(why, n, "no resume kept a range copied before the kill (%" PRIu64 " tables copied whole again)",
+				r->split_recopies),
+		       false;
+	return true;
+}
+static bool e_split_recopied(const struct sim_world_result *r, char *why, size_t n)
+{
+	if (!e_split_resumed(r, why, n))
+		return false;
+	if (r->split_recopies == 0)
+		return snprintf(why, n, "no range copied before the kill read differently at the resume (%" PRIu64 " kept)",
+				r->ranges_kept),
+		       false;
+	return true;
+}
+/* killed in a range's COPY (its third), run again later */
+static void p_split_killed_mid_range(struct sim_world_options *o)
+{
+	split(o);
+	o->kill_point = "snapshot.mid_table_copy";
+	o->kill_nth = 3;
+}
 static void p_regression(struct sim_world_options *o)
 {
 	snap(o);
@@ -494,6 +551,10 @@ static const struct sim_preset presets[] = {
 	{ "qualification_target_restart_during_apply", p_target_restart, e_crashed },
 	{ "snapshot_duplicate_copy_attempt", p_copy_twice, e_copied_twice },
 	{ "snapshot_incomplete_copy_resume", p_snapshot_killed_mid_copy, e_snapshot_killed_resumed },
+	/* simulations: snapshot split (the project's own) */
+	{ "snapshot_split_killed_after_range_commit", p_split_killed_quiet, e_split_kept },
+	{ "snapshot_split_range_changed_before_resume", p_split_killed_after_range, e_split_recopied },
+	{ "snapshot_split_killed_mid_range", p_split_killed_mid_range, e_split_resumed },
 	{ "snapshot_source_crash_during_copy", p_copy_fails, e_copy_failed },
 	{ "snapshot_relay_crash_during_copy", p_snapshot_and_relay_killed, e_snapshot_killed_crashed },
 	{ "snapshot_target_crash_during_copy", p_copy_fails, e_copy_failed },

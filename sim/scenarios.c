@@ -3,8 +3,9 @@
  * curated row of ../shared/CHAOS-MATRIX.md, by the names and numbers used
  * there.  The file lists 61 curated rows, numbered 1 to 61, although its
  * heading says 63: the registry holds the 61 that exist.  The cutover's
- * simulations (family "cutover") are the project's own: the matrix has
- * no row for trellara cutover, so their matrix_row is 0.
+ * simulations (family "cutover") and the split copy's (family "snapshot
+ * split") are the project's own: the matrix has no row for trellara
+ * cutover or for a table copied in ranges, so their matrix_row is 0.
  *
  * Live tests are named exactly as their @test line in tests/bats/ (a bats
  * test checks that each one exists).  Recovery commands are commands that
@@ -278,6 +279,31 @@ const struct sim_scenario sim_scenarios[] = {
 	    "supervisor and records cut_over, and verified, stopping and cut_over are never recorded without a "
 	    "CONVERGED verify that held (applied through the final LSN, sequences synced).",
 	    LIVE_CUTOVER_KILLED_BEFORE_STOP, CUTOVER_RESUME, APPLICABLE),
+
+	/* ---- simulations: snapshot split (3), the project's own: not in the matrix ---- */
+	SIM("snapshot_split_killed_after_range_commit", "snapshot split", 0,
+	    "snapshot_split_resume_keeps_only_unchanged_ranges",
+	    "Every table is copied in three ranges, each committed with its progress row and the hash of what it read; "
+	    "trellara-snapshot is killed at snapshot.after_range_commit and run again later, at a new snapshot, while "
+	    "the source goes on.  The resume reads each range copied before the kill again and keeps it only when the "
+	    "real run_range_reads_same() says it reads the same, copies the rest, and the table, once its last range is "
+	    "in, is exactly the source's at the resume's snapshot, its watermark.",
+	    "tests/bats/43-snapshot-split.bats",
+	    "a split table killed mid-copy resumes only its unfinished ranges: identical, CONVERGED", SNAPSHOT_RESUME,
+	    APPLICABLE),
+	SIM("snapshot_split_range_changed_before_resume", "snapshot split", 0,
+	    "snapshot_split_resume_keeps_only_unchanged_ranges",
+	    "As above, on seeds where a row of a range copied before the kill changes (or moves in or out) before the "
+	    "resume: the range reads differently, the table is emptied and copied whole again at the new snapshot, and "
+	    "ends exactly the source's there; no range writes a key the target already holds.",
+	    "tests/bats/43-snapshot-split.bats",
+	    "a range copied before the kill whose rows changed since: the resume copies the table whole again",
+	    SNAPSHOT_RESUME, APPLICABLE),
+	SIM("snapshot_split_killed_mid_range", "snapshot split", 0, "snapshot_split_resume_keeps_only_unchanged_ranges",
+	    "trellara-snapshot is killed at snapshot.mid_table_copy inside a range's COPY: that range's transaction "
+	    "rolls back (no rows, no progress row), the ranges committed before it stand, and the resume copies the "
+	    "range again, once; the table ends exactly the source's at its watermark and is handed off only whole.",
+	    LIVE_SNAPSHOT_MID_COPY, SNAPSHOT_RESUME, APPLICABLE),
 
 	/* ---- the curated matrix ---- */
 	ROW(1, "relay_before_broker_publish", "strict_transaction_order", "source_checkpoint_after_broker_ack",

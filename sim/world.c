@@ -64,6 +64,7 @@ static const char *const applyd_points[] = {
 static const char *const snapshot_points[] = {
 	"snapshot.after_export_before_copy",
 	"snapshot.mid_table_copy",
+	"snapshot.after_range_commit",
 	"snapshot.after_copy_before_handoff",
 	"snapshot.after_handoff_before_stream",
 };
@@ -120,6 +121,16 @@ struct world {
 	bool copied[MODEL_SOURCE_MAX_TABLES], copied_stable[MODEL_SOURCE_MAX_TABLES];
 	uint64_t table_watermark[MODEL_SOURCE_MAX_TABLES];
 	uint32_t schema_now[MODEL_SOURCE_MAX_TABLES], schema_at_export[MODEL_SOURCE_MAX_TABLES];
+	/* split tables (options.split_ranges): each range's progress row as
+	 * the target holds it (copied, the hash of what it read), and, for
+	 * the checks only, the schema version it was copied at and whether
+	 * the schema held still through its copy; whether this invocation
+	 * has planned its split tables yet */
+	bool range_copied[MODEL_SOURCE_MAX_TABLES][SIM_MAX_RANGES];
+	char range_hash[MODEL_SOURCE_MAX_TABLES][SIM_MAX_RANGES][40];
+	uint32_t range_schema[MODEL_SOURCE_MAX_TABLES][SIM_MAX_RANGES];
+	bool range_stable[MODEL_SOURCE_MAX_TABLES][SIM_MAX_RANGES];
+	bool split_planned;
 	char failure_reason[160];
 	/* a reseed in progress: the table, and the fence it waits behind */
 	int reseed_phase; /* 0 none, 1 fence set, 2 done */
@@ -867,6 +878,7 @@ static void snapshot_export(struct world *w, bool fresh)
 	w->copy_lsn = fresh ? model_source_wal_end(w->src) : w->consistent_lsn;
 	memcpy(w->schema_at_export, w->schema_now, sizeof w->schema_at_export);
 	w->export_alive = true;
+	w->split_planned = false;
 	trace(w, "snapshot_export", w->copy_lsn, fresh);
 }
 
@@ -889,12 +901,145 @@ static bool snapshot_point(struct world *w, const char *name)
 	return true;
 }
 
+/* ---- split tables (options.split_ranges) ----
+ * A range is the rows that lie in its blocks; here, the rows whose
+ * values hash to it, so that an update moves a row the way a new tuple
+ * version may land in another block.  Reading a range gives its rows at
+ * the exported snapshot and a hash of what was read: the columns (the
+ * schema version: a column change changes the COPY bytes) and the rows. */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ULL;
+	return h;
+}
+
+static int row_range(const char *const *row, uint16_t n, int k)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (uint16_t c = 0; c < n; c++)
+		h = row[c] ? fnv(fnv(h, "v", 1), row[c], strlen(row[c]) + 1) : fnv(h, "n", 1);
+	return (int)(h % (uint64_t)k);
+}
+
+/* Reads range of table at the exported snapshot: its hash into hash[40];
+ * with into (the target), its rows inserted there, and the keys it
+ * already held counted in *taken. */
+static void read_range(struct world *w, size_t table, int range, char *hash, struct sim_db *into, size_t *taken)
+{
+	const char *name = model_source_table(w->src, table)->name;
+	const struct sim_db *at = model_source_state_at(w->src, w->copy_lsn - 1);
+	uint16_t n_key;
+	const char *const *cols;
+	uint16_t n = sim_db_columns(at, name, &n_key, &cols);
+	uint32_t version = w->schema_now[table];
+	uint64_t h = fnv(1469598103934665603ULL, &version, sizeof version), rows = 0;
+	const char *const *row;
+	for (size_t i = 0; (row = sim_db_row(at, name, i)) != NULL; i++) {
+		if (row_range(row, n, w->o.split_ranges) != range)
+			continue;
+		rows++;
+		for (uint16_t c = 0; c < n; c++)
+			h = row[c] ? fnv(fnv(h, "v", 1), row[c], strlen(row[c]) + 1) : fnv(h, "n", 1);
+		if (into && sim_db_insert(into, name, (struct sim_values){ row, n }) < 0)
+			(*taken)++;
+	}
+	snprintf(hash, 40, "%016" PRIx64 "-%" PRIu64, h, rows);
+}
+
+/* The table on two databases: a one-line difference into out, false
+ * when they hold the same rows. */
+static bool table_differs(const struct sim_db *a, const struct sim_db *b, const char *table, char *out, size_t len)
+{
+	struct sim_db *x = sim_db_new(), *y = sim_db_new();
+	uint16_t n_key;
+	const char *const *cols;
+	uint16_t n = sim_db_columns(a, table, &n_key, &cols);
+	sim_db_create_table(x, table, n, cols, n_key);
+	sim_db_create_table(y, table, n, cols, n_key);
+	copy_table(x, a, table);
+	copy_table(y, b, table);
+	bool differs = sim_db_diff(x, y, out, len);
+	sim_db_free(x);
+	sim_db_free(y);
+	return differs;
+}
+
+/* A new invocation plans its split tables (copy_plan_splits): a table
+ * with ranges copied by an earlier invocation keeps them only when each
+ * one reads at this snapshot as it did then - the real decision,
+ * run_range_reads_same() - and is otherwise planned anew; every table
+ * not kept is emptied before anything is copied (copy_empty_targets). */
+static void split_plan(struct world *w)
+{
+	for (size_t t = 0; t < model_source_tables(w->src); t++) {
+		if (w->copied[t])
+			continue;
+		int earlier = 0;
+		bool same = true;
+		for (int r = 0; r < w->o.split_ranges; r++) {
+			if (!w->range_copied[t][r])
+				continue;
+			char now[40];
+			read_range(w, t, r, now, NULL, NULL);
+			earlier++;
+			if (!run_range_reads_same(w->range_hash[t][r], now))
+				same = false;
+		}
+		if (earlier > 0 && same) {
+			w->r->ranges_kept += (uint64_t)earlier;
+			trace(w, "split_ranges_kept", t, (uint64_t)earlier);
+			continue;
+		}
+		if (earlier > 0) {
+			w->r->split_recopies++;
+			trace(w, "split_copied_whole_again", t, (uint64_t)earlier);
+		}
+		memset(w->range_copied[t], 0, sizeof w->range_copied[t]);
+		sim_db_truncate(w->target.db, model_source_table(w->src, t)->name);
+	}
+	w->split_planned = true;
+}
+
+static int next_range(const struct world *w, size_t table)
+{
+	for (int r = 0; r < w->o.split_ranges; r++)
+		if (!w->range_copied[table][r])
+			return r;
+	return -1;
+}
+
+/* Every range of the split table is in: its progress row at this
+ * invocation's snapshot (finish_split_table).  The table must now be the
+ * source's at that snapshot, and its ranges' schema one. */
+static void split_finish(struct world *w, size_t table)
+{
+	const char *name = model_source_table(w->src, table)->name;
+	char diff[400];
+	if (table_differs(model_source_state_at(w->src, w->copy_lsn - 1), w->target.db, name, diff, sizeof diff))
+		violated(w, "snapshot_split_resume_keeps_only_unchanged_ranges",
+			 "%s, all %d ranges in, is not the source's at its snapshot %" PRIX64 ": %s", name, w->o.split_ranges,
+			 w->copy_lsn, diff);
+	bool stable = true;
+	for (int r = 0; r < w->o.split_ranges; r++)
+		stable = stable && w->range_stable[table][r] && w->range_schema[table][r] == w->range_schema[table][0];
+	w->copied_stable[table] = stable;
+	w->copied[table] = true;
+	w->table_watermark[table] = w->copy_lsn;
+	w->r->tables_copied++;
+	trace(w, "split_table_done", table, w->copy_lsn);
+}
+
 enum copy_outcome { COPIED, COPY_LOST_SOURCE, COPY_LOST_TARGET, COPY_SCHEMA_CHANGED, COPY_KILLED };
 
-/* One table's copy at the exported snapshot: one target transaction
- * (TRUNCATE, then the rows of the snapshot), accepted only when the
- * table's fingerprint held still (runstate.h, as copy.c decides). */
-static enum copy_outcome copy_one(struct world *w, size_t table)
+/* One table's copy at the exported snapshot, or one range of it (range
+ * >= 0): one target transaction (a whole table: TRUNCATE, then the rows
+ * of the snapshot; a range: its rows, with its progress row), accepted
+ * only when the table's fingerprint held still (runstate.h, as copy.c
+ * decides). */
+static enum copy_outcome copy_one(struct world *w, size_t table, int range)
 {
 	const char *name = model_source_table(w->src, table)->name;
 	if (!w->healing && sim_rng_chance(&w->rng, w->o.p_copy_fails)) {
@@ -918,12 +1063,29 @@ static enum copy_outcome copy_one(struct world *w, size_t table)
 	fingerprint(w, table, w->schema_now[table], after, sizeof after);
 	if (!run_snapshot_schema_stable(before, at_snapshot, after))
 		return COPY_SCHEMA_CHANGED; /* rolled back: the target keeps what it held */
+	/* what the contract check at the handoff compares, kept apart from
+	 * the decision above */
+	bool stable = w->schema_at_export[table] == v_before && v_before == w->schema_now[table];
+	if (range >= 0) {
+		size_t taken = 0;
+		read_range(w, table, range, w->range_hash[table][range], w->target.db, &taken);
+		if (taken)
+			violated(w, "snapshot_split_resume_keeps_only_unchanged_ranges",
+				 "%s range %d/%d: %zu of its rows have a key the target already holds", name, range + 1,
+				 w->o.split_ranges, taken);
+		w->range_copied[table][range] = true;
+		w->range_schema[table][range] = v_before;
+		w->range_stable[table][range] = stable;
+		w->r->ranges_copied++;
+		trace(w, "range_copied", table, (uint64_t)range);
+		if (snapshot_point(w, "snapshot.after_range_commit"))
+			return COPY_KILLED; /* committed: the resume reads it again */
+		return COPIED;
+	}
 	struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->copy_lsn - 1));
 	copy_table(w->target.db, at, name);
 	sim_db_free(at);
-	/* what the contract check at the handoff compares, kept apart from
-	 * the decision above */
-	w->copied_stable[table] = w->schema_at_export[table] == v_before && v_before == w->schema_now[table];
+	w->copied_stable[table] = stable;
 	w->copied[table] = true;
 	w->table_watermark[table] = w->copy_lsn;
 	w->r->tables_copied++;
@@ -961,6 +1123,10 @@ static void snapshot_step(struct world *w)
 		if (w->failure_to_record && w->run != RUN_FAILED_RECOVERABLE)
 			violated(w, "snapshot_failure_state_is_durable_before_retry",
 				 "the run is retried from %s, but its failure was never recorded", run_state_name(w->run));
+		/* split tables: the operator runs it again some time later,
+		 * while the source goes on */
+		if (w->o.split_ranges && !w->healing && !sim_rng_chance(&w->rng, 25))
+			return;
 		w->failure_to_record = false;
 		snapshot_export(w, true);
 		w->r->snapshot_resumes++;
@@ -987,7 +1153,19 @@ static void snapshot_step(struct world *w)
 				snapshot_point(w, "snapshot.after_copy_before_handoff");
 			return;
 		}
-		switch (copy_one(w, table)) {
+		int range = -1;
+		if (w->o.split_ranges) {
+			if (!w->split_planned) {
+				split_plan(w);
+				return;
+			}
+			range = next_range(w, table);
+			if (range < 0) {
+				split_finish(w, table);
+				return;
+			}
+		}
+		switch (copy_one(w, table, range)) {
 		case COPY_LOST_SOURCE:
 			snapshot_fails(w, table, "copy failed: the source connection was lost");
 			return;
@@ -1004,7 +1182,7 @@ static void snapshot_step(struct world *w)
 		case COPIED:
 			break;
 		}
-		if (w->o.copy_twice) {
+		if (w->o.copy_twice && range < 0) {
 			/* a second attempt at the same table: the same rows */
 			struct sim_db *first = sim_db_clone(w->target.db);
 			struct sim_db *at = sim_db_clone(model_source_state_at(w->src, w->copy_lsn - 1));
@@ -1108,6 +1286,7 @@ static void operator_recopies(struct world *w)
 	w->failure_to_record = false;
 	memset(w->copied, 0, sizeof w->copied);
 	memset(w->copied_stable, 0, sizeof w->copied_stable);
+	memset(w->range_copied, 0, sizeof w->range_copied);
 	w->slot_stopped = false;
 	trace(w, "operator_recopies", w->r->slot_stops_lost_at_promotion + w->r->slot_stops_gone,
 	      w->r->slot_stops_invalidated);
@@ -1756,6 +1935,9 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 	log_set_quiet(!o->trace);
 
 	w.snapshot = o->snapshot;
+	if (o->split_ranges == 1 || o->split_ranges < 0 || o->split_ranges > SIM_MAX_RANGES)
+		violated(&w, "options", "split_ranges %d: 0 (tables copied whole) or 2 to %d", o->split_ranges,
+			 SIM_MAX_RANGES);
 	if (o->snapshot)
 		snapshot_begin(&w);
 	capture_start(&w);
@@ -1922,4 +2104,7 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	/* ... and after it: verify's fence in two steps, held first, then
 	 * moved forward (trellara-verify(1) EXACT COMPARISON) */
 	o->fence_moves = o->fence_at_step >= 0 && sim_rng_chance(&g, 50);
+	/* ... and last: a snapshot's tables now and then split into ranges */
+	if (o->snapshot && sim_rng_chance(&g, 40))
+		o->split_ranges = (int)sim_rng_between(&g, 2, SIM_MAX_RANGES);
 }

@@ -43,6 +43,12 @@
  *   verify_fence_holds_before_consistent_point  (options.fence_moves) a
  *       fence moved forward while applyd held at it (verify's two steps)
  *       is never passed: nothing at or past it is committed while it stands;
+ *   snapshot_split_resume_keeps_only_unchanged_ranges  (options.split_ranges)
+ *       once the last range of a split table is in, the table on the
+ *       target is exactly the source's at the snapshot its watermark
+ *       names, and no range wrote a key the target already held: ranges
+ *       copied by an earlier invocation are kept only as the real
+ *       run_range_reads_same() decides;
  *   model_broker  the broker model keeps its own rules (a leader holds
  *       every committed message; a majority always does);
  *   parallel_batches_write_disjoint_rows, checkpoint_lock_waits_on_idle_transaction
@@ -59,6 +65,9 @@
 #include <stdint.h>
 
 struct stream_fs;
+
+/* the most ranges options.split_ranges may ask for */
+#define SIM_MAX_RANGES 4
 
 /* Fault rates are percent per scheduler step. */
 struct sim_world_options {
@@ -108,6 +117,15 @@ struct sim_world_options {
 	bool copy_twice;         /* every table is copied a second time (idempotent) */
 	int p_copy_ddl;          /* an ALTER TABLE on the source during a table's copy (or before it) */
 	bool regression_attempt; /* try a backward state move; it must be refused */
+	/* every table split (snapshot.split_bytes) into this many ranges
+	 * (2..SIM_MAX_RANGES; 0: copied whole): each range one target
+	 * transaction with its progress row and the hash of what it read; a
+	 * resume keeps a table's earlier ranges only when each reads the same
+	 * at its new snapshot (copy_range.c), else empties the table and
+	 * copies it whole again; the table is done, at the invocation's
+	 * snapshot, once its last range is in.  copy_twice applies to whole
+	 * copies only. */
+	int split_ranges;
 	/* a reseed of one table at this step (-1: never): fence, hold,
 	 * copy at a later position, watermark, release */
 	int reseed_at_step;
@@ -144,6 +162,10 @@ struct sim_world_result {
 	/* capture stopped by its slot (exit 65), by slot_policy verdict, and
 	 * the operator's copies of the whole flow that were handed off */
 	uint64_t slot_stops_lost_at_promotion, slot_stops_gone, slot_stops_invalidated, recopies;
+	/* split tables: ranges copied; ranges of an earlier invocation a
+	 * resume kept (they read the same); tables a resume copied whole
+	 * again because one of their earlier ranges read differently */
+	uint64_t ranges_copied, ranges_kept, split_recopies;
 	/* the broker: messages it stored; capture held back by it
 	 * (capture_core_held) and resumed; publishes it dropped as repeats of
 	 * a stored message id; outages that lost the quorum, and those that

@@ -20,6 +20,7 @@
 #include "trellara/checksum.h"
 #include "trellara/log.h"
 #include "trellara/pgconn.h"
+#include "trellara/runstate.h"
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
@@ -197,7 +198,7 @@ static void *reread_worker(void *arg)
 		pthread_mutex_lock(&rr->lock);
 		if (read < 0)
 			rr->failed = true;
-		else if (strcmp(now, r->content_hash) != 0 && !rr->differs)
+		else if (!run_range_reads_same(r->content_hash, now) && !rr->differs)
 			rr->differs = r->range_no;
 		pthread_mutex_unlock(&rr->lock);
 	}

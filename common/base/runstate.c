@@ -137,3 +137,8 @@ bool run_snapshot_schema_stable(const char *before, const char *at_snapshot, con
 {
 	return before && at_snapshot && after && strcmp(before, at_snapshot) == 0 && strcmp(at_snapshot, after) == 0;
 }
+
+bool run_range_reads_same(const char *hash_then, const char *hash_now)
+{
+	return has_text(hash_then) && has_text(hash_now) && strcmp(hash_then, hash_now) == 0;
+}

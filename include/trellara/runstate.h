@@ -115,4 +115,16 @@ int run_transition_check(enum run_state from, enum run_state to, const struct ru
  */
 bool run_snapshot_schema_stable(const char *before, const char *at_snapshot, const char *after);
 
+/*
+ * A split table's range copied by an earlier invocation counts as copied
+ * at a resume's new snapshot only when it reads there exactly as it did
+ * when it was copied: its content hash then (recorded with its rows) and
+ * now are the same (DESIGN §6).  The resume keeps the table's earlier
+ * ranges only when every one of them does; one range that reads
+ * differently (a row changed, moved in or out) and the table is copied
+ * whole again.  An empty or NULL hash (none recorded, or not read) never
+ * matches.
+ */
+bool run_range_reads_same(const char *hash_then, const char *hash_now);
+
 #endif

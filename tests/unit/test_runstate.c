@@ -367,9 +367,21 @@ static void check_schema_stable(void)
 	CHECK(!run_snapshot_schema_stable(NULL, NULL, NULL));
 }
 
+static void check_range_reads_same(void)
+{
+	CHECK(run_range_reads_same("1a2b-3c4d-10", "1a2b-3c4d-10"));
+	CHECK(!run_range_reads_same("1a2b-3c4d-10", "1a2b-3c4d-11")); /* a row more, or changed */
+	CHECK(!run_range_reads_same("1a2b-3c4d-10", "1a2b-3c4e-10"));
+	CHECK(!run_range_reads_same("", ""));     /* nothing recorded: never kept */
+	CHECK(!run_range_reads_same(NULL, "1a2b-3c4d-10"));
+	CHECK(!run_range_reads_same("1a2b-3c4d-10", NULL)); /* not read */
+	CHECK(!run_range_reads_same(NULL, NULL));
+}
+
 int main(void)
 {
 	check_schema_stable();
+	check_range_reads_same();
 	check_names();
 	check_all_pairs();
 	check_failed_requirements();
