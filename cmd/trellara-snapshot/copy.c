@@ -69,6 +69,24 @@ char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 
 /* The column list and whether binary COPY is safe, as the snapshot sees
  * the table. */
+enum copy_at_snapshot copy_begin_at_snapshot(void *src_pgconn, const char *snapshot_name, bool ordered)
+{
+	PGconn *src = src_pgconn;
+	if (pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
+		return COPY_AT_SNAPSHOT_NO_BEGIN;
+	/* the snapshot name comes from the server; quoted as a literal all the same */
+	char *lit = pgconn_quote_literal(src, snapshot_name);
+	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
+	free(lit);
+	int rc = pgconn_command(src, set);
+	free(set);
+	if (rc < 0)
+		return COPY_AT_SNAPSHOT_NO_IMPORT;
+	if (ordered && pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
+		return COPY_AT_SNAPSHOT_NO_SETTING;
+	return COPY_AT_SNAPSHOT_OK;
+}
+
 int copy_columns_at_snapshot(void *src_pgconn, const char *qualified, char **cols, bool *binary)
 {
 	PGconn *src = src_pgconn;
@@ -344,22 +362,15 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 
 	fp_before = copy_table_fingerprint(meta, t->schema, t->name);
 	fault_pause("snapshot.before_table_copy");
-	if (pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
-		goto failed;
-	src_open = true;
-	/* the snapshot name comes from the server; quoted as a literal all the same */
-	char *lit = pgconn_quote_literal(src, job->snapshot_name);
-	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
-	free(lit);
-	int rc = pgconn_command(src, set);
-	free(set);
-	if (rc < 0) {
+	/* a range is read ordered: its hash must be the same when it is read
+	 * again (copy_range.c) */
+	enum copy_at_snapshot at = copy_begin_at_snapshot(src, job->snapshot_name, r != NULL);
+	src_open = at != COPY_AT_SNAPSHOT_NO_BEGIN;
+	if (at == COPY_AT_SNAPSHOT_NO_IMPORT) {
 		fail_table(t, "cannot import the exported snapshot", NULL);
 		goto out;
 	}
-	/* a range's rows come in block order, so its hash is the same when
-	 * read again (copy_range.c): no parallel scan */
-	if (r && pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
+	if (at != COPY_AT_SNAPSHOT_OK)
 		goto failed;
 	fp_snap = copy_table_fingerprint(src, t->schema, t->name);
 	if (copy_columns_at_snapshot(src, qualified, &cols, &t->binary) < 0) {

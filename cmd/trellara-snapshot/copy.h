@@ -122,6 +122,20 @@ char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 
 /* ---- shared by copy.c and copy_range.c ---- */
 
+/* Begins src's read-only transaction at the exported snapshot
+ * snapshot_name (REPEATABLE READ, SET TRANSACTION SNAPSHOT); ordered: no
+ * parallel scan, so that a range's rows come in block order and its hash
+ * is the same when it is read again.  COPY_AT_SNAPSHOT_OK, or what failed
+ * (logged): after COPY_AT_SNAPSHOT_NO_BEGIN no transaction is open,
+ * after the others it is (the caller rolls it back). */
+enum copy_at_snapshot {
+	COPY_AT_SNAPSHOT_OK = 0,
+	COPY_AT_SNAPSHOT_NO_BEGIN = -1,
+	COPY_AT_SNAPSHOT_NO_IMPORT = -2,
+	COPY_AT_SNAPSHOT_NO_SETTING = -3,
+};
+enum copy_at_snapshot copy_begin_at_snapshot(void *src_pgconn, const char *snapshot_name, bool ordered);
+
 /* The column list and whether binary COPY is safe, as src's snapshot
  * sees the table.  0, or -1 (logged). */
 int copy_columns_at_snapshot(void *src_pgconn, const char *qualified, char **cols, bool *binary);

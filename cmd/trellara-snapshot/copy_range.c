@@ -145,17 +145,8 @@ static int record_plan(PGconn *dst, const struct copy_job *job, const char *rela
 static PGconn *connect_at_snapshot(const struct copy_job *job)
 {
 	PGconn *src = pgconn_connect(job->cfg->source_database_url, PGCONN_NORMAL, "trellara-snapshot", "source");
-	if (!src || pgconn_command(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < 0)
-		goto failed;
-	char *lit = pgconn_quote_literal(src, job->snapshot_name);
-	char *set = xasprintf("SET TRANSACTION SNAPSHOT %s", lit);
-	free(lit);
-	int imported = pgconn_command(src, set);
-	free(set);
-	if (imported < 0 || pgconn_command(src, "SET LOCAL max_parallel_workers_per_gather = 0") < 0)
-		goto failed;
-	return src;
-failed:
+	if (src && copy_begin_at_snapshot(src, job->snapshot_name, true) == COPY_AT_SNAPSHOT_OK)
+		return src;
 	PQfinish(src);
 	return NULL;
 }
