@@ -48,6 +48,7 @@ applyd_took_chunks() {
 	# a production-like target: idle transactions are cut after 1 s (applyd
 	# holds its open set longer than that while capture pauses)
 	psql_target "ALTER DATABASE $TARGET_DB SET idle_in_transaction_session_timeout = '1s'"
+	psql_admin source "ALTER DATABASE $SOURCE_DB SET logical_decoding_work_mem = '512MB'"
 	write_flow_file "$FLOW_FILE" --tables "public.big" --set stream.min_free_bytes=1048576 --set source.pgoutput='{streaming: false}' \
 		--set dataset.strict_chunking='{max_changes_per_chunk: 20000}' --set stream.max_batch_messages=1
 	TRELLARA_PAUSE=capture.after_chunk_sync TRELLARA_PAUSE_DIR="$TEST_DIR" \

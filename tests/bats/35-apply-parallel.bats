@@ -38,10 +38,6 @@ pgbench_compare() {
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history
 }
 
-source_load() {
-	pgbench -n -c "$1" -j 2 -T "$2" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >>"$TEST_DIR/pgbench.log" 2>&1
-}
-
 start_capture() {
 	bg_start capture trellara-capture --config "$FLOW_FILE" "$@"
 	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
@@ -113,8 +109,8 @@ applyd_waits_for_locker() {
 		--set apply.workers=4 --set apply.batch_transactions=20
 	start_capture --start-now
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
-	source_load 3 25 &
-	load=$!
+	# unthrottled, until verify's fence below has landed under it
+	bg_start load pgbench_until_stopped -c 3 -j 2
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 10 ]'
 	# applyd stops; the source goes on writing.  Ticks 1..20 commit before
 	# the fence's LSN, ticks 21..40 after it; pgbench commits on either side
@@ -137,11 +133,12 @@ applyd_waits_for_locker() {
 	psql_target "DELETE FROM trellara.apply_fence"
 	wait_for -t 60 -m "ticks after the fence applied" '[ "$(psql_target "SELECT count(*) FROM ticks")" -eq 40 ]'
 	# verify's own fence, while pgbench goes on writing
-	kill -0 "$load"
+	kill -0 "$(bg_pid load)"
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
 	[ "$(grep -c '^table .*checksums match' <<<"$output")" -eq 5 ]
-	wait "$load"
+	load_stop
+	[ "$BG_STATUS" -eq 0 ]
 	caught_up
 	pgbench_compare
 	assert_tables_equal ticks
@@ -159,8 +156,8 @@ applyd_waits_for_locker() {
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
 	bg_start capture trellara-capture --config "$FLOW_FILE"
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
-	source_load 3 15 &
-	load=$!
+	# unthrottled, until the reseed is done
+	bg_start load pgbench_until_stopped -c 3 -j 2
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 10 ]'
 	# damage the target copy with a row pgbench never touches (a changed
 	# value of a teller would be overwritten by its next update anyway);
@@ -169,8 +166,9 @@ applyd_waits_for_locker() {
 	run -0 trellara reseed --config "$FLOW_FILE" --table public.pgbench_tellers
 	[[ "$output" == *"reseeded public.pgbench_tellers"* ]]
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
-	kill -0 "$load" # the reseed ran under load
-	wait "$load"
+	kill -0 "$(bg_pid load)" # the reseed ran under load
+	load_stop
+	[ "$BG_STATUS" -eq 0 ]
 	caught_up 180
 	# the extra row is gone, and every change after the copy's watermark is
 	# there exactly once

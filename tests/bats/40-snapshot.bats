@@ -194,8 +194,8 @@ resume_after() {
 	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
 	bg_start capture trellara-capture --config "$FLOW_FILE"
 	bg_start applyd trellara-applyd --config "$FLOW_FILE"
-	source_load 25 &
-	load=$!
+	# the load lasts until the reseed is done
+	bg_start load pgbench_until_stopped -c 2 -R 200
 	# the load reaches the target: the reseed runs under it
 	wait_for -t 60 -m "applyd applies pgbench transactions" \
 		'[ "$(psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)")" -gt 10 ]'
@@ -206,7 +206,8 @@ resume_after() {
 	run -0 trellara reseed --config "$FLOW_FILE" --table public.pgbench_tellers
 	[[ "$output" == *"reseeded public.pgbench_tellers"* ]]
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
-	wait "$load"
+	load_stop
+	[ "$BG_STATUS" -eq 0 ]
 	lsn=$(source_flushed_lsn)
 	wait_for -t 180 "[ \"\$(psql_target \"SELECT applied_through_lsn >= '$lsn' FROM trellara.apply_checkpoint\")\" = t ]"
 	assert_tables_equal pgbench_accounts pgbench_branches pgbench_tellers pgbench_history

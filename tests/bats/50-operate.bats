@@ -115,15 +115,16 @@ prometheus_value() {
 	grep -q "check: no blockers" "$TEST_DIR/run.log"
 	grep -q "trellara-snapshot --config $FLOW_FILE --create-tables" "$TEST_DIR/run.log"
 	[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = streaming ]
-	source_load 40 &
-	load=$!
+	# the load lasts until the last kill's recovery, no longer
+	bg_start load pgbench_until_stopped -c 2 -R 200
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'
 	for _ in 1 2 3; do
 		kill_children capture
 		kill_children applyd
 		kill_children capture applyd
 	done
-	wait "$load"
+	load_stop
+	[ "$BG_STATUS" -eq 0 ]
 	grep -q "number of transactions actually processed" "$TEST_DIR/pgbench.log"
 	caught_up 180
 	pgbench_compare

@@ -55,8 +55,8 @@ run_state() {
 }
 
 @test "while pgbench keeps writing: CONVERGED, and applyd resumes afterwards" {
-	load_source 25 &
-	load=$!
+	# the load goes on until both verifies under it are done
+	bg_start load pgbench_until_stopped -c 2 -R 200
 	# the load reaches the target: verify runs while it goes on
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 10 ]'
 	run -0 trellara-verify --config "$FLOW_FILE"
@@ -65,7 +65,8 @@ run_state() {
 	wait_for -t 30 -m "applyd applies again after the fence" "[ \"\$(applied_transactions)\" -gt $applied ]"
 	run -0 trellara-verify --config "$FLOW_FILE"
 	[[ "$output" == *"result: CONVERGED"* ]]
-	wait "$load"
+	load_stop
+	[ "$BG_STATUS" -eq 0 ]
 	run -0 trellara-verify --config "$FLOW_FILE"
 }
 

@@ -86,11 +86,6 @@ shop_schema() {
 	run -0 trellara-check --config "$FLOW_FILE" --fix
 }
 
-shop_load() {
-	pgbench -n -c 2 -T "$1" -f "$TEST_DIR/shop.sql" -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" \
-		>"$TEST_DIR/pgbench.log" 2>&1
-}
-
 kill_child() {
 	local old applied
 	applied=$(applied_transactions)
@@ -102,8 +97,8 @@ kill_child() {
 
 @test "shop schema (FKs with cascades, triggers, identity, partitions, keyless duplicates) under load and kill -9: identical, CONVERGED, a deleted partition row named" {
 	shop_schema
-	shop_load 30 &
-	load=$!
+	# the load runs through the snapshot and the kills, no longer
+	bg_start load pgbench_until_stopped -c 2 -f "$TEST_DIR/shop.sql"
 	# the snapshot copies while pgbench writes
 	bg_start run trellara run --config "$FLOW_FILE"
 	wait_for -t 180 -m "trellara run has both children running" running
@@ -113,7 +108,8 @@ kill_child() {
 	kill_child applyd
 	kill_child capture
 	kill_child applyd
-	wait "$load"
+	load_stop
+	[ "$BG_STATUS" -eq 0 ]
 	grep -q "number of transactions actually processed" "$TEST_DIR/pgbench.log"
 	[ "$(psql_source "SELECT count(*) FROM orders")" -gt 2000 ]
 	caught_up 180

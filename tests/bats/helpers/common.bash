@@ -70,6 +70,8 @@
 #   bg_start NAME CMD...  bg_stop NAME [SIGNAL] [TIMEOUT]  bg_wait NAME [TIMEOUT]
 #   bg_pid NAME           (logs in $TEST_DIR/NAME.log; bg_stop/bg_wait set BG_STATUS)
 #   server_log source|target                  path of the server's log file
+#   pgbench_until_stopped PGBENCH_ARG...  load_stop [NAME]   a source load that
+#                        lasts until the test stops it (bg_start load ...)
 #
 # A failed test's teardown prints what both servers logged during it.
 # Daemons: start them with bg_start (it closes bats' fd 3 and drops its
@@ -647,6 +649,28 @@ caught_up() {
 # applied_transactions: the target checkpoint's count (0 before any)
 applied_transactions() {
 	psql_target "SELECT coalesce((SELECT applied_transactions FROM trellara.apply_checkpoint), 0)"
+}
+
+# pgbench_until_stopped ARG...: `pgbench -n ARG...` on the source in runs
+# of 1 s (-T 1), one after the other, until load_stop (at most 300 s);
+# output appended to $TEST_DIR/pgbench.log; exits with the last failed
+# run's status (0 when none failed).  For a load that must last while a
+# test kills and restarts things, and no longer than that:
+#   bg_start load pgbench_until_stopped -c 2 -R 200  ...  load_stop
+pgbench_until_stopped() {
+	local end=$((SECONDS + 300)) status=0
+	rm -f "$TEST_DIR/load.stop"
+	while [[ ! -e $TEST_DIR/load.stop ]] && ((SECONDS < end)); do
+		pgbench -n "$@" -T 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >>"$TEST_DIR/pgbench.log" 2>&1 || status=$?
+	done
+	return "$status"
+}
+
+# load_stop [NAME]: the pgbench_until_stopped started as NAME (default
+# load) ends after its current run; BG_STATUS is its exit status
+load_stop() {
+	touch "$TEST_DIR/load.stop"
+	bg_wait "${1:-load}" 60
 }
 
 # ---- trellara run (the supervisor writes $METRICS_DIR/supervisor.state)
