@@ -9,6 +9,7 @@
 #include "trellara/checksum.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
+#include "trellara/lsn.h"
 #include "trellara/stream_exit.h"
 
 #include <inttypes.h>
@@ -88,6 +89,17 @@ static struct apply_outcome read_back(struct apply_engine *a, uint64_t marker_of
 		}
 	}
 	int sst = frame_source_seek(a->src, ch->listed[0].offset);
+	if (sst == STREAM_ERANGE && ch->duplicate) {
+		/* applied already: a restart reads its manifest again from the
+		 * group's position, which passed its chunks once it was applied,
+		 * so retention may have removed them since; nothing of it is
+		 * applied again, there is nothing to check it against */
+		char at[LSN_FORMAT_LEN];
+		log_info("transaction %u (commit %s): applied already; its pending chunks from stream offset %" PRIu64
+			 " are no longer in the stream: skipped",
+			 xid, lsn_format(lsn, at), ch->listed[0].offset);
+		return apply_engine_seek(a, marker_offset + 1);
+	}
 	if (sst == STREAM_ERANGE) {
 		snprintf(detail, sizeof detail, "pending chunk 0 (stream offset %" PRIu64 ") is no longer in the stream",
 			 ch->listed[0].offset);
@@ -268,6 +280,11 @@ struct apply_outcome apply_chunk_frame(struct apply_engine *a, const struct stre
 		struct apply_outcome rc = apply_ok();
 		if (ch->active)
 			rc = apply_engine_chunk_abandon(a, m.commit_lsn, "a later transaction's manifest");
+		/* what came before commits on its own, now: an abandoned set
+		 * (its marker never comes, a restarted capture writes it again)
+		 * rolls back what it opened, never the transactions before it */
+		if (apply_is_ok(rc) && (a->in_txn || a->n_flights))
+			rc = apply_engine_commit_open_batch(a);
 		bool ok = apply_is_ok(rc) && chunk_set_begin_listed(ch, &m, crc32c(0, f->payload, f->header.payload_length),
 								      offset, a->last_commit_lsn, detail, sizeof detail);
 		env_manifest_free(&m);

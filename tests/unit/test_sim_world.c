@@ -258,6 +258,25 @@ int main(void)
 		CHECK(stops[way] >= 1);
 		CHECK(r.recopies >= 1 && r.tables_copied >= 3);
 	}
+	/* Random schedules a 20 000-schedule exploration (seed 5000) found
+	 * failing: applyd rolled back the transactions batched before a
+	 * written-once set's manifest when the set was abandoned (a restarted
+	 * capture's pending chunks came before its marker), and lost them
+	 * (17089, 17819, 17921); and a restart that read such a set's manifest
+	 * again, the set applied already, quarantined it because retention
+	 * had removed its pending chunks meanwhile (9002); and a false alarm
+	 * of the check itself: retention had left no commit in the stream,
+	 * every transaction before the slot applied (48124, seed 40000). */
+	const uint64_t found[] = { 9002, 17089, 17819, 17921, 48124 };
+	for (size_t i = 0; i < sizeof found / sizeof *found; i++) {
+		struct sim_world_options fo;
+		sim_world_random(&fo, found[i]);
+		struct sim_world_result fr;
+		bool ok = sim_world_run(&fo, &fr);
+		if (!ok)
+			fprintf(stderr, "schedule seed %llu: %s: %s\n", (unsigned long long)found[i], fr.invariant, fr.detail);
+		CHECK(ok);
+	}
 	/* one seed, one run */
 	struct sim_world_options o;
 	sim_world_random(&o, 3);
