@@ -49,7 +49,7 @@
 /* The fault points, by component (fault.h names; stream.* are capture's
  * writer's: trellara-capture opens its writer with the "capture" prefix). */
 static const char *const capture_points[] = {
-	"capture.after_append_before_ack", "capture.after_chunk_sync", "capture.mid_frame_write",
+	"capture.after_append_before_ack", "capture.after_chunk_sync", "capture.after_manifest_sync", "capture.mid_frame_write",
 	"capture.after_write_before_sync", "capture.after_sync_before_index",
 };
 /* capture's points on the broker: the stream writer's are the local stream's */

@@ -129,6 +129,10 @@ static int emit_frame(void *ctx, int type, const uint8_t *payload, size_t len, u
 			fault_point("capture.after_chunk_sync");
 			fault_pause("capture.after_chunk_sync");
 		}
+		if (rc == 0 && type == FRAME_MANIFEST) {
+			/* tests: a chunk set's manifest durable, its commit marker not yet */
+			fault_point("capture.after_manifest_sync");
+		}
 	}
 	return 0;
 }

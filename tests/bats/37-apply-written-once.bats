@@ -171,3 +171,40 @@ SQL
 	[ "$(frames | jq -s "[.[] | select(.offset == $first)] | length")" -eq 0 ]
 	stop_flow
 }
+
+@test "capture killed between a written-once transaction's manifest and its commit marker, transactions batched before it: each applied exactly once" {
+	# applyd batches up to 1000 transactions (the default) and starts only
+	# after capture died: it reads the two small transactions, the pending
+	# chunks and the manifest in one go, the small ones still in its open
+	# batch when the manifest comes
+	write_flow_file "$FLOW_FILE" --tables "public.big,public.small" --set stream.min_free_bytes=1048576 \
+		--set source.stream_spill_threshold_changes=1000 --set stream.max_batch_messages=1 \
+		--set apply.batch_transactions=1000
+	TRELLARA_FAULT=capture.after_manifest_sync bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	psql_source "INSERT INTO small VALUES (1)" "INSERT INTO small VALUES (2)"
+	psql_source "INSERT INTO big SELECT g, g FROM generate_series(1, 20000) g"
+	bg_wait capture 60
+	[ "$BG_STATUS" -eq 137 ]
+	grep -q 'fault point "capture.after_manifest_sync" reached' "$TEST_DIR/capture.log"
+	run -0 frames
+	[ "$(jq -s '[.[] | select(.type == "manifest")] | length' <<<"$output")" -eq 1 ]
+	[ "$(jq -s '[.[] | select(.type == "commit_marker")] | length' <<<"$output")" -eq 0 ]
+	[ "$(jq -s '[.[] | select(.type == "txn")] | length' <<<"$output")" -eq 2 ]
+	# what came before the set commits on its own; the set waits for its marker
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+	wait_for -t 30 -m "the small transactions committed while the set waits" \
+		'[ "$(psql_target "SELECT count(*) FROM small")" -eq 2 ]'
+	[ "$(psql_target "SELECT count(*) FROM big")" -eq 0 ]
+	# the restarted capture writes the transaction again (another run):
+	# applyd drops the incomplete set, nothing else, and applies the replay
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	caught_up
+	assert_tables_equal big small
+	[ "$(applied_transactions)" -eq 3 ]
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	grep -q 'incomplete chunk set (0 chunks) discarded' "$TEST_DIR/applyd.log"
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	stop_flow
+}

@@ -277,6 +277,27 @@ int main(void)
 			fprintf(stderr, "schedule seed %llu: %s: %s\n", (unsigned long long)found[i], fr.invariant, fr.detail);
 		CHECK(ok);
 	}
+	/* capture killed once a written-once set's manifest is durable, its
+	 * marker not (capture.after_manifest_sync): transactions batched
+	 * before the manifest must survive the set's abandonment */
+	int manifest_kills = 0;
+	for (uint64_t seed = 1; seed <= 12; seed++) {
+		struct sim_world_options mo;
+		sim_world_defaults(&mo, seed);
+		mo.big_pct = 40;
+		mo.written_once_changes = 3;
+		mo.capture_batch_messages = 1;
+		mo.batch_transactions = 50;
+		mo.kill_point = "capture.after_manifest_sync";
+		mo.kill_nth = 1 + (unsigned)(seed % 3);
+		struct sim_world_result mr;
+		bool ok = sim_world_run(&mo, &mr);
+		if (!ok)
+			fprintf(stderr, "manifest kill, seed %llu: %s: %s\n", (unsigned long long)seed, mr.invariant, mr.detail);
+		CHECK(ok);
+		manifest_kills += mr.fault_points_hit > 0;
+	}
+	CHECK(manifest_kills >= 6);
 	/* one seed, one run */
 	struct sim_world_options o;
 	sim_world_random(&o, 3);
