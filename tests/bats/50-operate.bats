@@ -180,6 +180,32 @@ prometheus_value() {
 	no_flow_processes
 }
 
+@test "SIGTERM landing just as trellara run reaps its timer (gdb holds bash there): the children drain at once, exit 0" {
+	# The race bash 5.2 loses: a blocking wait reaps the timer's sleep, and
+	# a trapped SIGTERM arrives before bash records its exit; bash then
+	# lists the timer as running for ever.  The old supervisor waited for
+	# it (wait PID), which blocked until another child exited - and none
+	# does until signalled: stuck until a second SIGTERM.
+	source_init 1
+	bg_start run trellara run --config "$FLOW_FILE"
+	wait_running 180
+	capture=$(state_value capture_pid)
+	applyd=$(state_value applyd_pid)
+	supervisor=$(bg_pid run)
+	run timeout 60 gdb -q -batch -nx -p "$supervisor" -x "$BATS_TEST_DIRNAME/helpers/term-at-reap.gdb"
+	[[ $output == *"term-at-reap: wait4 reaped "*"(sleep "*"; SIGTERM to $supervisor"* ]]
+	bg_wait run 30
+	[ "$BG_STATUS" -eq 0 ]
+	run ! kill -0 "$capture"
+	run ! kill -0 "$applyd"
+	no_flow_processes
+	grep -q "SIGTERM: stopping" "$TEST_DIR/run.log"
+	run ! grep -q "SIGTERM again" "$TEST_DIR/run.log"
+	grep -q "trellara-capture drained and exited" "$TEST_DIR/run.log"
+	grep -q "trellara-applyd drained and exited" "$TEST_DIR/run.log"
+	[ "$(state_value state)" = stopped ]
+}
+
 @test "trellara run killed with SIGKILL leaves no orphan; a new run takes over" {
 	source_init 1
 	bg_start run trellara run --config "$FLOW_FILE"
