@@ -6,6 +6,7 @@
 #include "model_broker_client.h"
 
 #include "trellara/defaults.h"
+#include "trellara/jetstream_policy.h"
 #include "trellara/log.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
@@ -22,6 +23,7 @@ struct queued_frame {
 	uint8_t *bytes; /* owned: header and payload */
 	size_t len;
 	uint64_t offset;
+	enum jetstream_publish_answer answer; /* in the attempt under way */
 };
 
 struct broker_sink {
@@ -34,8 +36,8 @@ struct broker_sink {
 	struct queued_frame *queue; /* owned */
 	size_t n_queued, cap_queued;
 	bool poisoned, held;
+	bool run_stored; /* a frame of this run was stored (jetstream_publish_window) */
 	/* the attempt under way (capture_jetstream.c's on_ack) */
-	int64_t ok_max;
 	uint64_t fail_offset;
 	int fail_class;
 	size_t failed;
@@ -87,7 +89,7 @@ static void drop_stored(struct broker_sink *s, int64_t through)
 }
 
 /* One publish and its answer, as the PubAck handler takes it. */
-static void publish_one(struct broker_sink *s, const struct queued_frame *q)
+static void publish_one(struct broker_sink *s, struct queued_frame *q)
 {
 	char id[160];
 	snprintf(id, sizeof id, "%s:%u:%" PRIu64, s->flow_id, s->run, q->offset);
@@ -96,22 +98,62 @@ static void publish_one(struct broker_sink *s, const struct queued_frame *q)
 	switch (a) {
 	case MODEL_BROKER_STORED:
 	case MODEL_BROKER_DUPLICATE:
-		if (seq != q->offset + 1)
+		if (seq != q->offset + 1) {
+			q->answer = JETSTREAM_PUB_REFUSED;
 			note_refusal(s, q->offset, EXIT_TEMPFAIL, "stored as another message", seq);
-		else if ((int64_t)q->offset > s->ok_max)
-			s->ok_max = (int64_t)q->offset;
+		} else {
+			q->answer = JETSTREAM_PUB_STORED;
+		}
 		break;
 	case MODEL_BROKER_WRONG_LAST:
+		q->answer = JETSTREAM_PUB_REFUSED;
 		note_refusal(s, q->offset, EXIT_TEMPFAIL, "refused: the stream's last message is another (another writer)",
 			     seq);
 		break;
 	case MODEL_BROKER_REFUSED:
 	case MODEL_BROKER_NO_RESPONDERS:
+		q->answer = JETSTREAM_PUB_NOT_STORED;
 		note_refusal(s, q->offset, 0, model_broker_answer_name(a), seq);
 		break;
 	case MODEL_BROKER_TIMEOUT:
+		q->answer = JETSTREAM_PUB_UNANSWERED;
 		break; /* no answer */
 	}
+}
+
+/* One attempt over the queue's first n frames (capture_jetstream.c's
+ * publish_attempt): 0 all stored, 1 not all, -1 poisoned. */
+static int publish_attempt(struct broker_sink *s, size_t n)
+{
+	s->fail_offset = UINT64_MAX;
+	s->fail_class = 0;
+	s->failed = 0;
+	enum jetstream_publish_answer *answers = xcalloc(n ? n : 1, sizeof *answers);
+	for (size_t i = 0; i < n; i++) {
+		publish_one(s, &s->queue[i]);
+		answers[i] = s->queue[i].answer;
+	}
+	struct jetstream_publish_verdict v = jetstream_publish_decide(answers, n);
+	free(answers);
+	if (v.misplaced) {
+		log_error("broker stream: frame %" PRIu64 " was stored, but frame %" PRIu64
+			  " before it was not (%s): the stream holds other messages where this run's frames belong; "
+			  "nothing more is acknowledged to the source",
+			  s->queue[v.misplaced_at].offset, s->queue[v.hole_at].offset, s->fail_text);
+		s->poisoned = true;
+		return -1;
+	}
+	if (v.stored)
+		s->run_stored = true;
+	drop_stored(s, v.stored ? (int64_t)s->queue[v.stored - 1].offset : -1);
+	if (v.stored == n)
+		return 0;
+	if (s->fail_offset == s->queue[0].offset && s->fail_class) {
+		log_error("broker stream: %s; nothing more is acknowledged to the source", s->fail_text);
+		s->poisoned = true;
+		return -1;
+	}
+	return 1;
 }
 
 static int sink_sync(void *impl)
@@ -119,27 +161,17 @@ static int sink_sync(void *impl)
 	struct broker_sink *s = impl;
 	if (s->poisoned || stream_fs_sim_dead(s->process))
 		return -1;
-	if (s->n_queued == 0)
-		return 0;
-	s->ok_max = -1;
-	s->fail_offset = UINT64_MAX;
-	s->fail_class = 0;
-	s->failed = 0;
-	for (size_t i = 0; i < s->n_queued; i++)
-		publish_one(s, &s->queue[i]);
-	drop_stored(s, s->ok_max);
-	if (s->n_queued == 0) {
-		s->held = false;
-		return 0;
-	}
-	uint64_t first = s->queue[0].offset;
-	if (s->fail_offset == first && s->fail_class) {
-		log_error("broker stream: %s; nothing more is acknowledged to the source", s->fail_text);
-		s->poisoned = true;
-		return -1;
+	int rc = 0;
+	while (rc == 0 && s->n_queued > 0)
+		rc = publish_attempt(s, jetstream_publish_window(s->run_stored, s->n_queued));
+	if (rc <= 0) {
+		if (rc == 0)
+			s->held = false;
+		return rc;
 	}
 	if (!s->held)
-		log_warn("broker stream: frame %" PRIu64 " not stored now; %zu frames wait", first, s->n_queued);
+		log_warn("broker stream: frame %" PRIu64 " not stored now; %zu frames wait", s->queue[0].offset,
+			 s->n_queued);
 	s->held = true;
 	return 1;
 }

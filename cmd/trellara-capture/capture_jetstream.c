@@ -25,6 +25,7 @@ struct queued_frame {
 	uint8_t *bytes; /* owned: header and payload */
 	size_t len;
 	uint64_t offset;
+	enum jetstream_publish_answer answer; /* in the attempt under way */
 };
 
 struct capture_jetstream {
@@ -46,12 +47,13 @@ struct capture_jetstream {
 	pthread_cond_t cv;
 	size_t answered, failed;
 	char failure[512];
-	int64_t ok_max;             /* the highest offset stored (-1: none) this attempt */
+	size_t attempt_n;           /* the queue's first attempt_n frames are published this attempt */
 	uint64_t fail_offset;       /* the lowest offset refused this attempt */
 	int fail_class;             /* its exit code, or 0: the stream may take it later */
 	char fail_text[512];
 	/* back-pressure and its metrics (capture_jetstream_metrics) */
 	bool held;                  /* the last sync could not store everything: retrying */
+	bool run_stored;            /* a frame of this run was stored (jetstream_publish_window) */
 	uint64_t retries, published, held_total;
 	double last_publish_seconds;
 	char held_reason[512];
@@ -99,22 +101,34 @@ static void on_ack(jsCtx *ctx, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, voi
 	if (natsMsgHeader_Get(msg, "Nats-Expected-Last-Sequence", &expected) == NATS_OK && expected)
 		offset = strtoull(expected, NULL, 10);
 	pthread_mutex_lock(&js->mu);
+	enum jetstream_publish_answer answer = JETSTREAM_PUB_UNANSWERED;
 	if (pae) {
 		const char *text = pae->ErrText && *pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
-		if (pae->ErrCode == JSStreamWrongLastSequenceErr)
+		if (pae->ErrCode == JSStreamWrongLastSequenceErr) {
+			answer = JETSTREAM_PUB_REFUSED;
 			note_refusal(js, offset, EXIT_TEMPFAIL,
 				     "frame %" PRIu64 " refused: the stream's last message is not %" PRIu64
-				     " (another writer appended to it: %s)",
+				     " (messages an earlier capture published without a PubAck were stored after all, "
+				     "or another writer appended: %s)",
 				     offset, offset, text);
-		else /* a full stream, no quorum, no answer: not stored, not yet */
+		} else {
+			/* the server said no (a full stream, no quorum), or nobody
+			 * answered in time: not stored, or not known to be */
+			if (pae->ErrCode != 0 || pae->Err == NATS_NO_RESPONDERS)
+				answer = JETSTREAM_PUB_NOT_STORED;
 			note_refusal(js, offset, 0, "frame %" PRIu64 " not stored: %s (JetStream error %d)", offset, text,
 				     (int)pae->ErrCode);
+		}
 	} else if (!pa || pa->Sequence != offset + 1) {
+		answer = JETSTREAM_PUB_REFUSED;
 		note_refusal(js, offset, EXIT_TEMPFAIL, "frame %" PRIu64 " stored as message %" PRIu64 ", not %" PRIu64,
 			     offset, pa ? pa->Sequence : 0, offset + 1);
-	} else if ((int64_t)offset > js->ok_max) {
-		js->ok_max = (int64_t)offset;
+	} else {
+		answer = JETSTREAM_PUB_STORED;
 	}
+	/* the queue does not change while an attempt waits for its answers */
+	if (js->attempt_n && offset >= js->queue[0].offset && offset - js->queue[0].offset < js->attempt_n)
+		js->queue[offset - js->queue[0].offset].answer = answer;
 	js->answered++;
 	pthread_cond_broadcast(&js->cv);
 	pthread_mutex_unlock(&js->mu);
@@ -237,36 +251,24 @@ static void wait_handlers(struct capture_jetstream *js, size_t sent)
 	}
 }
 
-/* Publish every queued frame (at most JETSTREAM_PUBLISH_WINDOW without
- * a PubAck), then wait for every PubAck.  0: all stored; 1: held back
- * (what was stored is dropped from the queue, the rest stays for the
- * next sync: a full stream, no quorum, no answer); -1: poisoned. */
-static int sink_sync(void *impl)
+/* One attempt: publish the queue's first n frames (at most
+ * JETSTREAM_PUBLISH_WINDOW without a PubAck), wait for their PubAcks,
+ * drop the frames stored from the first on (jetstream_publish_decide).
+ * 0: all n stored; 1: not all (the rest stays queued); -1: poisoned. */
+static int publish_attempt(struct capture_jetstream *js, size_t n)
 {
-	struct capture_jetstream *js = impl;
-	if (js->poisoned)
-		return -1;
-	if (js->n_queued == 0)
-		return 0;
-	if (js->held) {
-		/* publishes of the attempt before still waiting in libnats are
-		 * dropped: their frames go again (the server drops a repeat as a
-		 * duplicate by its Nats-Msg-Id) */
-		natsMsgList left = { 0 };
-		if (js_PublishAsyncGetPendingList(&left, js->s.js) == NATS_OK)
-			natsMsgList_Destroy(&left);
-		js->retries++;
-	}
 	int64_t started = clock_mono_us();
 	pthread_mutex_lock(&js->mu);
 	js->answered = js->failed = 0;
-	js->ok_max = -1;
 	js->fail_offset = UINT64_MAX;
 	js->fail_class = 0;
+	for (size_t i = 0; i < n; i++)
+		js->queue[i].answer = JETSTREAM_PUB_UNANSWERED;
+	js->attempt_n = n;
 	pthread_mutex_unlock(&js->mu);
 	size_t sent = 0;
 	natsStatus st = NATS_OK;
-	for (; sent < js->n_queued; sent++) {
+	for (; sent < n; sent++) {
 		natsMsg *m = NULL;
 		st = frame_message(js, &js->queue[sent], &m);
 		if (st == NATS_OK)
@@ -281,19 +283,32 @@ static int sink_sync(void *impl)
 	natsStatus done = sent ? js_PublishAsyncComplete(js->s.js, &po) : NATS_OK;
 	pthread_mutex_lock(&js->mu);
 	wait_handlers(js, sent);
-	int64_t ok_max = js->ok_max;
+	enum jetstream_publish_answer *answers = xcalloc(n ? n : 1, sizeof *answers);
+	for (size_t i = 0; i < n; i++)
+		answers[i] = js->queue[i].answer;
+	js->attempt_n = 0; /* a late PubAck no longer lands in the queue */
 	uint64_t fail_offset = js->fail_offset;
 	int fail_class = js->fail_class;
 	char text[512];
 	snprintf(text, sizeof text, "%s", js->fail_text);
 	pthread_mutex_unlock(&js->mu);
-	js->published += ok_max >= 0 ? (uint64_t)(ok_max - (int64_t)js->queue[0].offset + 1) : 0;
-	drop_stored(js, ok_max);
-	if (js->n_queued == 0) {
+	struct jetstream_publish_verdict v = jetstream_publish_decide(answers, n);
+	free(answers);
+	if (v.misplaced) {
+		set_failure(js, EXIT_TEMPFAIL,
+			    "frame %" PRIu64 " was stored, but frame %" PRIu64 " before it was not (%s): the stream "
+			    "holds other messages where this run's frames belong (an earlier capture's, stored after "
+			    "all, or another writer's)",
+			    js->queue[v.misplaced_at].offset, js->queue[v.hole_at].offset, text);
+		poison(js);
+		return -1;
+	}
+	if (v.stored)
+		js->run_stored = true;
+	js->published += v.stored;
+	drop_stored(js, v.stored ? (int64_t)js->queue[v.stored - 1].offset : -1);
+	if (v.stored == n) {
 		js->last_publish_seconds = (double)(clock_mono_us() - started) / 1e6;
-		if (js->held)
-			log_info("%s: stored again; acknowledging the source resumes", js->name);
-		js->held = false;
 		return 0;
 	}
 	uint64_t first = js->queue[0].offset;
@@ -311,6 +326,42 @@ static int sink_sync(void *impl)
 								     : "");
 	else
 		snprintf(js->held_reason, sizeof js->held_reason, "frame %" PRIu64 ": no PubAck", first);
+	return 1;
+}
+
+/* Publish every queued frame, then wait for every PubAck: one frame at a
+ * time until this run has stored one (jetstream_publish_window), then
+ * all at once.  0: all stored; 1: held back (what was stored is dropped
+ * from the queue, the rest stays for the next sync: a full stream, no
+ * quorum, no answer); -1: poisoned. */
+static int sink_sync(void *impl)
+{
+	struct capture_jetstream *js = impl;
+	if (js->poisoned)
+		return -1;
+	if (js->n_queued == 0)
+		return 0;
+	if (js->held) {
+		/* publishes of the attempt before still waiting in libnats are
+		 * dropped: their frames go again (the server drops a repeat as a
+		 * duplicate by its Nats-Msg-Id) */
+		natsMsgList left = { 0 };
+		if (js_PublishAsyncGetPendingList(&left, js->s.js) == NATS_OK)
+			natsMsgList_Destroy(&left);
+		js->retries++;
+	}
+	int rc;
+	do
+		rc = publish_attempt(js, jetstream_publish_window(js->run_stored, js->n_queued));
+	while (rc == 0 && js->n_queued > 0);
+	if (rc == 0) {
+		if (js->held)
+			log_info("%s: stored again; acknowledging the source resumes", js->name);
+		js->held = false;
+		return 0;
+	}
+	if (rc < 0)
+		return -1;
 	if (!js->held) {
 		js->held_total++;
 		log_warn("%s: %s; %zu frames wait, and nothing past the last stored transaction is acknowledged to the source until they are stored",

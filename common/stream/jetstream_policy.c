@@ -160,3 +160,28 @@ enum jetstream_verdict jetstream_policy_decide(const struct jetstream_wanted *wa
 	}
 	return JETSTREAM_ACCEPT;
 }
+
+struct jetstream_publish_verdict jetstream_publish_decide(const enum jetstream_publish_answer *answers, size_t n)
+{
+	struct jetstream_publish_verdict v = { 0 };
+	while (v.stored < n && answers[v.stored] == JETSTREAM_PUB_STORED)
+		v.stored++;
+	bool hole = false;
+	for (size_t i = v.stored; i < n; i++) {
+		if (answers[i] == JETSTREAM_PUB_REFUSED || answers[i] == JETSTREAM_PUB_NOT_STORED) {
+			if (!hole)
+				v.hole_at = i;
+			hole = true;
+		} else if (answers[i] == JETSTREAM_PUB_STORED && hole) {
+			v.misplaced = true;
+			v.misplaced_at = i;
+			break;
+		}
+	}
+	return v;
+}
+
+size_t jetstream_publish_window(bool run_stored, size_t queued)
+{
+	return run_stored || queued == 0 ? queued : 1;
+}

@@ -86,4 +86,44 @@ const char *jetstream_policy_discard_name(enum jetstream_discard d);
  * "120s", "1500ms", else "N ns"; into buf (always NUL-terminated). */
 void jetstream_policy_format_duration(int64_t ns, char *buf, size_t len);
 
+/* ---- capture's publishes (capture_jetstream.c's sink, and the
+ * simulator's over its broker model) ----
+ *
+ * Capture publishes its queued frames in one attempt, pipelined: the
+ * frame at offset o carries Nats-Expected-Last-Sequence o, so the stream
+ * stores it only as message o + 1.  That check alone lets a gap through:
+ * messages an earlier capture published without getting a PubAck (its
+ * quorum lost) may still be stored after a new capture read the stream's
+ * end, when the servers are back; then the new capture's first frames
+ * are refused (the stream is longer than they expect), and a later one
+ * whose expected sequence the leftovers happen to reach is stored -
+ * after the earlier run's messages, with the new run's frames before it
+ * missing.  Acknowledging the source on that store loses what the
+ * missing frames held.  So:
+ *   - until a frame of this run is stored, an attempt publishes one frame
+ *     (jetstream_publish_window): once one is, the stream's end is ours,
+ *     and what an earlier run left is stored or gone for good;
+ *   - an attempt counts as stored only the frames from its first on up to
+ *     the first that was not (jetstream_publish_verdict), and a frame
+ *     stored after one that was refused or not stored is a gap:
+ *     misplaced, and the sink stops (exit 75) without acknowledging it. */
+enum jetstream_publish_answer {
+	JETSTREAM_PUB_UNANSWERED = 0, /* no PubAck (yet): it may be stored */
+	JETSTREAM_PUB_STORED,         /* PubAck: stored as message offset + 1 */
+	JETSTREAM_PUB_NOT_STORED,     /* an error the stream may cure later (full, no quorum) */
+	JETSTREAM_PUB_REFUSED,        /* wrong last sequence, or stored as another message */
+};
+
+struct jetstream_publish_verdict {
+	size_t stored;   /* frames stored from the attempt's first on: drop them from the queue */
+	bool misplaced;  /* a frame stored after one refused or not stored */
+	size_t misplaced_at, hole_at; /* with misplaced: the stored frame, and the one before it that was not */
+};
+
+/* answers[i] is the answer for the attempt's frame i (n frames). */
+struct jetstream_publish_verdict jetstream_publish_decide(const enum jetstream_publish_answer *answers, size_t n);
+
+/* How many of the queued frames the next attempt publishes. */
+size_t jetstream_publish_window(bool run_stored, size_t queued);
+
 #endif
