@@ -225,7 +225,8 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 	result->status = SIM_STATUS_PASS;
 	bool shown = false;
 	char why[SIM_DETAIL_LEN] = "";
-	for (uint64_t k = 0; k < PRESET_SEEDS; k++) {
+	uint64_t seeds = sim_preset_seeds(p);
+	for (uint64_t k = 0; k < seeds; k++) {
 		struct sim_world_options o;
 		sim_world_defaults(&o, seed + k);
 		p->setup(&o);
@@ -248,7 +249,8 @@ static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_
 					"retention_ignores_group", "snapshot_ignores_schema_change", "fold_forgets_updated_row_delete",
 					"commit_out_of_order", "copy_drops_last_insert", "failure_keeps_unrecorded_lock",
 					"new_slot_after_promotion", "ack_on_held_sync", "ack_before_broker_quorum",
-					"pending_cut_ignored", "fence_one_step", "split_resume_keeps_changed_range", NULL };
+					"pending_cut_ignored", "fence_one_step", "split_resume_keeps_changed_range",
+					"publish_counts_frames_past_refusal", NULL };
 
 const char *const *sim_variant_names(void)
 {

@@ -243,6 +243,15 @@ static void elect(struct model_broker *b)
 		}
 }
 
+void model_broker_quorumless_leader_steps_down(struct model_broker *b)
+{
+	if (b->leader >= 0 && model_broker_nodes_up(b) < b->quorum) {
+		b->leader = -1;
+		b->ticks_without_quorum = 0;
+		b->stats.step_downs++;
+	}
+}
+
 void model_broker_tick(struct model_broker *b)
 {
 	int up = model_broker_nodes_up(b);

@@ -150,6 +150,9 @@ void model_broker_fail_publishes(struct model_broker *b, enum model_broker_failu
  * down, a leader is elected when a quorum is up, replicas behind catch
  * up, the commit point moves. */
 void model_broker_tick(struct model_broker *b);
+/* A leader without a quorum steps down now (its lost-quorum timer ran
+ * out early); nothing when it has one or there is none. */
+void model_broker_quorumless_leader_steps_down(struct model_broker *b);
 
 /* ---- what the invariants see (every node's log, whatever is up) ---- */
 

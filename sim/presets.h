@@ -18,5 +18,8 @@ struct sim_preset {
 
 /* The preset of a scenario, or NULL (the scenario is not simulated yet). */
 const struct sim_preset *sim_preset_find(const char *name);
+/* How many seeds (from the run's on) the scenario runs: 4, or more for one
+ * whose fault lines up on fewer seeds. */
+unsigned sim_preset_seeds(const struct sim_preset *p);
 
 #endif

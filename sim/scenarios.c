@@ -280,6 +280,17 @@ const struct sim_scenario sim_scenarios[] = {
 	    "CONVERGED verify that held (applied through the final LSN, sequences synced).",
 	    LIVE_CUTOVER_KILLED_BEFORE_STOP, CUTOVER_RESUME, APPLICABLE),
 
+	/* ---- simulations: broker (1), the project's own: not in the matrix ---- */
+	SIM("broker_leftovers_after_capture_restart", "broker", 0, "source_checkpoint_after_broker_ack",
+	    "On the replicated broker model, the leader's two followers go down while capture publishes: the leader "
+	    "stores the frames without a quorum and sends no PubAck.  Capture is killed and restarts while they are "
+	    "down, reading the stream's committed end; the followers return and the leader commits the killed run's "
+	    "frames after all.  The new run's first publishes are refused (wrong last sequence), and a later frame of "
+	    "its batch could be stored where those messages made its expected sequence come true: capture publishes "
+	    "one frame at a time until one of its run is stored, counts only the stored prefix, and never acknowledges "
+	    "the source past what a quorum holds.",
+	    NO_LIVE, RESTART_CAPTURE, APPLICABLE),
+
 	/* ---- simulations: snapshot split (3), the project's own: not in the matrix ---- */
 	SIM("snapshot_split_killed_after_range_commit", "snapshot split", 0,
 	    "snapshot_split_resume_keeps_only_unchanged_ranges",

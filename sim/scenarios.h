@@ -45,7 +45,7 @@ struct sim_counters {
 	uint64_t slot_stops_lost_at_promotion, slot_stops_gone, slot_stops_invalidated;
 };
 
-#define SIM_MAX_SEEDS 16
+#define SIM_MAX_SEEDS 32
 #define SIM_INVARIANT_LEN 96
 #define SIM_DETAIL_LEN 512
 

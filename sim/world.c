@@ -103,6 +103,8 @@ struct world {
 	bool divergence_injected, divergence_repaired;
 	uint32_t quarantined_xid;
 	int fence_release_at;
+	int leftover_kill_at;   /* (leftovers_at_step) the step capture is killed at (0: none) */
+	bool leftover_restarting; /* (leftovers_at_step) killed: the leader steps down once capture is back */
 	/* verify's fence in two steps (options.fence_moves): the slot's
 	 * consistent point, taken once the first fence holds, and the step
 	 * the fence moves there */
@@ -1570,6 +1572,37 @@ static void broker_watch(struct world *w)
 static void broker_faults(struct world *w, int step)
 {
 	struct sim_rng *g = &w->rng;
+	if (step == w->o.leftovers_at_step && !w->outage_until) {
+		int leader = model_broker_leader(w->broker);
+		for (int i = 0; i < model_broker_nodes(w->broker); i++)
+			if (i != leader)
+				model_broker_node_down(w->broker, i);
+		w->outage_until = step + 16;
+		w->leftover_kill_at = step + 2;
+		trace(w, "broker_outage", (uint64_t)(model_broker_nodes(w->broker) - 1), (uint64_t)(leader + 1));
+	}
+	/* killed once the leader holds frames it could not commit (or when
+	 * the outage is nearly over: there were none to publish) */
+	int leader = model_broker_leader(w->broker);
+	if (w->leftover_kill_at && step >= w->leftover_kill_at &&
+	    ((leader >= 0 && model_broker_log_length(w->broker, leader) > model_broker_committed(w->broker)) ||
+	     step + 4 >= w->outage_until)) {
+		w->leftover_kill_at = 0;
+		if (w->cap_up) {
+			stream_fs_sim_view_kill(w->cap_fs);
+			capture_down(w, "kill_capture");
+			w->cap_down_steps = 1; /* back before the leader steps down */
+			w->r->broker_leftover_kills++;
+			w->leftover_restarting = true;
+		}
+	} else if (w->leftover_restarting && w->cap_up) {
+		/* the new run read the stream's end through the leader; the
+		 * leader now steps down, so that the new run's first publishes
+		 * wait for the followers' return, when the killed run's frames
+		 * are committed before them */
+		w->leftover_restarting = false;
+		model_broker_quorumless_leader_steps_down(w->broker);
+	}
 	if (!w->outage_until && sim_rng_chance(g, w->o.p_broker_outage)) {
 		int n = w->o.broker_outage_nodes ? w->o.broker_outage_nodes : (int)sim_rng_between(g, 1, 2);
 		if (n > model_broker_nodes(w->broker))
@@ -2005,6 +2038,7 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 		r->broker_stored = bs->stored;
 		r->broker_msgid_duplicates = bs->duplicates;
 		r->broker_elections = bs->elections;
+		r->broker_wrong_last = bs->wrong_last;
 	}
 	if (w.engine) {
 		r->overlapped += apply_engine_stats(w.engine)->overlapped;
@@ -2046,6 +2080,7 @@ void sim_world_defaults(struct sim_world_options *o, uint64_t seed)
 	o->divergence_at_step = -1;
 	o->fence_at_step = -1;
 	o->reseed_at_step = -1;
+	o->leftovers_at_step = -1;
 	o->workers = 1;
 }
 
@@ -2119,4 +2154,9 @@ void sim_world_random(struct sim_world_options *o, uint64_t seed)
 	/* ... and last: a snapshot's tables now and then split into ranges */
 	if (o->snapshot && sim_rng_chance(&g, 40))
 		o->split_ranges = (int)sim_rng_between(&g, 2, SIM_MAX_RANGES);
+	/* ... and after it: one broker schedule in three has the leader store
+	 * a killed capture's frames without a quorum and commit them after
+	 * the next run read the stream's end (leftovers_at_step) */
+	if (o->broker && sim_rng_chance(&g, 33))
+		o->leftovers_at_step = (int)sim_rng_between(&g, 20, o->steps / 2);
 }

@@ -142,6 +142,13 @@ struct sim_world_options {
 	 * stored with their PubAck lost */
 	int p_publish_fail;
 	int64_t broker_dedup_window_us; /* 0: JetStream's default, 2 minutes */
+	/* at this step (-1: never) the leader's two followers go down, so the
+	 * leader stores capture's publishes without a quorum (no PubAck);
+	 * a step later capture is killed, and restarts the step after, the
+	 * leader still leading, reading the stream's committed end; they
+	 * come back at step + 16, and the old leader, its log the longest,
+	 * commits the killed run's frames after the new run read past them */
+	int leftovers_at_step;
 	/* trace: print every step to stderr */
 	bool trace;
 };
@@ -173,6 +180,9 @@ struct sim_world_result {
 	 * failing publishes */
 	uint64_t broker_stored, broker_holds, broker_resumes, broker_msgid_duplicates, broker_quorum_losses,
 		broker_node_losses, broker_stored_during_node_loss, broker_elections, broker_publish_failures;
+	/* publishes the broker refused for a wrong last sequence; capture
+	 * kills of leftovers_at_step */
+	uint64_t broker_wrong_last, broker_leftover_kills;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

@@ -36,11 +36,13 @@ qualification_target_restart_during_apply qualification_object_store_success_cat
 qualification_twenty_four_hour_soak_large_transaction_memory_ceiling"
 
 # The project's own simulations, which the matrix has no row for: the
-# cutover's (family "cutover", sim/model_cutover.c) and the split copy's
-# (family "snapshot split", sim/world.c).
+# cutover's (family "cutover", sim/model_cutover.c), the split copy's
+# (family "snapshot split", sim/world.c) and the broker's leftovers
+# (family "broker", sim/world.c).
 CUTOVER_SIMULATIONS="cutover_killed_after_lock cutover_killed_while_waiting_for_apply cutover_killed_before_stop"
 SPLIT_SIMULATIONS="snapshot_split_killed_after_range_commit snapshot_split_range_changed_before_resume snapshot_split_killed_mid_range"
-PROJECT_SIMULATIONS="$CUTOVER_SIMULATIONS $SPLIT_SIMULATIONS"
+BROKER_SIMULATIONS="broker_leftovers_after_capture_restart"
+PROJECT_SIMULATIONS="$CUTOVER_SIMULATIONS $SPLIT_SIMULATIONS $BROKER_SIMULATIONS"
 
 MATRIX_CURATED="1 relay_before_broker_publish
 2 relay_after_broker_publish_before_source_feedback
@@ -150,12 +152,14 @@ run_file() {
 	# the project's own (cutover, no matrix row)
 	[ "$(jq '[.[] | select((.invariant | length) == 0 or (.check | length) == 0)] | length' <<<"$output")" -eq 0 ]
 	[ "$(jq -r '[.[] | select(.kind == "simulation") | .family] | unique | join(",")' <<<"$output")" = \
-		"base,cutover,fleet fan-in,qualification,snapshot handoff,snapshot split,strict chunk" ]
+		"base,broker,cutover,fleet fan-in,qualification,snapshot handoff,snapshot split,strict chunk" ]
 	[ "$(jq -r '[.[] | select(.kind == "simulation" and .family == "cutover") | .name] | sort | join(" ")' <<<"$output")" = \
 		"$(tr ' ' '\n' <<<"$CUTOVER_SIMULATIONS" | sort | paste -sd ' ')" ]
 	[ "$(jq -r '[.[] | select(.kind == "simulation" and .family == "snapshot split") | .name] | sort | join(" ")' <<<"$output")" = \
 		"$(tr ' ' '\n' <<<"$SPLIT_SIMULATIONS" | sort | paste -sd ' ')" ]
-	[ "$(jq '[.[] | select((.family == "cutover" or .family == "snapshot split") and .matrix_row != null)] | length' <<<"$output")" -eq 0 ]
+	[ "$(jq -r '[.[] | select(.kind == "simulation" and .family == "broker") | .name] | sort | join(" ")' <<<"$output")" = \
+		"$BROKER_SIMULATIONS" ]
+	[ "$(jq '[.[] | select((.family == "cutover" or .family == "snapshot split" or .family == "broker") and .matrix_row != null)] | length' <<<"$output")" -eq 0 ]
 	[ "$(jq '[.[] | select(.kind == "curated") | select(.boundary == null)] | length' <<<"$output")" -eq 0 ]
 	# what the matrix itself says does not exist here is not applicable
 	# (partitioned scale mode, fleet fan-in, object store / catalog), with

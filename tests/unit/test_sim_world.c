@@ -279,6 +279,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof found / sizeof *found; i++) {
 		struct sim_world_options fo;
 		sim_world_random(&fo, found[i]);
+		fo.leftovers_at_step = -1; /* drawn since: the schedules as they were found */
 		struct sim_world_result fr;
 		bool ok = sim_world_run(&fo, &fr);
 		if (!ok)
