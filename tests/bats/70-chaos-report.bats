@@ -308,9 +308,9 @@ run_file() {
 
 @test "a run's text output and results are the same for the same seed, byte for byte" {
 	need_sim
-	run -1 trellara chaos run --seed 42 --schedules 50
+	run -0 trellara chaos run --seed 42 --schedules 50
 	local first=$output
-	run -1 trellara chaos run --seed 42 --schedules 50
+	run -0 trellara chaos run --seed 42 --schedules 50
 	[ "$output" = "$first" ]
 	[[ $first == "trellara chaos run: seed 42, 50 schedules, variant none"* ]]
 	trellara chaos run --seed 42 --schedules 50 --format json --output "$TEST_DIR/a.json" 2>/dev/null || true
