@@ -36,7 +36,7 @@ struct broker_sink {
 	struct queued_frame *queue; /* owned */
 	size_t n_queued, cap_queued;
 	bool poisoned, held;
-	bool run_stored; /* a frame of this run was stored (jetstream_publish_window) */
+	bool run_stored; /* a frame of this run was stored (jetstream_policy_publish_window) */
 	/* the attempt under way (capture_jetstream.c's on_ack) */
 	uint64_t fail_offset;
 	int fail_class;
@@ -133,7 +133,7 @@ static int publish_attempt(struct broker_sink *s, size_t n)
 		publish_one(s, &s->queue[i]);
 		answers[i] = s->queue[i].answer;
 	}
-	struct jetstream_publish_verdict v = jetstream_publish_decide(answers, n);
+	struct jetstream_publish_verdict v = jetstream_policy_publish_decide(answers, n);
 	free(answers);
 	if (v.misplaced) {
 		log_error("broker stream: frame %" PRIu64 " was stored, but frame %" PRIu64
@@ -163,7 +163,7 @@ static int sink_sync(void *impl)
 		return -1;
 	int rc = 0;
 	while (rc == 0 && s->n_queued > 0)
-		rc = publish_attempt(s, jetstream_publish_window(s->run_stored, s->n_queued));
+		rc = publish_attempt(s, jetstream_policy_publish_window(s->run_stored, s->n_queued));
 	if (rc <= 0) {
 		if (rc == 0)
 			s->held = false;

@@ -501,7 +501,7 @@ static bool e_broker_outage(const struct sim_world_result *r, char *why, size_t 
  * committed end, the followers return and the leader commits the killed
  * run's frames: the new run's first publishes are refused, and it must
  * neither count a later frame stored past them nor acknowledge the
- * source past what the stream holds (jetstream_publish_decide) */
+ * source past what the stream holds (jetstream_policy_publish_decide) */
 static void p_broker_leftovers(struct sim_world_options *o)
 {
 	o->broker = true;

@@ -924,12 +924,17 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-static int row_range(const char *const *row, uint16_t n, int k)
+/* h folded with a row's n values (a NULL apart from every text) */
+static uint64_t fnv_row(uint64_t h, const char *const *row, uint16_t n)
 {
-	uint64_t h = 1469598103934665603ULL;
 	for (uint16_t c = 0; c < n; c++)
 		h = row[c] ? fnv(fnv(h, "v", 1), row[c], strlen(row[c]) + 1) : fnv(h, "n", 1);
-	return (int)(h % (uint64_t)k);
+	return h;
+}
+
+static int row_range(const char *const *row, uint16_t n, int k)
+{
+	return (int)(fnv_row(1469598103934665603ULL, row, n) % (uint64_t)k);
 }
 
 /* Reads range of table at the exported snapshot: its hash into hash[40];
@@ -949,8 +954,7 @@ static void read_range(struct world *w, size_t table, int range, char *hash, str
 		if (row_range(row, n, w->o.split_ranges) != range)
 			continue;
 		rows++;
-		for (uint16_t c = 0; c < n; c++)
-			h = row[c] ? fnv(fnv(h, "v", 1), row[c], strlen(row[c]) + 1) : fnv(h, "n", 1);
+		h = fnv_row(h, row, n);
 		if (into && sim_db_insert(into, name, (struct sim_values){ row, n }) < 0)
 			(*taken)++;
 	}

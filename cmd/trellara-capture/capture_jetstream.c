@@ -53,7 +53,7 @@ struct capture_jetstream {
 	char fail_text[512];
 	/* back-pressure and its metrics (capture_jetstream_metrics) */
 	bool held;                  /* the last sync could not store everything: retrying */
-	bool run_stored;            /* a frame of this run was stored (jetstream_publish_window) */
+	bool run_stored;            /* a frame of this run was stored (jetstream_policy_publish_window) */
 	uint64_t retries, published, held_total;
 	double last_publish_seconds;
 	char held_reason[512];
@@ -253,7 +253,7 @@ static void wait_handlers(struct capture_jetstream *js, size_t sent)
 
 /* One attempt: publish the queue's first n frames (at most
  * JETSTREAM_PUBLISH_WINDOW without a PubAck), wait for their PubAcks,
- * drop the frames stored from the first on (jetstream_publish_decide).
+ * drop the frames stored from the first on (jetstream_policy_publish_decide).
  * 0: all n stored; 1: not all (the rest stays queued); -1: poisoned. */
 static int publish_attempt(struct capture_jetstream *js, size_t n)
 {
@@ -292,7 +292,7 @@ static int publish_attempt(struct capture_jetstream *js, size_t n)
 	char text[512];
 	snprintf(text, sizeof text, "%s", js->fail_text);
 	pthread_mutex_unlock(&js->mu);
-	struct jetstream_publish_verdict v = jetstream_publish_decide(answers, n);
+	struct jetstream_publish_verdict v = jetstream_policy_publish_decide(answers, n);
 	free(answers);
 	if (v.misplaced) {
 		set_failure(js, EXIT_TEMPFAIL,
@@ -330,7 +330,7 @@ static int publish_attempt(struct capture_jetstream *js, size_t n)
 }
 
 /* Publish every queued frame, then wait for every PubAck: one frame at a
- * time until this run has stored one (jetstream_publish_window), then
+ * time until this run has stored one (jetstream_policy_publish_window), then
  * all at once.  0: all stored; 1: held back (what was stored is dropped
  * from the queue, the rest stays for the next sync: a full stream, no
  * quorum, no answer); -1: poisoned. */
@@ -352,7 +352,7 @@ static int sink_sync(void *impl)
 	}
 	int rc;
 	do
-		rc = publish_attempt(js, jetstream_publish_window(js->run_stored, js->n_queued));
+		rc = publish_attempt(js, jetstream_policy_publish_window(js->run_stored, js->n_queued));
 	while (rc == 0 && js->n_queued > 0);
 	if (rc == 0) {
 		if (js->held)

@@ -161,7 +161,7 @@ enum jetstream_verdict jetstream_policy_decide(const struct jetstream_wanted *wa
 	return JETSTREAM_ACCEPT;
 }
 
-struct jetstream_publish_verdict jetstream_publish_decide(const enum jetstream_publish_answer *answers, size_t n)
+struct jetstream_publish_verdict jetstream_policy_publish_decide(const enum jetstream_publish_answer *answers, size_t n)
 {
 	struct jetstream_publish_verdict v = { 0 };
 	while (v.stored < n && answers[v.stored] == JETSTREAM_PUB_STORED)
@@ -181,7 +181,7 @@ struct jetstream_publish_verdict jetstream_publish_decide(const enum jetstream_p
 	return v;
 }
 
-size_t jetstream_publish_window(bool run_stored, size_t queued)
+size_t jetstream_policy_publish_window(bool run_stored, size_t queued)
 {
 	return run_stored || queued == 0 ? queued : 1;
 }

@@ -101,7 +101,7 @@ void jetstream_policy_format_duration(int64_t ns, char *buf, size_t len);
  * missing.  Acknowledging the source on that store loses what the
  * missing frames held.  So:
  *   - until a frame of this run is stored, an attempt publishes one frame
- *     (jetstream_publish_window): once one is, the stream's end is ours,
+ *     (jetstream_policy_publish_window): once one is, the stream's end is ours,
  *     and what an earlier run left is stored or gone for good;
  *   - an attempt counts as stored only the frames from its first on up to
  *     the first that was not (jetstream_publish_verdict), and a frame
@@ -121,9 +121,9 @@ struct jetstream_publish_verdict {
 };
 
 /* answers[i] is the answer for the attempt's frame i (n frames). */
-struct jetstream_publish_verdict jetstream_publish_decide(const enum jetstream_publish_answer *answers, size_t n);
+struct jetstream_publish_verdict jetstream_policy_publish_decide(const enum jetstream_publish_answer *answers, size_t n);
 
 /* How many of the queued frames the next attempt publishes. */
-size_t jetstream_publish_window(bool run_stored, size_t queued);
+size_t jetstream_policy_publish_window(bool run_stored, size_t queued);
 
 #endif

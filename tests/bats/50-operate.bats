@@ -145,6 +145,17 @@ prometheus_value() {
 	[ -x "$REPO/bin/trellara-verify" ] || skip "bin/trellara-verify is not built yet: the tables compared equal, trellara verify was not run"
 }
 
+# drained_and_stopped CAPTURE_PID APPLYD_PID: after trellara run's drain,
+# both children are gone, each logged its drain, and the state says stopped
+drained_and_stopped() {
+	run ! kill -0 "$1"
+	run ! kill -0 "$2"
+	no_flow_processes
+	grep -q "trellara-capture drained and exited" "$TEST_DIR/run.log"
+	grep -q "trellara-applyd drained and exited" "$TEST_DIR/run.log"
+	[ "$(state_value state)" = stopped ]
+}
+
 @test "SIGTERM to trellara run: the children drain and are gone, exit 0; the next run misses nothing and doubles nothing" {
 	source_init 1
 	bg_start run trellara run --config "$FLOW_FILE"
@@ -159,12 +170,7 @@ prometheus_value() {
 	bg_stop run TERM 40
 	[ "$BG_STATUS" -eq 0 ]
 	[ $((SECONDS - started)) -le "$TRELLARA_RUN_DRAIN_SECONDS" ]
-	run ! kill -0 "$capture"
-	run ! kill -0 "$applyd"
-	no_flow_processes
-	grep -q "trellara-capture drained and exited" "$TEST_DIR/run.log"
-	grep -q "trellara-applyd drained and exited" "$TEST_DIR/run.log"
-	[ "$(state_value state)" = stopped ]
+	drained_and_stopped "$capture" "$applyd"
 	applied=$(psql_target "SELECT applied_transactions FROM trellara.apply_checkpoint")
 	wait "$load"
 	# the source went on writing while nothing ran; the next run takes over
@@ -196,14 +202,9 @@ prometheus_value() {
 	[[ $output == *"term-at-reap: wait4 reaped "*"(sleep "*"; SIGTERM to $supervisor"* ]]
 	bg_wait run 30
 	[ "$BG_STATUS" -eq 0 ]
-	run ! kill -0 "$capture"
-	run ! kill -0 "$applyd"
-	no_flow_processes
+	drained_and_stopped "$capture" "$applyd"
 	grep -q "SIGTERM: stopping" "$TEST_DIR/run.log"
 	run ! grep -q "SIGTERM again" "$TEST_DIR/run.log"
-	grep -q "trellara-capture drained and exited" "$TEST_DIR/run.log"
-	grep -q "trellara-applyd drained and exited" "$TEST_DIR/run.log"
-	[ "$(state_value state)" = stopped ]
 }
 
 @test "trellara run killed with SIGKILL leaves no orphan; a new run takes over" {

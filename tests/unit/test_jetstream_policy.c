@@ -145,31 +145,31 @@ int main(void)
 #define N JETSTREAM_PUB_NOT_STORED
 #define R JETSTREAM_PUB_REFUSED
 	const enum jetstream_publish_answer all[] = { S, S, S };
-	struct jetstream_publish_verdict v = jetstream_publish_decide(all, 3);
+	struct jetstream_publish_verdict v = jetstream_policy_publish_decide(all, 3);
 	CHECK(v.stored == 3 && !v.misplaced);
-	v = jetstream_publish_decide(all, 0);
+	v = jetstream_policy_publish_decide(all, 0);
 	CHECK(v.stored == 0 && !v.misplaced);
 	/* a PubAck lost: the frames after it stay queued (sent again, a
 	 * duplicate by their id), nothing misplaced */
 	const enum jetstream_publish_answer lost[] = { S, U, S };
-	v = jetstream_publish_decide(lost, 3);
+	v = jetstream_policy_publish_decide(lost, 3);
 	CHECK(v.stored == 1 && !v.misplaced);
 	/* no quorum, then nothing: held */
 	const enum jetstream_publish_answer held[] = { N, U, U };
-	v = jetstream_publish_decide(held, 3);
+	v = jetstream_policy_publish_decide(held, 3);
 	CHECK(v.stored == 0 && !v.misplaced);
 	/* refused (an earlier run's messages stored after all), and a later
 	 * frame stored where they made its expected sequence true: a gap */
 	const enum jetstream_publish_answer gap[] = { R, R, S, S };
-	v = jetstream_publish_decide(gap, 4);
+	v = jetstream_policy_publish_decide(gap, 4);
 	CHECK(v.stored == 0 && v.misplaced && v.misplaced_at == 2 && v.hole_at == 0);
 	const enum jetstream_publish_answer gap2[] = { S, N, U, S };
-	v = jetstream_publish_decide(gap2, 4);
+	v = jetstream_policy_publish_decide(gap2, 4);
 	CHECK(v.stored == 1 && v.misplaced && v.misplaced_at == 3 && v.hole_at == 1);
 	/* one frame at a time until this run stored one */
-	CHECK(jetstream_publish_window(false, 40) == 1);
-	CHECK(jetstream_publish_window(false, 0) == 0);
-	CHECK(jetstream_publish_window(true, 40) == 40);
+	CHECK(jetstream_policy_publish_window(false, 40) == 1);
+	CHECK(jetstream_policy_publish_window(false, 0) == 0);
+	CHECK(jetstream_policy_publish_window(true, 40) == 40);
 #undef U
 #undef S
 #undef N
