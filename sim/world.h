@@ -144,8 +144,10 @@ struct sim_world_options {
 	int64_t broker_dedup_window_us; /* 0: JetStream's default, 2 minutes */
 	/* at this step (-1: never) the leader's two followers go down, so the
 	 * leader stores capture's publishes without a quorum (no PubAck);
-	 * a step later capture is killed, and restarts the step after, the
-	 * leader still leading, reading the stream's committed end; they
+	 * from two steps on, capture is killed once the leader holds such
+	 * frames, and restarts the step after, the leader still leading,
+	 * reading the stream's committed end; the leader then steps down;
+	 * they
 	 * come back at step + 16, and the old leader, its log the longest,
 	 * commits the killed run's frames after the new run read past them */
 	int leftovers_at_step;
