@@ -147,9 +147,9 @@ struct sim_world_options {
 	 * from two steps on, capture is killed once the leader holds such
 	 * frames, and restarts the step after, the leader still leading,
 	 * reading the stream's committed end; the leader then steps down;
-	 * they
-	 * come back at step + 16, and the old leader, its log the longest,
-	 * commits the killed run's frames after the new run read past them */
+	 * the followers come back at step + 16, and the old leader, its log
+	 * the longest, commits the killed run's frames after the new run
+	 * read past them */
 	int leftovers_at_step;
 	/* trace: print every step to stderr */
 	bool trace;
