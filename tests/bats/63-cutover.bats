@@ -42,7 +42,7 @@ source_load() {
 start_flow() {
 	source_init
 	bg_start run trellara run --config "$FLOW_FILE"
-	wait_for -t 180 -m "trellara run has both children running" running
+	wait_for -t 180 -m "trellara run is running and trellara status reads the flow's checkpoint" flow_ready
 }
 
 no_flow_processes() {

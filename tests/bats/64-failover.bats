@@ -437,16 +437,21 @@ cut_sessions() {
 	for step in +30d -30d; do
 		echo "$step" >"$TEST_DIR/clock"
 		day=$(date -u -d "${step%d} days" +%Y-%m-%d)
+		# their connections cut first (each termination waited for, up to
+		# 10 s), then the changes: capture's replication stream ends, and
+		# applyd, idle after the last catch-up, can apply them only through
+		# a new session. So both reconnect (backoff) under the moved clock,
+		# whatever the order in which they notice: the log lines below are
+		# caused by this step, not raced for.
+		[ "$(psql_admin source "SELECT bool_and(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity WHERE application_name = 'trellara-capture'")" = t ]
+		[ "$(psql_admin target "SELECT bool_and(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity WHERE application_name = 'trellara-applyd'")" = t ]
 		psql_source "INSERT INTO t SELECT g, '$step' FROM generate_series($((n + 1)), $((n + 100))) g" \
 			"UPDATE t SET v = v || ' then $step' WHERE id % 10 = 0" "DELETE FROM t WHERE id % 17 = 0"
 		n=$((n + 100))
-		# and their connections cut: reconnecting (backoff) under the moved clock
-		psql_admin source "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'trellara-capture'" >/dev/null
-		psql_admin target "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'trellara-applyd'" >/dev/null
 		caught_up 60
-		# the step took effect: their log lines carry the moved date
-		grep -q "^$day" "$TEST_DIR/capture.log"
-		grep -q "^$day" "$TEST_DIR/applyd.log"
+		# the step took effect: each one's reconnection carries the moved date
+		grep -q "^$day[^ ]* info  trellara-capture: reconnecting to the source in" "$TEST_DIR/capture.log"
+		grep -q "^$day[^ ]* info  trellara-applyd: reconnecting to the target in" "$TEST_DIR/applyd.log"
 	done
 	assert_tables_equal t
 	run -0 trellara-verify --config "$FLOW_FILE"

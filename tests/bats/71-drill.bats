@@ -29,7 +29,8 @@ teardown() {
 
 # pgbench tables on the source only, the publication and the DDL trigger
 # from trellara-check --fix, target tables from the snapshot; then
-# trellara run, until both children run
+# trellara run, until the flow is ready (what the drill reads first: the
+# supervisor's state and trellara status's WAL position and checkpoint)
 flow_running() {
 	pgbench -q -i -s 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
 	psql_source "ALTER TABLE pgbench_history REPLICA IDENTITY FULL"
@@ -37,7 +38,7 @@ flow_running() {
 		--set observability.metrics_dir="\"$METRICS_DIR\""
 	run -0 trellara-check --config "$FLOW_FILE" --fix
 	bg_start run trellara run --config "$FLOW_FILE"
-	wait_for -t 120 -m "trellara run has both children running" running
+	wait_for -t 120 -m "trellara run is running and trellara status reads the flow's checkpoint" flow_ready
 }
 
 @test "trellara drill under pgbench: capture and applyd killed alternately, each recovery measured; the evidence JSON; the target identical and CONVERGED" {

@@ -693,3 +693,17 @@ child_alive() {
 running() {
 	[ "$(state_value state)" = running ] && child_alive capture && child_alive applyd
 }
+
+# flow_ready: running, and what an operator tool run next reads is there
+# too: `trellara status` sees the supervisor alive in state running, the
+# source's WAL position and applyd's checkpoint (applyd writes its row when
+# it first connects, which can be well after its process exists). Wait for
+# this, not for `running`, before a command that reads the flow's state
+# (trellara drill, trellara status, a cutover).
+flow_ready() {
+	running || return 1
+	local json
+	json=$(trellara status --config "$FLOW_FILE" --format json --rate-seconds 0 2>/dev/null) || true
+	jq -e '.supervisor.running == true and .supervisor.state == "running"
+		and .source.wal_lsn != null and .apply.applied_through_lsn != null' <<<"$json" >/dev/null 2>&1
+}
