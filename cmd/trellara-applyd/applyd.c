@@ -61,6 +61,25 @@ struct contract_gate {
 	int drift; /* 0; 1 drifted, "end" said; 2 "invalid" from now on */
 };
 
+/* Whether the pin read again differs from the one held: its time, or,
+ * pinned within the same second (pinned_at has seconds only), its
+ * content. */
+static bool pin_changed(const struct contract_fingerprint *held, const struct contract_fingerprint *fresh)
+{
+	if (!held->pinned_at || !fresh->pinned_at || strcmp(held->pinned_at, fresh->pinned_at) != 0)
+		return true;
+	struct contract_diffs d = { 0 };
+	contract_compare(fresh, held, CONTRACT_SOURCE_PIN, &d);
+	bool changed = d.n > 0;
+	contract_diffs_free(&d);
+	if (!changed) {
+		contract_compare(held, fresh, CONTRACT_SOURCE_PIN, &d);
+		changed = d.n > 0;
+		contract_diffs_free(&d);
+	}
+	return changed;
+}
+
 /* The pin file read again: a contract refreshed since applyd checked the
  * target (contract-test --update writes one only when source and target
  * agree) is taken when it differs from the one held.  true when there is
@@ -72,7 +91,7 @@ static bool gate_reload(struct contract_gate *g)
 	char *flow = config_flow_id(g->cfg);
 	bool taken = false;
 	if (contract_pin_load(g->cfg->contract_pin, &fresh, &exists) == 0 && exists && strcmp(fresh.flow, flow) == 0 &&
-	    (!g->pin->pinned_at || !fresh.pinned_at || strcmp(g->pin->pinned_at, fresh.pinned_at) != 0)) {
+	    pin_changed(g->pin, &fresh)) {
 		contract_fingerprint_free(&g->reloaded);
 		g->reloaded = fresh;
 		g->pin = &g->reloaded;

@@ -114,7 +114,10 @@ prometheus_value() {
 	wait_running 180
 	grep -q "check: no blockers" "$TEST_DIR/run.log"
 	grep -q "trellara-snapshot --config $FLOW_FILE --create-tables" "$TEST_DIR/run.log"
-	[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = streaming ]
+	# capture moves the run to streaming once it reached the source, after
+	# its process started: waited for, not raced
+	wait_for -t 60 -m "capture moved the snapshot run to streaming" \
+		'[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = streaming ]'
 	# the load lasts until the last kill's recovery, no longer
 	bg_start load pgbench_until_stopped -c 2 -R 200
 	wait_for -t 60 -m "applyd applies pgbench transactions" '[ "$(applied_transactions)" -gt 50 ]'

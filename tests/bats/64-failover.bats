@@ -450,8 +450,8 @@ cut_sessions() {
 		n=$((n + 100))
 		caught_up 60
 		# the step took effect: each one's reconnection carries the moved date
-		grep -q "^$day[^ ]* info  trellara-capture: reconnecting to the source in" "$TEST_DIR/capture.log"
-		grep -q "^$day[^ ]* info  trellara-applyd: reconnecting to the target in" "$TEST_DIR/applyd.log"
+		grep -q "^${day}[^ ]* info  trellara-capture: reconnecting to the source in" "$TEST_DIR/capture.log"
+		grep -q "^${day}[^ ]* info  trellara-applyd: reconnecting to the target in" "$TEST_DIR/applyd.log"
 	done
 	assert_tables_equal t
 	run -0 trellara-verify --config "$FLOW_FILE"

@@ -163,7 +163,9 @@ converged() {
 	# nothing crashed: the same processes, still running
 	kill -0 "$(bg_pid capture)"
 	kill -0 "$(bg_pid applyd)"
-	(($(metric trellara_capture_broker_retries_total) >= 1))
+	# a held publish can wait out its 10 s timeout before the retry is
+	# counted (and published by the next hold): waited for
+	wait_for -t 30 -m "capture retried the held frames" '(( $(metric trellara_capture_broker_retries_total) + 0 >= 1 ))'
 	# status says so, from capture's metrics, as an alert
 	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
 	[ "$(jq .stream.kind <<<"$output")" = '"jetstream"' ]

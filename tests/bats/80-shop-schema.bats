@@ -102,7 +102,9 @@ kill_child() {
 	# the snapshot copies while pgbench writes
 	bg_start run trellara run --config "$FLOW_FILE"
 	wait_for -t 180 -m "trellara run has both children running" running
-	[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = streaming ]
+	# capture moves the run to streaming once it reached the source
+	wait_for -t 60 -m "capture moved the snapshot run to streaming" \
+		'[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = streaming ]'
 	wait_for -t 60 -m "applyd applies the workload" '[ "$(applied_transactions)" -gt 20 ]'
 	kill_child capture
 	kill_child applyd
