@@ -230,10 +230,11 @@ bats: all $(BATS_TOOLS)
 # The PostgreSQL majors make check needs besides Debian's 15 (for bats-cross).
 CHECK_PG_MAJORS := 18
 
-# One cross-version lane, small enough for make check: the whole flow, and
-# --create-tables from the catalogs, on source 15 -> target 18.
+# One cross-version lane, small enough for make check: the whole flow,
+# --create-tables from the catalogs, hostile session defaults and planted
+# objects, on source 15 -> target 18.
 bats-cross: all $(BATS_TOOLS)
-	@TRELLARA_MATRIX_LANES=15:18 TRELLARA_MATRIX_FILES="tests/bats/matrix/flow.bats tests/bats/42-snapshot-create-tables.bats" scripts/run-matrix.sh
+	@TRELLARA_MATRIX_LANES=15:18 TRELLARA_MATRIX_FILES="tests/bats/matrix/flow.bats tests/bats/42-snapshot-create-tables.bats tests/bats/38-session-settings.bats tests/bats/39-planted-objects.bats" scripts/run-matrix.sh
 
 # Every lane (TRELLARA_MATRIX_LANES="SRC:TGT ..." to choose): heavy, not
 # part of make check.

@@ -39,7 +39,8 @@ lanes=${TRELLARA_MATRIX_LANES:-"16:16 17:17 18:18 15:18 16:17"}
 client_major=15
 default_files="tests/bats/matrix/flow.bats tests/bats/30-apply.bats tests/bats/40-snapshot.bats
 	tests/bats/42-snapshot-create-tables.bats tests/bats/50-operate.bats tests/bats/60-verify.bats
-	tests/bats/64-failover.bats tests/bats/65-verify-interrupt.bats"
+	tests/bats/64-failover.bats tests/bats/65-verify-interrupt.bats tests/bats/05-secrets-in-errors.bats
+	tests/bats/38-session-settings.bats tests/bats/39-planted-objects.bats"
 export BATS_JOBS=${BATS_JOBS:-2}
 
 majors=""

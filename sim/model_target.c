@@ -867,15 +867,18 @@ static int m_fence_get(void *p, bool *present, uint64_t *lsn, char *state, size_
 	return 0;
 }
 
-static int m_fence_mark_held(void *p, uint64_t applied_through_lsn)
+static int m_fence_mark_held(void *p, uint64_t fence_lsn, uint64_t applied_through_lsn, bool *marked)
 {
 	struct model_session *s = p;
 	struct model_target *t = s->t;
+	*marked = false;
 	if (!s->connected)
 		return -1;
-	if (t->fence_present) {
+	/* the UPDATE of checkpoint_fence_mark_held: only the fence read */
+	if (t->fence_present && strcmp(t->fence_state, "requested") == 0 && t->fence_lsn == fence_lsn) {
 		snprintf(t->fence_state, sizeof t->fence_state, "held");
 		t->fence_held_applied_lsn = applied_through_lsn;
+		*marked = true;
 	}
 	return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "trellara/checkpoint.h"
 #include "trellara/defaults.h"
+#include "trellara/fault.h"
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/xalloc.h"
@@ -341,12 +342,15 @@ static int pg_fence_get(void *t, bool *present, uint64_t *lsn, char *state, size
 	return rc;
 }
 
-static int pg_fence_mark_held(void *t, uint64_t applied_through_lsn)
+static int pg_fence_mark_held(void *t, uint64_t fence_lsn, uint64_t applied_through_lsn, bool *marked)
 {
 	struct target_pg *p = t;
 	if (leave_pipeline(p) < 0)
 		return -1;
-	int rc = checkpoint_fence_mark_held(p->conn, p->cfg->checkpoint_schema, &p->ids, applied_through_lsn);
+	/* a test holds applyd between reading the fence and marking it */
+	fault_pause("applyd.fence_mark");
+	int rc = checkpoint_fence_mark_held(p->conn, p->cfg->checkpoint_schema, &p->ids, fence_lsn, applied_through_lsn,
+					    marked);
 	if (enter_pipeline(p) < 0)
 		return -1;
 	return rc;

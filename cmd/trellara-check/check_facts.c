@@ -413,13 +413,14 @@ int check_gather(PGconn *conn, const struct flow_config *cfg, struct source_fact
 
 void check_gather_replication(const char *url, struct replication_facts *r)
 {
-	const char *keys[] = { "dbname", "application_name", "replication", NULL };
-	const char *values[] = { url, CHECK_APPLICATION_NAME, "database", NULL };
 	memset(r, 0, sizeof *r);
-	PGconn *conn = PQconnectdbParams(keys, values, 1);
-	if (!conn || PQstatus(conn) != CONNECTION_OK) {
-		r->error = xstrdup(conn ? PQerrorMessage(conn) : "out of memory");
-		check_chomp(r->error);
+	char error[1024];
+	struct pgconn_options o = { .kind = PGCONN_REPLICATION, .application_name = CHECK_APPLICATION_NAME,
+				    .role = "source (replication)", .report = PGCONN_QUIET, .error = error,
+				    .error_len = sizeof error };
+	PGconn *conn = pgconn_open(url, &o);
+	if (!conn) {
+		r->error = xstrdup(error);
 		goto out;
 	}
 	/* pgconn_identify_system logs a failure; it is reported as a check too. */

@@ -19,6 +19,7 @@
 #include "trellara/config.h"
 #include "trellara/defaults.h"
 #include "trellara/log.h"
+#include "trellara/pgconn.h"
 #include "trellara/strbuf.h"
 
 #include <errno.h>
@@ -99,6 +100,21 @@ static int with_url_exec(const char *key, const char *url, char **prog_argv)
 			code = EXIT_UNAVAILABLE;
 			goto out;
 		}
+	}
+	/* the sessions' pinned settings (pgconn.h), as every program's own:
+	 * the URL's options first, then ours */
+	struct pgconn_params pp;
+	char why[256];
+	if (pgconn_params_build(url, &pp, why, sizeof why) < 0) {
+		log_error("the connection string of \"%s\": %s", key, why);
+		goto out;
+	}
+	int set = setenv("PGOPTIONS", pp.options, 1) | setenv("PGCLIENTENCODING", "UTF8", 1);
+	pgconn_params_free(&pp);
+	if (set != 0) {
+		log_error("cannot set PGOPTIONS or PGCLIENTENCODING: %m");
+		code = EXIT_UNAVAILABLE;
+		goto out;
 	}
 	execvp(prog_argv[0], prog_argv);
 	log_error("cannot run \"%s\": %m", prog_argv[0]);

@@ -29,10 +29,18 @@ struct apply_outcome apply_engine_fence_refresh(struct apply_engine *a)
 struct apply_outcome apply_engine_fence_hold(struct apply_engine *a)
 {
 	char l[LSN_FORMAT_LEN];
+	bool marked;
+	if (a->ops->fence_mark_held(a->t, a->fence.lsn, a->cp.applied_through_lsn, &marked) < 0)
+		return apply_reconnect();
+	if (!marked) {
+		/* moved or released since it was read: not the fence to hold
+		 * for; the next step reads it again */
+		log_info("the fence at %s moved before applyd held there: reading it again", lsn_format(a->fence.lsn, l));
+		apply_fence_seen(&a->fence, false, 0);
+		return apply_ok();
+	}
 	log_info("held at fence %s (applied through %s)", lsn_format(a->fence.lsn, l),
 		 lsn_format(a->cp.applied_through_lsn, (char[LSN_FORMAT_LEN]){ 0 }));
-	if (a->ops->fence_mark_held(a->t, a->cp.applied_through_lsn) < 0)
-		return apply_reconnect();
 	apply_fence_hold(&a->fence);
 	return apply_ok();
 }
@@ -50,10 +58,13 @@ struct apply_outcome apply_engine_fence_poll(struct apply_engine *a, enum apply_
 		*what = APPLY_STEP_HELD;
 		return apply_ok();
 	case APPLY_FENCE_REHOLD:
-		/* a new fence replaced ours, at or before it: hold for it here */
-		log_info("held at fence %s", lsn_format(a->fence.lsn, l));
-		if (a->ops->fence_mark_held(a->t, a->cp.applied_through_lsn) < 0)
+		/* a new fence replaced ours, at or before it: hold for it here
+		 * (moved again before the mark: the next poll sees where) */
+		bool marked;
+		if (a->ops->fence_mark_held(a->t, a->fence.lsn, a->cp.applied_through_lsn, &marked) < 0)
 			return apply_reconnect();
+		if (marked)
+			log_info("held at fence %s", lsn_format(a->fence.lsn, l));
 		*what = APPLY_STEP_HELD;
 		return apply_ok();
 	case APPLY_FENCE_RELEASED:

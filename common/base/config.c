@@ -115,6 +115,41 @@ static void warn_unprotected_group(const struct flow_config *config)
 		 config->path, config->consumer_group);
 }
 
+config_url_check_fn *config_url_check;
+
+/* Every connection string of the flow parses (config_url_check, when a
+ * program that connects installed it): one that does not is refused here,
+ * naming the key, never quoting it or libpq's message about it (both can
+ * hold the password). */
+static int check_urls(const struct flow_config *config)
+{
+	if (!config_url_check)
+		return 0;
+	struct {
+		const char *url;
+		char key[64];
+	} urls[2 + 16];
+	size_t n = 0;
+	urls[n].url = config->source_database_url;
+	snprintf(urls[n++].key, sizeof urls[0].key, "source.database_url");
+	urls[n].url = config->target_database_url;
+	snprintf(urls[n++].key, sizeof urls[0].key, "target.database_url");
+	for (size_t i = 0; i < config->n_standby_database_urls && n < sizeof urls / sizeof urls[0]; i++) {
+		urls[n].url = config->standby_database_urls[i];
+		snprintf(urls[n++].key, sizeof urls[0].key, "source.standby_database_urls[%zu]", i);
+	}
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		char why[256];
+		if (!urls[i].url || config_url_check(urls[i].url, why, sizeof why) == 0)
+			continue;
+		log_error("flow file \"%s\": %s: %s", config->path, urls[i].key, why);
+		log_hint("in a URI, percent-encode the reserved characters of the password (%% as %%25, @ as %%40, / as %%2F, a space as %%20) and close an IPv6 address's bracket ([::1]); in key=value form, single-quote a value that holds spaces or quotes (password='a b', a quote as \\')");
+		rc = -1;
+	}
+	return rc;
+}
+
 int config_load(const char *path, struct flow_config *config)
 {
 	struct loader ld = { .path = path };
@@ -181,6 +216,8 @@ int config_load(const char *path, struct flow_config *config)
 	if (config_parse_mapping(&ld, root, root, "", config_root_fields, config) < 0)
 		goto out;
 	set_late_defaults(config);
+	if (check_urls(config) < 0)
+		goto out;
 	warn_unprotected_group(config);
 	rc = 0;
 out:

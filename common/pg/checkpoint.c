@@ -449,17 +449,22 @@ int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids
 	return 0;
 }
 
-int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t applied_lsn)
+int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
+			       uint64_t applied_lsn, bool *marked)
 {
-	char lsn[LSN_FORMAT_LEN];
+	*marked = false;
+	char lsn[LSN_FORMAT_LEN], fence[LSN_FORMAT_LEN];
 	lsn_format(applied_lsn, lsn);
-	const char *p[3] = { ids->source_id, ids->dataset_id, lsn };
+	lsn_format(fence_lsn, fence);
+	const char *p[4] = { ids->source_id, ids->dataset_id, lsn, fence };
 	PGresult *res = query_schema(conn, schema,
 				     "UPDATE @.apply_fence SET state = 'held', held_at = now(), held_applied_lsn = $3"
-				     " WHERE source_id = $1 AND dataset_id = $2 AND state = 'requested'",
-				     3, p);
+				     " WHERE source_id = $1 AND dataset_id = $2 AND state = 'requested' AND fence_lsn = $4"
+				     " RETURNING 1",
+				     4, p);
 	if (!res)
 		return -1;
+	*marked = PQntuples(res) == 1;
 	PQclear(res);
 	return 0;
 }

@@ -1,9 +1,11 @@
 #include "trellara/pgconn.h"
 
+#include "trellara/config.h"
 #include "trellara/conninfo.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/metrics.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
 #include <libpq-events.h>
@@ -111,9 +113,103 @@ void pgconn_failures_metrics(struct metrics *m, const char *program, const char 
 		metrics_add_u64(m, name, help, METRIC_COUNTER, "cause", sqlstate_end_name((enum sqlstate_end)i), f->ended[i]);
 }
 
+const char *const pgconn_pinned_options = PGCONN_PINNED_OPTIONS;
+
+/* Every occurrence of secret in text replaced by "*****" (a libpq message
+ * that quotes part of a connection string: a host name taken from a
+ * password that held an '@', say).  Newly allocated. */
+static char *scrub(const char *text, const char *secret)
+{
+	struct strbuf b = STRBUF_INIT;
+	size_t n = secret ? strlen(secret) : 0;
+	const char *p = text;
+	for (const char *hit; n > 0 && (hit = strstr(p, secret)) != NULL; p = hit + n) {
+		strbuf_add(&b, p, (size_t)(hit - p));
+		strbuf_adds(&b, "*****");
+	}
+	strbuf_adds(&b, p);
+	return strbuf_detach(&b, NULL);
+}
+
+int pgconn_params_build(const char *url, struct pgconn_params *pp, char *error, size_t error_len)
+{
+	memset(pp, 0, sizeof *pp);
+	char *parse_error = NULL;
+	PQconninfoOption *opts = PQconninfoParse(url, &parse_error);
+	if (!opts) {
+		/* libpq's reason is withheld: it quotes the text near the
+		 * fault, which can be the password */
+		PQfreemem(parse_error);
+		snprintf(error, error_len,
+			 "the connection string does not parse (libpq's message is not shown: it can quote the password)");
+		return -1;
+	}
+	const char *user_options = NULL;
+	for (PQconninfoOption *opt = opts; opt->keyword; opt++) {
+		if (!opt->val || !*opt->val)
+			continue;
+		if (strcmp(opt->keyword, "options") == 0)
+			user_options = opt->val;
+		else if (strcmp(opt->keyword, "password") == 0)
+			pp->password = xstrdup(opt->val);
+	}
+	if (!user_options) {
+		const char *env = getenv("PGOPTIONS");
+		user_options = env && *env ? env : NULL;
+	}
+	/* the pinned settings last: a later -c wins */
+	pp->options = user_options ? xasprintf("%s %s", user_options, PGCONN_PINNED_OPTIONS)
+				   : xstrdup(PGCONN_PINNED_OPTIONS);
+	PQconninfoFree(opts);
+	return 0;
+}
+
+static int check_url(const char *url, char *why, size_t why_len)
+{
+	struct pgconn_params pp;
+	int rc = pgconn_params_build(url, &pp, why, why_len);
+	if (rc == 0)
+		pgconn_params_free(&pp);
+	return rc;
+}
+
+/* config_load's check of the flow's connection strings (config.h): in
+ * every program this file is linked into, which is every program that
+ * connects. */
+__attribute__((constructor)) static void install_url_check(void)
+{
+	config_url_check = check_url;
+}
+
+void pgconn_params_free(struct pgconn_params *pp)
+{
+	if (pp->password)
+		memset(pp->password, 0, strlen(pp->password));
+	free(pp->password);
+	free(pp->options);
+	memset(pp, 0, sizeof *pp);
+}
+
 PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 {
-	const char *keys[6], *values[6];
+	const char *role = o->role ? o->role : "database";
+	struct pgconn_params pp;
+	char why[256];
+	last_failure = PGCONN_FAILURE_NONE;
+	if (pgconn_params_build(url, &pp, why, sizeof why) < 0) {
+		last_failure = PGCONN_FAILURE_OTHER;
+		/* neither the URL (masking needs it parsed) nor libpq's text */
+		char *text = xasprintf("cannot connect to the %s database: %s", role, why);
+		if (o->error)
+			snprintf(o->error, o->error_len, "%s", text);
+		if (o->report == PGCONN_QUIET && o->error)
+			log_debug("%s", text);
+		else
+			log_error("%s", text);
+		free(text);
+		return NULL;
+	}
+	const char *keys[8], *values[8];
 	int n = 0;
 	if (o->connect_timeout) {
 		/* first: a value in the URL itself wins over ours */
@@ -122,19 +218,25 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 	}
 	keys[n] = "dbname";
 	values[n++] = url;
+	/* after the URL: these win over what it says (DESIGN: the sessions'
+	 * settings); its own options are kept, before the pinned ones */
 	keys[n] = "application_name";
 	values[n++] = o->application_name;
+	keys[n] = "options";
+	values[n++] = pp.options;
+	keys[n] = "client_encoding";
+	values[n++] = "UTF8";
 	if (o->kind == PGCONN_REPLICATION) {
 		keys[n] = "replication";
 		values[n++] = "database";
 	}
 	keys[n] = values[n] = NULL;
-	const char *role = o->role ? o->role : "database";
 	PGconn *conn = PQconnectdbParams(keys, values, 1);
 	char *masked = conninfo_mask(url);
-	last_failure = PGCONN_FAILURE_NONE;
 	if (!conn || PQstatus(conn) != CONNECTION_OK) {
-		char *message = one_line(conn ? PQerrorMessage(conn) : "out of memory");
+		char *raw = one_line(conn ? PQerrorMessage(conn) : "out of memory");
+		char *message = scrub(raw, pp.password);
+		free(raw);
 		last_failure = conn && (PQconnectionNeedsPassword(conn) || strstr(message, "authentication failed"))
 				       ? PGCONN_FAILURE_AUTHENTICATION
 				       : PGCONN_FAILURE_OTHER;
@@ -148,9 +250,11 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 		free(text);
 		free(message);
 		free(masked);
+		pgconn_params_free(&pp);
 		PQfinish(conn);
 		return NULL;
 	}
+	pgconn_params_free(&pp);
 	struct pgconn_info *info = xcalloc(1, sizeof *info);
 	info->role = xstrdup(role);
 	info->masked_url = masked;

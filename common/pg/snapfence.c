@@ -187,6 +187,9 @@ int snapfence_set(struct snapfence *f, PGconn *src, PGconn *dst, const struct sn
 			return EXIT_TEMPFAIL;
 		}
 		if (rc == 0) {
+			char point[64];
+			snprintf(point, sizeof point, "%s.before_slot", o->name);
+			fault_pause(point);
 			f->repl = o->connect_repl(o->arg);
 			if (!f->repl)
 				return EXIT_UNAVAILABLE;
@@ -202,7 +205,6 @@ int snapfence_set(struct snapfence *f, PGconn *src, PGconn *dst, const struct sn
 			}
 			snprintf(f->snapshot, sizeof f->snapshot, "%s", PQgetvalue(res, 0, 2));
 			PQclear(res);
-			char point[64];
 			snprintf(point, sizeof point, "%s.after_slot", o->name);
 			fault_pause(point);
 			log_info("at %s: waiting for the target to reach the fence", lsn_format(f->lsn, l));

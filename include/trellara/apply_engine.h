@@ -110,7 +110,9 @@ struct apply_target_ops {
 	int (*quarantine_add)(void *t, uint32_t xid, uint64_t commit_lsn, uint64_t offset, const char *reason,
 			      const char *detail);
 	int (*fence_get)(void *t, bool *present, uint64_t *lsn, char *state, size_t state_len);
-	int (*fence_mark_held)(void *t, uint64_t applied_through_lsn);
+	/* marks the fence read at fence_lsn held; *marked false when it is
+	 * not that fence any more (moved or released since it was read) */
+	int (*fence_mark_held)(void *t, uint64_t fence_lsn, uint64_t applied_through_lsn, bool *marked);
 	/* the flow's tables as the target's catalogs and watermarks say now */
 	int (*reload_tables)(void *t, struct apply_tables *tables);
 };

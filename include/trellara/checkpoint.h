@@ -118,7 +118,12 @@ int checkpoint_table_watermarks(PGconn *conn, const char *schema, const struct f
 /* The fence (DESIGN §9): 0 and *present=false when none is set. */
 int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids *ids, bool *present,
 			 uint64_t *fence_lsn, char *state, size_t state_len);
-int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t applied_lsn);
+/* Marks held the fence that stands at fence_lsn, state requested: only
+ * that one (*marked false otherwise: verify moved or released it after
+ * applyd read it, and applyd must read it again, never hold for a fence
+ * it did not see). */
+int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
+			       uint64_t applied_lsn, bool *marked);
 /* Sets the fence of the flow at fence_lsn (state requested), recording
  * who asked; *mine is false when a fence is set already (nothing changed).
  * A fence requested by FENCE_BY_VERIFY stands only while the session of

@@ -113,6 +113,14 @@ struct flow_config {
  * config_free) and returns 0; on failure logs the reason and returns -1
  * with *config zeroed, so config_free on it is harmless. */
 int config_load(const char *path, struct flow_config *config);
+/* Checks that a connection string parses: 0, or -1 with a message in why
+ * that never quotes the string.  config_load refuses a flow whose
+ * source.database_url, target.database_url or a standby URL fails it.
+ * The connection layer (common/pg/pgconn.c, libpq's PQconninfoParse)
+ * installs it in every program that links it, before main runs; this
+ * library does not link libpq. */
+typedef int config_url_check_fn(const char *url, char *why, size_t why_len);
+extern config_url_check_fn *config_url_check;
 void config_free(struct flow_config *config);
 /* "source_id:dataset_id", newly allocated. */
 char *config_flow_id(const struct flow_config *config);

@@ -43,6 +43,32 @@ struct pgconn_options {
 	size_t error_len;
 };
 
+/* The settings every session Trellara opens runs under, whatever the
+ * server's, the database's or the role's defaults (startup options beat
+ * ALTER DATABASE/ROLE ... SET): values read and written as text have one
+ * format on both sides (dates ISO, intervals postgres, floats exact,
+ * times in UTC, bytea hex, money in the C locale), and search_path is
+ * empty, so that no function, operator or table a user planted in a
+ * schema on the usual path (public) is ever resolved by a name of ours:
+ * pg_catalog is searched first, nothing else. client_encoding is UTF8.
+ * Options the URL (or PGOPTIONS) gives are kept, before these. */
+#define PGCONN_PINNED_OPTIONS                                                                             \
+	"-c DateStyle=ISO,YMD -c IntervalStyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "          \
+	"-c bytea_output=hex -c lc_monetary=C -c search_path="
+extern const char *const pgconn_pinned_options;
+
+/* What pgconn_open adds to a URL: the options (the URL's own, or
+ * PGOPTIONS, then the pinned ones) and the password it holds (to keep it
+ * out of messages). */
+struct pgconn_params {
+	char *options;  /* owned */
+	char *password; /* owned, NULL without one; wiped when freed */
+};
+/* Parses url (PQconninfoParse).  -1 when it does not parse, with a fixed
+ * message in error (never libpq's: it can quote the password). */
+int pgconn_params_build(const char *url, struct pgconn_params *pp, char *error, size_t error_len);
+void pgconn_params_free(struct pgconn_params *pp);
+
 /* Connects to url (libpq URI or conninfo).  NULL on failure, reported as
  * o->report says.  Close with PQfinish(). */
 PGconn *pgconn_open(const char *url, const struct pgconn_options *o);

@@ -267,13 +267,22 @@ man_scalar_keys() {
 @test "config with-url: the program gets the URL in libpq's variables, never on its command line" {
 	write_flow "$FLOW"
 	# a stale libpq variable of the caller's must not reach the program
-	show='env | grep "^PG" | LC_ALL=C sort; printf "argv: %s\n" "$*"'
-	PGAPPNAME=stale PGHOST=elsewhere run -0 --separate-stderr \
+	# (the sessions' pinned settings, PGOPTIONS and PGCLIENTENCODING, are
+	# checked below)
+	show='env | grep "^PG" | grep -v "^PGOPTIONS=\|^PGCLIENTENCODING=" | LC_ALL=C sort; printf "argv: %s\n" "$*"'
+	PGAPPNAME=stale PGHOST=elsewhere PGOPTIONS='-c work_mem=1GB' run -0 --separate-stderr \
 		trellara config with-url target.database_url --config "$FLOW" -- sh -c "$show" sh -X -c x
 	[ "$output" = $'PGDATABASE=app\nPGHOST=db2\nPGPASSWORD=target-secret\nPGUSER=app\nargv: -X -c x' ]
 	[ -z "$stderr" ]
 	run -0 trellara-config with-url source.database_url --config "$FLOW" -- sh -c "$show" sh
 	[ "$output" = $'PGDATABASE=app\nPGHOST=db1\nPGPASSWORD=source-secret\nPGUSER=replicator\nargv: ' ]
+	# the program's sessions run under the pinned settings (DESIGN §15):
+	# the caller's stale PGOPTIONS is gone, the URL's own options come first
+	PGOPTIONS='-c work_mem=1GB' run -0 trellara-config with-url target.database_url --config "$FLOW" -- \
+		sh -c 'printf "%s|%s\n" "$PGOPTIONS" "$PGCLIENTENCODING"'
+	[ "$output" = "-c DateStyle=ISO,YMD -c IntervalStyle=postgres -c extra_float_digits=3 -c TimeZone=UTC -c bytea_output=hex -c lc_monetary=C -c search_path=|UTF8" ]
+	TEST_TARGET_URL='postgresql://app:target-secret@db2/app?options=-c%20statement_timeout%3D5s' run -0 trellara-config with-url target.database_url --config "$FLOW" -- sh -c 'printf "%s\n" "$PGOPTIONS"'
+	[ "$output" = "-c statement_timeout=5s -c DateStyle=ISO,YMD -c IntervalStyle=postgres -c extra_float_digits=3 -c TimeZone=UTC -c bytea_output=hex -c lc_monetary=C -c search_path=" ]
 	# the program's exit status is the command's
 	run -7 trellara-config with-url source.database_url --config "$FLOW" -- sh -c 'exit 7'
 }

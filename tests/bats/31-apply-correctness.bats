@@ -128,8 +128,10 @@ applyd_waits_for_locker() {
 			 \$\$ BEGIN INSERT INTO history (customer_id, what) VALUES (NEW.id, 'created'); RETURN NEW; END \$\$" \
 			"CREATE TRIGGER customers_log AFTER INSERT ON customers FOR EACH ROW EXECUTE FUNCTION log_customer()"
 	done
+	# applyd's sessions have search_path empty (as PostgreSQL's apply
+	# worker's): a trigger that fires during apply sets its own
 	psql_target "CREATE TABLE always_log (customer_id int)" \
-		"CREATE FUNCTION log_always() RETURNS trigger LANGUAGE plpgsql AS
+		"CREATE FUNCTION log_always() RETURNS trigger LANGUAGE plpgsql SET search_path = public AS
 		 \$\$ BEGIN INSERT INTO always_log VALUES (NEW.id); RETURN NEW; END \$\$" \
 		"CREATE TRIGGER customers_always AFTER INSERT ON customers FOR EACH ROW EXECUTE FUNCTION log_always()" \
 		"ALTER TABLE customers ENABLE ALWAYS TRIGGER customers_always"

@@ -157,8 +157,9 @@ backlog() {
 }
 
 @test "compaction: a table whose trigger fires for a replica is not folded, and the trigger sees every change in order" {
+	# (qualified: applyd's sessions have search_path empty)
 	psql_target "CREATE TABLE audit (n serial, id int, balance numeric)" \
-		"CREATE FUNCTION log_it() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN INSERT INTO audit (id, balance) VALUES (NEW.id, NEW.balance); RETURN NEW; END \$\$" \
+		"CREATE FUNCTION log_it() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN INSERT INTO public.audit (id, balance) VALUES (NEW.id, NEW.balance); RETURN NEW; END \$\$" \
 		"CREATE TRIGGER log_it AFTER INSERT OR UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION log_it()" \
 		"ALTER TABLE accounts ENABLE ALWAYS TRIGGER log_it"
 	psql_source "INSERT INTO accounts VALUES (1, 'o', 0, NULL)"

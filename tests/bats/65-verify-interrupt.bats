@@ -181,3 +181,51 @@ verify_paused_under_load() {
 	bg_stop load TERM || true
 	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
 }
+
+# verify_before_slot FILE: verify --format json into FILE, stopping at
+# verify.before_slot (its log is the background job's)
+verify_before_slot() {
+	TRELLARA_PAUSE=verify.before_slot TRELLARA_PAUSE_DIR="$TEST_DIR" \
+		trellara-verify --config "$FLOW_FILE" --format json >"$1"
+}
+
+@test "the fence moves between applyd's read and its mark: applyd holds only the fence it read; verify finds only the real divergence; repair-plan --apply leaves no quarantine" {
+	# applyd stops between reading the fence and marking it held
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_start applyd2 env TRELLARA_PAUSE=applyd.fence_mark TRELLARA_PAUSE_DIR="$TEST_DIR" trellara-applyd --config "$FLOW_FILE"
+	# the one real divergence: a row gone from the target
+	psql_target "DELETE FROM accounts WHERE id = 7"
+	# verify stops once the target stood at its first fence P, before the
+	# slot (and the fence's move to the slot's point L)
+	bg_start verify verify_before_slot "$TEST_DIR/verify.json"
+	wait_for -t 60 -m "applyd at its fence mark" "[ -e '$TEST_DIR/applyd.fence_mark.paused' ]"
+	wait_for -t 60 -m "verify before its slot" "[ -e '$TEST_DIR/verify.before_slot.paused' ]"
+	local p
+	p=$(psql_target "SELECT fence_lsn FROM trellara.apply_fence WHERE state = 'requested'")
+	[ -n "$p" ]
+	# commits after P and before L: applyd, stopped at its mark, has none
+	psql_source "INSERT INTO accounts SELECT g, g FROM generate_series(501, 520) g" \
+		"UPDATE accounts SET balance = -balance WHERE id BETWEEN 11 AND 20"
+	touch "$TEST_DIR/verify.before_slot.resume"
+	wait_for -t 60 -m "verify moved its fence past $p" \
+		"[ \"\$(psql_target \"SELECT fence_lsn > '$p'::pg_lsn FROM trellara.apply_fence\")\" = t ]"
+	# applyd marks now: the fence it read (P) is not the one standing (L)
+	touch "$TEST_DIR/applyd.fence_mark.resume"
+	bg_wait verify 120
+	[ "$BG_STATUS" -eq 1 ]
+	# exactly the row deleted by hand: not the commits applyd had not
+	# applied when it marked (the old mark held L at P: those were DIVERGED)
+	jq -r '[.tables[].divergences[] | .kind + " " + (.key_values | map(join(",")) | join(" "))] | join("; ")' "$TEST_DIR/verify.json"
+	[ "$(jq -r '[.tables[].divergences[] | .kind + " " + (.key_values | map(join(",")) | join(" "))] | join("; ")' "$TEST_DIR/verify.json")" = \
+		"missing_in_target 7" ]
+	grep -q "the fence at $p moved before applyd held there: reading it again" "$TEST_DIR/applyd2.log"
+	run -0 trellara-repair-plan --config "$FLOW_FILE" --from "$TEST_DIR/verify.json" --apply
+	[[ $output == *"result: CONVERGED"* ]]
+	psql_source "UPDATE accounts SET balance = 0 WHERE id IN (7, 501)"
+	caught_up
+	[ "$(psql_target "SELECT count(*) FROM trellara.quarantine")" -eq 0 ]
+	assert_tables_equal accounts
+	bg_stop applyd2 TERM
+	[ "$BG_STATUS" -eq 0 ]
+}

@@ -319,9 +319,15 @@ _trellara_psql() (
 	local url=$1 psql
 	shift
 	psql=$(trellara_pg_psql_bin) || return 1
-	PGOPTIONS='-c client_min_messages=warning' \
+	PGOPTIONS="-c client_min_messages=warning${TRELLARA_PSQL_OPTIONS:+ $TRELLARA_PSQL_OPTIONS}" \
 		"$psql" -X -v ON_ERROR_STOP=1 -qAt -d "$url" "$@"
 )
+
+# The session settings Trellara's own sessions pin (PGCONN_PINNED_OPTIONS
+# of include/trellara/pgconn.h, search_path aside): what a comparison of
+# both sides' rows as text runs under, whatever the databases' defaults.
+TRELLARA_PINNED_OPTIONS='-c DateStyle=ISO,YMD -c IntervalStyle=postgres -c extra_float_digits=3 -c TimeZone=UTC -c bytea_output=hex -c lc_monetary=C'
+
 
 # psql_side URL SQL... : each argument is one -c; no argument reads stdin.
 _trellara_psql_sql() {
@@ -379,7 +385,8 @@ sorted_copy() (
 	# streamed, never held in a shell variable (a million rows took tens
 	# of seconds that way); a psql failure fails the pipeline
 	set -o pipefail
-	_trellara_psql "$url" -c "COPY (SELECT * FROM $table) TO STDOUT" | LC_ALL=C sort
+	TRELLARA_PSQL_OPTIONS=$TRELLARA_PINNED_OPTIONS PGCLIENTENCODING=UTF8 \
+		_trellara_psql "$url" -c "COPY (SELECT * FROM $table) TO STDOUT" | LC_ALL=C sort
 )
 
 # assert_tables_equal TABLE...: same rows on both sides, or a diff and failure.
