@@ -107,6 +107,7 @@ static const struct field stream_fields[] = {
 	{ .name = "duplicate_window_seconds", .kind = K_UINT, .offset = CFG(jetstream_duplicate_window_seconds),
 	  .min = 1 },
 	{ .name = "max_bytes", .kind = K_UINT, .offset = CFG(jetstream_max_bytes), .min = 1 },
+	{ .name = "accept_loss_on_broker_crash", .kind = K_BOOL, .offset = CFG(jetstream_accept_crash_loss) },
 	{ .name = "durability", .kind = K_CHOICE, .choice = "fsync" },
 	{ .name = "segment_bytes", .kind = K_UINT, .offset = CFG(segment_bytes),
 	  .min = MIN_SEGMENT_BYTES },
@@ -199,7 +200,8 @@ static int check_stream(const struct loader *ld, const yaml_node_t *mapping, con
 	struct flow_config *config = base;
 	static const char *const local_keys[] = { "path", "durability", "segment_bytes", "min_free_bytes", NULL };
 	static const char *const jetstream_keys[] = { "servers", "name", "subject", "replicas", "credentials",
-						      "duplicate_window_seconds", "max_bytes", NULL };
+						      "duplicate_window_seconds", "max_bytes",
+						      "accept_loss_on_broker_crash", NULL };
 	yaml_node_t *kind_node = config_mapping_value(ld, mapping, "kind", NULL);
 	bool local = strcmp(config->stream_kind_name, "local") == 0;
 	if (!local && strcmp(config->stream_kind_name, "jetstream") != 0) {
@@ -225,6 +227,22 @@ static int check_stream(const struct loader *ld, const yaml_node_t *mapping, con
 		report_at(ld, compression_node, "key \"%s.compression\" must be \"none\" or \"zlib\", got %s", keypath,
 			  shown);
 		free(shown);
+		return -1;
+	}
+	/* A PubAck is a quorum's write to its file store, fsynced only on the
+	 * servers' sync interval (DESIGN "The stream on NATS JetStream"): with
+	 * fewer than three replicas one host's crash can lose what capture
+	 * acknowledged to the source.  Refused unless the flow accepts that. */
+	if (!local && config->jetstream_replicas < DEFAULT_JETSTREAM_REPLICAS && !config->jetstream_accept_crash_loss) {
+		yaml_node_t *replicas_node = config_mapping_value(ld, mapping, "replicas", NULL);
+		report_at(ld, replicas_node,
+			  "key \"%s.replicas\" is %llu: a message JetStream acknowledged is on fewer than %d servers, "
+			  "none of which has synced it to disk yet, so one server's crash can lose transactions the "
+			  "source has already recycled",
+			  keypath, (unsigned long long)config->jetstream_replicas, DEFAULT_JETSTREAM_REPLICAS);
+		log_hint("use %s.replicas: 3 (or 5); or, for a test or a stream you can re-copy, accept the risk by "
+			 "name: %s.accept_loss_on_broker_crash: true",
+			 keypath, keypath);
 		return -1;
 	}
 	static const char *const local_required[] = { "path", NULL };

@@ -83,6 +83,7 @@ struct flow_config {
 	char *jetstream_credentials; /* owned (resolved secret) or NULL: "user:password", or a token */
 	uint64_t jetstream_duplicate_window_seconds; /* default DEFAULT_JETSTREAM_DUPLICATE_WINDOW_S */
 	uint64_t jetstream_max_bytes; /* stream.max_bytes: 0 (default) none; a full stream holds capture back */
+	bool jetstream_accept_crash_loss; /* stream.accept_loss_on_broker_crash: replicas below 3 allowed */
 	enum stream_durability durability;
 	uint64_t segment_bytes;
 	uint64_t max_batch_transactions;

@@ -182,7 +182,7 @@ example_values() {
 # string, name or boolean; not a list, a mapping or a secret reference)
 # that a flow of stream.kind KIND takes: local (the example file's kind)
 # leaves out the keys only a jetstream flow takes, jetstream lists those
-JETSTREAM_KEYS='^stream\.(name|subject|replicas|duplicate_window_seconds|max_bytes)$'
+JETSTREAM_KEYS='^stream\.(name|subject|replicas|duplicate_window_seconds|max_bytes|accept_loss_on_broker_crash)$'
 man_scalar_keys() {
 	sed -n 's/^\.BR \([a-z_.]*\) " (\(integer\|string\|name\|boolean\)[,)].*/\1/p' "$REPO/man/man5/trellara.yml.5" |
 		if [[ ${1:-} == jetstream ]]; then grep -E "$JETSTREAM_KEYS"; else grep -Ev "$JETSTREAM_KEYS"; fi
@@ -249,7 +249,7 @@ man_scalar_keys() {
 	run -0 --separate-stderr trellara-config get stream.kind --config "$TEST_DIR/js.yml"
 	[ "$output" = jetstream ]
 	run -0 man_scalar_keys jetstream
-	[ "${#lines[@]}" -eq 5 ]
+	[ "${#lines[@]}" -eq 6 ]
 	local key want
 	for key in "${lines[@]}"; do
 		case $key in
@@ -258,6 +258,7 @@ man_scalar_keys() {
 		stream.replicas) want=3 ;;
 		stream.duplicate_window_seconds) want=120 ;;
 		stream.max_bytes) want=0 ;; # none
+		stream.accept_loss_on_broker_crash) want=false ;;
 		esac
 		run -0 --separate-stderr trellara-config get "$key" --config "$TEST_DIR/js.yml"
 		[ "$output" = "$want" ]

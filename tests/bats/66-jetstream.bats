@@ -90,8 +90,9 @@ node_of() { echo "${1#n}"; }
 }
 
 @test "stream init refuses an existing stream with other replicas, or one that could delete unapplied messages (78, naming the setting)" {
-	# created with replicas 1 by a flow that said so ...
-	jetstream_flow "$TEST_DIR/r1.yml" "replicas: 1"
+	# created with replicas 1 by a flow that said so (accepting the loss
+	# of what one server acknowledged and had not synced) ...
+	jetstream_flow "$TEST_DIR/r1.yml" "replicas: 1" "accept_loss_on_broker_crash: true"
 	run -0 trellara stream init --config "$TEST_DIR/r1.yml"
 	# ... is not the stream a flow with 3 replicas asks for
 	jetstream_flow "$FLOW_FILE"
@@ -233,4 +234,26 @@ node_of() { echo "${1#n}"; }
 	run -66 trellara stream inspect --config "$FLOW_FILE" -vv
 	[[ $output == *"does not exist on $dead"* ]]
 	[[ $output != *Hunter2* ]]
+}
+
+@test "fewer than three replicas without accepting the loss by name: every program refuses the flow (78, naming the key and the one that accepts it); nothing is created" {
+	local r
+	for r in 1 2; do
+		jetstream_flow "$TEST_DIR/r$r.yml" "replicas: $r"
+		run -78 --separate-stderr trellara stream init --config "$TEST_DIR/r$r.yml"
+		[[ $stderr == *"key \"stream.replicas\" is $r: a message JetStream acknowledged is on fewer than 3 servers"* ]]
+		[[ $stderr == *"stream.accept_loss_on_broker_crash: true"* ]]
+		run -78 --separate-stderr trellara-capture --config "$TEST_DIR/r$r.yml"
+		[[ $stderr == *"key \"stream.replicas\" is $r"* ]]
+	done
+	# no stream was made: the same stream with 3 replicas does not exist
+	jetstream_flow "$FLOW_FILE"
+	run -66 inspect_json
+	# accepted by name: loaded (and a local stream takes no such key)
+	jetstream_flow "$TEST_DIR/r1.yml" "replicas: 1" "accept_loss_on_broker_crash: true"
+	run -0 trellara-config get stream.replicas --config "$TEST_DIR/r1.yml"
+	[ "$output" = 1 ]
+	write_flow_file "$TEST_DIR/local.yml" --set stream.accept_loss_on_broker_crash=true
+	run -78 --separate-stderr trellara-config get stream.kind --config "$TEST_DIR/local.yml"
+	[[ $stderr == *'key "stream.accept_loss_on_broker_crash" does not go with stream.kind "local"'* ]]
 }
