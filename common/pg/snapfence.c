@@ -71,8 +71,16 @@ static int emit_fence_message(PGconn *src, const struct snapfence_options *o, co
 			char *role = pgconn_quote_ident(src, PQuser(src));
 			log_error("source: role %s may not emit %s's fence message (pg_logical_emit_message): %s", role,
 				  o->name, msg ? msg : "permission denied");
-			log_hint("as a superuser on the source: GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO %s",
-				 role);
+			/* its arguments as this server has them (PostgreSQL 17
+			 * added a fourth, flush) */
+			PGresult *sig = PQexec(src, "SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc p"
+						    " WHERE p.proname = 'pg_logical_emit_message'"
+						    " AND p.proargtypes[2] = 'pg_catalog.text'::pg_catalog.regtype");
+			const char *fn = PQresultStatus(sig) == PGRES_TUPLES_OK && PQntuples(sig) == 1
+						 ? PQgetvalue(sig, 0, 0)
+						 : "pg_logical_emit_message(boolean,text,text)";
+			log_hint("as a superuser on the source: GRANT EXECUTE ON FUNCTION pg_catalog.%s TO %s", fn, role);
+			PQclear(sig);
 			free(role);
 			code = EXIT_CONFIG;
 		} else {
