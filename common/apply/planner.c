@@ -116,6 +116,79 @@ static void describe_into(struct strbuf *d, const struct env_relation *r, const 
 	strbuf_addch(d, ')');
 }
 
+/* Whether b[0..len) is a typmod: "(digits[, digits])". */
+static bool is_typmod(const char *b, size_t len)
+{
+	if (len < 3 || b[0] != '(' || b[len - 1] != ')')
+		return false;
+	bool digit = false;
+	for (size_t i = 1; i + 1 < len; i++) {
+		if (b[i] >= '0' && b[i] <= '9')
+			digit = true;
+		else if (b[i] != ',' && b[i] != ' ')
+			return false;
+	}
+	return digit;
+}
+
+/* "::type" with the typmod left out (format_type writes it as "(n)"
+ * or "(p,s)" after the name or after its first word), so that the
+ * assignment, not an explicit cast, applies it.  Without its typmod
+ * "character" means character(1) and "bit" bit(1): those become bpchar
+ * and "bit", as format_type(oid, -1) writes them. */
+void plan_put_cast(struct strbuf *b, const char *type)
+{
+	strbuf_adds(b, "::");
+	size_t start = b->len;
+	bool quoted = false;
+	for (const char *p = type; *p;) {
+		if (*p == '"')
+			quoted = !quoted;
+		if (!quoted && *p == '(') {
+			const char *close = strchr(p, ')');
+			if (close && is_typmod(p, (size_t)(close - p + 1))) {
+				p = close + 1;
+				continue;
+			}
+		}
+		strbuf_addch(b, *p++);
+	}
+	/* the name before any array brackets */
+	size_t name_len = b->len - start;
+	const char *bracket = memchr(b->buf + start, '[', name_len);
+	if (bracket)
+		name_len = (size_t)(bracket - (b->buf + start));
+	const char *with = NULL;
+	if (name_len == 9 && memcmp(b->buf + start, "character", 9) == 0)
+		with = "bpchar";
+	else if (name_len == 3 && memcmp(b->buf + start, "bit", 3) == 0)
+		with = "\"bit\"";
+	if (with) {
+		char *suffix = xstrdup(b->buf + start + name_len);
+		b->len = start;
+		b->buf[b->len] = '\0';
+		strbuf_adds(b, with);
+		strbuf_adds(b, suffix);
+		free(suffix);
+	}
+}
+
+
+/* "$n" for a new parameter of column i of pr, cast to the target column's
+ * type when it is known (plan_put_cast): a parameter sent without a type
+ * is typed by the server from its context, and a composite column's (or
+ * a domain over one, compared in a WHERE) comes out as "record", which
+ * cannot be read from text (0A000, "input of anonymous composite
+ * types").  Returns the parameter's number. */
+static size_t put_param(struct plan_stmt *s, const struct plan_relation *pr, uint16_t i, const void *data, size_t len)
+{
+	size_t n = plan_add_param(s, data, len);
+	strbuf_addf(&s->sql, "$%zu", n);
+	if (pr->col_types && pr->col_types[i] && *pr->col_types[i])
+		plan_put_cast(&s->sql, pr->col_types[i]);
+	return n;
+}
+
 /* "what" for the server-side expect_one() message, as a parameter. */
 static void describe(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t)
 {
@@ -126,9 +199,10 @@ static void describe(struct plan_stmt *s, const struct env_relation *r, const bo
 }
 
 /* WHERE clause over the key (or, keyless, every column) of tuple t. */
-static int put_predicate(struct plan_stmt *s, const struct env_relation *r, const bool *key, const struct env_tuple *t,
-			 char *err, size_t errlen)
+static int put_predicate(struct plan_stmt *s, const struct plan_relation *pr, const bool *key,
+			 const struct env_tuple *t, char *err, size_t errlen)
 {
+	const struct env_relation *r = pr->rel;
 	bool first = true;
 	for (uint16_t i = 0; i < t->n; i++) {
 		if (key && !key[i])
@@ -147,12 +221,13 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 			strbuf_adds(&s->sql, " IS NULL");
 			continue;
 		}
-		size_t n = plan_add_param(s, v->data, v->len);
 		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
-		if (plan_no_equality(r->columns[i].type_oid))
-			strbuf_addf(&s->sql, "::text = $%zu::text", n);
-		else
-			strbuf_addf(&s->sql, " = $%zu", n);
+		if (plan_no_equality(r->columns[i].type_oid)) {
+			strbuf_addf(&s->sql, "::text = $%zu::text", plan_add_param(s, v->data, v->len));
+		} else {
+			strbuf_adds(&s->sql, " = ");
+			put_param(s, pr, i, v->data, v->len);
+		}
 	}
 	if (first) {
 		snprintf(err, errlen, "%.*s.%.*s has no column to match rows on", (int)r->schema_len, r->schema,
@@ -163,9 +238,10 @@ static int put_predicate(struct plan_stmt *s, const struct env_relation *r, cons
 }
 
 /* SET over the new tuple's sent columns, except those in omit (may be NULL). */
-static int put_set(struct plan_stmt *s, const struct env_relation *r, const struct env_tuple *t, const bool *omit,
+static int put_set(struct plan_stmt *s, const struct plan_relation *pr, const struct env_tuple *t, const bool *omit,
 		   char *err, size_t errlen)
 {
+	const struct env_relation *r = pr->rel;
 	strbuf_adds(&s->sql, " SET ");
 	bool first = true;
 	for (uint16_t i = 0; i < t->n; i++) {
@@ -179,8 +255,8 @@ static int put_set(struct plan_stmt *s, const struct env_relation *r, const stru
 		if (v->kind == ENV_NULL) {
 			strbuf_adds(&s->sql, " = NULL");
 		} else {
-			size_t n = plan_add_param(s, v->data, v->len);
-			strbuf_addf(&s->sql, " = $%zu", n);
+			strbuf_adds(&s->sql, " = ");
+			put_param(s, pr, i, v->data, v->len);
 		}
 	}
 	if (first) {
@@ -258,8 +334,10 @@ static int identity_update(const struct plan_relation *pr, const struct env_chan
 }
 
 /* " AND col = $n" for each guarded column, from the new tuple. */
-static void put_guards(struct plan_stmt *s, const struct env_relation *r, const struct env_tuple *t, const bool *guard)
+static void put_guards(struct plan_stmt *s, const struct plan_relation *pr, const struct env_tuple *t,
+		       const bool *guard)
 {
+	const struct env_relation *r = pr->rel;
 	for (uint16_t i = 0; i < t->n; i++) {
 		if (!guard[i])
 			continue;
@@ -267,8 +345,10 @@ static void put_guards(struct plan_stmt *s, const struct env_relation *r, const 
 		plan_quote_ident(&s->sql, r->columns[i].name, r->columns[i].name_len);
 		if (t->values[i].kind == ENV_NULL)
 			strbuf_adds(&s->sql, " IS NULL");
-		else
-			strbuf_addf(&s->sql, " = $%zu", plan_add_param(s, t->values[i].data, t->values[i].len));
+		else {
+			strbuf_adds(&s->sql, " = ");
+			put_param(s, pr, i, t->values[i].data, t->values[i].len);
+		}
 	}
 }
 
@@ -361,7 +441,7 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 			if (v->kind == ENV_NULL) {
 				strbuf_adds(&s->sql, "NULL");
 			} else if (v->kind == ENV_TEXT) {
-				strbuf_addf(&s->sql, "$%zu", plan_add_param(s, v->data, v->len));
+				put_param(s, pr, i, v->data, v->len);
 			} else {
 				snprintf(err, errlen, "%.*s.%.*s: insert with an unchanged-TOAST value", (int)r->schema_len,
 					 r->schema, (int)r->name_len, r->name);
@@ -394,17 +474,17 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 			strbuf_adds(&s->sql, "UPDATE ");
 			plan_put_only(&s->sql, pr);
 			plan_put_relation(&s->sql, r);
-			if (put_set(s, r, &c->new_tuple, omit, err, errlen) < 0)
+			if (put_set(s, pr, &c->new_tuple, omit, err, errlen) < 0)
 				goto out;
 		} else {
 			strbuf_adds(&s->sql, "DELETE FROM ");
 			plan_put_only(&s->sql, pr);
 			plan_put_relation(&s->sql, r);
 		}
-		if (put_predicate(s, r, pr->key, match, err, errlen) < 0)
+		if (put_predicate(s, pr, pr->key, match, err, errlen) < 0)
 			goto out;
 		if (guard)
-			put_guards(s, r, &c->new_tuple, guard);
+			put_guards(s, pr, &c->new_tuple, guard);
 		s->expect_one = true;
 		s->expect_rows = 1;
 		if (describe_row)
@@ -423,14 +503,14 @@ int plan_change(const char *checkpoint_schema, const struct plan_relation *relat
 	strbuf_adds(&s->sql, "WITH c AS (SELECT tableoid, ctid FROM ");
 	plan_put_only(&s->sql, pr);
 	plan_put_relation(&s->sql, r);
-	if (put_predicate(s, r, NULL, match, err, errlen) < 0)
+	if (put_predicate(s, pr, NULL, match, err, errlen) < 0)
 		goto out;
 	strbuf_adds(&s->sql, " LIMIT 1), m AS (");
 	if (c->op == ENV_UPDATE) {
 		strbuf_adds(&s->sql, "UPDATE ");
 		plan_put_only(&s->sql, pr);
 		plan_put_relation(&s->sql, r);
-		if (put_set(s, r, &c->new_tuple, omit, err, errlen) < 0)
+		if (put_set(s, pr, &c->new_tuple, omit, err, errlen) < 0)
 			goto out;
 	} else {
 		strbuf_adds(&s->sql, "DELETE FROM ");

@@ -24,6 +24,9 @@ void plan_finish(struct plan_stmt *s);
 void plan_put_relation(struct strbuf *b, const struct env_relation *r);
 /* "ONLY " unless the target table is partitioned. */
 void plan_put_only(struct strbuf *b, const struct plan_relation *pr);
+/* "::type" of a target column's type as format_type() writes it, its
+ * typmod left out (the assignment applies it, not an explicit cast). */
+void plan_put_cast(struct strbuf *b, const char *type);
 /* Types without a default equality operator: compared by their text. */
 bool plan_no_equality(uint32_t type_oid);
 

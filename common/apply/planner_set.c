@@ -44,62 +44,6 @@ static void put_relation_columns(struct strbuf *b, const struct env_relation *r)
 	strbuf_addch(b, ')');
 }
 
-/* Whether b[0..len) is a typmod: "(digits[, digits])". */
-static bool is_typmod(const char *b, size_t len)
-{
-	if (len < 3 || b[0] != '(' || b[len - 1] != ')')
-		return false;
-	bool digit = false;
-	for (size_t i = 1; i + 1 < len; i++) {
-		if (b[i] >= '0' && b[i] <= '9')
-			digit = true;
-		else if (b[i] != ',' && b[i] != ' ')
-			return false;
-	}
-	return digit;
-}
-
-/* "::type" with the typmod left out (format_type writes it as "(n)"
- * or "(p,s)" after the name or after its first word), so that the
- * assignment, not an explicit cast, applies it.  Without its typmod
- * "character" means character(1) and "bit" bit(1): those become bpchar
- * and "bit", as format_type(oid, -1) writes them. */
-static void put_cast(struct strbuf *b, const char *type)
-{
-	strbuf_adds(b, "::");
-	size_t start = b->len;
-	bool quoted = false;
-	for (const char *p = type; *p;) {
-		if (*p == '"')
-			quoted = !quoted;
-		if (!quoted && *p == '(') {
-			const char *close = strchr(p, ')');
-			if (close && is_typmod(p, (size_t)(close - p + 1))) {
-				p = close + 1;
-				continue;
-			}
-		}
-		strbuf_addch(b, *p++);
-	}
-	/* the name before any array brackets */
-	size_t name_len = b->len - start;
-	const char *bracket = memchr(b->buf + start, '[', name_len);
-	if (bracket)
-		name_len = (size_t)(bracket - (b->buf + start));
-	const char *with = NULL;
-	if (name_len == 9 && memcmp(b->buf + start, "character", 9) == 0)
-		with = "bpchar";
-	else if (name_len == 3 && memcmp(b->buf + start, "bit", 3) == 0)
-		with = "\"bit\"";
-	if (with) {
-		char *suffix = xstrdup(b->buf + start + name_len);
-		b->len = start;
-		b->buf[b->len] = '\0';
-		strbuf_adds(b, with);
-		strbuf_adds(b, suffix);
-		free(suffix);
-	}
-}
 
 static const struct env_tuple *row_of(const struct env_change *c)
 {
@@ -339,7 +283,7 @@ static void put_values(struct plan_stmt *s, const struct plan_relation *pr, cons
 				if (pr->key[i] && plan_no_equality(r->columns[i].type_oid))
 					strbuf_adds(&s->sql, "::text");
 				else
-					put_cast(&s->sql, pr->col_types[i]);
+					plan_put_cast(&s->sql, pr->col_types[i]);
 			}
 		strbuf_addch(&s->sql, ')');
 	}

@@ -374,3 +374,51 @@ applyd_waits_for_locker() {
 	[ "$(psql_target "SELECT v FROM meas WHERE id = 5")" -eq 5 ]
 	[ "$(quarantined)" -eq 0 ]
 }
+
+@test "PostgreSQL's 002_types: tables keyed by a composite, an enum, a range and a composite array, and a FULL-identity table of them: inserts, updates and deletes applied, nothing quarantined" {
+	# types and tables as src/test/subscription/t/002_types.pl makes them
+	# (a subset), on both sides
+	local side
+	for side in source target; do
+		psql_$side "CREATE TYPE public.tst_comp_basic_t AS (a int, b text)" \
+			"CREATE TYPE public.tst_enum_t AS ENUM ('a', 'b', 'c', 'd', 'e')" \
+			"CREATE TYPE public.tst_comp_enum_t AS (a int, b public.tst_enum_t)" \
+			"CREATE DOMAIN public.tst_dom_comp AS public.tst_comp_basic_t CHECK ((VALUE).a > 0)" \
+			"CREATE TABLE public.tst_comps (a public.tst_comp_basic_t PRIMARY KEY, b public.tst_comp_basic_t[])" \
+			"CREATE TABLE public.tst_enums (a public.tst_enum_t PRIMARY KEY, b public.tst_enum_t[])" \
+			"CREATE TABLE public.tst_ranges (a int4range PRIMARY KEY, b int8range[])" \
+			"CREATE TABLE public.tst_comp_arrays (a public.tst_comp_enum_t[] PRIMARY KEY, b public.tst_dom_comp)" \
+			"CREATE TABLE public.tst_full (a int, b public.tst_comp_basic_t, c public.tst_dom_comp, d int4range, e point)" \
+			"ALTER TABLE public.tst_full REPLICA IDENTITY FULL"
+	done
+	flow "public.tst_comps,public.tst_enums,public.tst_ranges,public.tst_comp_arrays,public.tst_full" \
+		"tst_comps, tst_enums, tst_ranges, tst_comp_arrays, tst_full"
+	start_flow
+	psql_source "INSERT INTO tst_comps VALUES (ROW(1, 'a'), '{\"(1,a)\",\"(2,b)\"}'), (ROW(2, 'b'), NULL), (ROW(3, 'c'), '{}')" \
+		"INSERT INTO tst_enums VALUES ('a', '{b,c}'), ('b', NULL), ('c', '{}')" \
+		"INSERT INTO tst_ranges VALUES ('[1,3)', '{\"[1,5)\"}'), ('[3,7)', NULL), ('empty', '{}')" \
+		"INSERT INTO tst_comp_arrays VALUES ('{\"(1,a)\"}', ROW(1, 'x')), ('{\"(2,b)\",\"(3,c)\"}', ROW(2, 'y'))" \
+		"INSERT INTO tst_full VALUES (1, ROW(1, 'a'), ROW(1, 'a'), '[1,2)', '(1,2)'), (2, ROW(2, 'b'), NULL, 'empty', '(0,0)'), (3, NULL, ROW(3, 'c'), NULL, NULL)"
+	# the updates and deletes of 002_types: the key is the composite (or
+	# enum, range, array), so the WHERE compares it
+	psql_source "UPDATE tst_comps SET b = '{\"(9,z)\"}' WHERE (a).a = 1" \
+		"UPDATE tst_comps SET a = ROW(20, 'bb') WHERE (a).a = 2" \
+		"DELETE FROM tst_comps WHERE (a).a = 3" \
+		"UPDATE tst_enums SET b = '{e}' WHERE a = 'a'" "UPDATE tst_enums SET a = 'd' WHERE a = 'b'" \
+		"DELETE FROM tst_enums WHERE a = 'c'" \
+		"UPDATE tst_ranges SET b = '{\"[2,9)\"}' WHERE a = '[1,3)'" "UPDATE tst_ranges SET a = '[30,70)' WHERE a = '[3,7)'" \
+		"DELETE FROM tst_ranges WHERE a = 'empty'" \
+		"UPDATE tst_comp_arrays SET b = ROW(5, 'w') WHERE a = '{\"(1,a)\"}'" \
+		"DELETE FROM tst_comp_arrays WHERE a = '{\"(2,b)\",\"(3,c)\"}'" \
+		"UPDATE tst_full SET b = ROW(10, 'aa'), c = ROW(11, 'bb') WHERE a = 1" \
+		"UPDATE tst_full SET a = 20 WHERE a = 2" "DELETE FROM tst_full WHERE a = 3"
+	caught_up
+	[ "$(quarantined)" -eq 0 ]
+	assert_tables_equal tst_comps tst_enums tst_ranges tst_comp_arrays tst_full
+	[ "$(psql_target "SELECT count(*) FROM tst_comps")" -eq 2 ]
+	[ "$(psql_target "SELECT b::text FROM tst_comps WHERE a = ROW(1, 'a')::public.tst_comp_basic_t")" = '{"(9,z)"}' ]
+	[ "$(psql_target "SELECT (c).b FROM tst_full WHERE a = 1")" = bb ]
+	bg_stop applyd TERM
+	[ "$BG_STATUS" -eq 0 ]
+	bg_stop capture TERM
+}

@@ -7,6 +7,7 @@
 #include "unit.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* An envelope with relation "we""ird"."t" (id key, name, body) and the
  * changes the test wants, then decoded. */
@@ -112,6 +113,44 @@ int main(void)
 	}
 	CHECK(i == 5);
 	env_decoder_free(&d);
+
+	/* the target's column types known: every parameter is cast to its
+	 * column's type, typmod left out (a composite key, a varchar(10),
+	 * an unknown type left bare), so the server never infers "record" */
+	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
+	const char *types[3] = { "public.\"comp t\"", "character varying(10)", NULL };
+	struct plan_relation typed = { &d.header.relations[0], key, NULL, false, types };
+	const char *expected_typed[] = {
+		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1::public.\"comp t\", "
+		"$2::character varying, NULL)",
+		"UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1::public.\"comp t\", \"na\"\"me\" = $2::character varying "
+		"WHERE \"id\" = $3::public.\"comp t\"",
+		"UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1::public.\"comp t\", \"na\"\"me\" = $2::character varying, "
+		"\"body\" = $3 WHERE \"id\" = $4::public.\"comp t\"",
+		"DELETE FROM ONLY \"we\"\"ird\".\"t\" WHERE \"id\" = $1::public.\"comp t\"",
+		"TRUNCATE ONLY \"we\"\"ird\".\"t\" RESTART IDENTITY",
+	};
+	i = 0;
+	while (env_decode_next(&d, &c) == 1) {
+		CHECK(plan_change("trellara", &typed, 1, c, true, &s, err, sizeof err) == 0);
+		CHECK_STR(s.sql.buf, expected_typed[i]);
+		i++;
+	}
+	CHECK(i == 5);
+	env_decoder_free(&d);
+	/* keyless (replica identity full): the match over every old column
+	 * is typed too */
+	struct buf bf = { 0 };
+	build(&bf, 'f');
+	CHECK(env_decode_begin(&d, bf.data, bf.len) == 0);
+	struct plan_relation typed_full = { &d.header.relations[0], NULL, NULL, false, types };
+	CHECK(env_decode_next(&d, &c) == 1); /* the insert */
+	CHECK(env_decode_next(&d, &c) == 1); /* the update */
+	CHECK(plan_change("trellara", &typed_full, 1, c, true, &s, err, sizeof err) == 0);
+	CHECK(strstr(s.sql.buf, "WHERE \"id\" = $1::public.\"comp t\" AND \"na\"\"me\" = $2::character varying AND "
+				"\"body\" IS NULL LIMIT 1") != NULL);
+	env_decoder_free(&d);
+	buf_free(&bf);
 
 	/* a partitioned target table: through the parent, TRUNCATE without ONLY */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
