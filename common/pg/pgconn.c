@@ -190,6 +190,19 @@ void pgconn_params_free(struct pgconn_params *pp)
 	memset(pp, 0, sizeof *pp);
 }
 
+/* A failed connect, reported as o says: in its error buffer, and logged
+ * (at debug level only when quiet with a buffer).  Takes text. */
+static void report_connect_failure(const struct pgconn_options *o, char *text)
+{
+	if (o->error)
+		snprintf(o->error, o->error_len, "%s", text);
+	if (o->report == PGCONN_QUIET && o->error)
+		log_debug("%s", text);
+	else
+		log_error("%s", text);
+	free(text);
+}
+
 PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 {
 	const char *role = o->role ? o->role : "database";
@@ -199,14 +212,7 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 	if (pgconn_params_build(url, &pp, why, sizeof why) < 0) {
 		last_failure = PGCONN_FAILURE_OTHER;
 		/* neither the URL (masking needs it parsed) nor libpq's text */
-		char *text = xasprintf("cannot connect to the %s database: %s", role, why);
-		if (o->error)
-			snprintf(o->error, o->error_len, "%s", text);
-		if (o->report == PGCONN_QUIET && o->error)
-			log_debug("%s", text);
-		else
-			log_error("%s", text);
-		free(text);
+		report_connect_failure(o, xasprintf("cannot connect to the %s database: %s", role, why));
 		return NULL;
 	}
 	const char *keys[8], *values[8];
@@ -240,14 +246,7 @@ PGconn *pgconn_open(const char *url, const struct pgconn_options *o)
 		last_failure = conn && (PQconnectionNeedsPassword(conn) || strstr(message, "authentication failed"))
 				       ? PGCONN_FAILURE_AUTHENTICATION
 				       : PGCONN_FAILURE_OTHER;
-		char *text = xasprintf("cannot connect to the %s database \"%s\": %s", role, masked, message);
-		if (o->error)
-			snprintf(o->error, o->error_len, "%s", text);
-		if (o->report == PGCONN_QUIET && o->error)
-			log_debug("%s", text);
-		else
-			log_error("%s", text);
-		free(text);
+		report_connect_failure(o, xasprintf("cannot connect to the %s database \"%s\": %s", role, masked, message));
 		free(message);
 		free(masked);
 		pgconn_params_free(&pp);
