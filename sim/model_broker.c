@@ -32,6 +32,8 @@ struct node {
 	bool up;
 	struct entry **log; /* owned references */
 	uint64_t len, cap;
+	uint64_t synced;    /* the prefix of the log on disk (model_broker_node_crash keeps only it) */
+	bool lost_tail;     /* a crash dropped entries a quorum had: until it caught up again */
 	int64_t match;      /* the leader's view in this term: the log's length it shares; -1: unknown */
 };
 
@@ -52,6 +54,8 @@ struct model_broker {
 	model_broker_annotate_fn annotate;
 	void *annotate_ctx;
 	struct model_broker_stats stats;
+	uint64_t ticks;
+	bool crash_lost;     /* a host crash dropped committed entries from some node */
 	char error[256];
 };
 
@@ -213,6 +217,8 @@ static void replicate(struct model_broker *b)
 			b->stats.caught_up++;
 		}
 		n->match = (int64_t)n->len;
+		if (n->len == l->len)
+			n->lost_tail = false;
 	}
 }
 
@@ -235,10 +241,18 @@ static void elect(struct model_broker *b)
 		b->nodes[i].match = -1;
 	l->match = (int64_t)l->len;
 	b->stats.elections++;
-	/* leader completeness: the new leader holds every committed entry */
+	/* leader completeness: the new leader holds every committed entry,
+	 * unless host crashes lost the only copies a majority had (entries
+	 * not yet synced): then what it lacks is gone, for every client */
 	for (uint64_t i = 0; i < b->commit; i++)
 		if (i >= l->len || l->log[i] != b->committed[i]) {
-			model_error(b, "a leader was elected without a committed entry", i + 1);
+			if (!b->crash_lost) {
+				model_error(b, "a leader was elected without a committed entry", i + 1);
+				break;
+			}
+			b->stats.acknowledged_lost += b->commit - i;
+			while (b->commit > i)
+				unref(b->committed[--b->commit]);
 			break;
 		}
 }
@@ -271,8 +285,17 @@ void model_broker_tick(struct model_broker *b)
 		replicate(b);
 		advance_commit(b);
 	}
+	/* the file stores sync on the servers' interval (none: not within a run) */
+	b->ticks++;
+	if (b->o.sync_every_ticks > 0 && b->ticks % (uint64_t)b->o.sync_every_ticks == 0)
+		for (int i = 0; i < b->o.nodes; i++)
+			if (b->nodes[i].up)
+				b->nodes[i].synced = b->nodes[i].len;
+	bool repairing = false;
+	for (int i = 0; i < b->o.nodes; i++)
+		repairing = repairing || b->nodes[i].lost_tail;
 	int holder;
-	if (model_broker_quorum_prefix(b, &holder) < b->commit)
+	if (!repairing && model_broker_quorum_prefix(b, &holder) < b->commit)
 		model_error(b, "a committed entry is no longer held by a majority", b->commit);
 }
 
@@ -416,6 +439,24 @@ void model_broker_node_up(struct model_broker *b, int node)
 {
 	if (node >= 0 && node < b->o.nodes)
 		b->nodes[node].up = true;
+}
+
+void model_broker_node_crash(struct model_broker *b, int node)
+{
+	if (node < 0 || node >= b->o.nodes)
+		return;
+	struct node *n = &b->nodes[node];
+	n->up = false;
+	n->match = -1;
+	if (n->len <= n->synced)
+		return;
+	/* what a quorum had and this node loses: committed entries */
+	if (n->synced < b->commit) {
+		n->lost_tail = true;
+		b->crash_lost = true;
+	}
+	b->stats.crash_dropped += n->len - n->synced;
+	node_truncate(n, n->synced);
 }
 
 bool model_broker_node_is_up(const struct model_broker *b, int node)

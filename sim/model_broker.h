@@ -55,9 +55,10 @@
  * are immediate (no PubAck wait, no timeouts in flight: a publish is
  * answered at once, and an in-flight proposal is never seen as one);
  * replication to a caught-up replica is immediate, catch-up is by tick;
- * a node's log survives its stop (no sync_interval loss on a power cut of
- * the whole cluster), and no network partition separates nodes that are
- * up (a node is up or down, for everyone at once).
+ * a node's log survives its stop (model_broker_node_down); only
+ * model_broker_node_crash loses what its file store had not synced, and
+ * no network partition separates nodes that are up (a node is up or
+ * down, for everyone at once).
  *
  * Memory: owns every message; pointers handed out stay valid until the
  * next call that changes the broker (publish, tick, node up/down).
@@ -78,6 +79,8 @@ struct model_broker_options {
 	int64_t duplicate_window_us; /* Nats-Msg-Id duplicates dropped within this (0: the default) */
 	size_t catchup_per_tick;     /* messages a replica behind copies per tick (0: 64) */
 	int lost_quorum_ticks;       /* a leader that is up without a quorum steps down after this many ticks (0: 5) */
+	int sync_every_ticks;        /* each node's file store syncs every this many ticks (0: never within a run,
+				      * as nats-server 2.9.10's two-minute interval; model_broker_node_crash) */
 };
 void model_broker_options_default(struct model_broker_options *o);
 
@@ -131,6 +134,15 @@ int model_broker_group_set(struct model_broker *b, uint64_t position);
 /* ---- what the world does ---- */
 
 void model_broker_node_down(struct model_broker *b, int node);
+/* The node's host crashes (an OS crash, a power loss): the node goes down
+ * and keeps only the prefix of its log its file store had synced
+ * (sync_every_ticks).  Committed entries it loses are still held by the
+ * nodes that have them; while the node has not caught up again, the
+ * majority check is off (a host crash is not a model error).  A leader
+ * elected without committed entries after such a loss (the only copies
+ * were lost: one replica, or crashes of a majority) loses them for every
+ * client: the committed stream is cut (stats.acknowledged_lost). */
+void model_broker_node_crash(struct model_broker *b, int node);
 void model_broker_node_up(struct model_broker *b, int node);
 bool model_broker_node_is_up(const struct model_broker *b, int node);
 int model_broker_nodes(const struct model_broker *b);
@@ -174,6 +186,8 @@ struct model_broker_stats {
 	 * original's sequence; timeouts: no PubAck, whatever stored) */
 	uint64_t published, stored, duplicates, wrong_last, refused, no_responders, timeouts;
 	uint64_t elections, step_downs, truncated, caught_up;
+	uint64_t crash_dropped;     /* entries host crashes dropped from nodes' logs */
+	uint64_t acknowledged_lost; /* committed entries no node had any more: gone */
 };
 const struct model_broker_stats *model_broker_stats(const struct model_broker *b);
 /* Non-empty when the model broke its own rules (a committed entry lost

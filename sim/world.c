@@ -1607,6 +1607,18 @@ static void broker_faults(struct world *w, int step)
 		w->leftover_restarting = false;
 		model_broker_quorumless_leader_steps_down(w->broker);
 	}
+	if (step == w->o.broker_host_crash_at_step && !w->outage_until) {
+		int crashed = model_broker_leader(w->broker);
+		model_broker_node_crash(w->broker, crashed >= 0 ? crashed : 0);
+		w->outage_until = step + 12;
+		w->r->broker_host_crashes++;
+		trace(w, "broker_host_crash", (uint64_t)(crashed + 1), model_broker_stats(w->broker)->crash_dropped);
+	}
+	if (w->o.broker_host_crash_at_step >= 0) {
+		/* the crash alone: no other broker fault in this run */
+		broker_watch(w);
+		return;
+	}
 	if (!w->outage_until && sim_rng_chance(g, w->o.p_broker_outage)) {
 		int n = w->o.broker_outage_nodes ? w->o.broker_outage_nodes : (int)sim_rng_between(g, 1, 2);
 		if (n > model_broker_nodes(w->broker))
@@ -1949,6 +1961,8 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 		model_broker_options_default(&bo);
 		if (o->broker_dedup_window_us > 0)
 			bo.duplicate_window_us = o->broker_dedup_window_us;
+		if (o->broker_replicas > 0)
+			bo.nodes = o->broker_replicas;
 		w.broker = model_broker_new(&bo);
 		model_broker_set_annotator(w.broker, annotate_frame, NULL);
 	}
@@ -2043,6 +2057,8 @@ bool sim_world_run(const struct sim_world_options *o, struct sim_world_result *r
 		r->broker_msgid_duplicates = bs->duplicates;
 		r->broker_elections = bs->elections;
 		r->broker_wrong_last = bs->wrong_last;
+		r->broker_crash_dropped = bs->crash_dropped;
+		r->broker_acknowledged_lost = bs->acknowledged_lost;
 	}
 	if (w.engine) {
 		r->overlapped += apply_engine_stats(w.engine)->overlapped;
@@ -2085,6 +2101,7 @@ void sim_world_defaults(struct sim_world_options *o, uint64_t seed)
 	o->fence_at_step = -1;
 	o->reseed_at_step = -1;
 	o->leftovers_at_step = -1;
+	o->broker_host_crash_at_step = -1;
 	o->workers = 1;
 }
 

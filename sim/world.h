@@ -151,6 +151,15 @@ struct sim_world_options {
 	 * the longest, commits the killed run's frames after the new run
 	 * read past them */
 	int leftovers_at_step;
+	/* (broker) at this step (-1: never) the host of the stream's leader
+	 * crashes: the node loses what its file store had not synced (with
+	 * nats-server 2.9.10, everything since its start within a run) and
+	 * is back 12 steps later, catching up from the new leader; no other
+	 * broker fault is drawn in such a run */
+	int broker_host_crash_at_step;
+	/* (broker) the stream's replicas (0: 3, the flow's default; fewer
+	 * only with stream.accept_loss_on_broker_crash) */
+	int broker_replicas;
 	/* trace: print every step to stderr */
 	bool trace;
 };
@@ -185,6 +194,7 @@ struct sim_world_result {
 	/* publishes the broker refused for a wrong last sequence; capture
 	 * kills of leftovers_at_step */
 	uint64_t broker_wrong_last, broker_leftover_kills;
+	uint64_t broker_host_crashes, broker_crash_dropped, broker_acknowledged_lost;
 	uint64_t trace_digest; /* of every step's action and outcome */
 };
 

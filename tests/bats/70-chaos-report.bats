@@ -41,7 +41,7 @@ qualification_twenty_four_hour_soak_large_transaction_memory_ceiling"
 # (family "broker", sim/world.c).
 CUTOVER_SIMULATIONS="cutover_killed_after_lock cutover_killed_while_waiting_for_apply cutover_killed_before_stop"
 SPLIT_SIMULATIONS="snapshot_split_killed_after_range_commit snapshot_split_range_changed_before_resume snapshot_split_killed_mid_range"
-BROKER_SIMULATIONS="broker_leftovers_after_capture_restart"
+BROKER_SIMULATIONS="broker_host_crash_loses_unsynced broker_leftovers_after_capture_restart"
 PROJECT_SIMULATIONS="$CUTOVER_SIMULATIONS $SPLIT_SIMULATIONS $BROKER_SIMULATIONS"
 
 MATRIX_CURATED="1 relay_before_broker_publish
