@@ -537,6 +537,42 @@ static int relkind(PGconn *c, const char *qualified, char *kind)
 /* Makes every divergent key of one table on the target what the source
  * holds at the snapshot; the evidence row in the same transaction.
  * 0, or an exit code (logged). */
+/* Each key column's type on one side, as its catalog names it
+ * (format_type without a typmod, schema-qualified under the sessions'
+ * empty search_path): a key value is compared as that type, never as an
+ * untyped parameter (a composite key's would be "record": 0A000).
+ * *types gets n_key_columns owned strings. */
+static int key_types(PGconn *conn, const char *qualified, const struct repair_table *r, char ***types)
+{
+	*types = xcalloc((size_t)r->n_key_columns + 1, sizeof **types);
+	for (int c = 0; c < r->n_key_columns; c++) {
+		const char *p[2] = { qualified, r->key_columns[c] };
+		PGresult *res = pgconn_query(conn,
+					     "SELECT pg_catalog.format_type(atttypid, -1) FROM pg_catalog.pg_attribute"
+					     " WHERE attrelid = pg_catalog.to_regclass($1) AND attname = $2 AND attnum > 0"
+					     " AND NOT attisdropped",
+					     2, p);
+		if (!res)
+			return -1;
+		if (PQntuples(res) != 1) {
+			log_error("table %s: the key column \"%s\" of the verify result is not a column of %s's table", r->name,
+				  r->key_columns[c], pgconn_role(conn));
+			PQclear(res);
+			return -1;
+		}
+		(*types)[c] = xstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	return 0;
+}
+
+static void free_types(char **types, int n)
+{
+	for (int i = 0; types && i < n; i++)
+		free(types[i]);
+	free(types);
+}
+
 static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *run_id, uint64_t source_lsn,
 		       uint64_t compared_at)
 {
@@ -544,9 +580,9 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 	int code = EXIT_UNAVAILABLE;
 	char *qs = pgconn_quote_ident(a->src, r->t->schema), *qn = pgconn_quote_ident(a->src, r->t->name);
 	char *qualified = xasprintf("%s.%s", qs, qn);
-	char **cols = NULL, **where_vals = NULL;
+	char **cols = NULL, **where_vals = NULL, **src_types = NULL, **dst_types = NULL;
 	int n_cols = 0;
-	struct strbuf list = STRBUF_INIT, where = STRBUF_INIT, sql = STRBUF_INIT;
+	struct strbuf list = STRBUF_INIT, where = STRBUF_INIT, where_dst = STRBUF_INIT, sql = STRBUF_INIT;
 	PGresult *res = NULL;
 	/* the evidence's two JSON documents, written as the keys are repaired */
 	char *keys_text = NULL, *cols_text = NULL;
@@ -598,20 +634,28 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 			goto out;
 		}
 	}
+	if (key_types(a->src, qualified, r, &src_types) < 0 || key_types(a->dst, qualified, r, &dst_types) < 0) {
+		code = EXIT_DATAERR;
+		goto out;
+	}
 	where_vals = xcalloc((size_t)r->n_key_columns + 1, sizeof *where_vals);
 	const char *only_src = src_kind == 'p' ? "" : "ONLY ", *only_dst = dst_kind == 'p' ? "" : "ONLY ";
 	for (size_t k = 0; k < r->n_keys; k++) {
 		const struct repair_key *key = &r->keys[k];
-		/* the key: each value a parameter, NULL as IS NULL */
+		/* the key: each value a parameter of its column's type on
+		 * that side, NULL as IS NULL */
 		strbuf_reset(&where);
+		strbuf_reset(&where_dst);
 		int n_params = 0;
 		for (int c = 0; c < r->n_key_columns; c++) {
 			char *q = pgconn_quote_ident(a->src, r->key_columns[c]);
 			if (key->values[c]) {
 				where_vals[n_params++] = key->values[c];
-				strbuf_addf(&where, "%s%s = $%d", c ? " AND " : "", q, n_params);
+				strbuf_addf(&where, "%s%s = $%d::%s", c ? " AND " : "", q, n_params, src_types[c]);
+				strbuf_addf(&where_dst, "%s%s = $%d::%s", c ? " AND " : "", q, n_params, dst_types[c]);
 			} else {
 				strbuf_addf(&where, "%s%s IS NULL", c ? " AND " : "", q);
+				strbuf_addf(&where_dst, "%s%s IS NULL", c ? " AND " : "", q);
 			}
 			free(q);
 		}
@@ -629,7 +673,7 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 			goto out;
 		}
 		strbuf_reset(&sql);
-		strbuf_addf(&sql, "DELETE FROM %s%s WHERE %s", only_dst, qualified, where.buf);
+		strbuf_addf(&sql, "DELETE FROM %s%s WHERE %s", only_dst, qualified, where_dst.buf);
 		PGresult *del = pgconn_query(a->dst, sql.buf, n_params, (const char *const *)where_vals);
 		if (!del)
 			goto out;
@@ -707,8 +751,11 @@ out:
 		free(cols[i]);
 	free(cols);
 	free(where_vals);
+	free_types(src_types, r->n_key_columns);
+	free_types(dst_types, r->n_key_columns);
 	strbuf_release(&list);
 	strbuf_release(&where);
+	strbuf_release(&where_dst);
 	strbuf_release(&sql);
 	if (keys_out)
 		fclose(keys_out);

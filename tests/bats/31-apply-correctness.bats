@@ -418,6 +418,19 @@ applyd_waits_for_locker() {
 	[ "$(psql_target "SELECT count(*) FROM tst_comps")" -eq 2 ]
 	[ "$(psql_target "SELECT b::text FROM tst_comps WHERE a = ROW(1, 'a')::public.tst_comp_basic_t")" = '{"(9,z)"}' ]
 	[ "$(psql_target "SELECT (c).b FROM tst_full WHERE a = 1")" = bb ]
+	# verify and repair-plan on these keys too: a row gone from the
+	# target (a composite key), one changed (a range key)
+	psql_target "DELETE FROM tst_comps WHERE (a).a = 1" "UPDATE tst_ranges SET b = NULL WHERE a = '[1,3)'"
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	echo "$output" >"$TEST_DIR/verify.json"
+	[ "$(jq -r '[.tables[] | .table as $t | .divergences[] | "\($t) \(.kind) \(.key_values | map(join(",")) | join(" "))"] | sort | join("; ")' "$TEST_DIR/verify.json")" = \
+		'public.tst_comps missing_in_target (1,a); public.tst_ranges content_differs [1,3)' ]
+	run -0 --separate-stderr trellara-repair-plan --config "$FLOW_FILE" --from "$TEST_DIR/verify.json" --apply
+	[[ $output == *"result: CONVERGED"* ]]
+	psql_source "UPDATE tst_comps SET b = '{}' WHERE (a).a = 1"
+	caught_up
+	[ "$(quarantined)" -eq 0 ]
+	assert_tables_equal tst_comps tst_ranges
 	bg_stop applyd TERM
 	[ "$BG_STATUS" -eq 0 ]
 	bg_stop capture TERM
