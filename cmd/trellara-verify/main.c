@@ -31,7 +31,8 @@ static const char usage_text[] =
 	"\n"
 	"exit codes: 0 CONVERGED, 1 DIVERGED, 64 usage, 69 a server unavailable (after\n"
 	"--max-attempts passes), 75 the target did not reach the fence in time (is\n"
-	"trellara-applyd running?) or stopped by a signal, 78 configuration error (also:\n"
+	"trellara-applyd running?), a quarantined transaction stopped applyd (named), or\n"
+	"stopped by a signal, 78 configuration error (also:\n"
 	"the source role may not call pg_logical_emit_message)\n";
 
 enum { OPT_TABLE = 1000, OPT_FENCE_TIMEOUT, OPT_MAX_ATTEMPTS };

@@ -11,8 +11,10 @@
 #include "trellara/lsn.h"
 #include "trellara/pgconn.h"
 #include "trellara/sqlstate.h"
+#include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,38 @@ static int emit_fence_message(PGconn *src, const struct snapfence_options *o, co
 	return code;
 }
 
+/* Whether a quarantined transaction has stopped applyd (it applies
+ * nothing more until it is released): then the fence cannot be reached,
+ * and waiting for it would only run out its timeout.  0 when none, an
+ * exit code (75, said with the transaction and the repair) when one, or
+ * 69 when the quarantine cannot be read. */
+static int stopped_by_quarantine(PGconn *dst, const struct snapfence_options *o)
+{
+	const struct flow_config *cfg = o->cfg;
+	struct quarantine_entry *q = NULL;
+	int n = 0;
+	if (checkpoint_quarantine_list(dst, cfg->checkpoint_schema, o->ids, true, &q, &n) < 0)
+		return EXIT_UNAVAILABLE;
+	int code = 0;
+	for (int i = 0; i < n && !code; i++) {
+		if (strcmp(q[i].state, "quarantined") != 0)
+			continue; /* replay_ready: applyd applies it when it runs */
+		char l[LSN_FORMAT_LEN];
+		lsn_format(q[i].commit_lsn, l);
+		char *config = strbuf_shell_quote(cfg->path);
+		log_error("applyd is stopped by quarantined transaction %" PRIu32 " (commit %s, %s): the target cannot reach "
+			  "%s's fence until it is released",
+			  q[i].xid, l, q[i].reason, o->name);
+		log_hint("\"trellara quarantine list --config %s\" shows it; repair the target, then \"trellara quarantine "
+			 "replay-ready --config %s --transaction-id %" PRIu32 " --commit-lsn %s\", and run %s again",
+			 config, config, q[i].xid, l, o->name);
+		free(config);
+		code = EXIT_TEMPFAIL;
+	}
+	free(q);
+	return code;
+}
+
 /* The fence waits: FENCE_PASSED when the applier had committed at or
  * past the fence before it was set (the caller starts again). */
 #define FENCE_PASSED (-1)
@@ -138,6 +172,9 @@ static int fence_and_wait(struct snapfence *f, PGconn *src, PGconn *dst, const s
 		bool no_checkpoint = fp.fence_present && !fp.has_checkpoint;
 		if (fp.reached && !no_checkpoint)
 			return fp.before ? 0 : FENCE_PASSED;
+		int stopped = stopped_by_quarantine(dst, o);
+		if (stopped)
+			return stopped;
 		if (clock_mono_us() - start_us >= (int64_t)o->timeout_s * 1000000) {
 			log_error("the target did not reach the fence %s within %d s%s", l, o->timeout_s,
 				  no_checkpoint ? " (it has no apply checkpoint yet)" : "");

@@ -229,3 +229,32 @@ verify_before_slot() {
 	bg_stop applyd2 TERM
 	[ "$BG_STATUS" -eq 0 ]
 }
+
+@test "verify while a quarantine has stopped applyd: exit 75 at once, naming the transaction and the repair, not a fence timeout; released, verify converges" {
+	# an UPDATE of a row the target lost: quarantined, applyd stops
+	psql_target "DELETE FROM accounts WHERE id = 9"
+	psql_source "UPDATE accounts SET balance = -1 WHERE id = 9"
+	bg_wait applyd 60
+	[ "$BG_STATUS" -eq 1 ]
+	local xid lsn
+	xid=$(psql_target "SELECT xid FROM trellara.quarantine WHERE state = 'quarantined'")
+	lsn=$(psql_target "SELECT commit_lsn FROM trellara.quarantine WHERE state = 'quarantined'")
+	[ -n "$xid" ] && [ -n "$lsn" ]
+	psql_source "INSERT INTO accounts VALUES (1000, 1)"
+	# a fence timeout far beyond the outer bound: waiting for the fence
+	# would be killed (124), not answered
+	run -75 --separate-stderr timeout 60 trellara-verify --config "$FLOW_FILE" --fence-timeout 600
+	[[ $stderr == *"applyd is stopped by quarantined transaction $xid (commit $lsn, no_rows_matched): the target cannot reach verify's fence until it is released"* ]]
+	[[ $stderr == *"trellara quarantine replay-ready --config $FLOW_FILE --transaction-id $xid --commit-lsn $lsn"* ]]
+	[[ $stderr != *"did not reach the fence"* ]]
+	[ "$(psql_target "SELECT count(*) FROM trellara.apply_fence")" -eq 0 ]
+	# the repair named: the row back, the transaction released
+	psql_target "INSERT INTO accounts VALUES (9, 9)"
+	run -0 trellara quarantine replay-ready --config "$FLOW_FILE" --transaction-id "$xid" --commit-lsn "$lsn"
+	bg_start applyd2 trellara-applyd --config "$FLOW_FILE"
+	caught_up
+	run -0 trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"result: CONVERGED"* ]]
+	bg_stop applyd2 TERM
+	[ "$BG_STATUS" -eq 0 ]
+}
