@@ -121,33 +121,28 @@ config_url_check_fn *config_url_check;
  * program that connects installed it): one that does not is refused here,
  * naming the key, never quoting it or libpq's message about it (both can
  * hold the password). */
+static int check_url_of(const struct flow_config *config, const char *key, const char *url)
+{
+	char why[256];
+	if (!url || config_url_check(url, why, sizeof why) == 0)
+		return 0;
+	log_error("flow file \"%s\": %s: %s", config->path, key, why);
+	log_hint("in a URI, percent-encode the reserved characters of the password (%% as %%25, @ as %%40, / as %%2F, a space as %%20) and close an IPv6 address's bracket ([::1]); in key=value form, single-quote a value that holds spaces or quotes (password='a b', a quote as \\')");
+	return -1;
+}
+
 static int check_urls(const struct flow_config *config)
 {
 	if (!config_url_check)
 		return 0;
-	struct {
-		const char *url;
+	int rc = check_url_of(config, "source.database_url", config->source_database_url);
+	rc |= check_url_of(config, "target.database_url", config->target_database_url);
+	for (size_t i = 0; i < config->n_standby_database_urls; i++) {
 		char key[64];
-	} urls[2 + 16];
-	size_t n = 0;
-	urls[n].url = config->source_database_url;
-	snprintf(urls[n++].key, sizeof urls[0].key, "source.database_url");
-	urls[n].url = config->target_database_url;
-	snprintf(urls[n++].key, sizeof urls[0].key, "target.database_url");
-	for (size_t i = 0; i < config->n_standby_database_urls && n < sizeof urls / sizeof urls[0]; i++) {
-		urls[n].url = config->standby_database_urls[i];
-		snprintf(urls[n++].key, sizeof urls[0].key, "source.standby_database_urls[%zu]", i);
+		snprintf(key, sizeof key, "source.standby_database_urls[%zu]", i);
+		rc |= check_url_of(config, key, config->standby_database_urls[i]);
 	}
-	int rc = 0;
-	for (size_t i = 0; i < n; i++) {
-		char why[256];
-		if (!urls[i].url || config_url_check(urls[i].url, why, sizeof why) == 0)
-			continue;
-		log_error("flow file \"%s\": %s: %s", config->path, urls[i].key, why);
-		log_hint("in a URI, percent-encode the reserved characters of the password (%% as %%25, @ as %%40, / as %%2F, a space as %%20) and close an IPv6 address's bracket ([::1]); in key=value form, single-quote a value that holds spaces or quotes (password='a b', a quote as \\')");
-		rc = -1;
-	}
-	return rc;
+	return rc ? -1 : 0;
 }
 
 int config_load(const char *path, struct flow_config *config)
