@@ -109,7 +109,8 @@ static void hint_blocker(const struct cut *c, enum cutplan_blocker b)
 {
 	switch (b) {
 	case CUT_BLOCKER_NO_METRICS_DIR:
-		log_hint("set observability.metrics_dir in %s, then run \"trellara run --config %s\"", c->cfg->path, c->qconfig);
+		log_hint("set observability.metrics_dir in %s (or TRELLARA_STATE_DIR), then run \"trellara run --config %s\"", c->cfg->path,
+			 c->qconfig);
 		break;
 	case CUT_BLOCKER_NO_SUPERVISOR: log_hint("start the flow: \"trellara run --config %s\"", c->qconfig); break;
 	default:

@@ -529,7 +529,7 @@ static void gather_supervisor(struct status_supervisor *s, const struct flow_con
 	s->daemons[0].program = programs[0];
 	s->daemons[1].program = programs[1];
 	if (!cfg->metrics_dir) {
-		set_error(s->error, sizeof s->error, "observability.metrics_dir is not set: no supervisor state, no metrics files");
+		set_error(s->error, sizeof s->error, "observability.metrics_dir is not set and has no default place (no home directory, no TRELLARA_STATE_DIR): no supervisor state, no metrics files");
 		return;
 	}
 	s->configured = true;

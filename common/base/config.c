@@ -19,8 +19,10 @@
 #include "trellara/xalloc.h"
 
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #define FLOW_FILE_MAX_BYTES (1024 * 1024) /* a flow file is a page of YAML */
@@ -79,9 +81,39 @@ static void set_defaults(struct flow_config *config)
 	config->apply_copy_inserts = DEFAULT_APPLY_COPY_INSERTS;
 }
 
+char *config_default_state_dir(const char *state_env, bool root, const char *xdg_state_home, const char *home,
+			       const char *source_id, const char *dataset_id)
+{
+	if (state_env && *state_env)
+		return xasprintf("%s/%s/%s", state_env, source_id, dataset_id);
+	if (root)
+		return xasprintf("/var/lib/trellara/%s/%s", source_id, dataset_id);
+	if (xdg_state_home && *xdg_state_home == '/')
+		return xasprintf("%s/trellara/%s/%s", xdg_state_home, source_id, dataset_id);
+	if (home && *home == '/')
+		return xasprintf("%s/.local/state/trellara/%s/%s", home, source_id, dataset_id);
+	return NULL;
+}
+
+/* The environment's part of the default state directory (the I/O edge). */
+static char *default_state_dir(const struct flow_config *config)
+{
+	const char *home = getenv("HOME");
+	if (!home || !*home) {
+		const struct passwd *pw = getpwuid(geteuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	return config_default_state_dir(getenv("TRELLARA_STATE_DIR"), geteuid() == 0, getenv("XDG_STATE_HOME"), home,
+					config->source_id, config->dataset_id);
+}
+
 /* Defaults that depend on other keys or are strings. */
 static void set_late_defaults(struct flow_config *config)
 {
+	if (!config->metrics_dir) {
+		config->metrics_dir = default_state_dir(config);
+		config->metrics_dir_default = config->metrics_dir != NULL;
+	}
 	if (!config->stream_spill_dir)
 		config->stream_spill_dir = xstrdup(DEFAULT_STREAM_SPILL_DIR);
 	if (!config->checkpoint_schema)

@@ -79,7 +79,7 @@ const char *cutplan_blocker_text(enum cutplan_blocker b)
 	switch (b) {
 	case CUT_BLOCKER_NONE: return "the flow is streaming";
 	case CUT_BLOCKER_NO_METRICS_DIR:
-		return "observability.metrics_dir is not set: cutover finds the flow's processes through trellara run's supervisor.state there";
+		return "observability.metrics_dir is not set and has no default place (no home directory, no TRELLARA_STATE_DIR): cutover finds the flow's processes through trellara run's supervisor.state there";
 	case CUT_BLOCKER_NO_SUPERVISOR: return "no trellara run supervises the flow";
 	case CUT_BLOCKER_NOT_RUNNING: return "trellara run is not streaming yet (or is stopping)";
 	case CUT_BLOCKER_CHILD_DOWN: return "trellara-capture or trellara-applyd is not running (being restarted?)";

@@ -107,7 +107,9 @@ struct flow_config {
 	bool apply_compaction; /* apply.compaction, default true: batches folded to their net changes */
 	bool apply_copy_inserts; /* apply.copy_inserts: runs of inserts as COPY (default DEFAULT_APPLY_COPY_INSERTS) */
 	uint64_t apply_workers;  /* apply.workers: target connections batches run on, committed in order */
-	char *metrics_dir;    /* owned; may be NULL */
+	char *metrics_dir;    /* owned; default config_default_state_dir(), NULL only when no
+			       * default place exists (no HOME for a user other than root) */
+	bool metrics_dir_default; /* metrics_dir is the default, not the file's */
 };
 
 /* Load and validate path.  On success fills *config (caller frees it with
@@ -123,6 +125,16 @@ int config_load(const char *path, struct flow_config *config);
 typedef int config_url_check_fn(const char *url, char *why, size_t why_len);
 extern config_url_check_fn *config_url_check;
 void config_free(struct flow_config *config);
+/* The default of observability.metrics_dir, where trellara run keeps
+ * supervisor.state and the programs their metrics files, so that run,
+ * status, cutover and drill find one place without configuration:
+ * <root>/<source_id>/<dataset_id>, the root being state_env
+ * ($TRELLARA_STATE_DIR) when set, else /var/lib/trellara for root, else
+ * $XDG_STATE_HOME/trellara (only an absolute one, as the XDG spec says)
+ * or <home>/.local/state/trellara.  Newly allocated; NULL when none of
+ * them applies.  Pure: the caller reads the environment. */
+char *config_default_state_dir(const char *state_env, bool root, const char *xdg_state_home, const char *home,
+			       const char *source_id, const char *dataset_id);
 /* "source_id:dataset_id", newly allocated. */
 char *config_flow_id(const struct flow_config *config);
 

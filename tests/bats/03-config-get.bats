@@ -59,9 +59,39 @@ setup() {
 	[ "$output" = trellara_orders_slot ]
 }
 
+@test "config get: observability.metrics_dir unset is its default place, <root>/<source.id>/<dataset.id>, the root chosen by the environment and the user" {
+	write_flow "$FLOW"
+	run -0 --separate-stderr env -u TRELLARA_STATE_DIR trellara-config get observability.metrics_dir --config "$FLOW"
+	if [[ $(id -u) -eq 0 ]]; then
+		[ "$output" = /var/lib/trellara/main-db/orders ]
+	else
+		[ "$output" = "${XDG_STATE_HOME:-$HOME/.local/state}/trellara/main-db/orders" ]
+	fi
+	run -0 env TRELLARA_STATE_DIR=/srv/flows trellara-config get observability.metrics_dir --config "$FLOW"
+	[ "$output" = /srv/flows/main-db/orders ]
+	# set in the file, the file's
+	write_flow "$FLOW" "observability: {metrics_dir: /m}"
+	run -0 env TRELLARA_STATE_DIR=/srv/flows trellara-config get observability.metrics_dir --config "$FLOW"
+	[ "$output" = /m ]
+	# a user other than root: XDG_STATE_HOME (absolute), else the home directory
+	[[ $(id -u) -eq 0 ]] || skip "runs the loader as another user: needs root"
+	id postgres >/dev/null 2>&1 || skip "no user postgres"
+	local shared
+	shared=$(mktemp -d)
+	chmod 0755 "$shared"
+	write_flow "$shared/flow.yml"
+	chmod 0644 "$shared/flow.yml"
+	local bin=$REPO/bin/trellara-config
+	run -0 runuser -u postgres -- env -i HOME=/home/app XDG_STATE_HOME=/xdg TEST_TARGET_URL="$TEST_TARGET_URL" "$bin" get observability.metrics_dir --config "$shared/flow.yml"
+	[ "$output" = /xdg/trellara/main-db/orders ]
+	run -0 runuser -u postgres -- env -i HOME=/home/app XDG_STATE_HOME=relative TEST_TARGET_URL="$TEST_TARGET_URL" "$bin" get observability.metrics_dir --config "$shared/flow.yml"
+	[ "$output" = /home/app/.local/state/trellara/main-db/orders ]
+	rm -rf "$shared"
+}
+
 @test "config get: a key without a value exits 1 and prints nothing" {
 	write_flow "$FLOW"
-	run -1 --separate-stderr trellara-config get observability.metrics_dir --config "$FLOW"
+	run -1 --separate-stderr trellara-config get environment --config "$FLOW"
 	[ -z "$output" ]
 	[ -z "$stderr" ]
 }

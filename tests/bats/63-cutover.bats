@@ -21,12 +21,13 @@ setup() {
 # pgbench tables and a table with a serial key on the source; the target's
 # tables come from the snapshot
 source_init() {
+	local metrics=(--set observability.metrics_dir="\"$METRICS_DIR\"")
+	[[ ${1:-} != --default-state ]] || metrics=()
 	pgbench -q -i -s 1 -h "$SOURCE_HOST" -p "$SOURCE_PORT" "$SOURCE_DB" >/dev/null 2>&1
 	psql_source "ALTER TABLE pgbench_history REPLICA IDENTITY FULL" \
 		"CREATE TABLE orders (id bigserial PRIMARY KEY, note text NOT NULL)" \
 		"INSERT INTO orders (note) SELECT 'before ' || g FROM generate_series(1, 50) g"
-	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set stream.min_free_bytes=1048576 \
-		--set observability.metrics_dir="\"$METRICS_DIR\""
+	write_flow_file "$FLOW_FILE" --tables "$TABLES" --set stream.min_free_bytes=1048576 "${metrics[@]}"
 	run -0 trellara-check --config "$FLOW_FILE" --fix
 }
 
@@ -40,7 +41,7 @@ source_load() {
 }
 
 start_flow() {
-	source_init
+	source_init "$@"
 	bg_start run trellara run --config "$FLOW_FILE"
 	wait_for -t 180 -m "trellara run is running and trellara status reads the flow's checkpoint" flow_ready
 }
@@ -287,4 +288,30 @@ cutover_finishes() {
 	[[ $stderr == *"1 quarantined transactions"* ]]
 	[[ $stderr == *"trellara quarantine list --config $FLOW_FILE"* ]]
 	source_writable
+}
+
+@test "a flow file without observability.metrics_dir (the README's walkthrough): run keeps its state in the default place, status and cutover find it there" {
+	start_flow --default-state
+	# TRELLARA_STATE_DIR (set per test by the harness) stands for the
+	# default root; the flow's own directory is named by its ids
+	local state=$TRELLARA_STATE_DIR/$SOURCE_ID/$DATASET_ID
+	[ -f "$state/supervisor.state" ]
+	[ "$(stat -c %a "$state")" = 700 ]
+	[ "$(stat -c %a "$state/supervisor.state")" = 600 ]
+	run -0 --separate-stderr trellara status --config "$FLOW_FILE" --format json --rate-seconds 0
+	[ "$(jq -r '.supervisor.state' <<<"$output")" = running ]
+	[ "$(jq -r '.supervisor.metrics_dir' <<<"$output")" = "$state" ]
+	psql_source "INSERT INTO orders (note) SELECT 'after ' || g FROM generate_series(1, 20) g"
+	run -0 --separate-stderr trellara cutover --config "$FLOW_FILE" --lock-source
+	echo "$output"
+	echo "$stderr"
+	[[ $output == *"result: CONVERGED"* ]]
+	[[ $output == *"capture and applyd stopped"* ]]
+	bg_wait run 30
+	[ "$BG_STATUS" -eq 0 ]
+	assert_all_equal
+	[ "$(cutover_value state)" = cut_over ]
+	max_source=$(psql_source "SELECT max(id) FROM orders")
+	run -0 psql_target "INSERT INTO orders (note) VALUES ('first on the target') RETURNING id"
+	[ "$output" -gt "$max_source" ]
 }

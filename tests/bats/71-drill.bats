@@ -128,7 +128,7 @@ flow_running() {
 	[ "$(jq -S . "$TEST_DIR/drill.json")" = "$(jq -S . <<<"$output")" ]
 }
 
-@test "trellara drill refuses: bad arguments (64), no metrics_dir (78), no supervisor running the flow (69)" {
+@test "trellara drill refuses: bad arguments (64), a missing flow file (78), no supervisor running the flow (69), also in the default state place" {
 	run -64 trellara drill
 	run -64 trellara drill --config "$FLOW_FILE" --kills 0
 	run -64 trellara drill --config "$FLOW_FILE" --format yaml
@@ -136,9 +136,10 @@ flow_running() {
 	run -64 trellara drill --config "$FLOW_FILE" --bogus
 	run -78 trellara drill --config "$TEST_DIR/missing.yml"
 	psql_source "CREATE TABLE accounts (id int PRIMARY KEY)"
+	# no observability.metrics_dir: the default place, where no trellara run is
 	write_flow_file "$FLOW_FILE"
-	run -78 --separate-stderr trellara drill --config "$FLOW_FILE"
-	[[ $stderr == *"sets no observability.metrics_dir"* ]]
+	run -69 --separate-stderr trellara drill --config "$FLOW_FILE"
+	[[ $stderr == *"no \"trellara run\" supervises the flow"* ]]
 	write_flow_file "$FLOW_FILE" --set observability.metrics_dir="\"$METRICS_DIR\""
 	run -69 --separate-stderr trellara drill --config "$FLOW_FILE"
 	[[ $stderr == *"no \"trellara run\" supervises the flow"* ]]

@@ -322,7 +322,8 @@ static void test_defaults(struct fixture *fx)
 	CHECK_STR(c.consumer_group, DEFAULT_CONSUMER_GROUP);
 	CHECK(c.apply_batch_transactions == DEFAULT_APPLY_BATCH_TRANSACTIONS);
 	CHECK(c.apply_compaction);
-	CHECK(c.metrics_dir == NULL);
+	CHECK_STR(c.metrics_dir, "/state-root/main-db/orders"); /* main sets TRELLARA_STATE_DIR */
+	CHECK(c.metrics_dir_default);
 	CHECK(c.n_protected_groups == 1);
 	if (c.n_protected_groups == 1)
 		CHECK_STR(c.protected_groups[0], DEFAULT_CONSUMER_GROUP);
@@ -342,7 +343,9 @@ static void test_defaults(struct fixture *fx)
 	struct strbuf value = STRBUF_INIT;
 	CHECK(config_get_scalar(&c, "target.database_url", &value) == -1 && value.len == 0);
 	CHECK(config_get_scalar(&c, "environment", &value) == 0 && value.len == 0);
-	CHECK(config_get_scalar(&c, "observability.metrics_dir", &value) == 0 && value.len == 0);
+	CHECK(config_get_scalar(&c, "observability.metrics_dir", &value) == 1);
+	CHECK_STR(value.buf, "/state-root/main-db/orders");
+	strbuf_reset(&value);
 	CHECK(config_get_scalar(&c, "source.pgoutput.streaming", &value) == 1);
 	CHECK_STR(value.buf, "true");
 	strbuf_reset(&value);
@@ -377,7 +380,7 @@ static void test_defaults(struct fixture *fx)
 	char *chunked = variant(text, "  tables:\n", "  strict_chunking:\n  tables:\n");
 	CHECK(load_ok(fx, chunked, &c) == 0);
 	CHECK(c.snapshot_workers == DEFAULT_SNAPSHOT_WORKERS);
-	CHECK(c.metrics_dir == NULL);
+	CHECK_STR(c.metrics_dir, "/state-root/main-db/orders");
 	CHECK(c.strict_chunking);
 	CHECK(c.max_changes_per_chunk == DEFAULT_MAX_CHANGES_PER_CHUNK);
 	config_free(&c);
@@ -805,10 +808,48 @@ static void test_jetstream(struct fixture *fx)
 	}
 }
 
+/* The default place of the supervisor's state and the metrics files. */
+static void test_state_dir(struct fixture *fx)
+{
+	char *d = config_default_state_dir("/srv/st", true, "/x", "/home/u", "src", "ds");
+	CHECK_STR(d, "/srv/st/src/ds"); /* TRELLARA_STATE_DIR first */
+	free(d);
+	d = config_default_state_dir("", true, "/x", "/home/u", "src", "ds");
+	CHECK_STR(d, "/var/lib/trellara/src/ds");
+	free(d);
+	d = config_default_state_dir(NULL, false, "/x", "/home/u", "src", "ds");
+	CHECK_STR(d, "/x/trellara/src/ds");
+	free(d);
+	d = config_default_state_dir(NULL, false, "relative", "/home/u", "src", "ds"); /* XDG: absolute only */
+	CHECK_STR(d, "/home/u/.local/state/trellara/src/ds");
+	free(d);
+	CHECK(config_default_state_dir(NULL, false, NULL, NULL, "src", "ds") == NULL);
+	CHECK(config_default_state_dir(NULL, false, "", "relative", "src", "ds") == NULL);
+
+	/* the loader fills it in from the environment, marked as the default */
+	struct flow_config c;
+	setenv("TRELLARA_STATE_DIR", "/srv/state", 1);
+	CHECK(load_ok(fx, minimal_flow, &c) == 0);
+	d = xasprintf("/srv/state/%s/%s", c.source_id, c.dataset_id);
+	CHECK_STR(c.metrics_dir, d);
+	CHECK(c.metrics_dir_default);
+	free(d);
+	config_free(&c);
+	/* set in the file: the file's, not marked as the default */
+	char *text = xasprintf("%sobservability: {metrics_dir: /m}\n", minimal_flow);
+	CHECK(load_ok(fx, text, &c) == 0);
+	CHECK_STR(c.metrics_dir, "/m");
+	CHECK(!c.metrics_dir_default);
+	config_free(&c);
+	free(text);
+	setenv("TRELLARA_STATE_DIR", "/state-root", 1);
+}
+
 int main(void)
 {
 	struct fixture fx = { .dir = "/tmp/trellara-test-config-XXXXXX" };
 	log_setup("test_config", 0);
+	setenv("TRELLARA_STATE_DIR", "/state-root", 1); /* the default metrics_dir's root, whoever runs this */
 	if (!mkdtemp(fx.dir)) {
 		perror("mkdtemp");
 		return 1;
@@ -821,6 +862,7 @@ int main(void)
 	test_errors(&fx);
 	test_sequences(&fx);
 	test_jetstream(&fx);
+	test_state_dir(&fx);
 	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 	return unit_done("config");
 }

@@ -209,6 +209,10 @@ trellara_setup() {
 	export STREAM_DIR="$TEST_DIR/stream" FLOW_FILE="$TEST_DIR/trellara.yml"
 	export SLOT_NAME="trellara_slot_$n" PUBLICATION_NAME=trellara_pub
 	export SOURCE_ID=bats_source DATASET_ID=bats_dataset
+	# the root of the flows' default state directories (supervisor.state
+	# and the metrics files of a flow file without observability.metrics_dir),
+	# one per test: files running side by side share the flows' ids
+	export TRELLARA_STATE_DIR="$TEST_DIR/state"
 	declare -gA TRELLARA_BG=()
 
 	rm -rf "$TEST_DIR"
@@ -680,11 +684,14 @@ load_stop() {
 	bg_wait "${1:-load}" 60
 }
 
-# ---- trellara run (the supervisor writes $METRICS_DIR/supervisor.state)
+# ---- trellara run (the supervisor writes <metrics_dir>/supervisor.state)
 
-# state_value KEY: key=value of the supervisor's state file
+# state_value KEY: key=value of the supervisor's state file, in the flow
+# file's observability.metrics_dir or that key's default place
 state_value() {
-	sed -n "s/^$1=//p" "$METRICS_DIR/supervisor.state" 2>/dev/null
+	local dir
+	dir=$(trellara-config get observability.metrics_dir --config "$FLOW_FILE" 2>/dev/null) || return 1
+	sed -n "s/^$1=//p" "$dir/supervisor.state" 2>/dev/null
 }
 
 # child_alive NAME: the child (capture, applyd) the state file names is
