@@ -47,21 +47,28 @@ static const char tree_sql[] =
 	" ORDER BY t.level, n.nspname, c.relname";
 
 /* A relation's columns in attnum order, with the sequence an identity
- * column uses or the column owns (serial). */
+ * column uses or the column owns (serial), else the one its default calls
+ * (DEFAULT nextval('...') without OWNED BY: the pg_attrdef row's
+ * dependency; the last column says which). */
 static const char columns_sql[] =
 	"SELECT quote_ident(a.attname), a.attname, format_type(a.atttypid, a.atttypmod),"
 	"  CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation"
 	"   THEN quote_ident(cn.nspname) || '.' || quote_ident(co.collname) END,"
 	"  pg_get_expr(d.adbin, d.adrelid), a.attgenerated, a.attidentity, a.attnotnull,"
 	"  quote_ident(sn.nspname), quote_ident(sc.relname), format_type(s.seqtypid, NULL), s.seqstart, s.seqincrement,"
-	"  s.seqmin, s.seqmax, s.seqcache, s.seqcycle"
+	"  s.seqmin, s.seqmax, s.seqcache, s.seqcycle, dq.owned"
 	" FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
 	" LEFT JOIN pg_collation co ON co.oid = a.attcollation LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace"
 	" LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
-	" LEFT JOIN LATERAL (SELECT dep.objid FROM pg_depend dep JOIN pg_class x ON x.oid = dep.objid AND x.relkind = 'S'"
-	"  WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass"
-	"  AND dep.refobjid = a.attrelid AND dep.refobjsubid = a.attnum AND dep.deptype IN ('a', 'i')"
-	"  ORDER BY dep.objid LIMIT 1) dq ON true"
+	" LEFT JOIN LATERAL (SELECT q.seq AS objid, q.owned FROM ("
+	"  SELECT dep.objid AS seq, true AS owned FROM pg_depend dep"
+	"   WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass"
+	"   AND dep.refobjid = a.attrelid AND dep.refobjsubid = a.attnum AND dep.deptype IN ('a', 'i')"
+	"  UNION ALL SELECT dep.refobjid, false FROM pg_depend dep"
+	"   WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid"
+	"   AND dep.refclassid = 'pg_class'::regclass AND dep.refobjsubid = 0) q"
+	"  JOIN pg_class x ON x.oid = q.seq AND x.relkind = 'S'"
+	"  ORDER BY q.owned DESC, q.seq LIMIT 1) dq ON true"
 	" LEFT JOIN pg_class sc ON sc.oid = dq.objid LEFT JOIN pg_namespace sn ON sn.oid = sc.relnamespace"
 	" LEFT JOIN pg_sequence s ON s.seqrelid = sc.oid"
 	" WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum";
@@ -127,6 +134,7 @@ static int read_columns(PGconn *src, const char *oid, struct tabledef_table *t)
 			s->max = value(res, r, 14);
 			s->cache = value(res, r, 15);
 			s->cycle = is_true(res, r, 16);
+			s->by_default = !is_true(res, r, 17);
 			c->seq = s;
 		}
 	}

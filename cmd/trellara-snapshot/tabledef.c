@@ -197,13 +197,16 @@ int tabledef_pre_data(const struct tabledef_set *set, struct tabledef_stmts *out
 	for (size_t i = 0; i < set->n_tables; i++) {
 		const struct tabledef_table *t = &set->tables[i];
 		const struct tabledef_table *parent = t->parent >= 0 ? &set->tables[t->parent] : NULL;
-		/* the sequences its columns own (serial) first: their defaults name them */
+		/* the sequences its columns own (serial) first: their defaults
+		 * name them; one a default calls without owning it may be
+		 * shared by other tables' defaults, or be there already */
 		for (size_t k = 0; k < t->n_columns && !parent; k++) {
 			const struct tabledef_seq *s = t->columns[k].seq;
 			if (!s || t->columns[k].identity)
 				continue;
 			struct strbuf b = STRBUF_INIT;
-			strbuf_addf(&b, "CREATE SEQUENCE %s.%s AS %s ", s->schema, s->name, s->type);
+			strbuf_addf(&b, "CREATE SEQUENCE %s%s.%s AS %s ", s->by_default ? "IF NOT EXISTS " : "", s->schema, s->name,
+				    s->type);
 			add_seq_options(&b, s);
 			stmts_add(out, t, strbuf_detach(&b, NULL), NULL);
 		}
@@ -250,7 +253,7 @@ int tabledef_pre_data(const struct tabledef_set *set, struct tabledef_stmts *out
 		stmts_add(out, t, strbuf_detach(&b, NULL), NULL);
 		for (size_t k = 0; k < t->n_columns && !parent; k++) {
 			const struct tabledef_seq *s = t->columns[k].seq;
-			if (s && !t->columns[k].identity)
+			if (s && !t->columns[k].identity && !s->by_default)
 				stmts_add(out, t,
 					  xasprintf("ALTER SEQUENCE %s.%s OWNED BY %s.%s.%s", s->schema, s->name, t->schema, t->name,
 						    t->columns[k].name),

@@ -41,6 +41,7 @@ struct tabledef_seq {
 	char *type;      /* owned: format_type of seqtypid */
 	char *start, *increment, *min, *max, *cache; /* owned: int8 text */
 	bool cycle;
+	bool by_default; /* no column owns it, the column's default calls it: created if missing, not owned */
 };
 
 struct tabledef_column {
@@ -54,7 +55,8 @@ struct tabledef_column {
 	char generated;        /* 0, 's' stored, 'v' virtual */
 	char identity;         /* 0, 'a' always, 'd' by default */
 	bool not_null;
-	struct tabledef_seq *seq; /* owned: the identity's or the owned sequence; NULL */
+	struct tabledef_seq *seq; /* owned: the identity's or the owned sequence, else the one the default
+				   * calls (by_default); NULL */
 };
 
 struct tabledef_constraint {

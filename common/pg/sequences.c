@@ -47,28 +47,40 @@ static void set_target(PGconn *dst, struct flow_sequence *s, const char *schema,
 	s->target_quoted = quoted_name(dst, schema, name);
 }
 
-/* The sequences owned by the columns of one flow table on the source,
- * each mapped to the target's sequence of the same column. */
-static int resolve_owned(PGconn *src, PGconn *dst, const struct table_config *t, struct flow_sequences *out)
+/* The sequences of the columns of one flow table on the source: the ones
+ * a column owns (serial, OWNED BY, identity) and the ones a column's
+ * default calls (DEFAULT nextval('...') without OWNED BY: the form of
+ * older dumps and hand-written schemas; pg_depend records the default's
+ * dependency on the sequence), each mapped to the target's sequence of
+ * the same table column: the one that column owns, else the one its
+ * default calls there, else one of the same name. */
+static int resolve_columns(PGconn *src, PGconn *dst, const struct table_config *t, struct flow_sequences *out)
 {
 	char *table = quoted_name(src, t->schema, t->name);
 	const char *p[1] = { table };
 	PGresult *res = NULL;
 	int rc = -1;
 	res = pgconn_query(src,
-			   "SELECT sn.nspname, s.relname, a.attname FROM pg_catalog.pg_depend d"
-			   " JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'"
+			   "SELECT sn.nspname, s.relname, a.attname, q.owned FROM ("
+			   " SELECT d.objid AS seq, d.refobjsubid AS attnum, true AS owned FROM pg_catalog.pg_depend d"
+			   "  WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass"
+			   "  AND d.refobjid = pg_catalog.to_regclass($1) AND d.refobjsubid > 0 AND d.deptype IN ('a', 'i')"
+			   " UNION ALL"
+			   " SELECT d.refobjid, ad.adnum, false FROM pg_catalog.pg_attrdef ad JOIN pg_catalog.pg_depend d"
+			   "  ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid = ad.oid"
+			   "  AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjsubid = 0"
+			   "  WHERE ad.adrelid = pg_catalog.to_regclass($1)) q"
+			   " JOIN pg_catalog.pg_class s ON s.oid = q.seq AND s.relkind = 'S'"
 			   " JOIN pg_catalog.pg_namespace sn ON sn.oid = s.relnamespace"
-			   " JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid"
-			   " WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass"
-			   " AND d.refobjid = pg_catalog.to_regclass($1) AND d.refobjsubid > 0 AND d.deptype IN ('a', 'i')"
-			   " ORDER BY a.attnum, 1, 2",
+			   " JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass($1) AND a.attnum = q.attnum"
+			   "  AND NOT a.attisdropped"
+			   " ORDER BY a.attnum, q.owned DESC, 1, 2",
 			   1, p);
 	if (!res)
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++) {
 		char *name = xasprintf("%s.%s", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-		if (find(out, name)) { /* one sequence owned twice cannot be; listed once anyway */
+		if (find(out, name)) { /* owned and called by the default, or shared by columns: listed once */
 			free(name);
 			continue;
 		}
@@ -76,16 +88,25 @@ static int resolve_owned(PGconn *src, PGconn *dst, const struct table_config *t,
 		s->source_name = name;
 		s->source_quoted = quoted_name(src, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 		s->owned_by = xasprintf("%s.%s.%s", t->schema, t->name, PQgetvalue(res, i, 2));
+		s->by_default = strcmp(PQgetvalue(res, i, 3), "f") == 0;
 		/* the target's sequence of the same column; the guards keep
 		 * pg_get_serial_sequence from failing on a missing table or column */
-		const char *q[2] = { table, PQgetvalue(res, i, 2) };
-		PGresult *tr = pgconn_query(dst,
-					    "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
-					    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-					    " WHERE c.oid = (CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_attribute"
-					    " WHERE attrelid = pg_catalog.to_regclass($1) AND attname = $2 AND attnum > 0"
-					    " AND NOT attisdropped) THEN pg_catalog.pg_get_serial_sequence($1, $2) END)::regclass",
-					    2, q);
+		const char *q[4] = { table, PQgetvalue(res, i, 2), PQgetvalue(res, i, 0), PQgetvalue(res, i, 1) };
+		PGresult *tr = pgconn_query(
+			dst,
+			"WITH col AS (SELECT a.attrelid, a.attnum FROM pg_catalog.pg_attribute a"
+			"  WHERE a.attrelid = pg_catalog.to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped)"
+			" SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+			" JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+			" WHERE c.relkind = 'S' AND c.oid = COALESCE("
+			"  (CASE WHEN EXISTS (SELECT 1 FROM col) THEN pg_catalog.pg_get_serial_sequence($1, $2) END)::regclass,"
+			"  (SELECT d.refobjid FROM col JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = col.attrelid AND ad.adnum = col.attnum"
+			"   JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid = ad.oid"
+			"   AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjsubid = 0"
+			"   JOIN pg_catalog.pg_class x ON x.oid = d.refobjid AND x.relkind = 'S' ORDER BY d.refobjid LIMIT 1),"
+			"  (SELECT x.oid FROM pg_catalog.pg_class x JOIN pg_catalog.pg_namespace xn ON xn.oid = x.relnamespace"
+			"   WHERE xn.nspname = $3 AND x.relname = $4 AND x.relkind = 'S'))",
+			4, q);
 		if (!tr)
 			goto out;
 		if (PQntuples(tr) == 1)
@@ -122,7 +143,7 @@ int sequences_resolve(PGconn *src, PGconn *dst, const struct flow_config *cfg, s
 	memset(out, 0, sizeof *out);
 	int rc = -1, missing = 0;
 	for (size_t i = 0; i < cfg->n_tables; i++)
-		if (resolve_owned(src, dst, &cfg->tables[i], out) < 0)
+		if (resolve_columns(src, dst, &cfg->tables[i], out) < 0)
 			goto out;
 	for (size_t i = 0; i < cfg->n_sequences; i++) {
 		const char *listed = cfg->sequences[i];
@@ -339,7 +360,8 @@ void sequences_json_fields(struct jsonw *w, const struct flow_sequence *s)
 {
 	jsonw_str(w, "sequence", s->source_name);
 	jsonw_str(w, "target_sequence", s->target_name);
-	jsonw_str(w, "owned_by", s->owned_by);
+	jsonw_str(w, "owned_by", s->by_default ? NULL : s->owned_by);
+	jsonw_str(w, "default_of", s->by_default ? s->owned_by : NULL);
 	jsonw_bool(w, "listed", s->listed);
 	if (s->read) {
 		sequences_json_state(w, "source", &s->source);

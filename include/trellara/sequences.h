@@ -6,11 +6,14 @@
  *
  * The flow's sequences: every sequence owned by a column of a flow table
  * on the source (pg_depend deptype 'a', serial and OWNED BY, or 'i',
- * identity columns), then each one dataset.sequences lists.  An owned
- * sequence maps to the target's sequence of the same table column
- * (pg_get_serial_sequence on the target, so identity sequences with other
- * generated names map right); a listed one to the target's sequence of
- * the same schema-qualified name.
+ * identity columns) and every sequence a flow table's column default
+ * calls (DEFAULT nextval('...') without OWNED BY: pg_depend from the
+ * pg_attrdef row), then each one dataset.sequences lists.  A column's
+ * sequence maps to the target's sequence of the same table column (the
+ * one it owns, pg_get_serial_sequence on the target, so identity
+ * sequences with other generated names map right; else the one its
+ * default calls; else one of the same name); a listed one to the
+ * target's sequence of the same schema-qualified name.
  *
  * States are read on the source with pg_get_sequence_data(regclass) when
  * pg_catalog has that function (PostgreSQL 19), else with SELECT
@@ -44,7 +47,9 @@ struct flow_sequence {
 	char *target_name;   /* owned: "schema.name" on the target; NULL: the target has none for it */
 	char *source_quoted; /* owned: "schema"."name", for SQL */
 	char *target_quoted; /* owned; NULL with target_name */
-	char *owned_by;      /* owned: "schema.table.column" it belongs to on the source; NULL: listed only */
+	char *owned_by;      /* owned: "schema.table.column" it belongs to on the source (owns it, or its
+			      * default calls it: by_default); NULL: listed only */
+	bool by_default;     /* the column's default calls it; no column owns it */
 	bool listed;         /* named in dataset.sequences */
 	/* sequences_read() */
 	bool read;

@@ -270,3 +270,31 @@ index_count() {
 	diff -u <(definitions source) <(definitions target)
 	assert_tables_equal app.big app.small
 }
+
+@test "--create-tables: sequences that column defaults call without OWNED BY (one shared by two tables, in a schema of its own) are created once, not owned, and set past the source; the first inserts on the target do not collide" {
+	psql_source "CREATE SCHEMA ids" "CREATE SEQUENCE ids.shared_seq START 1000" "CREATE SEQUENCE public.notes_seq" \
+		"CREATE TABLE a (id int PRIMARY KEY DEFAULT nextval('ids.shared_seq'), v text)" \
+		"CREATE TABLE b (id bigint PRIMARY KEY DEFAULT nextval('ids.shared_seq'::regclass), v text)" \
+		"CREATE TABLE notes (id serial PRIMARY KEY, n bigint NOT NULL DEFAULT nextval('notes_seq'))" \
+		"INSERT INTO a (v) SELECT 'a' || g FROM generate_series(1, 5) g" \
+		"INSERT INTO b (v) SELECT 'b' || g FROM generate_series(1, 5) g" \
+		"INSERT INTO notes DEFAULT VALUES" "INSERT INTO notes DEFAULT VALUES" \
+		"CREATE PUBLICATION $PUBLICATION_NAME FOR TABLE a, b, notes"
+	write_flow_file "$FLOW_FILE" --tables "public.a,public.b,public.notes" --set stream.min_free_bytes=1048576
+	run -0 trellara-snapshot --config "$FLOW_FILE" --create-tables
+	echo "$output"
+	[[ "$output" == *"copied public.b: 5 rows"* ]]
+	assert_tables_equal a b notes
+	# created once, with the source's options, owned by no column (as on
+	# the source); the owned one stays owned
+	[ "$(psql_target "SELECT seqstart FROM pg_sequence WHERE seqrelid = 'ids.shared_seq'::regclass")" = 1000 ]
+	[ "$(psql_target "SELECT count(*) FROM pg_depend WHERE objid = 'ids.shared_seq'::regclass AND deptype IN ('a', 'i')")" = 0 ]
+	[ "$(psql_target "SELECT pg_get_serial_sequence('notes', 'id')")" = public.notes_id_seq ]
+	# the snapshot set each of them at least to the source's state
+	[ "$(psql_target "SELECT last_value FROM ids.shared_seq")" = "$(psql_source "SELECT last_value FROM ids.shared_seq")" ]
+	[ "$(psql_target "SELECT last_value FROM notes_seq")" = 2 ]
+	# the application's first rows on the target take new keys
+	[ "$(psql_target "INSERT INTO a (v) VALUES ('new') RETURNING id")" -eq 1010 ]
+	[ "$(psql_target "INSERT INTO b (v) VALUES ('new') RETURNING id")" -eq 1011 ]
+	[ "$(psql_target "INSERT INTO notes DEFAULT VALUES RETURNING id, n")" = "3|3" ]
+}

@@ -125,6 +125,34 @@ static void test_plain_table(void)
 	tabledef_set_free(&set);
 }
 
+/* a default that calls a sequence no column owns: created if missing
+ * (another table's default may call it too), never made owned */
+static void test_default_sequence(void)
+{
+	struct tabledef_set set = { 0 };
+	struct tabledef_table *t = table(&set, "public", "rental", "public.rental", -1);
+	struct tabledef_column *c = column(t, "rental_id", "integer");
+	c->default_expr = dup("nextval('ids.rental_seq'::regclass)");
+	c->seq = seq("ids", "rental_seq", "integer");
+	c->seq->by_default = true;
+	c->not_null = true;
+	t->schema_exists = true;
+
+	struct tabledef_stmts s = { 0 };
+	char err[256] = "";
+	CHECK(tabledef_pre_data(&set, &s, err, sizeof err) == 0);
+	CHECK(s.n == 3);
+	if (s.n == 3) {
+		CHECK_STR(s.items[0].sql, "CREATE SCHEMA IF NOT EXISTS ids");
+		CHECK_STR(s.items[1].sql, "CREATE SEQUENCE IF NOT EXISTS ids.rental_seq AS integer START WITH 100 INCREMENT BY 5"
+					  " MINVALUE 1 MAXVALUE 2147483647 CACHE 1 NO CYCLE");
+		CHECK_STR(s.items[2].sql,
+			  "CREATE TABLE public.rental (rental_id integer DEFAULT nextval('ids.rental_seq'::regclass) NOT NULL)");
+	}
+	tabledef_stmts_free(&s);
+	tabledef_set_free(&set);
+}
+
 /* a partitioned table, a partition, a sub-partitioned partition and its
  * partition: PARTITION OF with the bound, only what differs from the
  * parent, only the partition's own checks */
@@ -311,6 +339,7 @@ static void test_index_sql(void)
 int main(void)
 {
 	test_plain_table();
+	test_default_sequence();
 	test_partitions();
 	test_foreign_keys();
 	test_missing_type();
