@@ -460,7 +460,10 @@ static int do_verify(struct cut *c)
 {
 	uint64_t compared_at = 0;
 	struct verify_options vo = { .cfg = c->cfg, .json = false, .fence_timeout_s = c->o->fence_timeout_s,
-				     .stop = c->o->stop, .compared_at = &compared_at };
+				     .stop = c->o->stop, .compared_at = &compared_at,
+				     /* the writes move to the target next: a sequence behind
+				      * would hand out a key the source already has */
+				     .sequences_strict = true };
 	printf("verify:\n");
 	fflush(stdout);
 	int rc = verify_run(&vo);

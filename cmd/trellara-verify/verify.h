@@ -45,6 +45,11 @@ struct verify_options {
 	int retry_base_ms; /* the first delay between passes (backoff.h) */
 	volatile sig_atomic_t *stop;
 	uint64_t *compared_at; /* when not NULL: set to the LSN compared at (0 when none was) */
+	/* --sequences strict: a target sequence behind its source is a
+	 * divergence (cutover); else (report) it is reported with the sync
+	 * command but the result is the data's: the stream carries no
+	 * sequence values, so behind is the normal state of a live flow */
+	bool sequences_strict;
 };
 
 int verify_run(const struct verify_options *o);

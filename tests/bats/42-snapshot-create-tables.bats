@@ -158,7 +158,7 @@ SQL
 	[ "$(psql_target "SELECT count(*) FROM app.payments_2026_02_other")" -gt 0 ]
 	# the workload's inserts moved the source's sequences: the data agrees,
 	# the sequences are behind until synced (the command verify prints)
-	run -1 --separate-stderr trellara verify --config "$FLOW_FILE" --format json
+	run -1 --separate-stderr trellara verify --config "$FLOW_FILE" --format json --sequences strict
 	[ "$(jq -r .data_result <<<"$output")" = CONVERGED ]
 	[ "$(jq -r .sequences_behind <<<"$output")" -ge 1 ]
 	run -0 trellara sequences sync --config "$FLOW_FILE"

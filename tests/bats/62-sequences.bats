@@ -40,7 +40,7 @@ seq_state() {
 	"psql_$1" "SELECT last_value || '|' || is_called FROM $2"
 }
 
-@test "snapshot copies the sequences; verify names one behind with the sync command; the printed command repairs it; the target's first insert does not collide" {
+@test "snapshot copies the sequences; verify reports one behind with the sync command (a divergence only with --sequences strict); the printed command repairs it; the target's first insert does not collide" {
 	run -0 trellara-snapshot --config "$FLOW_FILE"
 	[[ $output == *"sequence public.items_id_seq: source 30, target 1 (not called yet) -> 30 (set)"* ]]
 	[[ $output == *"sequence public.tickets_id_seq (target public.tickets_id_seq1): source 20, target 1 (not called yet) -> 20 (set)"* ]]
@@ -60,18 +60,34 @@ seq_state() {
 		"SELECT nextval('invoice_no')"
 	caught_up
 	assert_tables_equal items tickets
-	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE"
+	# a live flow's normal state: the data converged, the sequences
+	# behind are reported with the command that syncs them, not a divergence
+	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE"
+	[[ $output == *"sequence public.items_id_seq: behind: source 37, target 30"* ]]
+	[[ $output == *"sequence public.tickets_id_seq: behind: source 21, target 20"* ]]
+	[[ $output == *"sequence public.invoice_no: behind: source 1005, target 1004"* ]]
+	[[ $output != *DIVERGED* ]]
+	[[ $output == *"result: CONVERGED (3 sequences behind the source: sync them before writes move to the target)"* ]]
+	recover=$(sed -n 's/^  sync: //p' <<<"$output")
+	[ "$recover" = "trellara sequences sync --config $FLOW_FILE" ]
+	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
+	[ "$(jq -r '[.result, .data_result, .sequences_mode] | join(" ")' <<<"$output")" = "CONVERGED CONVERGED report" ]
+	[ "$(jq .sequences_behind <<<"$output")" -eq 3 ]
+	items=$(jq -c '.sequences[] | select(.sequence == "public.items_id_seq")' <<<"$output")
+	[ "$(jq -r '[.divergence, .state, .result, .owned_by, .target_sequence] | join(" ")' <<<"$items")" = \
+		" behind behind public.items.id public.items_id_seq" ]
+	[ "$(jq -r .recovery <<<"$items")" = "$recover" ]
+	# --sequences strict (what cutover runs): a sequence behind is a divergence
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --sequences strict
 	[[ $output == *"sequence public.items_id_seq: DIVERGED: sequence_behind: source 37, target 30"* ]]
 	[[ $output == *"sequence public.tickets_id_seq: DIVERGED: sequence_behind: source 21, target 20"* ]]
 	[[ $output == *"sequence public.invoice_no: DIVERGED: sequence_behind: source 1005, target 1004"* ]]
 	[[ $output == *"result: DIVERGED (0 tables, 3 sequences behind)"* ]]
-	recover=$(sed -n 's/^  recover: //p' <<<"$output")
-	[ "$recover" = "trellara sequences sync --config $FLOW_FILE" ]
+	[ "$(sed -n 's/^  recover: //p' <<<"$output")" = "$recover" ]
 	# the data converged: the run is verified, sequences are repaired apart
 	[ "$(psql_target "SELECT state FROM trellara.snapshot_runs")" = verified ]
-	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json
-	[ "$(jq -r .result <<<"$output")" = DIVERGED ]
-	[ "$(jq -r .data_result <<<"$output")" = CONVERGED ]
+	run -1 --separate-stderr trellara-verify --config "$FLOW_FILE" --format json --sequences strict
+	[ "$(jq -r '[.result, .data_result, .sequences_mode] | join(" ")' <<<"$output")" = "DIVERGED CONVERGED strict" ]
 	[ "$(jq .sequences_behind <<<"$output")" -eq 3 ]
 	items=$(jq -c '.sequences[] | select(.sequence == "public.items_id_seq")' <<<"$output")
 	[ "$(jq -r '[.divergence, .state, .result, .owned_by, .target_sequence] | join(" ")' <<<"$items")" = \
@@ -80,6 +96,8 @@ seq_state() {
 	[ "$(jq -r .recovery <<<"$items")" = "$recover" ]
 	[ "$(jq -r '.sequences[] | select(.sequence == "public.invoice_no") | [.listed, .owned_by] | tostring' <<<"$output")" = '[true,null]' ]
 	[ "$(jq -r '.sequences[] | select(.sequence == "public.tickets_id_seq") | .target_sequence' <<<"$output")" = public.tickets_id_seq1 ]
+	run -64 --separate-stderr trellara-verify --config "$FLOW_FILE" --sequences loose
+	[[ $stderr == *"--sequences"* ]]
 
 	run -0 bash -c "$recover"
 	[[ $output == *"sequence public.items_id_seq: source 37, target 30 -> 37 (set)"* ]]
