@@ -74,7 +74,32 @@ struct verify {
 	struct snapfence fence;
 	struct table_result *results;
 	size_t n_results;
+	/* the servers' encodings differ (a LATIN1 source, a UTF8 target):
+	 * rows are hashed as their text in UTF8, the client encoding both
+	 * sessions pin, so both hash what the application sees */
+	bool transcode;
 };
+
+/* The row hash of a text expression: hashtextextended over the text, in
+ * the server's encoding when both servers share it (their bytes are then
+ * the same for the same text), else over its UTF8 bytes written as
+ * ASCII (encode(..., 'escape')), which is the same text on any server
+ * encoding.  Newly allocated. */
+static char *row_hash(const struct verify *v, const char *text_expr)
+{
+	return v->transcode ? xasprintf("hashtextextended(encode(convert_to(%s, 'UTF8'), 'escape'), 0)", text_expr)
+			    : xasprintf("hashtextextended(%s, 0)", text_expr);
+}
+
+/* Whether the two servers' encodings differ (v->transcode). */
+static void choose_hash(struct verify *v)
+{
+	const char *se = PQparameterStatus(v->src, "server_encoding"), *te = PQparameterStatus(v->dst, "server_encoding");
+	v->transcode = !se || !te || strcmp(se, te) != 0;
+	if (v->transcode)
+		log_info("the source's encoding is %s, the target's %s: rows are compared as UTF8 text", se ? se : "unknown",
+			 te ? te : "unknown");
+}
 
 /* Connects to one side; a failure that another pass may not meet (the
  * server down, restarting, unreachable; not the credentials) is the
@@ -501,6 +526,7 @@ static int narrow_buckets(struct verify *v, struct table_result *r, const struct
 	struct strbuf list = STRBUF_INIT;
 	PGresult *rs = NULL, *rt = NULL;
 	char *sql = NULL, *sql_dst = NULL, *keys = NULL, *quoted_key = int_key ? pgconn_quote_ident(v->src, cols->int_key) : NULL;
+	char *covered = xasprintf("%s::text", cols->covered), *row_h = row_hash(v, covered);
 	for (int b = 0; b < BUCKETS; b++) {
 		if (sums_equal(&sums_src[b], &sums_dst[b]))
 			continue;
@@ -532,10 +558,10 @@ static int narrow_buckets(struct verify *v, struct table_result *r, const struct
 		free(sql_dst);
 		free(keys);
 #define BY_KEY_SQL                                                                                          \
-	"SELECT k, h FROM (SELECT %s::bigint AS k, hashtextextended(%s::text, 0) AS h FROM %s%s WHERE %s = ANY" \
+	"SELECT k, h FROM (SELECT %s::bigint AS k, %s AS h FROM %s%s WHERE %s = ANY" \
 	" ($1::bigint[]) OFFSET 0) s"
-		sql = xasprintf(BY_KEY_SQL, quoted_key, cols->covered, only_src, qualified, quoted_key);
-		sql_dst = xasprintf(BY_KEY_SQL, quoted_key, cols->covered, only_dst, qualified, quoted_key);
+		sql = xasprintf(BY_KEY_SQL, quoted_key, row_h, only_src, qualified, quoted_key);
+		sql_dst = xasprintf(BY_KEY_SQL, quoted_key, row_h, only_dst, qualified, quoted_key);
 #undef BY_KEY_SQL
 		keys = key_array(peel.fresh, peel.n_fresh);
 		const char *p[1] = { keys };
@@ -580,26 +606,28 @@ static int narrow_buckets(struct verify *v, struct table_result *r, const struct
 		free(keys);
 		keys = key_array(peel.keys, peel.n_keys);
 #define KEY_SQL                                                                                                  \
-	"SELECT k::text, h FROM (SELECT %s AS k, hashtextextended(%s::text, 0) AS h%s%s FROM %s%s OFFSET 0) s" \
+	"SELECT k::text, h FROM (SELECT %s AS k, %s AS h%s%s FROM %s%s OFFSET 0) s" \
 	" WHERE h & %d = ANY ($1::bigint[])%s"
 /* keyless: rows themselves; a multiset difference (equal rows share a bucket) */
 #define KEYLESS_SQL                                                                                   \
 	"SELECT r || ' #' || row_number() OVER (PARTITION BY r), '' FROM (SELECT %s::text AS r FROM %s%s" \
-	" OFFSET 0) s WHERE hashtextextended(r, 0) & %d = ANY ($1::bigint[])"
+	" OFFSET 0) s WHERE %s & %d = ANY ($1::bigint[])"
 		/* the keys read by key are complete already */
 		const char *skip = peel.n_keys ? " AND kk <> ALL ($2::bigint[])" : "";
 		const char *kk = peel.n_keys ? ", " : "", *kk_col = peel.n_keys ? quoted_key : "";
 		if (cols->key && peel.n_keys) {
 			char *kk_as = xasprintf("%s::bigint AS kk", kk_col);
-			sql = xasprintf(KEY_SQL, cols->key, cols->covered, kk, kk_as, only_src, qualified, BUCKETS - 1, skip);
-			sql_dst = xasprintf(KEY_SQL, cols->key, cols->covered, kk, kk_as, only_dst, qualified, BUCKETS - 1, skip);
+			sql = xasprintf(KEY_SQL, cols->key, row_h, kk, kk_as, only_src, qualified, BUCKETS - 1, skip);
+			sql_dst = xasprintf(KEY_SQL, cols->key, row_h, kk, kk_as, only_dst, qualified, BUCKETS - 1, skip);
 			free(kk_as);
 		} else if (cols->key) {
-			sql = xasprintf(KEY_SQL, cols->key, cols->covered, "", "", only_src, qualified, BUCKETS - 1, "");
-			sql_dst = xasprintf(KEY_SQL, cols->key, cols->covered, "", "", only_dst, qualified, BUCKETS - 1, "");
+			sql = xasprintf(KEY_SQL, cols->key, row_h, "", "", only_src, qualified, BUCKETS - 1, "");
+			sql_dst = xasprintf(KEY_SQL, cols->key, row_h, "", "", only_dst, qualified, BUCKETS - 1, "");
 		} else {
-			sql = xasprintf(KEYLESS_SQL, cols->covered, only_src, qualified, BUCKETS - 1);
-			sql_dst = xasprintf(KEYLESS_SQL, cols->covered, only_dst, qualified, BUCKETS - 1);
+			char *r_hash = row_hash(v, "r");
+			sql = xasprintf(KEYLESS_SQL, cols->covered, only_src, qualified, r_hash, BUCKETS - 1);
+			sql_dst = xasprintf(KEYLESS_SQL, cols->covered, only_dst, qualified, r_hash, BUCKETS - 1);
+			free(r_hash);
 		}
 #undef KEY_SQL
 #undef KEYLESS_SQL
@@ -616,6 +644,8 @@ static int narrow_buckets(struct verify *v, struct table_result *r, const struct
 	n_src = n_dst = 0;
 	rc = 0;
 out:
+	free(covered);
+	free(row_h);
 	free_rows(src_rows, n_src);
 	free_rows(dst_rows, n_dst);
 	free_rows(named_src, named_src ? n_named_src : 0);
@@ -682,14 +712,18 @@ static void compare_table(struct verify *v, const struct table_config *t, struct
 	 * of the integer key; h is computed once per row (OFFSET 0 keeps the
 	 * planner from copying its expression into each aggregate) */
 #define BUCKETS_SQL                                                                                      \
-	"SELECT h & %d, count(*), sum(h), bit_xor(h)%s FROM (SELECT hashtextextended(%s::text, 0) AS h%s" \
+	"SELECT h & %d, count(*), sum(h), bit_xor(h)%s FROM (SELECT %s AS h%s" \
 	" FROM %s%s OFFSET 0) s GROUP BY 1"
 	char *quoted_key = int_key ? pgconn_quote_ident(v->src, cols.int_key) : NULL;
 	char *key_as = int_key ? xasprintf(", %s::bigint AS k", quoted_key) : xstrdup("");
 	free(quoted_key);
-	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_src, qualified);
-	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", cols.covered, key_as, only_dst, qualified);
+	char *covered = xasprintf("%s::text", cols.covered);
+	char *hash = row_hash(v, covered);
+	sql = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", hash, key_as, only_src, qualified);
+	sql_dst = xasprintf(BUCKETS_SQL, BUCKETS - 1, int_key ? ", bit_xor(k)" : "", hash, key_as, only_dst, qualified);
 	free(key_as);
+	free(hash);
+	free(covered);
 #undef BUCKETS_SQL
 	if (both(v, sql, sql_dst, 0, NULL, &rs, &rt) < 0) {
 		r->error = true;
@@ -859,6 +893,7 @@ static int verify_pass(const struct verify_options *o, struct verify_loss *loss)
 	if (!v.src || !v.dst || snapfence_session_settings(v.src) < 0 || snapfence_session_settings(v.dst) < 0 ||
 	    checkpoint_migrate(v.dst, cfg->checkpoint_schema) < 0)
 		goto out;
+	choose_hash(&v);
 	if (o->table) {
 		bool known = false;
 		for (size_t i = 0; i < cfg->n_tables; i++) {
