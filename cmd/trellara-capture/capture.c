@@ -23,6 +23,7 @@
 #include "trellara/metrics.h"
 #include "trellara/notify.h"
 #include "trellara/pgoutput.h"
+#include "trellara/relbind_pg.h"
 #include "trellara/checkpoint.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
@@ -61,7 +62,39 @@ struct capture {
 	struct contract_fingerprint pin; /* owned: dataset.contract pinned, the pin checked at start */
 	bool in_stream_block;         /* between Stream Start and Stream Stop (for decoding a Relation message) */
 	struct pgoutput_message relation_msg; /* owned scratch */
+	struct relbind bind;          /* owned: which source relation each flow table is */
 };
+
+/* A Relation message of a flow table's OID under another name, or of a
+ * flow table's name under another OID (relbind.h): capture stops before
+ * writing any change of it, since applyd would skip them as a table
+ * outside the dataset (or apply them to another relation's rows); what
+ * came before is flushed and acknowledged, and the restart meets the same
+ * message again until the flow follows the change.  EXIT_OK or
+ * EXIT_CONFIG. */
+static int check_identity_of(struct capture *c, const struct pgoutput_message *m)
+{
+	size_t t;
+	const char *nsp = *m->relation.nspname ? m->relation.nspname : "pg_catalog";
+	enum relbind_verdict v = relbind_observe(&c->bind, m->relation.relid, nsp, strlen(nsp), m->relation.relname, strlen(m->relation.relname), &t);
+	if (v == RELBIND_OK)
+		return EXIT_OK;
+	const struct relbind_table *ft = &c->bind.tables[t];
+	char *q = strbuf_shell_quote(c->cfg->path);
+	if (v == RELBIND_RENAMED) {
+		log_error("flow table %s.%s (source relation %u) arrives as %s.%s: it was renamed or moved to another schema on the source; capture stops before writing any change of it (applyd would skip them as a table outside the dataset)",
+			  ft->schema, ft->name, m->relation.relid, nsp, m->relation.relname);
+		log_hint("to follow it: do the same on the target (ALTER TABLE ... RENAME TO / SET SCHEMA), write %s.%s for %s.%s in dataset.tables of %s, then start capture and applyd again (trellara check --config %s)",
+			 nsp, m->relation.relname, ft->schema, ft->name, c->cfg->path, q);
+	} else {
+		log_error("flow table %s.%s arrives as another relation (source relation %u, %u before): it was dropped and created again, or another table took its name; capture stops before writing any change of it",
+			  ft->schema, ft->name, m->relation.relid, ft->oid);
+		log_hint("the target's %s.%s holds the rows of the relation before: copy the table again (trellara reseed --config %s --table %s.%s), then start capture again",
+			 ft->schema, ft->name, q, ft->schema, ft->name);
+	}
+	free(q);
+	return EXIT_CONFIG;
+}
 
 /* dataset.contract: pinned.  A Relation message (pgoutput sends one
  * before the first change of a relation in a session, and again after
@@ -69,6 +102,30 @@ struct capture {
  * stops capture before any change of that relation is written: what came
  * before is flushed and acknowledged, the restart finds the same message
  * again until the contract is refreshed.  EXIT_OK or EXIT_CONFIG. */
+static int check_contract_of(struct capture *c, const struct pgoutput_message *m)
+{
+	int n = m->relation.natts;
+	struct contract_rel_column *cols = xcalloc(n > 0 ? (size_t)n : 1, sizeof *cols);
+	for (int i = 0; i < n; i++) {
+		const struct pgoutput_attribute *a = &m->relation.atts[i];
+		cols[i] = (struct contract_rel_column){ a->name, strlen(a->name), a->type_oid, a->typmod, a->key };
+	}
+	const char *nsp = *m->relation.nspname ? m->relation.nspname : "pg_catalog";
+	struct contract_diff d;
+	int drift = contract_check_relation(&c->pin, nsp, strlen(nsp), m->relation.relname, strlen(m->relation.relname), (char)m->relation.replident,
+					    cols, (size_t)n, &d);
+	free(cols);
+	if (!drift)
+		return EXIT_OK;
+	contract_log_drift(&d, c->cfg);
+	log_error("capture stops before writing any change of \"%s\" past the drift (dataset.contract: pinned)", d.table);
+	contract_diff_release(&d);
+	return EXIT_CONFIG;
+}
+
+/* Each Relation message, before the core writes anything of it: which
+ * relation it is (always), and its columns against the pin (with
+ * dataset.contract: pinned).  EXIT_OK or EXIT_CONFIG. */
 static int check_relation(struct capture *c, const uint8_t *buf, size_t len)
 {
 	if (len < 26 || buf[0] != 'w') /* XLogData: 'w', start, end, time, then the message */
@@ -85,24 +142,10 @@ static int check_relation(struct capture *c, const uint8_t *buf, size_t len)
 	if (pgoutput_decode(msg, msg_len, c->cfg->pgoutput_protocol_version, c->in_stream_block, &c->relation_msg, err,
 			    sizeof err) < 0)
 		return EXIT_OK; /* the core decodes it again and reports it */
-	const struct pgoutput_message *m = &c->relation_msg;
-	int n = m->relation.natts;
-	struct contract_rel_column *cols = xcalloc(n > 0 ? (size_t)n : 1, sizeof *cols);
-	for (int i = 0; i < n; i++) {
-		const struct pgoutput_attribute *a = &m->relation.atts[i];
-		cols[i] = (struct contract_rel_column){ a->name, strlen(a->name), a->type_oid, a->typmod, a->key };
-	}
-	const char *nsp = *m->relation.nspname ? m->relation.nspname : "pg_catalog";
-	struct contract_diff d;
-	int drift = contract_check_relation(&c->pin, nsp, strlen(nsp), m->relation.relname, strlen(m->relation.relname),
-					    (char)m->relation.replident, cols, (size_t)n, &d);
-	free(cols);
-	if (!drift)
-		return EXIT_OK;
-	contract_log_drift(&d, c->cfg);
-	log_error("capture stops before writing any change of \"%s\" past the drift (dataset.contract: pinned)", d.table);
-	contract_diff_release(&d);
-	return EXIT_CONFIG;
+	int rc = check_identity_of(c, &c->relation_msg);
+	if (rc == EXIT_OK && c->cfg->contract_pinned)
+		rc = check_contract_of(c, &c->relation_msg);
+	return rc;
 }
 
 /* The run's counters: the core's, and the reconnects counted here. */
@@ -299,6 +342,22 @@ static int ensure_slot(struct capture *c, const struct pg_identity *id)
 	if (!plain)
 		return -1;
 	int code = -1, version = PQserverVersion(plain);
+	/* each flow table's relation now (relbind.h): one missing was dropped,
+	 * or renamed or moved while capture was stopped */
+	size_t missing;
+	if (relbind_load(plain, &c->bind, &missing) < 0) {
+		PQfinish(plain);
+		return -1;
+	}
+	if (missing < c->bind.n) {
+		const struct relbind_table *t = &c->bind.tables[missing];
+		log_error("flow table %s.%s does not exist on the source: it was dropped, or renamed or moved to another schema; capture does not stream a flow whose table it cannot follow",
+			  t->schema, t->name);
+		log_hint("renamed or moved: do the same on the target and write its new name in dataset.tables of %s; dropped: remove it from dataset.tables (the target keeps its rows)",
+			 c->cfg->path);
+		PQfinish(plain);
+		return EXIT_CONFIG;
+	}
 	struct stream_meta meta;
 	if (read_binding(c, &meta) < 0) {
 		PQfinish(plain);
@@ -558,7 +617,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		int n = PQgetCopyData(c->conn, &buf, 1);
 		if (n > 0) {
 			*made_progress = true;
-			if (c->cfg->contract_pinned && check_relation(c, (const uint8_t *)buf, (size_t)n) != EXIT_OK) {
+			if (check_relation(c, (const uint8_t *)buf, (size_t)n) != EXIT_OK) {
 				PQfreemem(buf);
 				/* what came before the drift is durable and acknowledged */
 				if (flush_batch(c) != EXIT_OK)
@@ -656,6 +715,17 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 	struct capture c = { .o = o, .cfg = cfg, .stats = stats };
 	memset(stats, 0, sizeof *stats);
 	pgoutput_message_init(&c.relation_msg);
+	{
+		const char **schemas = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *schemas);
+		const char **names = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *names);
+		for (size_t i = 0; i < cfg->n_tables; i++) {
+			schemas[i] = cfg->tables[i].schema;
+			names[i] = cfg->tables[i].name;
+		}
+		relbind_init(&c.bind, schemas, names, cfg->n_tables);
+		free(schemas);
+		free(names);
+	}
 	c.flow = config_flow_id(cfg);
 	c.rng = backoff_seed();
 	c.metrics = (struct metrics_publisher){ cfg->metrics_dir, "capture", c.flow, cfg->source_id, 0 };
@@ -852,6 +922,7 @@ out:
 	capture_core_close(c.core);
 	contract_fingerprint_free(&c.pin);
 	pgoutput_message_release(&c.relation_msg);
+	relbind_free(&c.bind);
 	PQfinish(c.target);
 	free(c.flow);
 	return code;
