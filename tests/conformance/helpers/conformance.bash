@@ -107,8 +107,22 @@ quarantined() {
 	psql_target "SELECT count(*) FROM trellara.quarantine"
 }
 
+# applied_through LSN: the target's checkpoint has applied through LSN
+applied_through() {
+	[ "$(psql_target "SELECT coalesce((SELECT applied_through_lsn >= '$1' FROM trellara.apply_checkpoint), false)")" = t ]
+}
+
+# conf_synced [TIMEOUT]: caught_up, but a flow that stopped (trellara run
+# exited: a quarantine, a refusal) ends the wait at once
 conf_synced() {
-	caught_up "${1:-120}"
+	local lsn
+	lsn=$(source_flushed_lsn)
+	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
+		"applied_through '$lsn' || ! kill -0 \"\$(bg_pid run)\" 2>/dev/null"
+	applied_through "$lsn" || {
+		echo "trellara run stopped before the target caught up with $lsn (see run.log)" >&2
+		return 1
+	}
 	[ "$(quarantined)" -eq 0 ]
 }
 
