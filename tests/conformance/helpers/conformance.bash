@@ -18,6 +18,9 @@
 #   conf_flow_file TABLES [ARGS...]   the flow file only
 #   conf_run               `trellara run` in the background (check, snapshot,
 #                          capture, applyd), and wait until it streams
+#   conf_start_nocopy      capture --start-now and applyd, no snapshot: the
+#                          scenarios' copy_data = false (each side keeps
+#                          the rows it has)
 #   conf_synced [TIMEOUT]  the target has applied everything the source
 #                          wrote so far, nothing quarantined
 #   assert_converged       trellara-verify answers CONVERGED (exit 0)
@@ -103,6 +106,19 @@ conf_run() {
 	}
 }
 
+conf_start_nocopy() {
+	bg_start capture trellara-capture --config "$FLOW_FILE" --start-now
+	wait_for "psql_source \"SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME' AND active\" | grep -q 1"
+	bg_start applyd trellara-applyd --config "$FLOW_FILE"
+}
+
+# flow_alive: trellara run (or, without it, applyd) still runs
+flow_alive() {
+	local name=run
+	[[ -n ${TRELLARA_BG[run]:-} ]] || name=applyd
+	[[ -n ${TRELLARA_BG[$name]:-} ]] && kill -0 "${TRELLARA_BG[$name]}" 2>/dev/null
+}
+
 quarantined() {
 	psql_target "SELECT count(*) FROM trellara.quarantine"
 }
@@ -113,14 +129,14 @@ applied_through() {
 }
 
 # conf_synced [TIMEOUT]: caught_up, but a flow that stopped (trellara run
-# exited: a quarantine, a refusal) ends the wait at once
+# or applyd exited: a quarantine, a refusal) ends the wait at once
 conf_synced() {
 	local lsn
 	lsn=$(source_flushed_lsn)
 	wait_for -t "${1:-120}" -m "target caught up with $lsn" \
-		"applied_through '$lsn' || ! kill -0 \"\$(bg_pid run)\" 2>/dev/null"
+		"applied_through '$lsn' || ! flow_alive"
 	applied_through "$lsn" || {
-		echo "trellara run stopped before the target caught up with $lsn (see run.log)" >&2
+		echo "the flow stopped before the target caught up with $lsn (see run.log, applyd.log)" >&2
 		return 1
 	}
 	[ "$(quarantined)" -eq 0 ]
