@@ -99,7 +99,7 @@ conf_run() {
 	bg_start run trellara run --config "$FLOW_FILE"
 	# a run that gave up (check, snapshot) ends the wait at once
 	wait_for -t 120 -m "trellara run streams (check, snapshot, capture, applyd)" \
-		'flow_ready || ! kill -0 "$(bg_pid run)" 2>/dev/null'
+		"flow_ready || ! flow_alive"
 	flow_ready || {
 		echo "trellara run is not streaming: it exited (see run.log)" >&2
 		return 1
@@ -144,6 +144,7 @@ conf_synced() {
 
 assert_converged() {
 	run -0 --separate-stderr trellara-verify --config "$FLOW_FILE"
+	# shellcheck disable=SC2154 # set by bats' run
 	[[ $output == *"result: CONVERGED"* ]]
 }
 
@@ -155,6 +156,7 @@ conf_stop() {
 check_blocker() {
 	local name=$1 object=${2:-}
 	run -1 --separate-stderr trellara-check --config "$FLOW_FILE" --format json
+	# shellcheck disable=SC2154 # set by bats' run
 	CHECK_ITEM=$(jq -c --arg n "$name" --arg o "$object" \
 		'[.checks[] | select(.name == $n and .status == "blocker" and ($o == "" or .object == $o))][0] // empty' <<<"$output")
 	[ -n "$CHECK_ITEM" ] || {
