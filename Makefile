@@ -118,7 +118,7 @@ MAN7 := $(wildcard man/man7/*.7)
 # object files are never intermediate: keep them
 .SECONDARY:
 
-.PHONY: all check unit unit-plain unit-san bats bats-cross check-matrix fuzz-short install bench deps clean quickstart
+.PHONY: all check unit unit-plain unit-san bats conformance bats-cross check-matrix fuzz-short install bench deps clean quickstart
 .PHONY: sim sim-check sim-long sim-variants sim-variants-check correctness-report verify-correctness-report FORCE
 
 all: $(PROGRAM_BINS) $(SIM_BIN)
@@ -227,6 +227,12 @@ build/tests/jetstream_publish: tests/unit/jetstream_publish.c $(NOLIBPQ_A)
 bats: all $(BATS_TOOLS)
 	@scripts/run-bats.sh
 
+# PostgreSQL's own logical-replication scenarios (src/test/subscription/t/)
+# through a flow: tests/conformance/, docs/CONFORMANCE.md
+CONFORMANCE_FILES := $(sort $(wildcard tests/conformance/*.bats))
+conformance: all $(BATS_TOOLS)
+	@BATS_FILES="$(CONFORMANCE_FILES)" scripts/run-bats.sh
+
 # The PostgreSQL majors make check needs besides Debian's 15 (for bats-cross).
 CHECK_PG_MAJORS := 18
 
@@ -260,6 +266,7 @@ check: deps
 	$(MAKE) verify-correctness-report
 	$(MAKE) fuzz-short
 	BATS_JOBS=$(CHECK_BATS_JOBS) $(MAKE) bats
+	BATS_JOBS=$(CHECK_BATS_JOBS) $(MAKE) conformance
 	BATS_JOBS=$(CHECK_JOBS) $(MAKE) bats-cross
 
 # ---- exit codes for the scripts and the systemd units, from defaults.h ----
@@ -284,7 +291,8 @@ build/systemd/%: configs/systemd/%.in $(GEN_EXIT_CODES)
 # ---- shellcheck (tests/bats/.shellcheckrc says which checks the tests
 # leave out, and why) ----
 SHELL_SCRIPTS := $(shell grep -lE '^\#!.*\b(ba)?sh\b' scripts/* 2>/dev/null)
-BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/matrix/*.bats tests/bats/helpers/*.bash)
+BATS_SHELL := $(wildcard tests/bats/*.bats tests/bats/matrix/*.bats tests/bats/helpers/*.bash \
+	tests/conformance/*.bats tests/conformance/helpers/*.bash)
 BENCH_SHELL := $(wildcard bench/*.sh)
 # two parts, which make -j runs side by side
 .PHONY: shellcheck shellcheck-scripts shellcheck-tests

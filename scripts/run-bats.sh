@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 #
 # run-bats.sh - run the operator-workflow tests (tests/bats/*.bats, sorted)
-# against real PostgreSQL servers; `make bats` calls it.
+# against real PostgreSQL servers; `make bats` calls it, and `make
+# conformance` with BATS_FILES="tests/conformance/*.bats".
 #
 #   BATS_FILTER=regex     only tests whose name matches (bats --filter)
-#   BATS_FILES="a b"      only these files (paths, or names in tests/bats/)
+#   BATS_FILES="a b"      only these files (paths, anywhere, or names in tests/bats/)
 #   PG_BINDIR=dir         PostgreSQL binaries (default /usr/lib/postgresql/15/bin);
 #                         the client tools (psql, pgbench, pg_dump) come from it
 #   PG_SOURCE_BINDIR=dir  the source cluster's server binaries (default PG_BINDIR)

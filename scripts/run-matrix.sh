@@ -26,7 +26,8 @@
 # 60-verify.bats, 65-verify-interrupt.bats (verify across lost connections)
 # and 64-failover.bats (its PostgreSQL 17+ tests, failover
 # slots, run only in lanes whose source is 17 or later; its pg_basebackup
-# standby only on a 15 source).  BATS_JOBS (default 2) files run at once.
+# standby only on a 15 source), and every tests/conformance/*.bats
+# (PostgreSQL's own logical-replication scenarios, docs/CONFORMANCE.md).  BATS_JOBS (default 2) files run at once.
 #
 # Prints each lane's bats output, then a summary with each lane's result
 # and wall time; exits non-zero when any lane fails.
@@ -40,7 +41,8 @@ client_major=15
 default_files="tests/bats/matrix/flow.bats tests/bats/30-apply.bats tests/bats/40-snapshot.bats
 	tests/bats/42-snapshot-create-tables.bats tests/bats/50-operate.bats tests/bats/60-verify.bats
 	tests/bats/64-failover.bats tests/bats/65-verify-interrupt.bats tests/bats/05-secrets-in-errors.bats
-	tests/bats/38-session-settings.bats tests/bats/39-planted-objects.bats"
+	tests/bats/38-session-settings.bats tests/bats/39-planted-objects.bats
+	$(printf '%s ' tests/conformance/*.bats)"
 export BATS_JOBS=${BATS_JOBS:-2}
 
 majors=""

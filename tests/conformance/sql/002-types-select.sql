@@ -1,0 +1,14 @@
+SET timezone = '+2';
+SELECT a, b FROM tst_one_array ORDER BY a;
+SELECT a, b, c, d FROM tst_arrays ORDER BY a;
+SELECT a, b FROM tst_one_enum ORDER BY a;
+SELECT a, b FROM tst_enums ORDER BY a;
+SELECT a, b FROM tst_one_comp ORDER BY a;
+SELECT a, b FROM tst_comps ORDER BY a;
+SELECT a, b FROM tst_comp_enum ORDER BY a;
+SELECT a, b FROM tst_comp_enum_array ORDER BY a;
+SELECT a, b FROM tst_comp_one_enum_array ORDER BY a;
+SELECT a, b FROM tst_comp_enum_what ORDER BY a;
+SELECT a, b FROM tst_comp_mix_array ORDER BY a;
+SELECT a, b FROM tst_range ORDER BY a;
+SELECT a, b, c FROM tst_range_array ORDER BY a;
