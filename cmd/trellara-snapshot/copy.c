@@ -51,11 +51,12 @@ char *copy_table_fingerprint(void *pgconn, const char *schema, const char *name)
 	 * one attached or detached during the copy changes what the parent
 	 * holds (a plain table's is its columns' alone, as it always was) */
 	PGresult *res = pgconn_query(conn,
-				     "SELECT md5((SELECT string_agg(attname || ':' || format_type(atttypid, atttypmod) || ':'"
+				     "SELECT CASE WHEN to_regclass($1) IS NOT NULL THEN"
+				     " md5(coalesce((SELECT string_agg(attname || ':' || format_type(atttypid, atttypmod) || ':'"
 				     " || attnotnull, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = to_regclass($1)"
-				     " AND attnum > 0 AND NOT attisdropped)"
+				     " AND attnum > 0 AND NOT attisdropped), '')" /* a table may have no columns */
 				     " || coalesce('|' || (SELECT string_agg(relid::oid::text, ',' ORDER BY relid::oid)"
-				     " FROM pg_partition_tree(to_regclass($1)) WHERE relid <> to_regclass($1)), ''))",
+				     " FROM pg_partition_tree(to_regclass($1)) WHERE relid <> to_regclass($1)), '')) END",
 				     1, p);
 	char *fp = NULL;
 	if (res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
@@ -100,11 +101,13 @@ int copy_columns_at_snapshot(void *src_pgconn, const char *qualified, char **col
 				     1, p);
 	if (!res)
 		return -1;
-	if (PQntuples(res) == 0) {
+	if (PQntuples(res) == 0 && !copy_relkind(src, qualified)) {
 		PQclear(res);
-		log_error("source table %s does not exist or has no columns", qualified);
+		log_error("source table %s does not exist", qualified);
 		return -1;
 	}
+	/* a table without columns (PostgreSQL allows one, and publishes its
+	 * rows): an empty list, each row an empty line */
 	size_t len = 0;
 	*binary = true;
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -457,7 +460,9 @@ static void copy_one(struct copy_job *job, struct copy_table *t, const struct sn
 		sql = NULL;
 	}
 	const char *fmt = t->binary ? " (FORMAT binary)" : "";
-	sql = xasprintf("COPY %s (%s) FROM STDIN%s", qualified, cols, fmt);
+	/* no column list for a table without columns: "()" is no syntax */
+	sql = *cols ? xasprintf("COPY %s (%s) FROM STDIN%s", qualified, cols, fmt)
+		    : xasprintf("COPY %s FROM STDIN%s", qualified, fmt);
 	PGresult *res = PQexec(dst, sql);
 	if (PQresultStatus(res) != PGRES_COPY_IN) {
 		fail_table(t, "target COPY failed", PQerrorMessage(dst));

@@ -190,10 +190,16 @@ static int table_columns(struct verify *v, const struct table_config *t, const c
 		return -1;
 	int n = PQntuples(res);
 	if (n == 0) {
+		/* missing, or a table without columns (compared as "ROW()") */
 		PQclear(res);
-		return -1;
+		res = pgconn_query(v->src, "SELECT to_regclass($1) IS NOT NULL", 1, p);
+		bool exists = res && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		if (!exists) {
+			PQclear(res);
+			return -1;
+		}
 	}
-	char **all = xcalloc((size_t)n, sizeof *all), **key = xcalloc((size_t)n, sizeof *key);
+	char **all = xcalloc((size_t)(n ? n : 1), sizeof *all), **key = xcalloc((size_t)(n ? n : 1), sizeof *key);
 	int n_cov = 0, n_key = 0;
 	bool integer = false;
 	for (int i = 0; i < n; i++) {

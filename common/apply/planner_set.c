@@ -31,10 +31,13 @@ static void put_column(struct strbuf *b, const struct env_relation *r, uint16_t 
 	plan_quote_ident(b, r->columns[i].name, r->columns[i].name_len);
 }
 
-/* "schema"."table" ("c1", "c2", ...): every column, as inserts and COPY name them */
+/* "schema"."table" ("c1", "c2", ...): every column, as inserts and COPY
+ * name them; no list for a table without columns ("()" is no syntax) */
 static void put_relation_columns(struct strbuf *b, const struct env_relation *r)
 {
 	plan_put_relation(b, r);
+	if (!r->n_columns)
+		return;
 	strbuf_adds(b, " (");
 	for (uint16_t i = 0; i < r->n_columns; i++) {
 		if (i)
@@ -312,6 +315,10 @@ static void put_insert(struct plan_stmt *s, const struct plan_relation *pr, cons
 			strbuf_adds(&s->sql, " OVERRIDING SYSTEM VALUE"); /* keep the source's value */
 			break;
 		}
+	if (!r->n_columns) { /* n empty rows */
+		strbuf_addf(&s->sql, " SELECT FROM generate_series(1, %zu)", n);
+		return;
+	}
 	strbuf_adds(&s->sql, " VALUES ");
 	for (size_t k = 0; k < n; k++) {
 		strbuf_adds(&s->sql, k ? ", (" : "(");
