@@ -1,6 +1,6 @@
 /*
- * relbind.h - which source relation each flow table is (DESIGN §4,
- * "Schema changes"): the flow names its tables (dataset.tables), pgoutput
+ * relbind.h - which source relation each flow table is (DESIGN §7,
+ * "Which relation a flow table is"): the flow names its tables (dataset.tables), pgoutput
  * names a relation by OID and by its name at the time of the change.  A
  * flow table renamed or moved to another schema keeps its OID and arrives
  * under its new name; a name of the flow that arrives with another OID
