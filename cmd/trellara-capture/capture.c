@@ -62,39 +62,7 @@ struct capture {
 	struct contract_fingerprint pin; /* owned: dataset.contract pinned, the pin checked at start */
 	bool in_stream_block;         /* between Stream Start and Stream Stop (for decoding a Relation message) */
 	struct pgoutput_message relation_msg; /* owned scratch */
-	struct relbind bind;          /* owned: which source relation each flow table is */
 };
-
-/* A Relation message of a flow table's OID under another name, or of a
- * flow table's name under another OID (relbind.h): capture stops before
- * writing any change of it, since applyd would skip them as a table
- * outside the dataset (or apply them to another relation's rows); what
- * came before is flushed and acknowledged, and the restart meets the same
- * message again until the flow follows the change.  EXIT_OK or
- * EXIT_CONFIG. */
-static int check_identity_of(struct capture *c, const struct pgoutput_message *m)
-{
-	size_t t;
-	const char *nsp = *m->relation.nspname ? m->relation.nspname : "pg_catalog";
-	enum relbind_verdict v = relbind_observe(&c->bind, m->relation.relid, nsp, strlen(nsp), m->relation.relname, strlen(m->relation.relname), &t);
-	if (v == RELBIND_OK)
-		return EXIT_OK;
-	const struct relbind_table *ft = &c->bind.tables[t];
-	char *q = strbuf_shell_quote(c->cfg->path);
-	if (v == RELBIND_RENAMED) {
-		log_error("flow table %s.%s (source relation %u) arrives as %s.%s: it was renamed or moved to another schema on the source; capture stops before writing any change of it (applyd would skip them as a table outside the dataset)",
-			  ft->schema, ft->name, m->relation.relid, nsp, m->relation.relname);
-		log_hint("to follow it: do the same on the target (ALTER TABLE ... RENAME TO / SET SCHEMA), write %s.%s for %s.%s in dataset.tables of %s, then start capture and applyd again (trellara check --config %s)",
-			 nsp, m->relation.relname, ft->schema, ft->name, c->cfg->path, q);
-	} else {
-		log_error("flow table %s.%s arrives as another relation (source relation %u, %u before): it was dropped and created again, or another table took its name; capture stops before writing any change of it",
-			  ft->schema, ft->name, m->relation.relid, ft->oid);
-		log_hint("the target's %s.%s holds the rows of the relation before: copy the table again (trellara reseed --config %s --table %s.%s), then start capture again",
-			 ft->schema, ft->name, q, ft->schema, ft->name);
-	}
-	free(q);
-	return EXIT_CONFIG;
-}
 
 /* dataset.contract: pinned.  A Relation message (pgoutput sends one
  * before the first change of a relation in a session, and again after
@@ -123,9 +91,9 @@ static int check_contract_of(struct capture *c, const struct pgoutput_message *m
 	return EXIT_CONFIG;
 }
 
-/* Each Relation message, before the core writes anything of it: which
- * relation it is (always), and its columns against the pin (with
- * dataset.contract: pinned).  EXIT_OK or EXIT_CONFIG. */
+/* Each Relation message with dataset.contract: pinned, before the core
+ * writes anything of it: its columns against the pin.  (Which relation it
+ * is, the core checks: relbind.h.)  EXIT_OK or EXIT_CONFIG. */
 static int check_relation(struct capture *c, const uint8_t *buf, size_t len)
 {
 	if (len < 26 || buf[0] != 'w') /* XLogData: 'w', start, end, time, then the message */
@@ -142,10 +110,7 @@ static int check_relation(struct capture *c, const uint8_t *buf, size_t len)
 	if (pgoutput_decode(msg, msg_len, c->cfg->pgoutput_protocol_version, c->in_stream_block, &c->relation_msg, err,
 			    sizeof err) < 0)
 		return EXIT_OK; /* the core decodes it again and reports it */
-	int rc = check_identity_of(c, &c->relation_msg);
-	if (rc == EXIT_OK && c->cfg->contract_pinned)
-		rc = check_contract_of(c, &c->relation_msg);
-	return rc;
+	return check_contract_of(c, &c->relation_msg);
 }
 
 /* The run's counters: the core's, and the reconnects counted here. */
@@ -345,12 +310,13 @@ static int ensure_slot(struct capture *c, const struct pg_identity *id)
 	/* each flow table's relation now (relbind.h): one missing was dropped,
 	 * or renamed or moved while capture was stopped */
 	size_t missing;
-	if (relbind_load(plain, &c->bind, &missing) < 0) {
+	struct relbind *bind = capture_core_relations(c->core);
+	if (relbind_load(plain, bind, &missing) < 0) {
 		PQfinish(plain);
 		return -1;
 	}
-	if (missing < c->bind.n) {
-		const struct relbind_table *t = &c->bind.tables[missing];
+	if (missing < bind->n) {
+		const struct relbind_table *t = &bind->tables[missing];
 		log_error("flow table %s.%s does not exist on the source: it was dropped, or renamed or moved to another schema; capture does not stream a flow whose table it cannot follow",
 			  t->schema, t->name);
 		log_hint("renamed or moved: do the same on the target and write its new name in dataset.tables of %s; dropped: remove it from dataset.tables (the target keeps its rows)",
@@ -617,7 +583,7 @@ static int stream_loop(struct capture *c, bool *made_progress)
 		int n = PQgetCopyData(c->conn, &buf, 1);
 		if (n > 0) {
 			*made_progress = true;
-			if (check_relation(c, (const uint8_t *)buf, (size_t)n) != EXIT_OK) {
+			if (c->cfg->contract_pinned && check_relation(c, (const uint8_t *)buf, (size_t)n) != EXIT_OK) {
 				PQfreemem(buf);
 				/* what came before the drift is durable and acknowledged */
 				if (flush_batch(c) != EXIT_OK)
@@ -715,17 +681,6 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 	struct capture c = { .o = o, .cfg = cfg, .stats = stats };
 	memset(stats, 0, sizeof *stats);
 	pgoutput_message_init(&c.relation_msg);
-	{
-		const char **schemas = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *schemas);
-		const char **names = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *names);
-		for (size_t i = 0; i < cfg->n_tables; i++) {
-			schemas[i] = cfg->tables[i].schema;
-			names[i] = cfg->tables[i].name;
-		}
-		relbind_init(&c.bind, schemas, names, cfg->n_tables);
-		free(schemas);
-		free(names);
-	}
 	c.flow = config_flow_id(cfg);
 	c.rng = backoff_seed();
 	c.metrics = (struct metrics_publisher){ cfg->metrics_dir, "capture", c.flow, cfg->source_id, 0 };
@@ -800,6 +755,8 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 			.max_batch_transactions = cfg->max_batch_transactions,
 			.max_batch_messages = cfg->max_batch_messages,
 		},
+		.n_tables = cfg->n_tables,
+		.config_path = cfg->path,
 	};
 	/* this run's id, in every pending_chunk frame it writes */
 	char *nonce = stream_id_generate();
@@ -822,7 +779,19 @@ int capture_run(const struct capture_options *o, struct capture_stats *stats)
 		/* a transaction larger than a message goes in chunks that fit */
 		co.assembler.target_frame_payload = capture_jetstream_frame_target(c.js);
 	}
-	if ((code = capture_core_open(&c.core, &co)) != EXIT_OK)
+	/* the flow's tables, whose relations the core follows (relbind.h) */
+	const char **schemas = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *schemas);
+	const char **names = xcalloc(cfg->n_tables ? cfg->n_tables : 1, sizeof *names);
+	for (size_t i = 0; i < cfg->n_tables; i++) {
+		schemas[i] = cfg->tables[i].schema;
+		names[i] = cfg->tables[i].name;
+	}
+	co.table_schemas = schemas;
+	co.table_names = names;
+	code = capture_core_open(&c.core, &co); /* copies the names */
+	free(schemas);
+	free(names);
+	if (code != EXIT_OK)
 		goto out;
 	sync_stats(&c);
 
@@ -922,7 +891,6 @@ out:
 	capture_core_close(c.core);
 	contract_fingerprint_free(&c.pin);
 	pgoutput_message_release(&c.relation_msg);
-	relbind_free(&c.bind);
 	PQfinish(c.target);
 	free(c.flow);
 	return code;

@@ -4,6 +4,7 @@
  * positions kept apart, only the durable one reported.
  */
 #include "trellara/capture_core.h"
+#include "trellara/relbind.h"
 
 #include "trellara/defaults.h"
 #include "trellara/envelope.h"
@@ -35,6 +36,9 @@ struct capture_core {
 	bool held; /* the sink's last sync was held back (capture_core_held) */
 	unsigned messages_since_check;
 	struct capture_core_stats stats;
+	struct relbind bind;   /* which source relation each flow table is */
+	char *config_path;     /* owned; NULL: not named */
+	bool relation_stopped; /* a Relation message stopped it: the caller reports what is durable */
 };
 
 static uint64_t get_be64(const uint8_t *p)
@@ -255,6 +259,8 @@ int capture_core_open(struct capture_core **ccp, const struct capture_core_optio
 	c->sink = o->sink; /* owned from here on, whatever open returns */
 	c->slot = xstrdup(o->slot);
 	c->source_id = xstrdup(o->source_id);
+	relbind_init(&c->bind, o->table_schemas, o->table_names, o->n_tables);
+	c->config_path = o->config_path ? xstrdup(o->config_path) : NULL;
 	pgoutput_message_init(&c->msg);
 	char err[PGOUTPUT_ERR_LEN];
 	if (pgoutput_session_init(&c->session, o->proto_version, err, sizeof err) < 0) {
@@ -300,6 +306,37 @@ int capture_core_open(struct capture_core **ccp, const struct capture_core_optio
 
 /* ---- the source side ---- */
 
+/* A Relation message of a flow table (relbind.h): EXIT_OK, or
+ * EXIT_CONFIG (logged) once what came before is durable. */
+static int check_relation(struct capture_core *c, int64_t now_us, int64_t wall_us)
+{
+	size_t t;
+	const char *nsp = *c->msg.relation.nspname ? c->msg.relation.nspname : "pg_catalog";
+	const char *name = c->msg.relation.relname;
+	uint32_t oid = c->msg.relation.relid;
+	enum relbind_verdict v = relbind_observe(&c->bind, oid, nsp, strlen(nsp), name, strlen(name), &t);
+	if (v == RELBIND_OK)
+		return EXIT_OK;
+	const struct relbind_table *ft = &c->bind.tables[t];
+	const char *path = c->config_path ? c->config_path : "the flow file";
+	if (v == RELBIND_RENAMED) {
+		log_error("flow table %s.%s (source relation %u) arrives as %s.%s: it was renamed or moved to another schema on the source; capture stops before writing any change of it (applyd would skip them as a table outside the dataset)",
+			  ft->schema, ft->name, oid, nsp, name);
+		log_hint("to follow it: do the same on the target (ALTER TABLE ... RENAME TO / SET SCHEMA), write %s.%s for %s.%s in dataset.tables of %s, then start capture and applyd again",
+			 nsp, name, ft->schema, ft->name, path);
+	} else {
+		log_error("flow table %s.%s arrives as another relation (source relation %u, %u before): it was dropped and created again, or another table took its name; capture stops before writing any change of it",
+			  ft->schema, ft->name, oid, ft->oid);
+		log_hint("the target's %s.%s holds the rows of the relation before: copy the table again (trellara reseed --config %s --table %s.%s), then start capture again",
+			 ft->schema, ft->name, path, ft->schema, ft->name);
+	}
+	/* what came before it is durable, to be acknowledged */
+	if (flush_batch(c, now_us, wall_us) < 0)
+		return EXIT_CANTCREAT;
+	c->relation_stopped = true;
+	return EXIT_CONFIG;
+}
+
 /* One XLogData message: decode, assemble, maybe flush. */
 static int handle_xlogdata(struct capture_core *c, const uint8_t *data, size_t len, int64_t now_us,
 			   int64_t wall_us)
@@ -314,6 +351,11 @@ static int handle_xlogdata(struct capture_core *c, const uint8_t *data, size_t l
 		char lsn[LSN_FORMAT_LEN];
 		log_error("replication slot \"%s\" at %s: %s", c->slot, lsn_format(data_start, lsn), err);
 		return EXIT_DATAERR;
+	}
+	if (c->msg.type == PGOUTPUT_RELATION) {
+		int rc = check_relation(c, now_us, wall_us);
+		if (rc != EXIT_OK)
+			return rc;
 	}
 	/* Test hook: hold a transaction's commit (tests change things while
 	 * its changes sit in a spill file). */
@@ -394,8 +436,12 @@ int capture_core_on_message(struct capture_core *c, const uint8_t *msg, size_t l
 		log_warn("replication stream: ignoring an empty message");
 		return EXIT_OK;
 	}
-	if (msg[0] == 'w')
-		return handle_xlogdata(c, msg, len, now_us, wall_us);
+	if (msg[0] == 'w') {
+		int rc = handle_xlogdata(c, msg, len, now_us, wall_us);
+		if (c->relation_stopped)
+			*reply = true; /* acknowledge what is durable before stopping */
+		return rc;
+	}
 	if (msg[0] == 'k')
 		return handle_keepalive(c, msg, len, now_us, wall_us, reply);
 	log_warn("replication stream: ignoring unknown message type 0x%02x", msg[0]);
@@ -476,5 +522,12 @@ void capture_core_close(struct capture_core *c)
 		pgoutput_session_free(&c->session);
 	free(c->slot);
 	free(c->source_id);
+	relbind_free(&c->bind);
+	free(c->config_path);
 	free(c);
+}
+
+struct relbind *capture_core_relations(struct capture_core *c)
+{
+	return &c->bind;
 }

@@ -104,6 +104,14 @@ struct capture_core_options {
 	const char *sink_name;              /* names it in messages */
 	struct ack_restart_point sink_restart;
 	uint64_t sink_next_offset;
+	/* The flow's tables (dataset.tables), whose relations the core
+	 * follows (relbind.h): a Relation message of a flow table's OID under
+	 * another name, or of its name under another OID, stops it (EXIT_CONFIG)
+	 * before any change of it is written.  config_path names the flow file
+	 * in the hint (NULL: "the flow file"). */
+	const char *const *table_schemas, *const *table_names;
+	size_t n_tables;
+	const char *config_path;
 };
 
 struct capture_core_stats {
@@ -115,6 +123,7 @@ struct capture_core_stats {
 };
 
 struct capture_core;
+struct relbind;
 
 /* Opens the stream writer (recovery) and finds the restart point, or
  * takes the given sink and its restart point; opens the assembler.  *cc is set whatever the result (its stats say what was
@@ -144,6 +153,9 @@ int capture_core_flush(struct capture_core *cc, int64_t now_us, int64_t wall_us)
  * durable; the caller stops reading the source, keeps sending status
  * updates (they acknowledge only what is durable) and flushes again
  * after a pause. */
+/* The flow tables' bindings, for the caller to bind from the source's
+ * catalog when it connects (relbind_load); owned by the core. */
+struct relbind *capture_core_relations(struct capture_core *c);
 bool capture_core_held(const struct capture_core *cc);
 
 /* Idle: the durable position moved past what was reported, or the
