@@ -178,7 +178,8 @@ bool sim_scenario_simulated(const char *name)
 	for (size_t i = 0; i < sizeof cutovers / sizeof *cutovers; i++)
 		if (strcmp(cutovers[i].name, name) == 0)
 			return true;
-	if (strcmp(name, "pgoutput_row_without_relation_metadata") == 0 || strcmp(name, "missing_replica_identity") == 0)
+	if (strcmp(name, "pgoutput_row_without_relation_metadata") == 0 || strcmp(name, "missing_replica_identity") == 0 ||
+	    strcmp(name, "pgoutput_schema_change_during_stream") == 0 || strcmp(name, "source_schema_handoff_recovery") == 0)
 		return true;
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, name) == 0)
@@ -210,6 +211,11 @@ int sim_run_preset(const struct sim_scenario *s, uint64_t seed, struct sim_resul
 		return run_outside_world(sim_missing_relation_run, "relation_metadata_required_before_rows", seed, result);
 	if (strcmp(s->name, "missing_replica_identity") == 0)
 		return run_outside_world(sim_no_identity_run, "preflight_before_cdc_start", seed, result);
+	if (strcmp(s->name, "pgoutput_schema_change_during_stream") == 0)
+		return run_outside_world(sim_renamed_relation_run, "source_schema_fingerprint_fail_closed", seed, result);
+	if (strcmp(s->name, "source_schema_handoff_recovery") == 0)
+		return run_outside_world(sim_recreated_relation_run, "schema_drift_requires_fresh_snapshot_handoff", seed,
+					 result);
 	for (size_t i = 0; i < sizeof tampers / sizeof *tampers; i++)
 		if (strcmp(tampers[i].name, s->name) == 0)
 			return run_tamper(tampers[i].kind, seed, result);
@@ -250,7 +256,7 @@ static const char *const variants[] = { "ack_before_fsync", "skip_dedup", "idle_
 					"commit_out_of_order", "copy_drops_last_insert", "failure_keeps_unrecorded_lock",
 					"new_slot_after_promotion", "ack_on_held_sync", "ack_before_broker_quorum",
 					"pending_cut_ignored", "fence_one_step", "split_resume_keeps_changed_range",
-					"publish_counts_frames_past_refusal", NULL };
+					"publish_counts_frames_past_refusal", "relbind_ignores_rename", "relbind_ignores_new_oid", NULL };
 
 const char *const *sim_variant_names(void)
 {

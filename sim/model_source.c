@@ -186,6 +186,10 @@ struct model_source {
 	size_t next_event;
 	uint64_t sent_ptr, pending_end, keepalive_ptr;
 	bool schema_sent[MODEL_SOURCE_MAX_TABLES];
+	/* DDL on a table (model_source_rename_table, _recreate_table): its
+	 * name and relation OID from then on, as pg_class has them */
+	char nspname[MODEL_SOURCE_MAX_TABLES][64], relname[MODEL_SOURCE_MAX_TABLES][64];
+	uint32_t relid[MODEL_SOURCE_MAX_TABLES];
 	uint32_t streaming[8];   /* transactions streaming in this session */
 	int n_streaming;
 	int64_t send_now;        /* the walsender's clock (never behind the WAL's) */
@@ -1003,6 +1007,31 @@ size_t model_source_tables(const struct model_source *ms)
 	return (size_t)ms->o.n_tables;
 }
 
+static void invalidate(struct model_source *ms, int table);
+static uint32_t relid_of(const struct model_source *ms, int table);
+
+void model_source_rename_table(struct model_source *ms, size_t table, const char *nspname, const char *relname)
+{
+	if (table >= (size_t)ms->o.n_tables)
+		return;
+	snprintf(ms->nspname[table], sizeof ms->nspname[table], "%s", nspname);
+	snprintf(ms->relname[table], sizeof ms->relname[table], "%s", relname);
+	invalidate(ms, (int)table); /* the relcache invalidation of ALTER TABLE */
+}
+
+void model_source_recreate_table(struct model_source *ms, size_t table)
+{
+	if (table >= (size_t)ms->o.n_tables)
+		return;
+	ms->relid[table] = relid_of(ms, (int)table) + 100000; /* DROP TABLE, CREATE TABLE: a new OID */
+	invalidate(ms, (int)table);
+}
+
+uint32_t model_source_relid(const struct model_source *ms, size_t table)
+{
+	return table < (size_t)ms->o.n_tables ? relid_of(ms, (int)table) : 0;
+}
+
 const struct model_source_table *model_source_table(const struct model_source *ms, size_t i)
 {
 	return i < (size_t)ms->o.n_tables ? &table_defs[i] : NULL;
@@ -1122,6 +1151,12 @@ static void put_xid(struct buf *b, bool in_stream, uint32_t xid)
 		buf_put_u32(b, xid);
 }
 
+/* A table's relation OID now (a recreated table has another). */
+static uint32_t relid_of(const struct model_source *ms, int table)
+{
+	return ms->relid[table] ? ms->relid[table] : table_defs[table].relid;
+}
+
 static void send_relation(struct model_source *ms, int table, bool in_stream, uint32_t xid, uint64_t lsn)
 {
 	const struct model_source_table *t = &table_defs[table];
@@ -1142,9 +1177,9 @@ static void send_relation(struct model_source *ms, int table, bool in_stream, ui
 	begin_message(ms, lsn);
 	buf_put_u8(b, 'R');
 	put_xid(b, in_stream, xid);
-	buf_put_u32(b, t->relid);
-	put_cstr(b, t->nspname);
-	put_cstr(b, t->relname);
+	buf_put_u32(b, relid_of(ms, table));
+	put_cstr(b, *ms->nspname[table] ? ms->nspname[table] : t->nspname);
+	put_cstr(b, *ms->relname[table] ? ms->relname[table] : t->relname);
 	buf_put_u8(b, 'd');
 	buf_put_u16(b, t->n_cols);
 	for (uint16_t c = 0; c < t->n_cols; c++) {
@@ -1211,7 +1246,7 @@ static void send_change(struct model_source *ms, struct txn *stream, const struc
 		begin_message(ms, ch->lsn);
 		buf_put_u8(b, ch->kind);
 		put_xid(b, in_stream, ch->xid);
-		buf_put_u32(b, t->relid);
+		buf_put_u32(b, relid_of(ms, ch->table));
 		if (ch->kind == CH_INSERT) {
 			buf_put_u8(b, 'N');
 			put_tuple(b, t, ch->row, NULL, false);
@@ -1238,7 +1273,7 @@ static void send_change(struct model_source *ms, struct txn *stream, const struc
 		buf_put_u32(b, ch->n_trunc);
 		buf_put_u8(b, ch->trunc_flags);
 		for (int i = 0; i < ch->n_trunc; i++)
-			buf_put_u32(b, table_defs[ch->trunc[i]].relid);
+			buf_put_u32(b, relid_of(ms, ch->trunc[i]));
 		end_message(ms);
 		/* a new relfilenode: the descriptors are sent again */
 		for (int i = 0; i < ch->n_trunc; i++)

@@ -170,6 +170,14 @@ const char *model_source_error(const struct model_source *ms);
 
 size_t model_source_tables(const struct model_source *ms);
 const struct model_source_table *model_source_table(const struct model_source *ms, size_t i);
+/* DDL on table i between transactions, as pgoutput shows it: renamed or
+ * moved (ALTER TABLE ... RENAME TO / SET SCHEMA: the same OID, the next
+ * Relation message under the new name), or dropped and created again
+ * under its name (a new OID).  Its changes go on. */
+void model_source_rename_table(struct model_source *ms, size_t table, const char *nspname, const char *relname);
+void model_source_recreate_table(struct model_source *ms, size_t table);
+/* Its relation OID now (pg_class). */
+uint32_t model_source_relid(const struct model_source *ms, size_t table);
 /* Creates the model's tables (same names, columns, keys) in db: 0 / -1. */
 int model_source_create_tables(const struct model_source *ms, struct sim_db *db);
 

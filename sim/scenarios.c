@@ -416,10 +416,16 @@ const struct sim_scenario sim_scenarios[] = {
 	    "Trellara does not replicate through row filters: trellara check reports a published table with a row "
 	    "filter as a blocker, so a reseed never has a filtered scope to preserve."),
 	ROW(16, "pgoutput_schema_change_during_stream", "pgoutput_relation_metadata", "source_schema_fingerprint_fail_closed",
-	    "A schema change mid-stream that breaks a pinned fingerprint fails closed.", LIVE_DDL_EVIDENCE, NULL,
-	    "Trellara pins no schema fingerprint on the stream (the schema_contracts table exists, but nothing in this "
-	    "version reads or writes it; trellara(7)): applyd passes DDL over and a change that no longer fits the "
-	    "target quarantines, which rows 13 and 14 cover."),
+	    "A flow table renamed (the same relation OID under another name) on the model source while capture "
+	    "streams stops capture's core (exit 78) at the Relation message that shows it, with nothing of that "
+	    "transaction or after it in the stream or acknowledged and every transaction before it durable; its "
+	    "changes are never skipped as a table outside the dataset.",
+	    "tests/bats/23-capture-schema-changes.bats",
+	    "a flow table renamed on the source while streaming: capture stops (78) naming it and the next step; "
+	    "nothing after it is applied; followed, the flow resumes and converges",
+	    "do the same rename on the target, write the new name in dataset.tables, then start capture and applyd "
+	    "again",
+	    APPLICABLE),
 	ROW(17, "pgoutput_row_without_relation_metadata", "pgoutput_relation_metadata",
 	    "relation_metadata_required_before_rows",
 	    "A row message for a relation the model source sent no Relation message for stops capture (exit 65) with "
@@ -427,10 +433,15 @@ const struct sim_scenario sim_scenarios[] = {
 	    NO_LIVE, "capture stops with exit 65 and acknowledges nothing; once the cause is fixed, trellara capture --config FILE resumes from the slot",
 	    APPLICABLE),
 	ROW(18, "source_schema_handoff_recovery", "pgoutput_relation_metadata", "schema_drift_requires_fresh_snapshot_handoff",
-	    "Schema drift on the source forces a fresh snapshot handoff.", NO_LIVE, NULL,
-	    "A source schema change while streaming does not require a new snapshot in Trellara: applyd applies row "
-	    "changes only and the operator changes the target's schema (trellara-applyd(1)); drift during a copy is "
-	    "row 58."),
+	    "A flow table dropped and created again under its name (another relation OID) on the model source while "
+	    "capture streams stops capture's core (exit 78) at its first Relation message, nothing of it in the "
+	    "stream or acknowledged: the target holds the old relation's rows, and only a fresh copy of the table "
+	    "goes on (a change of columns alone is applied or quarantined by applyd, rows 13 and 14; drift during a "
+	    "copy is row 58).",
+	    "tests/bats/23-capture-schema-changes.bats",
+	    "a flow table dropped and created again while streaming: capture stops (78): the target holds the old "
+	    "relation's rows",
+	    "trellara reseed --config FILE --table SCHEMA.TABLE, then start capture again", APPLICABLE),
 	ROW(19, "pgoutput_dml_truncate_envelope_mapping", "pgoutput_relation_metadata", "pgoutput_dml_maps_to_transaction_envelope",
 	    "Inserts, updates (with and without key changes), deletes and truncates, encoded as real pgoutput and "
 	    "decoded by the real decoder and assembler, reach the envelope with the source's values and order.",

@@ -23,6 +23,7 @@
 #include "trellara/envelope.h"
 #include "trellara/frame_source.h"
 #include "trellara/log.h"
+#include "trellara/relbind.h"
 #include "trellara/stream.h"
 #include "trellara/stream_fs.h"
 #include "trellara/xalloc.h"
@@ -366,6 +367,132 @@ out:
 	stream_fs_sim_free(disk);
 	log_set_quiet(false);
 	return ok;
+}
+
+static uint64_t be64_at(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static bool relation_ddl_run(uint64_t seed, bool recreate, char *detail, size_t detail_len)
+{
+	log_set_quiet(true);
+	struct model_source_options so;
+	model_source_options_default(&so);
+	so.n_tables = 2;
+	so.stream_pct = 0; /* plain transactions: Begin, the Relation, its rows */
+	struct model_source *src = model_source_new(&so, seed);
+	struct stream_fs *disk = stream_fs_sim_new(seed, 1ULL << 30);
+	struct capture_core *cc = NULL;
+	bool ok = false;
+	snprintf(detail, detail_len, "no transaction changed the table after the DDL");
+	const char *schemas[2], *names[2];
+	for (size_t i = 0; i < 2; i++) {
+		schemas[i] = model_source_table(src, i)->nspname;
+		names[i] = model_source_table(src, i)->relname;
+	}
+	struct capture_core_options co;
+	sim_capture_options(&co, disk, "/a", model_source_proto_version(src), 0, 1, 64);
+	co.table_schemas = schemas;
+	co.table_names = names;
+	co.n_tables = 2;
+	if (model_source_produce(src, 30) < 0 || capture_core_open(&cc, &co) != EXIT_OK)
+		goto out;
+	/* capture's connect: each flow table's OID from the catalog */
+	for (size_t i = 0; i < 2; i++)
+		relbind_set(capture_core_relations(cc), i, model_source_relid(src, i));
+	model_source_connect(src);
+	const uint8_t *buf;
+	size_t len;
+	int64_t now = 1000;
+	uint64_t begin_commit = 0, victim_commit = 0, last_commit_before = 0;
+	int rc = EXIT_OK, commits = 0;
+	bool reply = false, done_ddl = false;
+	char old_name[80];
+	snprintf(old_name, sizeof old_name, "%s_old", names[0]);
+	while (rc == EXIT_OK && model_source_next(src, &buf, &len) == 1) {
+		bool x = len > 25 && buf[0] == 'w';
+		if (x && buf[25] == 'B' && len >= 34)
+			begin_commit = be64_at(buf + 26);
+		if (x && buf[25] == 'R' && len >= 30 && done_ddl && !victim_commit) {
+			uint32_t relid = (uint32_t)buf[26] << 24 | (uint32_t)buf[27] << 16 | (uint32_t)buf[28] << 8 | buf[29];
+			if (relid == model_source_relid(src, 0))
+				victim_commit = begin_commit;
+		}
+		rc = capture_core_on_message(cc, buf, len, now, now, &reply);
+		now += 100;
+		if (x && buf[25] == 'C' && ++commits == 4 && !done_ddl) {
+			/* between the fourth transaction and the next */
+			last_commit_before = begin_commit;
+			if (recreate)
+				model_source_recreate_table(src, 0);
+			else
+				model_source_rename_table(src, 0, schemas[0], old_name);
+			done_ddl = true;
+		}
+	}
+	if (!victim_commit)
+		goto out;
+	if (rc != EXIT_CONFIG) {
+		snprintf(detail, detail_len, "the changes of a flow table %s were taken (exit %d)",
+			 recreate ? "dropped and created again" : "renamed", rc);
+		goto out;
+	}
+	if (!reply) {
+		snprintf(detail, detail_len, "capture stopped without a status update for what it made durable");
+		goto out;
+	}
+	uint64_t durable = capture_core_stats(cc).durable_lsn;
+	if (durable >= victim_commit) {
+		snprintf(detail, detail_len, "acknowledged through %" PRIX64 ", past the transaction at %" PRIX64, durable,
+			 victim_commit);
+		goto out;
+	}
+	/* what came before the DDL is durable and may be acknowledged */
+	if (durable < last_commit_before) {
+		snprintf(detail, detail_len, "acknowledged through %" PRIX64 " only: the transaction before the DDL (commit %" PRIX64 ") is not durable",
+			 durable, last_commit_before);
+		goto out;
+	}
+	capture_core_close(cc);
+	cc = NULL;
+	struct stream_reader *rd;
+	if (stream_reader_open_fs(disk, "/a", &rd) != STREAM_OK || stream_reader_seek(rd, 0) != STREAM_OK)
+		goto out;
+	struct stream_frame f;
+	ok = true;
+	while (stream_reader_next(rd, &f) == STREAM_OK) {
+		struct env_frame_summary sm;
+		char err[256];
+		if ((f.header.type == FRAME_TXN || f.header.type == FRAME_COMMIT_MARKER) &&
+		    env_frame_summary(f.header.type, f.payload, f.header.payload_length, &sm, err, sizeof err) == 0 &&
+		    sm.commit_lsn >= victim_commit) {
+			snprintf(detail, detail_len, "the stream holds commit %" PRIX64 ", at or after the transaction of the %s table",
+				 sm.commit_lsn, recreate ? "recreated" : "renamed");
+			ok = false;
+		}
+	}
+	stream_reader_close(rd);
+out:
+	if (cc)
+		capture_core_close(cc);
+	model_source_free(src);
+	stream_fs_sim_free(disk);
+	log_set_quiet(false);
+	return ok;
+}
+
+bool sim_renamed_relation_run(uint64_t seed, char *detail, size_t detail_len)
+{
+	return relation_ddl_run(seed, false, detail, detail_len);
+}
+
+bool sim_recreated_relation_run(uint64_t seed, char *detail, size_t detail_len)
+{
+	return relation_ddl_run(seed, true, detail, detail_len);
 }
 
 /* The first transaction in the stream at dir that updates or deletes a

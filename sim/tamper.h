@@ -33,6 +33,17 @@ bool sim_tamper_run(enum sim_tamper kind, uint64_t seed, struct sim_tamper_resul
  * transaction or after it; false (with detail) otherwise. */
 bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len);
 
+/* A flow table renamed (sim_renamed_relation_run) or dropped and created
+ * again (sim_recreated_relation_run) on the model source while capture
+ * streams, capture's core bound to the tables' OIDs as capture binds them
+ * from pg_class when it connects: the core must stop (78) at the first
+ * Relation message that shows the change, asking for a status update,
+ * with nothing of that transaction or after it in the stream or
+ * acknowledged, and every transaction before it durable; false (with
+ * detail) otherwise. */
+bool sim_renamed_relation_run(uint64_t seed, char *detail, size_t detail_len);
+bool sim_recreated_relation_run(uint64_t seed, char *detail, size_t detail_len);
+
 /* A table published without a replica identity (model_source's
  * no_identity_table): its first update or delete must stop apply with a
  * quarantine naming it ("has no key"), every transaction before it
