@@ -53,7 +53,10 @@ static int table_target_facts(struct target_pg *a, struct apply_table *t, const 
 				       " EXISTS (SELECT 1 FROM pg_trigger tg WHERE (tg.tgrelid = c.oid OR tg.tgrelid IN"
 				       " (SELECT relid FROM pg_partition_tree(c.oid))) AND NOT tg.tgisinternal AND tg.tgenabled IN ('A', 'R'))"
 				       " OR EXISTS (SELECT 1 FROM pg_rewrite rw WHERE (rw.ev_class = c.oid OR rw.ev_class IN"
-				       " (SELECT relid FROM pg_partition_tree(c.oid))) AND rw.rulename <> '_RETURN' AND rw.ev_enabled IN ('A', 'R'))"
+				       " (SELECT relid FROM pg_partition_tree(c.oid))) AND rw.rulename <> '_RETURN' AND rw.ev_enabled IN ('A', 'R')),"
+				       /* the equality of the key's operator class, with its schema
+					* when that is not pg_catalog (pgconn.h) */
+				       " " PGCONN_KEY_EQUALITY_SQL("a.atttypid")
 				       " FROM pg_class c LEFT JOIN pg_attribute a"
 				       " ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped"
 				       " WHERE c.oid = to_regclass($1) ORDER BY a.attnum",
@@ -67,7 +70,9 @@ static int table_target_facts(struct target_pg *a, struct apply_table *t, const 
 			continue;
 		t->columns = xrealloc(t->columns, (size_t)(t->n_columns + 1) * sizeof *t->columns);
 		t->column_types = xrealloc(t->column_types, (size_t)(t->n_columns + 1) * sizeof *t->column_types);
+		t->column_eq = xrealloc(t->column_eq, (size_t)(t->n_columns + 1) * sizeof *t->column_eq);
 		t->columns[t->n_columns] = xstrdup(PQgetvalue(res, r, 1));
+		t->column_eq[t->n_columns] = PQgetisnull(res, r, 5) ? NULL : xstrdup(PQgetvalue(res, r, 5));
 		t->column_types[t->n_columns++] = xstrdup(PQgetvalue(res, r, 3));
 		if (strcmp(PQgetvalue(res, r, 2), "t") != 0)
 			continue;

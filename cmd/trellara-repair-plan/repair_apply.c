@@ -55,17 +55,22 @@ static int relkind(PGconn *c, const char *qualified, char *kind)
 /* Each key column's type on one side, as its catalog names it
  * (format_type without a typmod, schema-qualified under the sessions'
  * empty search_path): a key value is compared as that type, never as an
- * untyped parameter (a composite key's would be "record": 0A000).
- * *types gets n_key_columns owned strings. */
-static int key_types(PGconn *conn, const char *qualified, const struct repair_table *r, char ***types)
+ * untyped parameter (a composite key's would be "record": 0A000), and
+ * with its equality operator ("=", or "OPERATOR(schema.=)" for citext's
+ * or hstore's: PGCONN_KEY_EQUALITY_SQL).  *types and *ops get
+ * n_key_columns owned strings each. */
+static int key_types(PGconn *conn, const char *qualified, const struct repair_table *r, char ***types, char ***ops)
 {
 	*types = xcalloc((size_t)r->n_key_columns + 1, sizeof **types);
+	*ops = xcalloc((size_t)r->n_key_columns + 1, sizeof **ops);
 	for (int c = 0; c < r->n_key_columns; c++) {
 		const char *p[2] = { qualified, r->key_columns[c] };
 		PGresult *res = pgconn_query(conn,
-					     "SELECT pg_catalog.format_type(atttypid, -1) FROM pg_catalog.pg_attribute"
-					     " WHERE attrelid = pg_catalog.to_regclass($1) AND attname = $2 AND attnum > 0"
-					     " AND NOT attisdropped",
+					     "SELECT pg_catalog.format_type(a.atttypid, -1), "
+					     PGCONN_KEY_EQUALITY_SQL("a.atttypid")
+					     " FROM pg_catalog.pg_attribute a"
+					     " WHERE a.attrelid = pg_catalog.to_regclass($1) AND a.attname = $2 AND a.attnum > 0"
+					     " AND NOT a.attisdropped",
 					     2, p);
 		if (!res)
 			return -1;
@@ -76,6 +81,7 @@ static int key_types(PGconn *conn, const char *qualified, const struct repair_ta
 			return -1;
 		}
 		(*types)[c] = xstrdup(PQgetvalue(res, 0, 0));
+		(*ops)[c] = xstrdup(PQgetisnull(res, 0, 1) ? "=" : PQgetvalue(res, 0, 1));
 		PQclear(res);
 	}
 	return 0;
@@ -95,7 +101,7 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 	int code = EXIT_UNAVAILABLE;
 	char *qs = pgconn_quote_ident(a->src, r->t->schema), *qn = pgconn_quote_ident(a->src, r->t->name);
 	char *qualified = xasprintf("%s.%s", qs, qn);
-	char **cols = NULL, **where_vals = NULL, **src_types = NULL, **dst_types = NULL;
+	char **cols = NULL, **where_vals = NULL, **src_types = NULL, **dst_types = NULL, **src_ops = NULL, **dst_ops = NULL;
 	int n_cols = 0;
 	struct strbuf list = STRBUF_INIT, where = STRBUF_INIT, where_dst = STRBUF_INIT, sql = STRBUF_INIT;
 	PGresult *res = NULL;
@@ -149,7 +155,8 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 			goto out;
 		}
 	}
-	if (key_types(a->src, qualified, r, &src_types) < 0 || key_types(a->dst, qualified, r, &dst_types) < 0) {
+	if (key_types(a->src, qualified, r, &src_types, &src_ops) < 0 ||
+	    key_types(a->dst, qualified, r, &dst_types, &dst_ops) < 0) {
 		code = EXIT_DATAERR;
 		goto out;
 	}
@@ -166,8 +173,9 @@ static int apply_table(struct apply_ctx *a, struct repair_table *r, const char *
 			char *q = pgconn_quote_ident(a->src, r->key_columns[c]);
 			if (key->values[c]) {
 				where_vals[n_params++] = key->values[c];
-				strbuf_addf(&where, "%s%s = $%d::%s", c ? " AND " : "", q, n_params, src_types[c]);
-				strbuf_addf(&where_dst, "%s%s = $%d::%s", c ? " AND " : "", q, n_params, dst_types[c]);
+				strbuf_addf(&where, "%s%s %s $%d::%s", c ? " AND " : "", q, src_ops[c], n_params, src_types[c]);
+				strbuf_addf(&where_dst, "%s%s %s $%d::%s", c ? " AND " : "", q, dst_ops[c], n_params,
+					    dst_types[c]);
 			} else {
 				strbuf_addf(&where, "%s%s IS NULL", c ? " AND " : "", q);
 				strbuf_addf(&where_dst, "%s%s IS NULL", c ? " AND " : "", q);
@@ -268,6 +276,8 @@ out:
 	free(where_vals);
 	free_types(src_types, r->n_key_columns);
 	free_types(dst_types, r->n_key_columns);
+	free_types(src_ops, r->n_key_columns);
+	free_types(dst_ops, r->n_key_columns);
 	strbuf_release(&list);
 	strbuf_release(&where);
 	strbuf_release(&where_dst);

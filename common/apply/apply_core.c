@@ -20,9 +20,12 @@ void apply_tables_free(struct apply_tables *t)
 		for (int k = 0; k < table->n_columns; k++) {
 			free(table->columns[k]);
 			free(table->column_types[k]);
+			if (table->column_eq)
+				free(table->column_eq[k]);
 		}
 		free(table->columns);
 		free(table->column_types);
+		free(table->column_eq);
 		for (int u = 0; u < table->n_unique; u++) {
 			for (int k = 0; k < table->unique[u].n_cols; k++)
 				free(table->unique[u].cols[k]);
@@ -142,15 +145,20 @@ bool apply_core_identity_always(const struct apply_table *table, const struct en
 	return mark_columns(table->identity_always, table->n_identity_always, r, mask);
 }
 
-bool apply_core_column_types(const struct apply_table *table, const struct env_relation *r, const char **types)
+bool apply_core_column_types(const struct apply_table *table, const struct env_relation *r, const char **types,
+			     const char **eq)
 {
 	bool all = true;
 	for (uint16_t c = 0; c < r->n_columns; c++) {
 		types[c] = NULL;
+		if (eq)
+			eq[c] = NULL;
 		for (int k = 0; k < table->n_columns; k++)
 			if (strlen(table->columns[k]) == r->columns[c].name_len &&
 			    memcmp(table->columns[k], r->columns[c].name, r->columns[c].name_len) == 0) {
 				types[c] = table->column_types[k];
+				if (eq && table->column_eq)
+					eq[c] = table->column_eq[k];
 				break;
 			}
 		if (!types[c])

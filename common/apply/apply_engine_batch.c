@@ -211,6 +211,7 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 	enum apply_relation_verdict *verdict = xcalloc(nrel ? nrel : 1, sizeof *verdict);
 	const struct apply_table **table_of = xcalloc(nrel ? nrel : 1, sizeof *table_of);
 	const char ***types = xcalloc(nrel ? nrel : 1, sizeof *types);
+	const char ***eqs = xcalloc(nrel ? nrel : 1, sizeof *eqs);
 	for (uint32_t i = 0; i < nrel; i++) {
 		const struct env_relation *r = &d.header.relations[i];
 		prel[i].rel = r;
@@ -232,8 +233,10 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 			continue;
 		table_of[i] = t;
 		types[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **types);
-		apply_core_column_types(t, r, types[i]);
+		eqs[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **eqs);
+		apply_core_column_types(t, r, types[i], eqs[i]);
 		prel[i].col_types = types[i];
+		prel[i].col_eq = eqs[i];
 		keys[i] = xcalloc(r->n_columns ? r->n_columns : 1, sizeof **keys);
 		prel[i].key = apply_core_key_columns(t, r, keys[i]) ? keys[i] : NULL;
 		prel[i].partitioned = t->partitioned;
@@ -295,8 +298,10 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 		free(keys[i]);
 		free(identity[i]);
 		free(types[i]);
+		free(eqs[i]);
 	}
 	free(types);
+	free(eqs);
 	free(table_of);
 	free(kept);
 	free(keys);

@@ -288,7 +288,8 @@ static bool same_descriptor(const struct plan_relation *a, const struct plan_rel
 			return false;
 	}
 	return same_mask(a->key, b->key, x->n_columns) && same_mask(a->identity_always, b->identity_always, x->n_columns) &&
-	       !a->partitioned == !b->partitioned && same_types(a->col_types, b->col_types, x->n_columns);
+	       !a->partitioned == !b->partitioned && same_types(a->col_types, b->col_types, x->n_columns) &&
+	       same_types(a->col_eq, b->col_eq, x->n_columns);
 }
 
 static const bool *copy_mask(struct arena *a, const bool *m, uint16_t n)
@@ -322,6 +323,12 @@ static struct plan_relation copy_relation(struct arena *a, const struct plan_rel
 		for (uint16_t i = 0; i < r->n_columns; i++)
 			t[i] = pr->col_types[i] ? arena_strndup(a, pr->col_types[i], strlen(pr->col_types[i])) : NULL;
 		c.col_types = t;
+	}
+	if (pr->col_eq) {
+		const char **e = arena_alloc(a, r->n_columns * sizeof *e);
+		for (uint16_t i = 0; i < r->n_columns; i++)
+			e[i] = pr->col_eq[i] ? arena_strndup(a, pr->col_eq[i], strlen(pr->col_eq[i])) : NULL;
+		c.col_eq = e;
 	}
 	return c;
 }

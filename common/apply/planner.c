@@ -69,6 +69,15 @@ size_t plan_add_null(struct plan_stmt *s)
 	return add_value(s, true, NULL, 0);
 }
 
+void plan_put_eq(struct strbuf *b, const struct plan_relation *pr, uint16_t i)
+{
+	const char *op = pr->col_eq ? pr->col_eq[i] : NULL;
+	if (op)
+		strbuf_addf(b, " %s ", op);
+	else
+		strbuf_adds(b, " = ");
+}
+
 void plan_put_relation(struct strbuf *b, const struct env_relation *r)
 {
 	plan_quote_ident(b, r->schema, r->schema_len);
@@ -225,7 +234,7 @@ static int put_predicate(struct plan_stmt *s, const struct plan_relation *pr, co
 		if (plan_no_equality(r->columns[i].type_oid)) {
 			strbuf_addf(&s->sql, "::text = $%zu::text", plan_add_param(s, v->data, v->len));
 		} else {
-			strbuf_adds(&s->sql, " = ");
+			plan_put_eq(&s->sql, pr, i);
 			put_param(s, pr, i, v->data, v->len);
 		}
 	}
@@ -346,7 +355,7 @@ static void put_guards(struct plan_stmt *s, const struct plan_relation *pr, cons
 		if (t->values[i].kind == ENV_NULL)
 			strbuf_adds(&s->sql, " IS NULL");
 		else {
-			strbuf_adds(&s->sql, " = ");
+			plan_put_eq(&s->sql, pr, i);
 			put_param(s, pr, i, t->values[i].data, t->values[i].len);
 		}
 	}

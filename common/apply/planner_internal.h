@@ -22,6 +22,9 @@ void plan_reset(struct plan_stmt *s);
 void plan_finish(struct plan_stmt *s);
 /* "schema"."name" */
 void plan_put_relation(struct strbuf *b, const struct env_relation *r);
+/* " = ", or " OPERATOR(schema.=) " for column i when its equality operator
+ * is not pg_catalog's (pr->col_eq). */
+void plan_put_eq(struct strbuf *b, const struct plan_relation *pr, uint16_t i);
 /* "ONLY " unless the target table is partitioned. */
 void plan_put_only(struct strbuf *b, const struct plan_relation *pr);
 /* "::type" of a target column's type as format_type() writes it, its

@@ -250,9 +250,11 @@ static int check_set(const struct plan_relation *relations, uint32_t n_relations
 	return 0;
 }
 
-/* " WHERE t.k = v.k AND ..." */
-static void put_match(struct strbuf *b, const struct env_relation *r, const bool *key)
+/* " WHERE t.k = v.k AND ..." (an equality operator outside pg_catalog
+ * named with its schema: plan_put_eq) */
+static void put_match(struct strbuf *b, const struct plan_relation *pr, const bool *key)
 {
+	const struct env_relation *r = pr->rel;
 	bool first = true;
 	for (uint16_t i = 0; i < r->n_columns; i++) {
 		if (!key[i])
@@ -260,7 +262,11 @@ static void put_match(struct strbuf *b, const struct env_relation *r, const bool
 		strbuf_adds(b, first ? " WHERE t." : " AND t.");
 		first = false;
 		put_column(b, r, i);
-		strbuf_adds(b, plan_no_equality(r->columns[i].type_oid) ? "::text = v." : " = v.");
+		if (plan_no_equality(r->columns[i].type_oid))
+			strbuf_adds(b, "::text = ");
+		else
+			plan_put_eq(b, pr, i);
+		strbuf_adds(b, "v.");
 		put_column(b, r, i);
 	}
 }
@@ -362,7 +368,7 @@ static void put_update(struct plan_stmt *s, const struct plan_relation *pr, cons
 	}
 	strbuf_adds(&s->sql, " FROM ");
 	put_values(s, pr, use, cs, n);
-	put_match(&s->sql, r, pr->key);
+	put_match(&s->sql, pr, pr->key);
 }
 
 static void put_delete(struct plan_stmt *s, const struct plan_relation *pr, const struct env_change *const *cs,
@@ -375,7 +381,7 @@ static void put_delete(struct plan_stmt *s, const struct plan_relation *pr, cons
 	plan_put_relation(&s->sql, r);
 	strbuf_adds(&s->sql, " AS t USING ");
 	put_values(s, pr, pr->key, cs, n);
-	put_match(&s->sql, r, pr->key);
+	put_match(&s->sql, pr, pr->key);
 }
 
 int plan_change_set(const char *checkpoint_schema, const struct plan_relation *relations, uint32_t n_relations,

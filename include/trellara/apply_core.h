@@ -67,6 +67,9 @@ struct apply_table {
 	uint64_t watermark_lsn; /* its snapshot copy holds what commits below */
 	char **columns;         /* owned: the target table's columns (n_columns) */
 	char **column_types;    /* owned: each one's type, as format_type() writes it */
+	char **column_eq;       /* owned: each one's equality operator when it is not pg_catalog's,
+				   as "OPERATOR(schema.=)" (citext, hstore: the sessions' search_path is
+				   empty); NULL entries (or NULL) for pg_catalog's */
 	int n_columns;
 	bool replica_triggers;  /* a trigger or rule of the target table fires for a replica
 				   (ENABLE REPLICA / ENABLE ALWAYS) */
@@ -130,8 +133,11 @@ int apply_core_unique_columns(const struct apply_table *table, const struct env_
 
 /* The target's type of each of r's columns (types[c], r->n_columns
  * entries, all written; NULL where the target table has no such column
- * or its types are not known); whether every column has one. */
-bool apply_core_column_types(const struct apply_table *table, const struct env_relation *r, const char **types);
+ * or its types are not known), and, when eq is not NULL, its equality
+ * operator outside pg_catalog (eq[c]; NULL: pg_catalog's "="); whether
+ * every column has a type. */
+bool apply_core_column_types(const struct apply_table *table, const struct env_relation *r, const char **types,
+			     const char **eq);
 
 /* How batch compaction treats a relation's row changes (apply_fold.h):
  *  MERGE      folded per key (keyed, compaction on, no replica trigger);

@@ -153,4 +153,22 @@ struct pg_identity {
 };
 int pgconn_identify_system(PGconn *conn, struct pg_identity *id);
 
+/* SQL: the equality operator of the default btree operator class of
+ * the type typid (an SQL expression; a domain's base type's), written
+ * "OPERATOR(schema.=)" when its schema is not pg_catalog, else NULL: the
+ * sessions' search_path is empty (PGCONN_PINNED_OPTIONS), so a bare "="
+ * finds pg_catalog's operators only, and a key of citext or hstore (whose
+ * "=" lives in the extension's schema) would fail "operator does not
+ * exist".  The operator class's, as the key's index uses it: never an
+ * operator someone created in a schema of the search path. */
+#define PGCONN_KEY_EQUALITY_SQL(typid)                                                                              \
+	"(SELECT CASE WHEN n.nspname <> 'pg_catalog' THEN pg_catalog.format('OPERATOR(%I.%s)', n.nspname, o.oprname) END" \
+	" FROM pg_catalog.pg_type ty, pg_catalog.pg_opclass oc"                                                      \
+	" JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod AND am.amname = 'btree'"                                 \
+	" JOIN pg_catalog.pg_amop ao ON ao.amopfamily = oc.opcfamily AND ao.amoplefttype = oc.opcintype"             \
+	"  AND ao.amoprighttype = oc.opcintype AND ao.amopstrategy = 3"                                              \
+	" JOIN pg_catalog.pg_operator o ON o.oid = ao.amopopr JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace" \
+	" WHERE ty.oid = " typid " AND oc.opcdefault"                                                                \
+	"  AND oc.opcintype = coalesce(nullif(ty.typbasetype, 0::pg_catalog.oid), ty.oid) LIMIT 1)"
+
 #endif

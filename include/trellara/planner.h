@@ -53,6 +53,8 @@ struct plan_relation {
 	const bool *identity_always;    /* per column: GENERATED ALWAYS AS IDENTITY on the target; NULL = none */
 	bool partitioned;               /* the target table is partitioned (relkind 'p') */
 	const char *const *col_types;   /* per column: the target's type as format_type() writes it, NULL = unknown; NULL = none known */
+	const char *const *col_eq;      /* per column: its equality operator when not pg_catalog's
+					   ("OPERATOR(public.=)": the session's search_path is empty), NULL = "="; NULL = all "=" */
 };
 
 struct plan_stmt {

@@ -220,18 +220,31 @@ static void test_fold_facts(void)
 	struct env_column cols[3] = { col("at", false), col("id", true), col("gone", false) };
 	struct env_relation r = rel("public", "a", 'd', cols, 3);
 	const char *types[3] = { "x", "x", "x" };
-	CHECK(!apply_core_column_types(&t, &r, types));
+	CHECK(!apply_core_column_types(&t, &r, types, NULL));
 	CHECK_STR(types[0], "timestamp with time zone");
 	CHECK_STR(types[1], "integer");
 	CHECK(types[2] == NULL);
 	r.n_columns = 2;
-	CHECK(apply_core_column_types(&t, &r, types));
+	CHECK(apply_core_column_types(&t, &r, types, NULL));
 	/* a prefix of a name is not the name */
 	struct env_column prefix[1] = { col("no", false) };
 	r = rel("public", "a", 'd', prefix, 1);
-	CHECK(!apply_core_column_types(&t, &r, types) && types[0] == NULL);
+	CHECK(!apply_core_column_types(&t, &r, types, NULL) && types[0] == NULL);
 	struct apply_table none = { 0 };
-	CHECK(!apply_core_column_types(&none, &r, types) && types[0] == NULL);
+	CHECK(!apply_core_column_types(&none, &r, types, NULL) && types[0] == NULL);
+	/* the equality operators outside pg_catalog (citext's), by name too */
+	char *eq_ops[3] = { NULL, xstrdup("OPERATOR(public.=)"), NULL };
+	t.column_eq = eq_ops;
+	struct env_column named[2] = { col("note", false), col("id", true) };
+	r = rel("public", "a", 'd', named, 2);
+	const char *eq[2] = { "x", "x" };
+	CHECK(apply_core_column_types(&t, &r, types, eq));
+	CHECK_STR(eq[0], "OPERATOR(public.=)");
+	CHECK(eq[1] == NULL);
+	t.column_eq = NULL; /* none known: all NULL */
+	eq[0] = "x";
+	CHECK(apply_core_column_types(&t, &r, types, eq) && eq[0] == NULL && eq[1] == NULL);
+	free(eq_ops[1]);
 
 	t.compaction = true;
 	CHECK(apply_core_fold_mode(&t, true) == APPLY_FOLD_MERGE);

@@ -119,7 +119,7 @@ int main(void)
 	 * an unknown type left bare), so the server never infers "record" */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
 	const char *types[3] = { "public.\"comp t\"", "character varying(10)", NULL };
-	struct plan_relation typed = { &d.header.relations[0], key, NULL, false, types };
+	struct plan_relation typed = { &d.header.relations[0], key, NULL, false, types, NULL };
 	const char *expected_typed[] = {
 		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1::public.\"comp t\", "
 		"$2::character varying, NULL)",
@@ -143,7 +143,7 @@ int main(void)
 	struct buf bf = { 0 };
 	build(&bf, 'f');
 	CHECK(env_decode_begin(&d, bf.data, bf.len) == 0);
-	struct plan_relation typed_full = { &d.header.relations[0], NULL, NULL, false, types };
+	struct plan_relation typed_full = { &d.header.relations[0], NULL, NULL, false, types, NULL };
 	CHECK(env_decode_next(&d, &c) == 1); /* the insert */
 	CHECK(env_decode_next(&d, &c) == 1); /* the update */
 	CHECK(plan_change("trellara", &typed_full, 1, c, true, &s, err, sizeof err) == 0);
@@ -152,9 +152,34 @@ int main(void)
 	env_decoder_free(&d);
 	buf_free(&bf);
 
+	/* a key of a type whose equality is not pg_catalog's (citext, hstore:
+	 * the session's search_path is empty): its operator named with its
+	 * schema, in the match and the guards; set columns keep "=" */
+	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
+	const char *eqs[3] = { "OPERATOR(public.=)", NULL, NULL };
+	struct plan_relation with_eq = { &d.header.relations[0], key, NULL, false, types, eqs };
+	const char *expected_eq[] = {
+		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1::public.\"comp t\", "
+		"$2::character varying, NULL)",
+		"UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1::public.\"comp t\", \"na\"\"me\" = $2::character varying "
+		"WHERE \"id\" OPERATOR(public.=) $3::public.\"comp t\"",
+		"UPDATE ONLY \"we\"\"ird\".\"t\" SET \"id\" = $1::public.\"comp t\", \"na\"\"me\" = $2::character varying, "
+		"\"body\" = $3 WHERE \"id\" OPERATOR(public.=) $4::public.\"comp t\"",
+		"DELETE FROM ONLY \"we\"\"ird\".\"t\" WHERE \"id\" OPERATOR(public.=) $1::public.\"comp t\"",
+		"TRUNCATE ONLY \"we\"\"ird\".\"t\" RESTART IDENTITY",
+	};
+	i = 0;
+	while (env_decode_next(&d, &c) == 1) {
+		CHECK(plan_change("trellara", &with_eq, 1, c, true, &s, err, sizeof err) == 0);
+		CHECK_STR(s.sql.buf, expected_eq[i]);
+		i++;
+	}
+	CHECK(i == 5);
+	env_decoder_free(&d);
+
 	/* a partitioned target table: through the parent, TRUNCATE without ONLY */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
-	struct plan_relation part = { &d.header.relations[0], key, NULL, true, NULL };
+	struct plan_relation part = { &d.header.relations[0], key, NULL, true, NULL, NULL };
 	const char *expected_part[] = {
 		"INSERT INTO \"we\"\"ird\".\"t\" (\"id\", \"na\"\"me\", \"body\") VALUES ($1, $2, NULL)",
 		"UPDATE \"we\"\"ird\".\"t\" SET \"id\" = $1, \"na\"\"me\" = $2 WHERE \"id\" = $3",
@@ -176,7 +201,7 @@ int main(void)
 	 * fails when it does */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
 	bool always[3] = { true, false, false };
-	struct plan_relation ident = { &d.header.relations[0], key, always, false, NULL };
+	struct plan_relation ident = { &d.header.relations[0], key, always, false, NULL, NULL };
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(plan_change("trellara", &ident, 1, c, false, &s, err, sizeof err) == 0);
 	CHECK_STR(s.sql.buf,
@@ -194,7 +219,7 @@ int main(void)
 	 * does not carry: checked in WHERE */
 	CHECK(env_decode_begin(&d, b.data, b.len) == 0);
 	bool always_body[3] = { false, false, true };
-	struct plan_relation guarded = { &d.header.relations[0], key, always_body, false, NULL };
+	struct plan_relation guarded = { &d.header.relations[0], key, always_body, false, NULL, NULL };
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
 	CHECK(env_decode_next(&d, &c) == 1);
@@ -221,7 +246,7 @@ int main(void)
 	CHECK(!s.expect_one);
 	/* an identity column whose old value is in the old row: unchanged, left out */
 	bool always_id[3] = { true, false, false };
-	struct plan_relation keyless_ident = { &d.header.relations[0], NULL, always_id, true, NULL };
+	struct plan_relation keyless_ident = { &d.header.relations[0], NULL, always_id, true, NULL, NULL };
 	CHECK(plan_change("trellara", &keyless_ident, 1, c, false, &s, err, sizeof err) == -1); /* 1 -> 2 */
 	CHECK(strstr(err, "from 1 to 2") != NULL);
 	/* an update without an old row cannot be matched without a key */

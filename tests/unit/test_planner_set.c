@@ -73,7 +73,7 @@ static bool weird_key[4] = { true, false, false, false };
 
 static void test_insert(void)
 {
-	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types, NULL };
 	struct env_change c[3];
 	struct env_value r0[4] = { T("1"), T("a'b"), N, T("{\"x\": 1}") };
 	struct env_value r1[4] = { T("2"), N, T("b"), N };
@@ -110,11 +110,11 @@ static void test_insert(void)
 	CHECK_STR(s.sql.buf, expected[1]);
 	CHECK(s.values[1] == NULL && s.values[2] != NULL);
 	/* inserts need no col_types */
-	struct plan_relation untyped = { &weird, weird_key, NULL, false, NULL };
+	struct plan_relation untyped = { &weird, weird_key, NULL, false, NULL, NULL };
 	CHECK(plan(&untyped, 1, c, 2) == 0);
 	CHECK_STR(s.sql.buf, expected[1]);
 	/* a partitioned table is inserted into as today (INSERT has no ONLY) */
-	struct plan_relation part = { &weird, weird_key, NULL, true, weird_types };
+	struct plan_relation part = { &weird, weird_key, NULL, true, weird_types, NULL };
 	CHECK(plan(&part, 1, c, 1) == 0);
 	CHECK_STR(s.sql.buf, expected[0]);
 	CHECK_STR(s.what.buf, "we\"ird.t a (1 row: id=1)");
@@ -127,7 +127,7 @@ static void test_insert(void)
 	CHECK(plan(&rel, 1, c, 2) == 1);
 	c[1].new_tuple.values[0] = T("2");
 	/* a keyless relation's inserts need no key: one statement too */
-	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types };
+	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types, NULL };
 	CHECK(plan(&keyless, 1, c, 2) == 0);
 	CHECK_STR(s.sql.buf, expected[1]);
 	CHECK(s.expect_one && s.expect_rows == 2);
@@ -152,7 +152,7 @@ static int plan_copy(const struct plan_relation *rels, uint32_t n_rels, struct e
  * format with every escape COPY reads back, NULL as \N, the row count. */
 static void test_copy(void)
 {
-	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types, NULL };
 	struct env_change c[3];
 	struct env_value r0[4] = { T("1"), T("a'b\\c"), N, T("{\"x\": 1}") };
 	struct env_value r1[4] = { T("2"), T("tab\there"), T("line\nnext\rcr"), N };
@@ -173,11 +173,11 @@ static void test_copy(void)
 	CHECK(plan(&rel, 1, c, 2) == 0);
 	CHECK(!s.copy && s.copy_data.len == 0 && s.n_params == 8);
 	/* a keyless table's inserts too; GENERATED ALWAYS identity needs no clause (COPY keeps the values) */
-	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types };
+	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types, NULL };
 	CHECK(plan_copy(&keyless, 1, c, 1) == 0);
 	CHECK_STR(s.copy_data.buf, "1\ta'b\\\\c\t\\N\t{\"x\": 1}\n");
 	bool always[4] = { true, false, false, false };
-	struct plan_relation ident = { &weird, weird_key, always, false, weird_types };
+	struct plan_relation ident = { &weird, weird_key, always, false, weird_types, NULL };
 	CHECK(plan_copy(&ident, 1, c, 2) == 0);
 	CHECK(strstr(s.sql.buf, "OVERRIDING") == NULL);
 	/* 1: an unchanged-TOAST value, or not inserts; the statement left empty */
@@ -208,7 +208,7 @@ static void test_copy(void)
 
 static void test_update(void)
 {
-	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types, NULL };
 	struct env_change c[3];
 	/* body unchanged TOAST in each: not in SET, not in VALUES */
 	struct env_value r0[4] = { T("1"), T("x"), U, N };
@@ -244,16 +244,16 @@ static void test_update(void)
 	CHECK_STR(s.values[8], "1");
 	CHECK_STR(s.what.buf, "we\"ird.t a (3 rows: id=1, id=2, id=3)");
 	/* partitioned: through the parent, without ONLY */
-	struct plan_relation part = { &weird, weird_key, NULL, true, weird_types };
+	struct plan_relation part = { &weird, weird_key, NULL, true, weird_types, NULL };
 	CHECK(plan(&part, 1, c, 1) == 0);
 	CHECK_STR(s.sql.buf, "UPDATE \"we\"\"ird\".\"t a\" AS t SET \"na\"\"me\" = v.\"na\"\"me\", \"j\" = v.\"j\" FROM"
 			     " (VALUES ($1::integer, $2::text, $3::json)) AS v (\"id\", \"na\"\"me\", \"j\") WHERE t.\"id\" = v.\"id\"");
 	/* returns 1: no col_types, a needed one missing or empty, a NULL or
 	 * unchanged-TOAST key, the same key twice */
-	struct plan_relation untyped = { &weird, weird_key, NULL, false, NULL };
+	struct plan_relation untyped = { &weird, weird_key, NULL, false, NULL, NULL };
 	CHECK(plan(&untyped, 1, c, 2) == 1);
 	const char *const no_json[4] = { "integer", "text", "text", NULL };
-	struct plan_relation partial = { &weird, weird_key, NULL, false, no_json };
+	struct plan_relation partial = { &weird, weird_key, NULL, false, no_json, NULL };
 	CHECK(plan(&partial, 1, c, 2) == 1);
 	const char *const empty_json[4] = { "integer", "text", "text", "" };
 	partial.col_types = empty_json;
@@ -281,7 +281,7 @@ static void test_update(void)
 
 static void test_delete(void)
 {
-	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types, NULL };
 	struct env_change c[3];
 	struct env_value r0[4] = { T("1"), N, N, N };
 	struct env_value r1[4] = { T("2"), T("old"), U, T("{}") }; /* full old row, TOAST unchanged in it */
@@ -308,14 +308,14 @@ static void test_delete(void)
 	CHECK_STR(s.what.buf, "we\"ird.t a (3 rows: id=1, id=2, id=3)");
 	/* only the key's type is needed */
 	const char *const key_only[4] = { "integer", NULL, NULL, NULL };
-	struct plan_relation partial = { &weird, weird_key, NULL, false, key_only };
+	struct plan_relation partial = { &weird, weird_key, NULL, false, key_only, NULL };
 	CHECK(plan(&partial, 1, c, 3) == 0);
 	CHECK_STR(s.sql.buf, expected[2]);
-	struct plan_relation part = { &weird, weird_key, NULL, true, weird_types };
+	struct plan_relation part = { &weird, weird_key, NULL, true, weird_types, NULL };
 	CHECK(plan(&part, 1, c, 1) == 0);
 	CHECK_STR(s.sql.buf, "DELETE FROM \"we\"\"ird\".\"t a\" AS t USING (VALUES ($1::integer)) AS v (\"id\") WHERE t.\"id\" = v.\"id\"");
 	/* returns 1 */
-	struct plan_relation untyped = { &weird, weird_key, NULL, false, NULL };
+	struct plan_relation untyped = { &weird, weird_key, NULL, false, NULL, NULL };
 	CHECK(plan(&untyped, 1, c, 1) == 1);
 	const char *const none[4] = { NULL, "text", "text", "json" };
 	partial.col_types = none;
@@ -325,7 +325,7 @@ static void test_delete(void)
 	c[2].old_tuple.values[0] = U;
 	CHECK(plan(&rel, 1, c, 3) == 1);
 	CHECK(plan(&rel, 1, c, 2) == 0);
-	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types };
+	struct plan_relation keyless = { &weird, NULL, NULL, false, weird_types, NULL };
 	CHECK(plan(&keyless, 1, c, 1) == 1);
 	for (int k = 0; k < 3; k++)
 		change_free(&c[k]);
@@ -339,7 +339,7 @@ static void test_composite_and_types(void)
 	struct env_relation r = relation("s", "p", 3, cols);
 	bool key[3] = { true, true, false };
 	const char *const types[3] = { "integer", NULL, "character varying(3)" };
-	struct plan_relation rel = { &r, key, NULL, false, types };
+	struct plan_relation rel = { &r, key, NULL, false, types, NULL };
 	struct env_value d0[3] = { T("1"), T("(1,2)"), N };
 	struct env_value d1[3] = { T("1"), T("(3,4)"), N };
 	struct env_change d[2] = { change('D', 0, 'K', 3, d0), change('D', 0, 'K', 3, d1) };
@@ -366,7 +366,7 @@ static void test_composite_and_types(void)
 	struct env_relation r2 = relation("s", "q", 3, cols2);
 	bool key2[3] = { false, true, true };
 	const char *const types2[3] = { "text", "integer", "bigint" };
-	struct plan_relation rel2 = { &r2, key2, NULL, false, types2 };
+	struct plan_relation rel2 = { &r2, key2, NULL, false, types2, NULL };
 	struct env_value q0[3] = { T("x"), T("1"), T("2") };
 	struct env_change q = change('U', 0, 0, 3, q0);
 	CHECK(plan(&rel2, 1, &q, 1) == 0);
@@ -386,7 +386,7 @@ static void test_composite_and_types(void)
 	const char *const ttypes[9] = { "integer", "character(5)", "bit(3)[]", "numeric(10,2)",
 					"timestamp(3) without time zone", "\"my(1)type\"", "character varying(10)[]",
 					"interval(2)", "public.geometry(Point,4326)" };
-	struct plan_relation trel = { &tr, tkey, NULL, false, ttypes };
+	struct plan_relation trel = { &tr, tkey, NULL, false, ttypes, NULL };
 	struct env_value tv[9] = { T("1"), T("a"), T("{1}"), T("1"), T("now"), T("x"), T("{}"), T("1s"), T("p") };
 	struct env_change t = change('U', 0, 0, 9, tv);
 	CHECK(plan(&trel, 1, &t, 1) == 0);
@@ -413,7 +413,7 @@ static void test_identity(void)
 	bool key[3] = { true, false, false };
 	bool always[3] = { true, false, true };
 	const char *const types[3] = { "bigint", "text", "bigint" };
-	struct plan_relation rel = { &r, key, always, false, types };
+	struct plan_relation rel = { &r, key, always, false, types, NULL };
 	struct env_value i0[3] = { T("1"), T("a"), T("10") };
 	struct env_value i1[3] = { T("2"), N, T("11") };
 	struct env_change ins[2] = { change('I', 0, 0, 3, i0), change('I', 0, 0, 3, i1) };
@@ -455,7 +455,7 @@ static void test_identity(void)
 
 static void test_malformed(void)
 {
-	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types, NULL };
 	struct env_value r0[4] = { T("1"), T("x"), U, N };
 	struct env_change c[2] = { change('U', 0, 0, 4, r0), change('U', 1, 0, 4, r0) };
 	CHECK(plan(&rel, 1, c, 2) == -1);
@@ -497,7 +497,7 @@ static void test_malformed(void)
 
 static void test_piece(void)
 {
-	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types };
+	struct plan_relation rel = { &weird, weird_key, NULL, false, weird_types, NULL };
 	struct env_value r0[4] = { T("1"), T("x"), U, N };
 	struct env_change ins = change('I', 0, 0, 4, r0), up = change('U', 0, 0, 4, r0);
 	struct env_change del = change('D', 0, 'K', 4, r0);
@@ -527,7 +527,7 @@ static void test_piece(void)
 		row[i] = i % 2 ? U : T("7");
 	}
 	struct env_relation wide = relation("s", "wide", 300, wide_cols);
-	struct plan_relation wrel = { &wide, key, NULL, false, types };
+	struct plan_relation wrel = { &wide, key, NULL, false, types, NULL };
 	struct env_change wi = change('I', 0, 0, 300, row), wu = change('U', 0, 0, 300, row);
 	struct env_change wd = change('D', 0, 'K', 300, row);
 	row[1] = T("7"); /* the insert may not carry unchanged TOAST */
@@ -578,9 +578,9 @@ static void test_compatible(void)
 	struct env_relation other = relation("s", "o", 2, cols2);
 	bool key2[2] = { true, false };
 	struct plan_relation rels[3] = {
-		{ &weird, weird_key, NULL, false, weird_types },
-		{ &other, key2, NULL, false, NULL },
-		{ &other, NULL, NULL, false, NULL }, /* keyless */
+		{ &weird, weird_key, NULL, false, weird_types, NULL },
+		{ &other, key2, NULL, false, NULL, NULL },
+		{ &other, NULL, NULL, false, NULL, NULL }, /* keyless */
 	};
 	struct env_value a4[4] = { T("1"), T("x"), U, N };
 	struct env_value b4[4] = { T("2"), N, U, T("y") }; /* NULLs are sent values */
@@ -634,7 +634,7 @@ static void test_no_equality_agrees(void)
 	struct env_relation r = relation("s", "k", 1, cols);
 	bool key[1] = { true };
 	const char *const types[1] = { "sometype" };
-	struct plan_relation rel = { &r, key, NULL, false, types };
+	struct plan_relation rel = { &r, key, NULL, false, types, NULL };
 	struct env_value v[1] = { T("1") };
 	struct env_change d = change('D', 0, 'K', 1, v);
 	struct plan_stmt one;
