@@ -296,6 +296,30 @@ out:
 	return ok;
 }
 
+/* The first commit at or after from that the stream at dir holds (a
+ * transaction or a commit marker): 0 when none; UINT64_MAX when the
+ * stream cannot be read. */
+static uint64_t stream_commit_from(struct stream_fs *fs, const char *dir, uint64_t from)
+{
+	struct stream_reader *rd;
+	if (stream_reader_open_fs(fs, dir, &rd) != STREAM_OK)
+		return UINT64_MAX;
+	uint64_t found = 0;
+	struct stream_frame f;
+	if (stream_reader_seek(rd, 0) != STREAM_OK)
+		found = UINT64_MAX;
+	while (!found && stream_reader_next(rd, &f) == STREAM_OK) {
+		struct env_frame_summary sm;
+		char err[256];
+		if ((f.header.type == FRAME_TXN || f.header.type == FRAME_COMMIT_MARKER) &&
+		    env_frame_summary(f.header.type, f.payload, f.header.payload_length, &sm, err, sizeof err) == 0 &&
+		    sm.commit_lsn >= from)
+			found = sm.commit_lsn;
+	}
+	stream_reader_close(rd);
+	return found;
+}
+
 bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len)
 {
 	log_set_quiet(true);
@@ -343,23 +367,11 @@ bool sim_missing_relation_run(uint64_t seed, char *detail, size_t detail_len)
 	/* whatever capture made durable holds nothing of that transaction */
 	capture_core_close(cc);
 	cc = NULL;
-	struct stream_reader *rd;
-	if (stream_reader_open_fs(disk, "/a", &rd) != STREAM_OK || stream_reader_seek(rd, 0) != STREAM_OK)
-		goto out;
-	struct stream_frame f;
-	ok = true;
-	while (stream_reader_next(rd, &f) == STREAM_OK) {
-		struct env_frame_summary s;
-		char err[256];
-		if ((f.header.type == FRAME_TXN || f.header.type == FRAME_COMMIT_MARKER) &&
-		    env_frame_summary(f.header.type, f.payload, f.header.payload_length, &s, err, sizeof err) == 0 &&
-		    s.commit_lsn >= victim_commit) {
-			snprintf(detail, detail_len, "the stream holds commit %" PRIX64 ", at or after the transaction without its relation",
-				 s.commit_lsn);
-			ok = false;
-		}
-	}
-	stream_reader_close(rd);
+	uint64_t held = stream_commit_from(disk, "/a", victim_commit);
+	ok = held == 0;
+	if (!ok)
+		snprintf(detail, detail_len, "the stream holds commit %" PRIX64 ", at or after the transaction without its relation",
+			 held);
 out:
 	if (cc)
 		capture_core_close(cc);
@@ -459,23 +471,11 @@ static bool relation_ddl_run(uint64_t seed, bool recreate, char *detail, size_t 
 	}
 	capture_core_close(cc);
 	cc = NULL;
-	struct stream_reader *rd;
-	if (stream_reader_open_fs(disk, "/a", &rd) != STREAM_OK || stream_reader_seek(rd, 0) != STREAM_OK)
-		goto out;
-	struct stream_frame f;
-	ok = true;
-	while (stream_reader_next(rd, &f) == STREAM_OK) {
-		struct env_frame_summary sm;
-		char err[256];
-		if ((f.header.type == FRAME_TXN || f.header.type == FRAME_COMMIT_MARKER) &&
-		    env_frame_summary(f.header.type, f.payload, f.header.payload_length, &sm, err, sizeof err) == 0 &&
-		    sm.commit_lsn >= victim_commit) {
-			snprintf(detail, detail_len, "the stream holds commit %" PRIX64 ", at or after the transaction of the %s table",
-				 sm.commit_lsn, recreate ? "recreated" : "renamed");
-			ok = false;
-		}
-	}
-	stream_reader_close(rd);
+	uint64_t held = stream_commit_from(disk, "/a", victim_commit);
+	ok = held == 0;
+	if (!ok)
+		snprintf(detail, detail_len, "the stream holds commit %" PRIX64 ", at or after the transaction of the %s table",
+			 held, recreate ? "recreated" : "renamed");
 out:
 	if (cc)
 		capture_core_close(cc);
