@@ -22,7 +22,7 @@ PREFIXES=(
 	# cmd/jetstream: the JetStream connection the programs on libnats share
 	jetstream_session_
 	# common/cdc: struct buf is envelope.h's byte buffer
-	ack_policy_ ack_restart_point_ assembler_ buf_ capture_core_ env_ pgoutput_ slot_policy_
+	ack_policy_ ack_restart_point_ assembler_ buf_ capture_core_ env_ pgoutput_ relbind_ slot_policy_
 	# common/apply
 	apply_ chunk_set_ fold_ plan_
 	# common/pg
