@@ -73,7 +73,7 @@ PROGRAM_BINS := $(PROGRAMS:%=bin/%)
 # Every cmd/ module except main.c (and those on libnats, or calling into
 # them: capture's loop opens its JetStream sink, applyd's its source) is
 # linkable into unit tests and the simulator.
-NATS_CALLERS := cmd/trellara-capture/capture.c cmd/trellara-applyd/applyd.c
+NATS_CALLERS := cmd/trellara-capture/capture.c cmd/trellara-capture/capture_connect.c cmd/trellara-applyd/applyd.c
 CMD_LIB_SRC := $(sort $(filter-out %/main.c $(NATS_SRC) $(NATS_CALLERS),$(wildcard cmd/*/*.c)))
 CMD_LIB_OBJ := $(CMD_LIB_SRC:%.c=build/obj/%.o)
 CMD_LIB_SAN_OBJ := $(CMD_LIB_SRC:%.c=build/san/%.o)
