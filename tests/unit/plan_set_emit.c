@@ -156,7 +156,7 @@ static int run(FILE *in)
 			struct spec_rel *r = &rels[n_rels];
 			r->rel = (struct env_relation){ 1 + n_rels, xstrdup(f[1]), xstrdup(f[2]), strlen(f[1]), strlen(f[2]),
 							'd', 0, r->cols };
-			prels[n_rels] = (struct plan_relation){ &r->rel, r->key, r->always, f[3][0] == '1', r->types };
+			prels[n_rels] = (struct plan_relation){ &r->rel, r->key, r->always, f[3][0] == '1', r->types, NULL };
 			n_rels++;
 		} else if (strcmp(f[0], "col") == 0 && (n == 5 || n == 6) && n_rels && rels[n_rels - 1].rel.n_columns < MAX_COLS) {
 			struct spec_rel *r = &rels[n_rels - 1];
