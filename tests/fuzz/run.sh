@@ -68,7 +68,7 @@ fuzz_pgoutput() {
 fuzz_envelope() {
 	local corpus=$out/envelope-corpus seeds=$out/envelope-seeds
 	mkdir -p "$corpus" "$seeds"
-	local sources=(tests/fuzz/fuzz_envelope.c common/cdc/envelope.c common/base/jsonw.c common/base/textcodec.c common/base/lsn.c common/base/xalloc.c common/base/strbuf.c)
+	local sources=(tests/fuzz/fuzz_envelope.c common/cdc/envelope.c common/cdc/envelope_json.c common/base/jsonw.c common/base/textcodec.c common/base/lsn.c common/base/xalloc.c common/base/strbuf.c)
 	${CLANG:-clang} "${CFLAGS[@]}" "${SANITIZE[@]}" "${sources[@]}" -o "$out/fuzz_envelope"
 	# Seeds: an envelope with every change kind (as txn and as chunk), one
 	# without origin, an empty one, a manifest, a commit marker, a
