@@ -352,6 +352,20 @@ static const char sql_ddl_function[] =
 	" FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
 	" WHERE n.nspname = $1 AND p.proname = $2 AND p.pronargs = 0";
 
+static const char sql_function_src[] =
+	"SELECT p.prosrc FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+	" WHERE n.nspname = $1 AND p.proname = $2 AND p.pronargs = 0";
+
+/* tables of partition trees published via their root without both
+ * TRUNCATE triggers */
+static const char sql_truncate_missing[] =
+	"SELECT count(*) FROM (SELECT DISTINCT t.relid FROM pg_catalog.pg_publication p"
+	" JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname"
+	" JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname"
+	" JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename AND c.relkind = 'p'"
+	" CROSS JOIN LATERAL pg_catalog.pg_partition_tree(c.oid) t WHERE p.pubviaroot) x"
+	" WHERE (SELECT count(*) FROM pg_catalog.pg_trigger g WHERE g.tgrelid = x.relid AND g.tgname IN ($1, $2)) < 2";
+
 static const char sql_ddl_triggers[] =
 	"SELECT evtname::text, evtevent::text, evtenabled::text, evtfoid::text, evttags IS NULL"
 	" FROM pg_catalog.pg_event_trigger WHERE evtname IN ($1, $2)";
@@ -367,6 +381,26 @@ static int gather_ddl(PGconn *conn, struct source_facts *f)
 		f->function_oid = check_value(res, 0, 0);
 		f->function_current = check_value_bool(res, 0, 2) && strcmp(PQgetvalue(res, 0, 1), check_ddl_function_body) == 0;
 	}
+	PQclear(res);
+
+	/* the partition TRUNCATE evidence: both functions current, and no
+	 * table of a partition tree published via its root without the
+	 * two triggers */
+	const char *p1[2] = { DDL_SCHEMA, TRUNCATE_FUNCTION }, *p2[2] = { DDL_SCHEMA, TRUNCATE_TRIGGERS_FUNCTION };
+	PGresult *r1 = pgconn_query(conn, sql_function_src, 2, p1);
+	PGresult *r2 = r1 ? pgconn_query(conn, sql_function_src, 2, p2) : NULL;
+	if (!r1 || !r2) {
+		PQclear(r1);
+		return -1;
+	}
+	f->truncate_current = PQntuples(r1) == 1 && strcmp(PQgetvalue(r1, 0, 0), check_truncate_function_body) == 0 &&
+			      PQntuples(r2) == 1 && strcmp(PQgetvalue(r2, 0, 0), check_truncate_triggers_body) == 0;
+	PQclear(r1);
+	PQclear(r2);
+	const char *p3[2] = { TRUNCATE_TRIGGER_BEFORE, TRUNCATE_TRIGGER_AFTER };
+	if (!(res = pgconn_query(conn, sql_truncate_missing, 2, p3)))
+		return -1;
+	f->truncate_missing = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 
 	const char *tparams[2] = { DDL_TRIGGER, DDL_DROP_TRIGGER };

@@ -6,6 +6,7 @@
  */
 #include "check_int.h"
 
+#include "trellara/defaults.h"
 #include "trellara/log.h"
 #include "trellara/strbuf.h"
 #include "trellara/xalloc.h"
@@ -44,9 +45,81 @@ const char check_ddl_function_body[] =
 	"\t\t\t\t\t'object_identity', r.object_identity, 'in_extension', r.in_extension,\n"
 	"\t\t\t\t\t'statement', pg_catalog.current_query())::text);\n"
 	"\t\tEND LOOP;\n"
+	"\t\tIF TG_TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE PUBLICATION', 'ALTER PUBLICATION') THEN\n"
+	"\t\t\tBEGIN\n"
+	"\t\t\t\tPERFORM " DDL_SCHEMA "." TRUNCATE_TRIGGERS_FUNCTION "();\n"
+	"\t\t\tEXCEPTION WHEN OTHERS THEN\n"
+	"\t\t\t\tRAISE WARNING 'trellara.emit_ddl: partition TRUNCATE triggers not created: % (SQLSTATE %)', SQLERRM, SQLSTATE;\n"
+	"\t\t\tEND;\n"
+	"\t\tEND IF;\n"
 	"\tEND IF;\n"
 	"EXCEPTION WHEN OTHERS THEN\n"
 	"\tRAISE WARNING 'trellara.emit_ddl: no DDL evidence emitted: % (SQLSTATE %)', SQLERRM, SQLSTATE;\n"
+	"END\n";
+
+/*
+ * The body of trellara.emit_truncate(), a statement trigger BEFORE and
+ * AFTER TRUNCATE on each table of a published partitioned table's tree.
+ * A TRUNCATE of the root fires its partitions' triggers too: a table
+ * whose ancestor is being truncated by the same statement (the
+ * transaction-local set trellara.truncating, kept by BEFORE and AFTER)
+ * emits nothing, the root's own TRUNCATE reaches the stream through
+ * pgoutput.  A partition truncated on its own emits a transactional
+ * message naming it and its root.  It never fails the user's TRUNCATE.
+ */
+const char check_truncate_function_body[] =
+	"\n"
+	"DECLARE\n"
+	"\tactive text := coalesce(pg_catalog.current_setting('trellara.truncating', true), '');\n"
+	"\troot pg_catalog.oid;\n"
+	"BEGIN\n"
+	"\tIF TG_WHEN = 'AFTER' THEN\n"
+	"\t\tPERFORM pg_catalog.set_config('trellara.truncating',\n"
+	"\t\t\tpg_catalog.replace(active, ',' || TG_RELID::pg_catalog.text || ',', ','), true);\n"
+	"\t\tRETURN NULL;\n"
+	"\tEND IF;\n"
+	"\tIF EXISTS (SELECT 1 FROM pg_catalog.pg_partition_ancestors(TG_RELID) a\n"
+	"\t\t\tWHERE a.relid::pg_catalog.oid <> TG_RELID\n"
+	"\t\t\tAND pg_catalog.strpos(active, ',' || a.relid::pg_catalog.oid::pg_catalog.text || ',') > 0) THEN\n"
+	"\t\tRETURN NULL;\n"
+	"\tEND IF;\n"
+	"\tPERFORM pg_catalog.set_config('trellara.truncating',\n"
+	"\t\tCASE WHEN active = '' THEN ',' ELSE active END || TG_RELID::pg_catalog.text || ',', true);\n"
+	"\tIF (SELECT c.relispartition FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) THEN\n"
+	"\t\troot := pg_catalog.pg_partition_root(TG_RELID);\n"
+	"\t\tPERFORM pg_catalog.pg_logical_emit_message(true, '" TRUNCATE_MESSAGE_PREFIX "',\n"
+	"\t\t\tpg_catalog.json_build_object('version', 1, 'schema', TG_TABLE_SCHEMA, 'table', TG_TABLE_NAME,\n"
+	"\t\t\t\t'root_schema', (SELECT n.nspname FROM pg_catalog.pg_class c\n"
+	"\t\t\t\t\tJOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = root),\n"
+	"\t\t\t\t'root_table', (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = root))::text);\n"
+	"\tEND IF;\n"
+	"\tRETURN NULL;\n"
+	"EXCEPTION WHEN OTHERS THEN\n"
+	"\tRAISE WARNING 'trellara.emit_truncate: no TRUNCATE evidence emitted: % (SQLSTATE %)', SQLERRM, SQLSTATE;\n"
+	"\tRETURN NULL;\n"
+	"END\n";
+
+/* The body of trellara.truncate_triggers(): the two triggers on every
+ * table of every partitioned table a publication publishes via its root,
+ * where they are missing. */
+const char check_truncate_triggers_body[] =
+	"\n"
+	"DECLARE\n"
+	"\tr record;\n"
+	"BEGIN\n"
+	"\tFOR r IN SELECT DISTINCT t.relid FROM pg_catalog.pg_publication p\n"
+	"\t\tJOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname\n"
+	"\t\tJOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname\n"
+	"\t\tJOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename AND c.relkind = 'p'\n"
+	"\t\tCROSS JOIN LATERAL pg_catalog.pg_partition_tree(c.oid) t\n"
+	"\t\tWHERE p.pubviaroot LOOP\n"
+	"\t\tIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger g WHERE g.tgrelid = r.relid AND g.tgname = '" TRUNCATE_TRIGGER_BEFORE "') THEN\n"
+	"\t\t\tEXECUTE pg_catalog.format('CREATE TRIGGER " TRUNCATE_TRIGGER_BEFORE " BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION " DDL_SCHEMA "." TRUNCATE_FUNCTION "()', r.relid);\n"
+	"\t\tEND IF;\n"
+	"\t\tIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger g WHERE g.tgrelid = r.relid AND g.tgname = '" TRUNCATE_TRIGGER_AFTER "') THEN\n"
+	"\t\t\tEXECUTE pg_catalog.format('CREATE TRIGGER " TRUNCATE_TRIGGER_AFTER " AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION " DDL_SCHEMA "." TRUNCATE_FUNCTION "()', r.relid);\n"
+	"\t\tEND IF;\n"
+	"\tEND LOOP;\n"
 	"END\n";
 
 
@@ -58,15 +131,24 @@ char *check_ddl_install_sql(int version_num)
 	char *schema = check_quote_ident(DDL_SCHEMA), *function = check_quote_ident(DDL_FUNCTION);
 	char *trigger = check_quote_ident(DDL_TRIGGER), *drop_trigger = check_quote_ident(DDL_DROP_TRIGGER);
 	const char *execute = version_num >= 110000 ? "FUNCTION" : "PROCEDURE";
+	char *tfunction = check_quote_ident(TRUNCATE_FUNCTION), *tinstall = check_quote_ident(TRUNCATE_TRIGGERS_FUNCTION);
 	char *sql = xasprintf("CREATE SCHEMA IF NOT EXISTS %s;\n"
+			      "CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger LANGUAGE plpgsql\n"
+			      "SET search_path = pg_catalog, pg_temp AS $trellara$%s$trellara$;\n"
+			      "CREATE OR REPLACE FUNCTION %s.%s() RETURNS void LANGUAGE plpgsql\n"
+			      "SET search_path = pg_catalog, pg_temp AS $trellara$%s$trellara$;\n"
+			      "SELECT %s.%s();\n"
 			      "CREATE OR REPLACE FUNCTION %s.%s() RETURNS event_trigger LANGUAGE plpgsql\n"
 			      "SET search_path = pg_catalog, pg_temp AS $trellara$%s$trellara$;\n"
 			      "DROP EVENT TRIGGER IF EXISTS %s;\n"
 			      "CREATE EVENT TRIGGER %s ON ddl_command_end EXECUTE %s %s.%s();\n"
 			      "DROP EVENT TRIGGER IF EXISTS %s;\n"
 			      "CREATE EVENT TRIGGER %s ON sql_drop EXECUTE %s %s.%s();",
-			      schema, schema, function, check_ddl_function_body, trigger, trigger, execute, schema, function,
-			      drop_trigger, drop_trigger, execute, schema, function);
+			      schema, schema, tfunction, check_truncate_function_body, schema, tinstall,
+			      check_truncate_triggers_body, schema, tinstall, schema, function, check_ddl_function_body, trigger,
+			      trigger, execute, schema, function, drop_trigger, drop_trigger, execute, schema, function);
+	free(tfunction);
+	free(tinstall);
 	free(schema);
 	free(function);
 	free(trigger);
@@ -179,7 +261,8 @@ failed:;
 bool check_ddl_trigger_ok(const struct source_facts *f)
 {
 	return f->function_exists && f->function_current && f->trigger[0].exists && f->trigger[0].enabled &&
-	       f->trigger[0].right && f->trigger[1].exists && f->trigger[1].enabled && f->trigger[1].right;
+	       f->trigger[0].right && f->trigger[1].exists && f->trigger[1].enabled && f->trigger[1].right &&
+	       f->truncate_current && f->truncate_missing == 0;
 }
 
 void check_fix_source(PGconn *conn, const struct check_options *o, const struct source_facts *f,

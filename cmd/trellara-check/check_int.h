@@ -36,6 +36,19 @@
 
 /* The body of trellara.emit_ddl() (check_fix.c). */
 extern const char check_ddl_function_body[];
+/* The partition TRUNCATE evidence (check_fix.c): pgoutput leaves out a
+ * TRUNCATE of one partition under publish_via_partition_root, so each
+ * table of a published partitioned table's tree gets BEFORE and AFTER
+ * TRUNCATE statement triggers calling trellara.emit_truncate(), which
+ * emits a TRUNCATE_MESSAGE_PREFIX message for a partition truncated on its
+ * own; trellara.truncate_triggers() creates the missing ones (--fix, and
+ * emit_ddl after CREATE/ALTER TABLE and CREATE/ALTER PUBLICATION). */
+#define TRUNCATE_FUNCTION "emit_truncate"
+#define TRUNCATE_TRIGGERS_FUNCTION "truncate_triggers"
+#define TRUNCATE_TRIGGER_BEFORE "trellara_truncate_before"
+#define TRUNCATE_TRIGGER_AFTER "trellara_truncate_after"
+extern const char check_truncate_function_body[];
+extern const char check_truncate_triggers_body[];
 
 struct table_facts {
 	const struct table_config *config;
@@ -111,6 +124,8 @@ struct source_facts {
 	long long safe_wal_size;
 	/* DDL evidence */
 	bool function_exists, function_current;
+	bool truncate_current;         /* emit_truncate() and truncate_triggers() there, current */
+	uint64_t truncate_missing;     /* tables of published partition trees without the two triggers */
 	char *function_oid; /* owned */
 	struct {
 		bool exists, enabled, right;

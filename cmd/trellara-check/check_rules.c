@@ -708,7 +708,16 @@ static void evaluate_ddl(const struct source_facts *f, struct check_report *r)
 		if (state)
 			strbuf_addf(&what, "%sevent trigger %s %s", what.len ? "; " : "", names[i], state);
 	}
-	char *detail = xasprintf("%s: schema changes will not reach the stream as ddl frames", what.buf);
+	bool ddl_ok = what.len == 0;
+	if (!f->truncate_current)
+		strbuf_addf(&what, "%sfunction %s.%s() or %s.%s() is missing or not the current version", what.len ? "; " : "",
+			    DDL_SCHEMA, TRUNCATE_FUNCTION, DDL_SCHEMA, TRUNCATE_TRIGGERS_FUNCTION);
+	if (f->truncate_missing)
+		strbuf_addf(&what, "%s%" PRIu64 " tables of partitioned tables published via their root lack the TRUNCATE triggers %s and %s",
+			    what.len ? "; " : "", f->truncate_missing, TRUNCATE_TRIGGER_BEFORE, TRUNCATE_TRIGGER_AFTER);
+	char *detail = xasprintf("%s: %s", what.buf,
+				 ddl_ok ? "a TRUNCATE of one partition will not reach the stream (pgoutput leaves it out under publish_via_partition_root)"
+					: "schema changes will not reach the stream as ddl frames, nor a TRUNCATE of one partition");
 	strbuf_release(&what);
 	if (f->superuser) {
 		check_add_item(r, S, "ddl_trigger", NULL, CHECK_WARN, detail, check_trellara_command(r, "check", " --fix"), true);

@@ -77,6 +77,24 @@ const char *apply_tables_partition_root(const struct apply_tables *t, const stru
 	return NULL;
 }
 
+enum apply_partition_truncate apply_core_partition_truncate(const struct apply_tables *t, const char *schema,
+							     const char *table, const char *root_schema,
+							     const char *root_table, uint64_t commit_lsn,
+							     const char **partition)
+{
+	*partition = NULL;
+	const struct apply_table *flow = apply_tables_find(t, root_schema, strlen(root_schema), root_table, strlen(root_table));
+	if (!flow || commit_lsn < flow->watermark_lsn)
+		return APPLY_PT_IGNORE;
+	for (size_t i = 0; i < t->n_partitions; i++)
+		if (names(t->partitions[i], schema, strlen(schema), table, strlen(table)) &&
+		    strcmp(t->partition_roots[i], flow->name) == 0) {
+			*partition = t->partitions[i];
+			return APPLY_PT_CARRY;
+		}
+	return APPLY_PT_STOP;
+}
+
 bool apply_core_is_duplicate(uint64_t commit_lsn, uint64_t last_commit_lsn)
 {
 	return commit_lsn <= last_commit_lsn;

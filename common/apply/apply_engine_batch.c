@@ -10,6 +10,7 @@
 #include "trellara/apply_core.h"
 #include "trellara/defaults.h"
 #include "trellara/fault.h"
+#include "trellara/jsonread.h"
 #include "trellara/log.h"
 #include "trellara/lsn.h"
 #include "trellara/xalloc.h"
@@ -190,6 +191,67 @@ static void warn_unconfigured(struct apply_engine *a, const struct env_relation 
 	a->unconfigured[a->n_unconfigured++] = name;
 }
 
+/* A TRUNCATE of one source partition (a TRUNCATE_MESSAGE_PREFIX message
+ * from the source's trigger: pgoutput leaves it out under
+ * publish_via_partition_root): the target's partition of the same name
+ * under the same flow table emptied (TRUNCATE ONLY, after what came before
+ * it), or applyd stops (78) naming it when the target has none: never the
+ * target keeping the rows. */
+static struct apply_outcome partition_truncate(struct apply_engine *a, const struct env_change *c, uint64_t commit_lsn,
+					       uint64_t offset)
+{
+	struct json_error jerr;
+	struct json_value *v = jsonread_parse((const char *)c->message_content, c->message_len, &jerr);
+	const char *schema = v ? jsonread_get_string(v, "schema") : NULL, *table = v ? jsonread_get_string(v, "table") : NULL;
+	const char *root_schema = v ? jsonread_get_string(v, "root_schema") : NULL;
+	const char *root_table = v ? jsonread_get_string(v, "root_table") : NULL;
+	struct apply_outcome rc = apply_ok();
+	if (!schema || !table || !root_schema || !root_table) {
+		log_error("stream offset %" PRIu64 ": a %s message that does not name the partition and its root (schema, table, root_schema, root_table)",
+			  offset, TRUNCATE_MESSAGE_PREFIX);
+		jsonread_free(v);
+		return apply_exit(EXIT_DATAERR);
+	}
+	const char *partition;
+	switch (apply_core_partition_truncate(&a->tables, schema, table, root_schema, root_table, commit_lsn, &partition)) {
+	case APPLY_PT_IGNORE: a->batch_filtered++; break;
+	case APPLY_PT_CARRY: {
+		const char *dot = strchr(partition, '.');
+		struct env_relation rel = { .schema = partition, .schema_len = (size_t)(dot - partition), .name = dot + 1,
+					    .name_len = strlen(dot + 1) };
+		struct plan_relation prel = { .rel = &rel };
+		uint32_t only = 0;
+		struct env_change t = { .op = ENV_TRUNCATE, .n_truncate = 1, .truncate_relations = &only };
+		if (a->folding)
+			rc = apply_engine_fold_flush(a);
+		if (apply_is_ok(rc))
+			rc = apply_engine_send_planned(a, &prel, 1, &t, offset);
+		break;
+	}
+	case APPLY_PT_STOP: {
+		if (a->truncate_reload_lsn != commit_lsn) {
+			/* a partition made after applyd read the target's tables:
+			 * read them again (at a new connection) before judging */
+			log_info("stream offset %" PRIu64 ": the source truncated %s.%s, a partition the target's tables as applyd read them lack: reading them again",
+				 offset, schema, table);
+			a->truncate_reload_lsn = commit_lsn;
+			rc = apply_reconnect();
+			break;
+		}
+		log_error("stream offset %" PRIu64 ": the source truncated %s.%s, a partition of flow table %s.%s, and the target has no partition of that name under it: the rows it held cannot be found on the target",
+			  offset, schema, table, root_schema, root_table);
+		char *config = strbuf_shell_quote(a->cfg->path);
+		log_hint("copy the table again: \"trellara reseed --config %s --table %s.%s\" (the copy's watermark passes this truncate), then start applyd again",
+			 config, root_schema, root_table);
+		free(config);
+		rc = apply_exit(EXIT_CONFIG);
+		break;
+	}
+	}
+	jsonread_free(v);
+	return rc;
+}
+
 /* Apply the changes of one envelope inside the open target transaction.
  * APPLY_FAILED: the statement error is apply_engine_error()'s. */
 struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uint8_t *payload, size_t len,
@@ -254,6 +316,11 @@ struct apply_outcome apply_engine_send_changes(struct apply_engine *a, const uin
 		if (decoded)
 			(*decoded)++;
 		struct env_change filtered;
+		if (c->op == ENV_MESSAGE && c->message_prefix_len == strlen(TRUNCATE_MESSAGE_PREFIX) &&
+		    memcmp(c->message_prefix, TRUNCATE_MESSAGE_PREFIX, c->message_prefix_len) == 0) {
+			rc = partition_truncate(a, c, commit_lsn, offset);
+			continue;
+		}
 		if (c->op == ENV_INSERT || c->op == ENV_UPDATE || c->op == ENV_DELETE) {
 			if (verdict[c->relation] == APPLY_RELATION_UNCONFIGURED) {
 				warn_unconfigured(a, &d.header.relations[c->relation]);

@@ -116,6 +116,7 @@ struct apply_engine {
 	uint64_t serial_until;     /* after a fall back: one batch at a time until this offset */
 	int transient_retries;     /* in a row, since the last commit */
 	char last_transient_sqlstate[6];
+	uint64_t truncate_reload_lsn; /* the commit of a partition TRUNCATE the target's tables were read again for */
 };
 
 /* ---- apply_engine.c ---- */

@@ -90,6 +90,19 @@ struct apply_tables {
 
 /* Frees what the struct owns and empties it. */
 void apply_tables_free(struct apply_tables *t);
+
+/* A TRUNCATE of the source partition schema.table of the partitioned
+ * table root (a TRUNCATE_MESSAGE_PREFIX message: pgoutput leaves such a
+ * TRUNCATE out when the publication publishes via the root).  IGNORE: not
+ * a flow table's, or below its snapshot copy's watermark; CARRY: the
+ * target has a partition of that name under the same flow table (*partition
+ * is its "schema.name"); STOP: it has none (the layouts differ): the
+ * partition's rows cannot be found on the target. */
+enum apply_partition_truncate { APPLY_PT_IGNORE, APPLY_PT_CARRY, APPLY_PT_STOP };
+enum apply_partition_truncate apply_core_partition_truncate(const struct apply_tables *t, const char *schema,
+							     const char *table, const char *root_schema,
+							     const char *root_table, uint64_t commit_lsn,
+							     const char **partition);
 /* The flow table schema.name (lengths given: not NUL-terminated), or NULL. */
 struct apply_table *apply_tables_find(const struct apply_tables *t, const char *schema, size_t schema_len,
 				      const char *name, size_t name_len);

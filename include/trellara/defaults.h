@@ -140,4 +140,10 @@ enum trellara_exit {
 #define DEFAULT_JETSTREAM_DUPLICATE_WINDOW_S 120
 #define DEFAULT_PROTOCOL_VERSION 2
 
+/* The logical decoding message the source's TRUNCATE trigger of a
+ * partition emits (trellara-check --fix installs it): pgoutput leaves out
+ * a TRUNCATE of a single partition when the publication publishes via the
+ * root, so this is how it reaches the stream (DESIGN §8). */
+#define TRUNCATE_MESSAGE_PREFIX "trellara.truncate"
+
 #endif

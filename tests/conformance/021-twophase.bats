@@ -34,10 +34,18 @@ teardown() {
 }
 
 # applied_past_prepared: a later committed transaction has been applied,
-# so the flow has read past the PREPARE
+# so the flow has read past the PREPARE.  Waited for by its row, not by
+# the source's WAL position: with a large streamed transaction left
+# prepared, the checkpoint was once seen short of that position for the
+# whole 120 s wait under a three-file parallel run (the row was in; why
+# the position was not reached is not yet known: noted on issue 37).
 applied_past_prepared() {
-	psql_source "INSERT INTO tab_full VALUES (1000 + (SELECT count(*) FROM tab_full WHERE a >= 1000))"
-	conf_synced
+	local n
+	n=$(psql_source "INSERT INTO tab_full VALUES (1000 + (SELECT count(*) FROM tab_full WHERE a >= 1000))
+		RETURNING (SELECT count(*) FROM tab_full WHERE a >= 1000) + 1")
+	wait_for -t 120 -m "the target has the row committed after the PREPARE" \
+		"[ \"\$(psql_target \"SELECT count(*) FROM tab_full WHERE a >= 1000\")\" -ge $n ] || ! flow_alive"
+	flow_alive
 }
 
 @test "021: PREPARE TRANSACTION then COMMIT PREPARED: applied at the commit, not before; ROLLBACK PREPARED: nothing; verify CONVERGED" {

@@ -38,6 +38,7 @@ static void healthy_server(struct source_facts *f)
 	f->pub_exists = true;
 	f->pub_insert = f->pub_update = f->pub_delete = f->pub_truncate = true;
 	f->function_exists = f->function_current = true;
+	f->truncate_current = true;
 	for (int i = 0; i < 2; i++)
 		f->trigger[i].exists = f->trigger[i].enabled = f->trigger[i].right = true;
 }
@@ -156,6 +157,24 @@ static void test_ddl_rules(const struct flow_config *cfg)
 	c = item(&r, "ddl_trigger", NULL);
 	CHECK(c && c->status == CHECK_OK && c->fix == NULL);
 	check_report_free(&r);
+	/* the partition TRUNCATE evidence: its functions, and the triggers on
+	 * every table of a partition tree published via its root */
+	f.truncate_missing = 3;
+	judge(cfg, &f, &repl, &r);
+	c = item(&r, "ddl_trigger", NULL);
+	CHECK(c && c->status == CHECK_WARN && c->fixable);
+	CHECK(c && has(c->detail, "3 tables of partitioned tables published via their root lack the TRUNCATE triggers"));
+	CHECK(c && has(c->detail, "a TRUNCATE of one partition will not reach the stream"));
+	check_report_free(&r);
+	f.truncate_missing = 0;
+	f.truncate_current = false;
+	f.superuser = false;
+	judge(cfg, &f, &repl, &r);
+	c = item(&r, "ddl_trigger", NULL);
+	CHECK(c && c->status == CHECK_WARN && has(c->detail, "function trellara.emit_truncate() or trellara.truncate_triggers() is missing"));
+	CHECK(c && has(c->fix, "CREATE TRIGGER trellara_truncate_before BEFORE TRUNCATE"));
+	check_report_free(&r);
+	f.truncate_current = true;
 }
 
 /* The slot's limits against source.expected_downtime_seconds. */
