@@ -145,8 +145,8 @@ build/san/%.o: %.c
 
 # A program: its own folder's objects plus libtrellara (and another
 # program's module it runs: cutover runs verify's own verify_run).
-EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o
-EXTRA_OBJ_trellara-repair-plan := build/obj/cmd/trellara-verify/verify.o
+EXTRA_OBJ_trellara-cutover := build/obj/cmd/trellara-verify/verify.o build/obj/cmd/trellara-verify/verify_compare.o
+EXTRA_OBJ_trellara-repair-plan := build/obj/cmd/trellara-verify/verify.o build/obj/cmd/trellara-verify/verify_compare.o
 EXTRA_OBJ_trellara-stream := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-capture := build/obj/cmd/jetstream/jetstream_session.o
 EXTRA_OBJ_trellara-applyd := build/obj/cmd/jetstream/jetstream_session.o
