@@ -63,6 +63,18 @@ int checkpoint_fence_get(PGconn *conn, const char *schema, const struct flow_ids
 	return 0;
 }
 
+/* An UPDATE ... RETURNING 1 of the fence row with four parameters: *hit
+ * whether it changed the row; 0, or -1 on error (logged). */
+static int update_hit(PGconn *conn, const char *schema, const char *sql, const char *const *p, bool *hit)
+{
+	PGresult *res = query_schema(conn, schema, sql, 4, p);
+	if (!res)
+		return -1;
+	*hit = PQntuples(res) == 1;
+	PQclear(res);
+	return 0;
+}
+
 int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
 			       uint64_t applied_lsn, bool *marked)
 {
@@ -71,16 +83,11 @@ int checkpoint_fence_mark_held(PGconn *conn, const char *schema, const struct fl
 	lsn_format(applied_lsn, lsn);
 	lsn_format(fence_lsn, fence);
 	const char *p[4] = { ids->source_id, ids->dataset_id, lsn, fence };
-	PGresult *res = query_schema(conn, schema,
-				     "UPDATE @.apply_fence SET state = 'held', held_at = now(), held_applied_lsn = $3"
-				     " WHERE source_id = $1 AND dataset_id = $2 AND state = 'requested' AND fence_lsn = $4"
-				     " RETURNING 1",
-				     4, p);
-	if (!res)
-		return -1;
-	*marked = PQntuples(res) == 1;
-	PQclear(res);
-	return 0;
+	return update_hit(conn, schema,
+			  "UPDATE @.apply_fence SET state = 'held', held_at = now(), held_applied_lsn = $3"
+			  " WHERE source_id = $1 AND dataset_id = $2 AND state = 'requested' AND fence_lsn = $4"
+			  " RETURNING 1",
+			  p, marked);
 }
 
 int checkpoint_fence_request(PGconn *conn, const char *schema, const struct flow_ids *ids, uint64_t fence_lsn,
@@ -129,16 +136,11 @@ int checkpoint_fence_move(PGconn *conn, const char *schema, const struct flow_id
 	char lsn[LSN_FORMAT_LEN];
 	lsn_format(fence_lsn, lsn);
 	const char *p[4] = { ids->source_id, ids->dataset_id, lsn, requested_by };
-	PGresult *res = query_schema(conn, schema,
-				     "UPDATE @.apply_fence SET fence_lsn = $3, state = 'requested', held_at = NULL,"
-				     " held_applied_lsn = NULL WHERE source_id = $1 AND dataset_id = $2 AND requested_by = $4"
-				     " RETURNING 1",
-				     4, p);
-	if (!res)
-		return -1;
-	*moved = PQntuples(res) == 1;
-	PQclear(res);
-	return 0;
+	return update_hit(conn, schema,
+			  "UPDATE @.apply_fence SET fence_lsn = $3, state = 'requested', held_at = NULL,"
+			  " held_applied_lsn = NULL WHERE source_id = $1 AND dataset_id = $2 AND requested_by = $4"
+			  " RETURNING 1",
+			  p, moved);
 }
 
 int checkpoint_fence_release(PGconn *conn, const char *schema, const struct flow_ids *ids, const char *requested_by)
